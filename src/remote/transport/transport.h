@@ -1,0 +1,72 @@
+// Transports for CUDA remoting: reliable, ordered, message-oriented connections.
+//
+// Two implementations sit behind this interface: TCP (framing, TCP_NODELAY, extra connections for
+// bulk data) and UCX ucp (RDMA verbs on InfiniBand, shared memory on one host, TCP elsewhere;
+// UCX_TLS selects). The protocol and runtime above never know which one they use, and one shared
+// test suite runs over every implementation.
+//
+// A message is sent as a gather list of parts and arrives whole, as one contiguous buffer.
+// Thread safety: a Connection may be used by one sender thread and one receiver thread at the same
+// time; Close() may be called from any thread and unblocks both. Listener::Accept is
+// single-threaded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace gpool::remote {
+
+using ByteSpan = std::span<const std::byte>;
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // Sends one message made of `parts` concatenated. Returns Unavailable once the peer is gone.
+  virtual Status Send(std::span<const ByteSpan> parts) = 0;
+  Status Send(ByteSpan message) { return Send(std::span<const ByteSpan>(&message, 1)); }
+  // Blocks until one whole message arrives and stores it in *message (resized to fit; the
+  // buffer's capacity is reused). Returns Unavailable when the peer closed or died.
+  virtual Status Recv(std::vector<std::byte>* message) = 0;
+  // Closes both directions; pending and later calls return Unavailable.
+  virtual void Close() = 0;
+  // The peer's address for error messages ("127.0.0.1:5000").
+  virtual std::string peer() const = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Blocks until a client connects, or returns Unavailable after Close().
+  virtual StatusOr<std::unique_ptr<Connection>> Accept() = 0;
+  virtual void Close() = 0;
+  // The bound address, with the real port when 0 was asked for.
+  virtual std::string address() const = 0;
+};
+
+struct TransportOptions {
+  // Max message size accepted on receive; larger frames are a protocol error that closes the
+  // connection (a malformed peer must not make us allocate without bound).
+  size_t max_message_bytes = size_t{1} << 30;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;  // "tcp", "ucx"
+  // `address` is "HOST:PORT"; port 0 picks a free one.
+  virtual StatusOr<std::unique_ptr<Listener>> Listen(std::string_view address) = 0;
+  virtual StatusOr<std::unique_ptr<Connection>> Connect(std::string_view address) = 0;
+};
+
+// "tcp" or "ucx". Unknown names are InvalidArgument.
+StatusOr<std::unique_ptr<Transport>> MakeTransport(std::string_view name,
+                                                   const TransportOptions& options);
+
+}  // namespace gpool::remote
