@@ -8,7 +8,8 @@ PACKAGES=(
   clang libclang-rt-14-dev             # libFuzzer targets
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
-  libzstd-dev liblz4-dev libsqlite3-dev
+  libzstd-dev liblz4-dev libsqlite3-dev libssl-dev
+  libucx-dev ucx-utils                 # UCX transport (tcp, shared memory, verbs)
 )
 
 missing=()
