@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# `make demo`: gpool's main job as far as it exists today, on embedded defaults.
+#   1. Fabric: the brief's 2,048-GPU NDR fat-tree, generated, routed, analysed, with a failure.
+#   2. Scheduler: the simulator replays a workload under gpool's policy and the baselines.
+# The control plane (controller + hollow agents + dashboard) will replace this as the main job
+# once it exists (issue "Control plane").
+set -euo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+ran=0
+for part in demo-fabric demo-sim demo-pool; do
+  if [ -x "$here/$part.sh" ]; then
+    echo
+    echo "=================== $part ==================="
+    "$here/$part.sh" "$build"
+    ran=$((ran + 1))
+  fi
+done
+if [ "$ran" -eq 0 ]; then
+  echo "demo: no demo parts are built yet" >&2
+  exit 1
+fi
