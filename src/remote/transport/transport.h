@@ -52,9 +52,23 @@ class Listener {
 
 struct TransportOptions {
   // Max message size accepted on receive; larger frames are a protocol error that closes the
-  // connection (a malformed peer must not make us allocate without bound).
+  // connection (a malformed peer must not make us allocate without bound). Send refuses larger
+  // messages too, since the peer is expected to run with the same limit.
   size_t max_message_bytes = size_t{1} << 30;
+  // TCP only: extra data streams a connecting client opens beside the control stream. Messages of
+  // at least stripe_min_bytes are striped over all streams, one sending thread each, so one
+  // connection is not capped by one socket's copy path. The listener accepts what the client
+  // asks for (up to kMaxTcpDataStreams). 0 disables striping.
+  int tcp_data_streams = 2;
+  size_t stripe_min_bytes = size_t{4} << 20;
+  // How long Connect and Accept wait for a peer's handshake before giving up on it.
+  int handshake_timeout_ms = 5000;
+  // UCX only: the UCX_TLS value for this transport's context ("tcp", "posix,sysv,self", "rc,ud");
+  // empty leaves UCX's own choice (the UCX_TLS environment variable, else all).
+  std::string ucx_tls;
 };
+
+inline constexpr int kMaxTcpDataStreams = 16;
 
 class Transport {
  public:

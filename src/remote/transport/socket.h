@@ -1,0 +1,73 @@
+// Thin POSIX socket helpers shared by the TCP transport and the UCX transport's bootstrap.
+//
+// Every function returns a Status naming the address or peer on failure. Sends use MSG_NOSIGNAL
+// so a dead peer gives EPIPE (Unavailable), never SIGPIPE. Thread-compatible: an fd may be read by
+// one thread and written by another; Shutdown() from a third thread unblocks both.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "remote/transport/transport.h"
+
+namespace gpool::remote::net {
+
+// Splits "HOST:PORT" or "[V6HOST]:PORT". The port must be 0..65535.
+Status SplitHostPort(std::string_view address, std::string* host, uint16_t* port);
+
+// Owns a file descriptor; closes it on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// Binds and listens on `address` (port 0 picks one). SO_REUSEADDR is set.
+StatusOr<Fd> ListenTcp(std::string_view address);
+// Connects to `address` with TCP_NODELAY set.
+StatusOr<Fd> ConnectTcp(std::string_view address);
+// Accepts one connection and sets TCP_NODELAY on it.
+StatusOr<Fd> AcceptTcp(int listen_fd);
+// Sets TCP_NODELAY (Nagle would hold small requests back waiting for an ACK).
+Status SetNoDelay(int fd);
+// Sets SO_RCVTIMEO/SO_SNDTIMEO; 0 clears them.
+Status SetTimeouts(int fd, int timeout_ms);
+
+// "127.0.0.1:5000" for the socket's local or remote end; "?" when unknown.
+std::string LocalAddress(int fd);
+std::string PeerAddress(int fd);
+
+// Writes every byte of `iov` (handles partial writes; the array is modified). EPIPE/ECONNRESET
+// and EOF map to Unavailable naming `peer`.
+Status WriteAll(int fd, std::span<iovec> iov, std::string_view peer);
+Status WriteAll(int fd, const void* data, size_t size, std::string_view peer);
+// Reads exactly `size` bytes. *got_any (optional) tells whether any byte arrived before EOF.
+Status ReadAll(int fd, void* data, size_t size, std::string_view peer, bool* got_any = nullptr);
+
+// The iovecs covering bytes [offset, offset+length) of the concatenation of `parts`.
+std::vector<iovec> SliceParts(std::span<const ByteSpan> parts, size_t offset, size_t length);
+
+}  // namespace gpool::remote::net

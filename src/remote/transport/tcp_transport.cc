@@ -1,0 +1,356 @@
+#include "remote/transport/tcp_transport.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "remote/transport/socket.h"
+
+namespace gpool::remote {
+namespace {
+
+using net::Fd;
+
+constexpr uint32_t kMagic = 0x31545047;  // "GPT1"
+constexpr uint64_t kStripedBit = uint64_t{1} << 63;
+constexpr uint8_t kKindControl = 0;
+constexpr uint8_t kKindData = 1;
+
+// Fixed-layout handshake records; encoded explicitly so the wire never depends on struct padding.
+struct Hello {
+  uint32_t magic = kMagic;
+  uint8_t kind = kKindControl;
+  uint8_t index = 0;
+  uint16_t data_streams = 0;
+  uint64_t token = 0;
+};
+constexpr size_t kHelloSize = 16;
+
+void PutLe(uint8_t* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t GetLe(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+Status SendHello(int fd, const Hello& h, std::string_view peer) {
+  uint8_t b[kHelloSize];
+  PutLe(b, h.magic, 4);
+  b[4] = h.kind;
+  b[5] = h.index;
+  PutLe(b + 6, h.data_streams, 2);
+  PutLe(b + 8, h.token, 8);
+  return net::WriteAll(fd, b, sizeof(b), peer);
+}
+
+StatusOr<Hello> RecvHello(int fd, std::string_view peer) {
+  uint8_t b[kHelloSize];
+  GPOOL_RETURN_IF_ERROR(net::ReadAll(fd, b, sizeof(b), peer));
+  Hello h;
+  h.magic = static_cast<uint32_t>(GetLe(b, 4));
+  h.kind = b[4];
+  h.index = b[5];
+  h.data_streams = static_cast<uint16_t>(GetLe(b + 6, 2));
+  h.token = GetLe(b + 8, 8);
+  if (h.magic != kMagic) {
+    return Status::InvalidArgument(
+        fmt::format("{}: bad handshake magic 0x{:08x} (not a gpool tcp peer?)", peer, h.magic));
+  }
+  if (h.kind > kKindData || h.data_streams > kMaxTcpDataStreams) {
+    return Status::InvalidArgument(fmt::format("{}: bad handshake (kind {}, {} data streams)",
+                                               peer, h.kind, h.data_streams));
+  }
+  return h;
+}
+
+class TcpConnection final : public Connection {
+ public:
+  TcpConnection(Fd control, std::vector<Fd> data, const TransportOptions& options)
+      : control_(std::move(control)), data_(std::move(data)), options_(options) {
+    peer_ = net::PeerAddress(control_.get());
+  }
+  ~TcpConnection() override { Close(); }
+
+  Status Send(std::span<const ByteSpan> parts) override {
+    size_t total = 0;
+    for (const ByteSpan& p : parts) total += p.size();
+    if (total > options_.max_message_bytes) {
+      return Status::InvalidArgument(fmt::format("message of {} bytes to {} exceeds the {} byte limit",
+                                                 total, peer_, options_.max_message_bytes));
+    }
+    if (closed_.load()) return Closed();
+    const bool striped = !data_.empty() && total >= options_.stripe_min_bytes;
+    uint8_t header[8];
+    PutLe(header, total | (striped ? kStripedBit : 0), 8);
+    size_t control_len = striped ? total / (data_.size() + 1) : total;
+
+    std::vector<iovec> iov;
+    iov.reserve(parts.size() + 1);
+    iov.push_back(iovec{header, sizeof(header)});
+    std::vector<iovec> body = net::SliceParts(parts, 0, control_len);
+    iov.insert(iov.end(), body.begin(), body.end());
+    if (!striped) return Fail(net::WriteAll(control_.get(), iov, peer_));
+
+    // One thread per extra stream; the calling thread writes the control slice.
+    std::vector<Status> results(data_.size());
+    std::vector<std::thread> threads;
+    threads.reserve(data_.size());
+    for (size_t i = 0; i < data_.size(); ++i) {
+      auto [off, len] = Slice(total, i + 1);
+      threads.emplace_back([&, i, off = off, len = len] {
+        std::vector<iovec> v = net::SliceParts(parts, off, len);
+        results[i] = net::WriteAll(data_[i].get(), v, peer_);
+      });
+    }
+    Status s = net::WriteAll(control_.get(), iov, peer_);
+    for (auto& t : threads) t.join();
+    for (const Status& r : results) {
+      if (s.ok() && !r.ok()) s = r;
+    }
+    return Fail(s);
+  }
+
+  Status Recv(std::vector<std::byte>* message) override {
+    if (closed_.load()) return Closed();
+    uint8_t header[8];
+    Status s = net::ReadAll(control_.get(), header, sizeof(header), peer_);
+    if (!s.ok()) return Fail(s);
+    uint64_t word = GetLe(header, 8);
+    const bool striped = (word & kStripedBit) != 0;
+    const uint64_t total = word & ~kStripedBit;
+    if (total > options_.max_message_bytes) {
+      Close();
+      return Status::InvalidArgument(
+          fmt::format("frame of {} bytes from {} exceeds the {} byte limit; connection closed",
+                      total, peer_, options_.max_message_bytes));
+    }
+    if (striped && data_.empty()) {
+      Close();
+      return Status::InvalidArgument(
+          fmt::format("striped frame from {} on a connection without data streams", peer_));
+    }
+    message->resize(total);
+    std::byte* base = message->data();
+    if (!striped) return Fail(net::ReadAll(control_.get(), base, total, peer_));
+
+    std::vector<Status> results(data_.size());
+    std::vector<std::thread> threads;
+    threads.reserve(data_.size());
+    for (size_t i = 0; i < data_.size(); ++i) {
+      auto [off, len] = Slice(total, i + 1);
+      threads.emplace_back([&, i, off = off, len = len] {
+        results[i] = net::ReadAll(data_[i].get(), base + off, len, peer_);
+      });
+    }
+    auto [off0, len0] = Slice(total, 0);
+    s = net::ReadAll(control_.get(), base + off0, len0, peer_);
+    for (auto& t : threads) t.join();
+    for (const Status& r : results) {
+      if (s.ok() && !r.ok()) s = r;
+    }
+    return Fail(s);
+  }
+
+  void Close() override {
+    if (closed_.exchange(true)) return;
+    // shutdown (not close) wakes threads blocked in recv/send on these fds without letting the fd
+    // number be reused under them; the fds are closed by the destructor.
+    ::shutdown(control_.get(), SHUT_RDWR);
+    for (Fd& d : data_) ::shutdown(d.get(), SHUT_RDWR);
+  }
+
+  std::string peer() const override { return peer_; }
+
+ private:
+  // Byte range of slice `i` of a striped message of `total` bytes.
+  std::pair<size_t, size_t> Slice(size_t total, size_t i) const {
+    size_t n = data_.size() + 1;
+    size_t begin = total / n * i;
+    size_t end = i + 1 == n ? total : total / n * (i + 1);
+    return {begin, end - begin};
+  }
+
+  Status Closed() const {
+    return Status::Unavailable(fmt::format("connection to {} is closed", peer_));
+  }
+
+  // Any transport error leaves the stream at an unknown frame boundary: close for good.
+  Status Fail(Status s) {
+    if (s.ok()) return s;
+    bool was_closed = closed_.load();
+    Close();
+    return was_closed ? Closed() : s;
+  }
+
+  Fd control_;
+  std::vector<Fd> data_;
+  TransportOptions options_;
+  std::string peer_;
+  std::atomic<bool> closed_{false};
+};
+
+class TcpListener final : public Listener {
+ public:
+  TcpListener(Fd fd, Fd wake_read, Fd wake_write, const TransportOptions& options)
+      : fd_(std::move(fd)),
+        wake_read_(std::move(wake_read)),
+        wake_write_(std::move(wake_write)),
+        options_(options),
+        address_(net::LocalAddress(fd_.get())) {}
+  ~TcpListener() override { Close(); }
+
+  StatusOr<std::unique_ptr<Connection>> Accept() override {
+    for (;;) {
+      if (closed_.load()) return Status::Unavailable(fmt::format("listener {} closed", address_));
+      pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
+      int rc = ::poll(fds, 2, -1);
+      if (rc < 0) {
+        if (errno == EINTR) continue;
+        return Status::IoError(fmt::format("poll on {}: {}", address_, std::strerror(errno)));
+      }
+      if (fds[1].revents != 0 || closed_.load()) {
+        return Status::Unavailable(fmt::format("listener {} closed", address_));
+      }
+      if ((fds[0].revents & POLLIN) == 0) continue;
+      StatusOr<Fd> sock = net::AcceptTcp(fd_.get());
+      if (!sock.ok()) continue;  // a client that went away between poll and accept
+      StatusOr<std::unique_ptr<Connection>> conn = Handshake(std::move(*sock));
+      // A bad handshake is the client's problem, not the listener's: keep accepting.
+      if (conn.ok() && *conn != nullptr) return conn;
+    }
+  }
+
+  void Close() override {
+    if (closed_.exchange(true)) return;
+    char b = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &b, 1);
+  }
+
+  std::string address() const override { return address_; }
+
+ private:
+  struct Pending {
+    Fd control;
+    std::vector<Fd> data;  // indexed by stream; invalid until it arrives
+    size_t arrived = 0;
+  };
+
+  // Returns a connection when `sock` completes one, nullptr when more sockets are awaited.
+  StatusOr<std::unique_ptr<Connection>> Handshake(Fd sock) {
+    std::string peer = net::PeerAddress(sock.get());
+    GPOOL_RETURN_IF_ERROR(net::SetTimeouts(sock.get(), options_.handshake_timeout_ms));
+    GPOOL_ASSIGN_OR_RETURN(Hello h, RecvHello(sock.get(), peer));
+    if (h.kind == kKindControl) {
+      uint64_t token = rng_();
+      uint8_t reply[16];
+      PutLe(reply, kMagic, 4);
+      PutLe(reply + 4, 0, 4);
+      PutLe(reply + 8, token, 8);
+      GPOOL_RETURN_IF_ERROR(net::WriteAll(sock.get(), reply, sizeof(reply), peer));
+      GPOOL_RETURN_IF_ERROR(net::SetTimeouts(sock.get(), 0));
+      if (h.data_streams == 0) {
+        return std::unique_ptr<Connection>(
+            new TcpConnection(std::move(sock), {}, options_));
+      }
+      // Bound the table: a client that never sends its data sockets must not grow it forever.
+      if (pending_.size() >= 64) pending_.erase(pending_.begin());
+      Pending p;
+      p.control = std::move(sock);
+      p.data.resize(h.data_streams);
+      pending_[token] = std::move(p);
+      return std::unique_ptr<Connection>();
+    }
+    auto it = pending_.find(h.token);
+    if (it == pending_.end() || h.index >= it->second.data.size() ||
+        it->second.data[h.index].valid()) {
+      return Status::InvalidArgument(fmt::format("{}: data stream for unknown token", peer));
+    }
+    GPOOL_RETURN_IF_ERROR(net::SetTimeouts(sock.get(), 0));
+    it->second.data[h.index] = std::move(sock);
+    if (++it->second.arrived < it->second.data.size()) return std::unique_ptr<Connection>();
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    return std::unique_ptr<Connection>(
+        new TcpConnection(std::move(p.control), std::move(p.data), options_));
+  }
+
+  Fd fd_;
+  Fd wake_read_, wake_write_;
+  TransportOptions options_;
+  std::string address_;
+  std::atomic<bool> closed_{false};
+  std::map<uint64_t, Pending> pending_;
+  std::mt19937_64 rng_{std::random_device{}()};
+};
+
+class TcpTransport final : public Transport {
+ public:
+  explicit TcpTransport(const TransportOptions& options) : options_(options) {}
+  std::string_view name() const override { return "tcp"; }
+
+  StatusOr<std::unique_ptr<Listener>> Listen(std::string_view address) override {
+    GPOOL_ASSIGN_OR_RETURN(Fd fd, net::ListenTcp(address));
+    int pipefd[2];
+    if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+      return Status::IoError(fmt::format("pipe: {}", std::strerror(errno)));
+    }
+    return std::unique_ptr<Listener>(
+        new TcpListener(std::move(fd), Fd(pipefd[0]), Fd(pipefd[1]), options_));
+  }
+
+  StatusOr<std::unique_ptr<Connection>> Connect(std::string_view address) override {
+    int streams = std::clamp(options_.tcp_data_streams, 0, kMaxTcpDataStreams);
+    GPOOL_ASSIGN_OR_RETURN(Fd control, net::ConnectTcp(address));
+    std::string peer(address);
+    GPOOL_RETURN_IF_ERROR(net::SetTimeouts(control.get(), options_.handshake_timeout_ms));
+    Hello h;
+    h.kind = kKindControl;
+    h.data_streams = static_cast<uint16_t>(streams);
+    GPOOL_RETURN_IF_ERROR(SendHello(control.get(), h, peer));
+    uint8_t reply[16];
+    Status s = net::ReadAll(control.get(), reply, sizeof(reply), peer);
+    if (!s.ok()) return Status::Unavailable("tcp handshake: " + s.message());
+    if (GetLe(reply, 4) != kMagic) {
+      return Status::InvalidArgument(fmt::format("{}: not a gpool tcp listener", peer));
+    }
+    uint64_t token = GetLe(reply + 8, 8);
+    GPOOL_RETURN_IF_ERROR(net::SetTimeouts(control.get(), 0));
+    std::vector<Fd> data;
+    for (int i = 0; i < streams; ++i) {
+      GPOOL_ASSIGN_OR_RETURN(Fd d, net::ConnectTcp(address));
+      Hello dh;
+      dh.kind = kKindData;
+      dh.index = static_cast<uint8_t>(i);
+      dh.data_streams = static_cast<uint16_t>(streams);
+      dh.token = token;
+      GPOOL_RETURN_IF_ERROR(SendHello(d.get(), dh, peer));
+      data.push_back(std::move(d));
+    }
+    return std::unique_ptr<Connection>(
+        new TcpConnection(std::move(control), std::move(data), options_));
+  }
+
+ private:
+  TransportOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> MakeTcpTransport(const TransportOptions& options) {
+  return std::make_unique<TcpTransport>(options);
+}
+
+}  // namespace gpool::remote

@@ -1,0 +1,289 @@
+// One suite for every transport: each case runs over TCP (with and without striping) and over
+// UCX (its tcp and shared-memory transports), on loopback.
+#include "remote/transport/transport.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <numeric>
+#include <thread>
+
+namespace gpool::remote {
+namespace {
+
+struct Variant {
+  std::string label;
+  std::string transport;
+  int tcp_data_streams = 0;
+  size_t stripe_min_bytes = size_t{4} << 20;
+  std::string ucx_tls;
+};
+
+std::string Label(const testing::TestParamInfo<Variant>& info) { return info.param.label; }
+
+std::vector<std::byte> Pattern(size_t n, uint32_t seed) {
+  std::vector<std::byte> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    v[i] = static_cast<std::byte>(x >> 24);
+  }
+  return v;
+}
+
+ByteSpan AsBytes(const std::vector<std::byte>& v) { return ByteSpan(v.data(), v.size()); }
+
+class TransportTest : public testing::TestWithParam<Variant> {
+ protected:
+  TransportOptions Options(size_t max_message_bytes = size_t{1} << 30) const {
+    TransportOptions o;
+    o.max_message_bytes = max_message_bytes;
+    o.tcp_data_streams = GetParam().tcp_data_streams;
+    o.stripe_min_bytes = GetParam().stripe_min_bytes;
+    o.ucx_tls = GetParam().ucx_tls;
+    return o;
+  }
+
+  std::unique_ptr<Transport> Make(const TransportOptions& o) {
+    auto t = MakeTransport(GetParam().transport, o);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+
+  // Connects client_ (on client_transport) to server_ (accepted on server_transport).
+  void ConnectPair(Transport* server_transport, Transport* client_transport) {
+    auto l = server_transport->Listen("127.0.0.1:0");
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    listener_ = std::move(*l);
+    auto accepted = std::async(std::launch::async, [&] { return listener_->Accept(); });
+    auto c = client_transport->Connect(listener_->address());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = std::move(*c);
+    auto s = accepted.get();
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+  }
+
+  void SetUp() override {
+    transport_ = Make(Options());
+    ASSERT_NE(transport_, nullptr);
+  }
+
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<Connection> client_, server_;
+};
+
+TEST_P(TransportTest, SmallAndLargeMessagesArriveWhole) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  const std::vector<size_t> sizes = {0, 1, 7, 4096, 65537, size_t{1} << 20, (size_t{5} << 20) + 3,
+                                     size_t{64} << 20};
+  auto sender = std::async(std::launch::async, [&] {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Status s = client_->Send(AsBytes(Pattern(sizes[i], static_cast<uint32_t>(i))));
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  });
+  std::vector<std::byte> got;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Status s = server_->Recv(&got);
+    ASSERT_TRUE(s.ok()) << "size " << sizes[i] << ": " << s.ToString();
+    ASSERT_EQ(got.size(), sizes[i]);
+    ASSERT_TRUE(got == Pattern(sizes[i], static_cast<uint32_t>(i))) << "size " << sizes[i];
+  }
+  EXPECT_TRUE(sender.get().ok());
+}
+
+TEST_P(TransportTest, GatherSendConcatenatesParts) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  // Parts of awkward sizes, including empty ones, both below and above the striping threshold.
+  for (size_t scale : {size_t{1}, size_t{300000}}) {
+    std::vector<std::vector<std::byte>> bufs;
+    std::vector<ByteSpan> parts;
+    std::vector<std::byte> whole;
+    for (uint32_t i = 0; i < 9; ++i) {
+      bufs.push_back(Pattern(i % 3 == 0 ? 0 : i * scale + 5, i + 10));
+    }
+    for (auto& b : bufs) {
+      parts.push_back(AsBytes(b));
+      whole.insert(whole.end(), b.begin(), b.end());
+    }
+    auto sender = std::async(std::launch::async, [&] { return client_->Send(parts); });
+    std::vector<std::byte> got;
+    ASSERT_TRUE(server_->Recv(&got).ok());
+    EXPECT_TRUE(sender.get().ok());
+    EXPECT_EQ(got.size(), whole.size());
+    EXPECT_TRUE(got == whole) << "scale " << scale;
+  }
+}
+
+TEST_P(TransportTest, MessagesKeepTheirOrderBothWays) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  constexpr uint32_t kCount = 400;
+  auto size_of = [](uint32_t i) { return i % 50 == 0 ? size_t{5} << 20 : size_t{4 + i % 97}; };
+  // Both ends send at once: a transport that blocks a sender on its own receive path deadlocks.
+  auto send_all = [&](Connection* c) {
+    for (uint32_t i = 0; i < kCount; ++i) {
+      std::vector<std::byte> m = Pattern(size_of(i), i);
+      std::memcpy(m.data(), &i, sizeof(i));
+      Status s = c->Send(AsBytes(m));
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  };
+  auto recv_all = [&](Connection* c) {
+    std::vector<std::byte> got;
+    for (uint32_t i = 0; i < kCount; ++i) {
+      Status s = c->Recv(&got);
+      if (!s.ok()) return s;
+      uint32_t seq;
+      if (got.size() != size_of(i)) return Status::Internal("size mismatch at " + std::to_string(i));
+      std::memcpy(&seq, got.data(), sizeof(seq));
+      if (seq != i) return Status::Internal("out of order: " + std::to_string(seq));
+    }
+    return Status::Ok();
+  };
+  auto a = std::async(std::launch::async, send_all, client_.get());
+  auto b = std::async(std::launch::async, send_all, server_.get());
+  auto c = std::async(std::launch::async, recv_all, client_.get());
+  Status d = recv_all(server_.get());
+  EXPECT_TRUE(d.ok()) << d.ToString();
+  EXPECT_TRUE(a.get().ok());
+  EXPECT_TRUE(b.get().ok());
+  Status cs = c.get();
+  EXPECT_TRUE(cs.ok()) << cs.ToString();
+}
+
+TEST_P(TransportTest, PeerDeathMakesRecvUnavailable) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  // A message sent just before the peer dies is still delivered, then Recv fails.
+  ASSERT_TRUE(server_->Send(AsBytes(Pattern(10, 1))).ok());
+  auto blocked = std::async(std::launch::async, [&] {
+    std::vector<std::byte> got;
+    Status first = client_->Recv(&got);
+    if (!first.ok() || got != Pattern(10, 1)) return Status::Internal("first message lost");
+    return client_->Recv(&got);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server_.reset();  // destroyed without Close(), as a crashed process would leave it
+  Status s = blocked.get();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  // Later sends fail too rather than hang (the first may still land in a socket buffer).
+  Status send = Status::Ok();
+  for (int i = 0; i < 100 && send.ok(); ++i) send = client_->Send(AsBytes(Pattern(1 << 16, 2)));
+  EXPECT_EQ(send.code(), StatusCode::kUnavailable) << send.ToString();
+}
+
+TEST_P(TransportTest, CloseFromAnotherThreadUnblocksRecvAndAccept) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  auto blocked = std::async(std::launch::async, [&] {
+    std::vector<std::byte> got;
+    return client_->Recv(&got);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  client_->Close();
+  EXPECT_EQ(blocked.get().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(client_->Send(AsBytes(Pattern(3, 3))).code(), StatusCode::kUnavailable);
+  // The other end sees the close too.
+  std::vector<std::byte> got;
+  EXPECT_EQ(server_->Recv(&got).code(), StatusCode::kUnavailable);
+
+  auto accepting = std::async(std::launch::async, [&] { return listener_->Accept(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  listener_->Close();
+  EXPECT_EQ(accepting.get().status().code(), StatusCode::kUnavailable);
+}
+
+TEST_P(TransportTest, OversizeFrameIsRejected) {
+  auto small = Make(Options(/*max_message_bytes=*/1024));
+  ASSERT_NE(small, nullptr);
+  ConnectPair(small.get(), transport_.get());  // the server accepts at most 1 KiB
+  ASSERT_NE(client_, nullptr);
+  ASSERT_TRUE(client_->Send(AsBytes(Pattern(1024, 4))).ok());
+  std::vector<std::byte> got;
+  ASSERT_TRUE(server_->Recv(&got).ok());
+  EXPECT_EQ(got.size(), 1024u);
+  auto sender = std::async(std::launch::async,
+                           [&] { return client_->Send(AsBytes(Pattern(4096, 5))); });
+  Status s = server_->Recv(&got);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("1024"), std::string::npos) << s.message();
+  // The connection is dropped after a protocol error.
+  EXPECT_EQ(server_->Recv(&got).code(), StatusCode::kUnavailable);
+  (void)sender.get();
+  // A sender refuses what its own limit forbids before touching the wire.
+  EXPECT_EQ(server_->Send(AsBytes(Pattern(2048, 6))).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(TransportTest, ManyConnectionsEchoIndependently) {
+  auto l = transport_->Listen("127.0.0.1:0");
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  listener_ = std::move(*l);
+  constexpr int kConns = 24;
+  std::vector<std::thread> servers;
+  auto acceptor = std::thread([&] {
+    for (int i = 0; i < kConns; ++i) {
+      auto c = listener_->Accept();
+      if (!c.ok()) return;
+      servers.emplace_back([conn = std::shared_ptr<Connection>(std::move(*c))] {
+        std::vector<std::byte> m;
+        while (conn->Recv(&m).ok()) {
+          if (!conn->Send(AsBytes(m)).ok()) return;
+        }
+      });
+    }
+  });
+  std::vector<std::unique_ptr<Connection>> clients;
+  for (int i = 0; i < kConns; ++i) {
+    auto c = transport_->Connect(listener_->address());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    clients.push_back(std::move(*c));
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kConns; ++i) {
+      ASSERT_TRUE(clients[i]->Send(AsBytes(Pattern(100 + i, i * 7 + round))).ok());
+    }
+    for (int i = 0; i < kConns; ++i) {
+      std::vector<std::byte> got;
+      ASSERT_TRUE(clients[i]->Recv(&got).ok());
+      EXPECT_TRUE(got == Pattern(100 + i, i * 7 + round)) << "connection " << i;
+    }
+  }
+  acceptor.join();
+  clients.clear();  // servers see the peers go and exit
+  for (auto& t : servers) t.join();
+}
+
+TEST_P(TransportTest, ConnectToNothingFailsCleanly) {
+  auto l = transport_->Listen("127.0.0.1:0");
+  ASSERT_TRUE(l.ok());
+  std::string addr = (*l)->address();
+  l->reset();
+  auto c = transport_->Connect(addr);
+  EXPECT_FALSE(c.ok());
+  EXPECT_EQ(transport_->Connect("no-port-here").status().code(), StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, TransportTest,
+    testing::Values(Variant{.label = "tcp", .transport = "tcp"},
+                    // Striped from 64 KiB so the small tests cross the striping path too.
+                    Variant{.label = "tcp_striped", .transport = "tcp", .tcp_data_streams = 3,
+                            .stripe_min_bytes = 64 << 10}),
+    Label);
+
+TEST(MakeTransportTest, UnknownNameIsInvalid) {
+  EXPECT_EQ(MakeTransport("carrier-pigeon", {}).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gpool::remote
