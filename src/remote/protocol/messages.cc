@@ -1,0 +1,134 @@
+#include "remote/protocol/messages.h"
+
+#include <fmt/format.h>
+
+namespace gpool::remote::proto {
+namespace {
+
+constexpr OpInfo kOps[] = {
+    {"?", false},
+    {"Hello", false},
+    {"Attach", false},
+    {"Ping", false},
+    {"GetDeviceProps", false},
+    {"GetAttribute", false},
+    {"MemGetInfo", false},
+    {"Malloc", false},
+    {"Free", false},
+    {"MemcpyH2D", true},
+    {"MemcpyD2H", false},
+    {"MemcpyD2D", true},
+    {"Memset", true},
+    {"Memcpy2D", false},  // async for H2D/D2D is decided by the client; the server replies always
+    {"RegisterModule", true},
+    {"RegisterFunction", true},
+    {"RegisterVar", true},
+    {"UnregisterModule", true},
+    {"GetParamInfo", false},
+    {"Launch", true},
+    {"StreamCreate", true},
+    {"StreamDestroy", true},
+    {"StreamSync", false},
+    {"StreamQuery", false},
+    {"StreamWaitEvent", true},
+    {"EventCreate", true},
+    {"EventRecord", true},
+    {"EventSync", false},
+    {"EventQuery", false},
+    {"EventElapsed", false},
+    {"EventDestroy", true},
+    {"DeviceSync", false},
+    {"FuncAttributes", false},
+    {"Occupancy", false},
+    {"GetSymbol", false},
+    {"DeviceReset", false},
+};
+static_assert(std::size(kOps) == static_cast<size_t>(Op::kMaxOp), "OpInfo table out of date");
+
+}  // namespace
+
+const OpInfo* GetOpInfo(uint16_t op) {
+  op &= static_cast<uint16_t>(~kReply);
+  if (op < static_cast<uint16_t>(Op::kHello) || op >= static_cast<uint16_t>(Op::kMaxOp)) {
+    return nullptr;
+  }
+  return &kOps[op];
+}
+
+const char* OpName(uint16_t op) {
+  const OpInfo* info = GetOpInfo(op);
+  return info ? info->name : "unknown-op";
+}
+
+void BatchWriter::Reset() {
+  buf_.clear();
+  frames_ = 0;
+  w_.Put<uint32_t>(kMagic);
+  w_.Put<uint16_t>(kVersion);
+  w_.Put<uint16_t>(0);
+}
+
+size_t BatchWriter::BeginFrame(uint16_t op) {
+  size_t at = buf_.size();
+  w_.Put<uint16_t>(op);
+  w_.Put<uint16_t>(0);
+  w_.Put<uint32_t>(0);
+  return at;
+}
+
+void BatchWriter::PatchLength(size_t at, size_t len) {
+  uint32_t l = static_cast<uint32_t>(len);
+  std::memcpy(buf_.data() + at + 4, &l, 4);
+}
+
+wire::ByteSpan BatchWriter::Finish() {
+  uint16_t n = static_cast<uint16_t>(frames_);
+  std::memcpy(buf_.data() + 6, &n, 2);
+  return wire::ByteSpan(buf_.data(), buf_.size());
+}
+
+StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message) {
+  wire::Reader r(message);
+  uint32_t magic = r.Get<uint32_t>("magic");
+  uint16_t version = r.Get<uint16_t>("version");
+  uint16_t count = r.Get<uint16_t>("frames");
+  if (!r.ok()) return r.status().WithContext("message header");
+  if (magic != kMagic) {
+    return Status::InvalidArgument(fmt::format("bad magic 0x{:08x} (not a gpool peer?)", magic));
+  }
+  if (version != kVersion) {
+    return Status::InvalidArgument(
+        fmt::format("protocol version {} not supported (this side speaks {})", version, kVersion));
+  }
+  if (count == 0) return Status::InvalidArgument("message with no frames");
+  std::vector<Frame> frames;
+  frames.reserve(count);
+  for (uint16_t i = 0; i < count; ++i) {
+    Frame f;
+    f.op = r.Get<uint16_t>("op");
+    uint16_t flags = r.Get<uint16_t>("flags");
+    uint32_t len = r.Get<uint32_t>("length");
+    if (!r.ok()) return r.status().WithContext(fmt::format("frame {}", i));
+    if (GetOpInfo(f.op) == nullptr) {
+      return Status::InvalidArgument(fmt::format("frame {}: unknown op {}", i, f.op));
+    }
+    if (flags != 0) {
+      return Status::InvalidArgument(fmt::format("frame {}: reserved flags 0x{:x} set", i, flags));
+    }
+    if (len > r.remaining()) {
+      return Status::InvalidArgument(
+          fmt::format("frame {} ({}): length {} exceeds the {} bytes left", i, OpName(f.op), len,
+                      r.remaining()));
+    }
+    f.payload = message.subspan(r.position(), len);
+    r.Skip(len, "payload");
+    frames.push_back(f);
+  }
+  if (r.remaining() != 0) {
+    return Status::InvalidArgument(fmt::format("{} trailing bytes after the last frame",
+                                               r.remaining()));
+  }
+  return frames;
+}
+
+}  // namespace gpool::remote::proto

@@ -1,0 +1,499 @@
+// gpool's remoting protocol (version 1): operations, message layouts, framing.
+//
+// One transport message carries a batch: a header {magic u32 'GPR1', version u16, frames u16}
+// followed by frames {op u16, flags u16, length u32, payload}. Batching lets the client send a
+// start-up registration storm, or thousands of launches, in one write. A request whose op has
+// kAsync in OpInfo gets no reply; its error is kept by the server and returned, as
+// ReplyHead::async_error, with the next reply (CUDA reports asynchronous errors at the next
+// synchronizing call the same way). A synchronous request gets exactly one reply frame, op|kReply,
+// in its own message, in request order.
+//
+// Every field is spelled out below; none is a copied CUDA struct, so layouts of cudaDeviceProp
+// and friends may change without breaking the wire. Error codes are CUDA runtime error numbers
+// (cudaError_t values, stable across releases). Device pointers are the server's 64-bit
+// addresses; stream and event ids are chosen by the client (0 = the device's default stream) so
+// creating one needs no round trip.
+//
+// Decode* functions check lengths, counts and enum ranges and return InvalidArgument naming the
+// op and field; the server closes only the offending session. The protocol is meant to grow to
+// driver-API remoting (cuModule*, cuGetProcAddress) by adding ops, never by changing these.
+// Thread safety: plain values.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "remote/protocol/wire.h"
+
+namespace gpool::remote::proto {
+
+inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
+inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kReply = 0x8000;
+inline constexpr size_t kMaxFramesPerMessage = 65535;
+// Large copies are cut into chunks of this size and pipelined.
+inline constexpr size_t kCopyChunkBytes = size_t{4} << 20;
+
+enum class Op : uint16_t {
+  kHello = 1,
+  kAttach,
+  kPing,
+  kGetDeviceProps,
+  kGetAttribute,
+  kMemGetInfo,
+  kMalloc,
+  kFree,
+  kMemcpyH2D,
+  kMemcpyD2H,
+  kMemcpyD2D,
+  kMemset,
+  kMemcpy2D,
+  kRegisterModule,
+  kRegisterFunction,
+  kRegisterVar,
+  kUnregisterModule,
+  kGetParamInfo,
+  kLaunch,
+  kStreamCreate,
+  kStreamDestroy,
+  kStreamSync,
+  kStreamQuery,
+  kStreamWaitEvent,
+  kEventCreate,
+  kEventRecord,
+  kEventSync,
+  kEventQuery,
+  kEventElapsed,
+  kEventDestroy,
+  kDeviceSync,
+  kFuncAttributes,
+  kOccupancy,
+  kGetSymbol,
+  kDeviceReset,
+  kMaxOp,  // one past the last; new ops go above this line
+};
+
+struct OpInfo {
+  const char* name;
+  bool async;  // no reply; errors deferred to the next reply
+};
+// Returns nullptr for an op outside [kHello, kMaxOp).
+const OpInfo* GetOpInfo(uint16_t op);
+const char* OpName(uint16_t op);
+
+// ---- message bodies. Each has kOp and Visit(v) listing its fields in wire order. ----
+
+#define GPOOL_MSG(NAME) static constexpr Op kOp = Op::k##NAME
+
+struct Hello {
+  GPOOL_MSG(Hello);
+  uint16_t version = kVersion;
+  std::string token;      // lease token; empty when the server runs --insecure
+  std::string client;     // "host:pid prog" for logs
+  std::string transport;  // data transport the client wants: "tcp" or "ucx"
+  template <class V> void Visit(V& v) { v(version, "version"); v(token, "token"); v(client, "client"); v(transport, "transport"); }
+};
+struct HelloReply {
+  uint64_t session = 0;
+  uint64_t nonce = 0;        // proves the data connection comes from this client
+  std::string data_address;  // where the session's worker listens
+  uint32_t device_count = 0;
+  uint64_t mem_limit = 0;    // 0 = none
+  template <class V> void Visit(V& v) { v(session, "session"); v(nonce, "nonce"); v(data_address, "data_address"); v(device_count, "device_count"); v(mem_limit, "mem_limit"); }
+};
+struct Attach {
+  GPOOL_MSG(Attach);
+  uint64_t session = 0, nonce = 0;
+  template <class V> void Visit(V& v) { v(session, "session"); v(nonce, "nonce"); }
+};
+struct Empty {
+  template <class V> void Visit(V&) {}
+};
+struct Ping {
+  GPOOL_MSG(Ping);
+  template <class V> void Visit(V&) {}
+};
+struct DeviceArg {
+  uint32_t device = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); }
+};
+struct GetDeviceProps : DeviceArg { GPOOL_MSG(GetDeviceProps); };
+struct MemGetInfo : DeviceArg { GPOOL_MSG(MemGetInfo); };
+struct DeviceSync : DeviceArg { GPOOL_MSG(DeviceSync); };
+struct DeviceReset : DeviceArg { GPOOL_MSG(DeviceReset); };
+
+// Device properties, field by field (cudaDeviceProp is filled from these on the client).
+struct DeviceProps {
+  std::string name;
+  std::string uuid;  // 16 raw bytes
+  uint64_t total_global_mem = 0, shared_mem_per_block = 0, mem_pitch = 0, total_const_mem = 0;
+  uint64_t texture_alignment = 0, shared_mem_per_mp = 0, shared_mem_per_block_optin = 0;
+  int32_t regs_per_block = 0, warp_size = 0, max_threads_per_block = 0;
+  std::array<int32_t, 3> max_threads_dim{}, max_grid_size{};
+  int32_t clock_rate = 0, major = 0, minor = 0, multi_processor_count = 0;
+  int32_t integrated = 0, can_map_host_memory = 0, concurrent_kernels = 0, ecc_enabled = 0;
+  int32_t pci_bus_id = 0, pci_device_id = 0, pci_domain_id = 0, async_engine_count = 0;
+  int32_t unified_addressing = 0, memory_clock_rate = 0, memory_bus_width = 0, l2_cache_size = 0;
+  int32_t max_threads_per_mp = 0, regs_per_mp = 0, managed_memory = 0, max_blocks_per_mp = 0;
+  template <class V> void Visit(V& v) {
+    v(name, "name"); v(uuid, "uuid");
+    v(total_global_mem, "total_global_mem"); v(shared_mem_per_block, "shared_mem_per_block");
+    v(mem_pitch, "mem_pitch"); v(total_const_mem, "total_const_mem");
+    v(texture_alignment, "texture_alignment"); v(shared_mem_per_mp, "shared_mem_per_mp");
+    v(shared_mem_per_block_optin, "shared_mem_per_block_optin");
+    v(regs_per_block, "regs_per_block"); v(warp_size, "warp_size");
+    v(max_threads_per_block, "max_threads_per_block");
+    for (auto& x : max_threads_dim) v(x, "max_threads_dim");
+    for (auto& x : max_grid_size) v(x, "max_grid_size");
+    v(clock_rate, "clock_rate"); v(major, "major"); v(minor, "minor");
+    v(multi_processor_count, "multi_processor_count"); v(integrated, "integrated");
+    v(can_map_host_memory, "can_map_host_memory"); v(concurrent_kernels, "concurrent_kernels");
+    v(ecc_enabled, "ecc_enabled"); v(pci_bus_id, "pci_bus_id"); v(pci_device_id, "pci_device_id");
+    v(pci_domain_id, "pci_domain_id"); v(async_engine_count, "async_engine_count");
+    v(unified_addressing, "unified_addressing"); v(memory_clock_rate, "memory_clock_rate");
+    v(memory_bus_width, "memory_bus_width"); v(l2_cache_size, "l2_cache_size");
+    v(max_threads_per_mp, "max_threads_per_mp"); v(regs_per_mp, "regs_per_mp");
+    v(managed_memory, "managed_memory"); v(max_blocks_per_mp, "max_blocks_per_mp");
+  }
+};
+struct GetAttribute {
+  GPOOL_MSG(GetAttribute);
+  uint32_t device = 0;
+  int32_t attr = 0;  // cudaDeviceAttr number (equal to the driver's CUdevice_attribute)
+  template <class V> void Visit(V& v) { v(device, "device"); v(attr, "attr"); }
+};
+struct IntValue {
+  int32_t value = 0;
+  template <class V> void Visit(V& v) { v(value, "value"); }
+};
+struct MemInfo {
+  uint64_t free = 0, total = 0;
+  template <class V> void Visit(V& v) { v(free, "free"); v(total, "total"); }
+};
+struct Malloc {
+  GPOOL_MSG(Malloc);
+  uint32_t device = 0;
+  uint64_t size = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(size, "size"); }
+};
+struct Pointer {
+  uint64_t ptr = 0;
+  template <class V> void Visit(V& v) { v(ptr, "ptr"); }
+};
+struct Free {
+  GPOOL_MSG(Free);
+  uint64_t ptr = 0;
+  template <class V> void Visit(V& v) { v(ptr, "ptr"); }
+};
+// Host-to-device data travels in the frame; the client sends `data` as a separate gather part.
+struct MemcpyH2D {
+  GPOOL_MSG(MemcpyH2D);
+  uint64_t dst = 0, stream = 0;
+  wire::ByteSpan data;
+  template <class V> void Visit(V& v) { v(dst, "dst"); v(stream, "stream"); v(data, "data"); }
+};
+struct MemcpyD2H {
+  GPOOL_MSG(MemcpyD2H);
+  uint64_t src = 0, size = 0, stream = 0;
+  template <class V> void Visit(V& v) { v(src, "src"); v(size, "size"); v(stream, "stream"); }
+};
+struct Data {
+  wire::ByteSpan data;
+  template <class V> void Visit(V& v) { v(data, "data"); }
+};
+struct MemcpyD2D {
+  GPOOL_MSG(MemcpyD2D);
+  uint64_t dst = 0, src = 0, size = 0, stream = 0;
+  template <class V> void Visit(V& v) { v(dst, "dst"); v(src, "src"); v(size, "size"); v(stream, "stream"); }
+};
+struct Memset {
+  GPOOL_MSG(Memset);
+  uint64_t dst = 0;
+  uint32_t value = 0;
+  uint64_t size = 0, stream = 0;
+  template <class V> void Visit(V& v) { v(dst, "dst"); v(value, "value"); v(size, "size"); v(stream, "stream"); }
+};
+enum class CopyKind : uint8_t { kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3 };
+// A 2-D copy: `height` rows of `width` bytes. Host rows travel packed (pitch = width) in `data`
+// for kHostToDevice and in the reply's Data for kDeviceToHost; the pitch on the host side is the
+// client's business.
+struct Memcpy2D {
+  GPOOL_MSG(Memcpy2D);
+  uint8_t kind = 0;
+  uint64_t dst = 0, dpitch = 0, src = 0, spitch = 0, width = 0, height = 0, stream = 0;
+  wire::ByteSpan data;
+  template <class V> void Visit(V& v) {
+    v(kind, "kind"); v(dst, "dst"); v(dpitch, "dpitch"); v(src, "src"); v(spitch, "spitch");
+    v(width, "width"); v(height, "height"); v(stream, "stream"); v(data, "data");
+  }
+};
+struct RegisterModule {
+  GPOOL_MSG(RegisterModule);
+  uint64_t module = 0;
+  wire::ByteSpan image;  // the whole fatbin (header + entries)
+  template <class V> void Visit(V& v) { v(module, "module"); v(image, "image"); }
+};
+struct RegisterFunction {
+  GPOOL_MSG(RegisterFunction);
+  uint64_t module = 0, func = 0;
+  std::string name;  // mangled device name
+  template <class V> void Visit(V& v) { v(module, "module"); v(func, "func"); v(name, "name"); }
+};
+struct RegisterVar {
+  GPOOL_MSG(RegisterVar);
+  uint64_t module = 0, var = 0;
+  std::string name;
+  uint64_t size = 0;
+  uint8_t constant = 0;
+  template <class V> void Visit(V& v) { v(module, "module"); v(var, "var"); v(name, "name"); v(size, "size"); v(constant, "constant"); }
+};
+struct UnregisterModule {
+  GPOOL_MSG(UnregisterModule);
+  uint64_t module = 0;
+  template <class V> void Visit(V& v) { v(module, "module"); }
+};
+struct FuncArg {
+  uint64_t func = 0;
+  template <class V> void Visit(V& v) { v(func, "func"); }
+};
+struct GetParamInfo : FuncArg { GPOOL_MSG(GetParamInfo); };
+struct FuncAttributes : FuncArg { GPOOL_MSG(FuncAttributes); };
+struct ParamSlot {
+  uint32_t offset = 0, size = 0;
+  template <class V> void Visit(V& v) { v(offset, "offset"); v(size, "size"); }
+};
+struct ParamInfo {
+  std::vector<ParamSlot> params;
+  template <class V> void Visit(V& v) { v(params, "params"); }
+};
+struct FuncAttrs {
+  uint64_t shared_size_bytes = 0, const_size_bytes = 0, local_size_bytes = 0;
+  int32_t max_threads_per_block = 0, num_regs = 0, ptx_version = 0, binary_version = 0;
+  int32_t max_dynamic_shared_size_bytes = 0;
+  template <class V> void Visit(V& v) {
+    v(shared_size_bytes, "shared_size_bytes"); v(const_size_bytes, "const_size_bytes");
+    v(local_size_bytes, "local_size_bytes"); v(max_threads_per_block, "max_threads_per_block");
+    v(num_regs, "num_regs"); v(ptx_version, "ptx_version"); v(binary_version, "binary_version");
+    v(max_dynamic_shared_size_bytes, "max_dynamic_shared_size_bytes");
+  }
+};
+struct Launch {
+  GPOOL_MSG(Launch);
+  uint64_t func = 0;
+  std::array<uint32_t, 3> grid{}, block{};
+  uint32_t shmem = 0;
+  uint32_t device = 0;  // used when stream == 0
+  uint64_t stream = 0;
+  wire::ByteSpan params;  // packed at the offsets ParamInfo gave
+  template <class V> void Visit(V& v) {
+    v(func, "func");
+    for (auto& x : grid) v(x, "grid");
+    for (auto& x : block) v(x, "block");
+    v(shmem, "shmem"); v(device, "device"); v(stream, "stream"); v(params, "params");
+  }
+};
+struct StreamCreate {
+  GPOOL_MSG(StreamCreate);
+  uint32_t device = 0;
+  uint64_t stream = 0;
+  uint32_t flags = 0;
+  int32_t priority = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(stream, "stream"); v(flags, "flags"); v(priority, "priority"); }
+};
+struct StreamArg {
+  uint64_t stream = 0;
+  uint32_t device = 0;  // for stream 0
+  template <class V> void Visit(V& v) { v(stream, "stream"); v(device, "device"); }
+};
+struct StreamDestroy : StreamArg { GPOOL_MSG(StreamDestroy); };
+struct StreamSync : StreamArg { GPOOL_MSG(StreamSync); };
+struct StreamQuery : StreamArg { GPOOL_MSG(StreamQuery); };
+struct StreamWaitEvent {
+  GPOOL_MSG(StreamWaitEvent);
+  uint64_t stream = 0;
+  uint32_t device = 0;
+  uint64_t event = 0;
+  template <class V> void Visit(V& v) { v(stream, "stream"); v(device, "device"); v(event, "event"); }
+};
+struct EventCreate {
+  GPOOL_MSG(EventCreate);
+  uint32_t device = 0;
+  uint64_t event = 0;
+  uint32_t flags = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(event, "event"); v(flags, "flags"); }
+};
+struct EventRecord {
+  GPOOL_MSG(EventRecord);
+  uint64_t event = 0, stream = 0;
+  uint32_t device = 0;
+  template <class V> void Visit(V& v) { v(event, "event"); v(stream, "stream"); v(device, "device"); }
+};
+struct EventArg {
+  uint64_t event = 0;
+  template <class V> void Visit(V& v) { v(event, "event"); }
+};
+struct EventSync : EventArg { GPOOL_MSG(EventSync); };
+struct EventQuery : EventArg { GPOOL_MSG(EventQuery); };
+struct EventDestroy : EventArg { GPOOL_MSG(EventDestroy); };
+struct EventElapsed {
+  GPOOL_MSG(EventElapsed);
+  uint64_t start = 0, end = 0;
+  template <class V> void Visit(V& v) { v(start, "start"); v(end, "end"); }
+};
+struct FloatValue {
+  float value = 0;
+  template <class V> void Visit(V& v) { v(value, "value"); }
+};
+struct Occupancy {
+  GPOOL_MSG(Occupancy);
+  uint64_t func = 0;
+  int32_t block_size = 0;
+  uint64_t shmem = 0;
+  uint32_t flags = 0;
+  template <class V> void Visit(V& v) { v(func, "func"); v(block_size, "block_size"); v(shmem, "shmem"); v(flags, "flags"); }
+};
+struct GetSymbol {
+  GPOOL_MSG(GetSymbol);
+  uint64_t var = 0;
+  template <class V> void Visit(V& v) { v(var, "var"); }
+};
+struct Symbol {
+  uint64_t ptr = 0, size = 0;
+  template <class V> void Visit(V& v) { v(ptr, "ptr"); v(size, "size"); }
+};
+#undef GPOOL_MSG
+
+// Every reply starts with this: the op's own result, then the first deferred error of earlier
+// asynchronous ops (0 if none), each with a message that names what failed.
+struct ReplyHead {
+  int32_t error = 0;
+  std::string message;
+  int32_t async_error = 0;
+  std::string async_message;
+  template <class V> void Visit(V& v) { v(error, "error"); v(message, "message"); v(async_error, "async_error"); v(async_message, "async_message"); }
+};
+
+// ---- encoding ----
+
+struct EncodeVisitor {
+  wire::Writer* w;
+  template <typename T>
+    requires std::is_arithmetic_v<T>
+  void operator()(T& x, const char*) { w->Put(x); }
+  void operator()(std::string& s, const char*) { w->PutString(s); }
+  void operator()(wire::ByteSpan& b, const char*) { w->PutBlob(b); }
+  template <typename T>
+  void operator()(std::vector<T>& xs, const char*) {
+    w->Put<uint32_t>(static_cast<uint32_t>(xs.size()));
+    for (auto& x : xs) x.Visit(*this);
+  }
+};
+struct DecodeVisitor {
+  wire::Reader* r;
+  template <typename T>
+    requires std::is_arithmetic_v<T>
+  void operator()(T& x, const char* f) { x = r->Get<T>(f); }
+  void operator()(std::string& s, const char* f) { s = r->GetString(f); }
+  void operator()(wire::ByteSpan& b, const char* f) { b = r->GetBlob(f); }
+  template <typename T>
+  void operator()(std::vector<T>& xs, const char* f) {
+    uint32_t n = r->Get<uint32_t>(f);
+    // Each element takes at least one byte, so a count beyond the bytes left is malformed.
+    if (n > r->remaining()) { r->Fail(std::string("count of '") + f + "' exceeds frame"); return; }
+    xs.resize(n);
+    for (auto& x : xs) { x.Visit(*this); if (!r->ok()) return; }
+  }
+};
+
+// Builds one transport message of frames. Frames are appended; Finish() patches the count.
+class BatchWriter {
+ public:
+  BatchWriter() { Reset(); }
+  void Reset();
+  // Appends a frame for `op` whose payload is everything the callback writes.
+  template <class Body>
+  void Add(uint16_t op, Body& body) {
+    size_t at = BeginFrame(op);
+    EncodeVisitor v{&w_};
+    body.Visit(v);
+    EndFrame(at);
+  }
+  template <class Msg>
+  void AddRequest(Msg& m) { Add(static_cast<uint16_t>(Msg::kOp), m); }
+  // Reply frame: head then body.
+  template <class Body>
+  void AddReply(uint16_t op, ReplyHead& head, Body& body) {
+    size_t at = BeginFrame(op | kReply);
+    EncodeVisitor v{&w_};
+    head.Visit(v);
+    body.Visit(v);
+    EndFrame(at);
+  }
+  // Adds a frame whose last field is a blob that is NOT copied: the payload is written up to and
+  // including the blob's length prefix, and the caller sends `blob` as the next gather part.
+  // Must be the last frame of the message.
+  template <class Msg>
+  void AddRequestWithTail(Msg& m, wire::ByteSpan blob) {
+    size_t at = BeginFrame(static_cast<uint16_t>(Msg::kOp));
+    TailVisitor v{&w_, blob};
+    m.Visit(v);
+    PatchLength(at, w_.size() - at - kFrameHeader + blob.size());
+    ++frames_;
+  }
+  size_t frames() const { return frames_; }
+  size_t bytes() const { return buf_.size(); }
+  bool empty() const { return frames_ == 0; }
+  // Patches the frame count and returns the encoded message.
+  wire::ByteSpan Finish();
+
+  static constexpr size_t kHeader = 8;
+  static constexpr size_t kFrameHeader = 8;
+
+ private:
+  struct TailVisitor : EncodeVisitor {
+    wire::ByteSpan tail;
+    using EncodeVisitor::operator();
+    void operator()(wire::ByteSpan&, const char*) { w->Put<uint64_t>(tail.size()); }
+  };
+  size_t BeginFrame(uint16_t op);
+  void EndFrame(size_t at) { PatchLength(at, w_.size() - at - kFrameHeader); ++frames_; }
+  void PatchLength(size_t at, size_t len);
+
+  std::vector<std::byte> buf_;
+  wire::Writer w_{&buf_};
+  size_t frames_ = 0;
+};
+
+struct Frame {
+  uint16_t op = 0;  // with kReply set for replies
+  wire::ByteSpan payload;
+};
+
+// Splits a transport message into frames, checking magic, version, counts and lengths.
+StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message);
+
+// Decodes a request body, requiring the payload to be consumed exactly.
+template <class Msg>
+Status DecodeBody(const Frame& f, Msg* m) {
+  wire::Reader r(f.payload);
+  DecodeVisitor v{&r};
+  m->Visit(v);
+  if (r.ok() && r.remaining() != 0) r.Fail("trailing bytes");
+  if (!r.ok()) return r.status().WithContext(std::string("decoding ") + OpName(f.op));
+  return Status::Ok();
+}
+// Decodes a reply: head, then body.
+template <class Body>
+Status DecodeReply(const Frame& f, ReplyHead* head, Body* body) {
+  wire::Reader r(f.payload);
+  DecodeVisitor v{&r};
+  head->Visit(v);
+  body->Visit(v);
+  if (r.ok() && r.remaining() != 0) r.Fail("trailing bytes");
+  if (!r.ok()) return r.status().WithContext(std::string("decoding reply to ") + OpName(f.op));
+  return Status::Ok();
+}
+
+}  // namespace gpool::remote::proto

@@ -1,0 +1,136 @@
+#include "remote/protocol/messages.h"
+
+#include <gtest/gtest.h>
+
+namespace gpool::remote::proto {
+namespace {
+
+std::vector<std::byte> Copy(wire::ByteSpan s) { return {s.begin(), s.end()}; }
+
+TEST(Protocol, BatchRoundTripsFrames) {
+  BatchWriter w;
+  Malloc m{.device = 2, .size = 12345};
+  w.AddRequest(m);
+  std::vector<std::byte> params(24, std::byte{7});
+  Launch l{.func = 9, .grid = {1, 2, 3}, .block = {4, 5, 6}, .shmem = 7, .stream = 11,
+           .params = params};
+  w.AddRequest(l);
+  auto msg = Copy(w.Finish());
+  auto frames = ParseMessage(msg);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  ASSERT_EQ(frames->size(), 2u);
+  Malloc m2;
+  ASSERT_TRUE(DecodeBody((*frames)[0], &m2).ok());
+  EXPECT_EQ(m2.device, 2u);
+  EXPECT_EQ(m2.size, 12345u);
+  Launch l2;
+  ASSERT_TRUE(DecodeBody((*frames)[1], &l2).ok());
+  EXPECT_EQ(l2.grid[2], 3u);
+  EXPECT_EQ(l2.block[0], 4u);
+  EXPECT_EQ(l2.stream, 11u);
+  ASSERT_EQ(l2.params.size(), 24u);
+  EXPECT_EQ(l2.params[23], std::byte{7});
+}
+
+TEST(Protocol, TailBlobIsSentAsSeparatePart) {
+  BatchWriter w;
+  std::vector<std::byte> data(1000, std::byte{3});
+  MemcpyH2D c{.dst = 0x1000, .stream = 5};
+  w.AddRequestWithTail(c, data);
+  auto head = Copy(w.Finish());
+  std::vector<std::byte> whole = head;
+  whole.insert(whole.end(), data.begin(), data.end());
+  auto frames = ParseMessage(whole);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  MemcpyH2D c2;
+  ASSERT_TRUE(DecodeBody((*frames)[0], &c2).ok());
+  EXPECT_EQ(c2.dst, 0x1000u);
+  EXPECT_EQ(c2.data.size(), 1000u);
+  // Without the tail, the frame length points past the end: refused.
+  EXPECT_FALSE(ParseMessage(head).ok());
+}
+
+TEST(Protocol, ReplyCarriesDeferredError) {
+  BatchWriter w;
+  ReplyHead h{.error = 0, .async_error = 719, .async_message = "kernel k failed"};
+  Pointer p{.ptr = 0xdead};
+  w.AddReply(static_cast<uint16_t>(Op::kMalloc), h, p);
+  auto msg = Copy(w.Finish());
+  auto frames = ParseMessage(msg);
+  ASSERT_TRUE(frames.ok());
+  EXPECT_EQ((*frames)[0].op, static_cast<uint16_t>(Op::kMalloc) | kReply);
+  ReplyHead h2;
+  Pointer p2;
+  ASSERT_TRUE(DecodeReply((*frames)[0], &h2, &p2).ok());
+  EXPECT_EQ(h2.async_error, 719);
+  EXPECT_EQ(h2.async_message, "kernel k failed");
+  EXPECT_EQ(p2.ptr, 0xdeadu);
+}
+
+TEST(Protocol, RejectsMalformedMessages) {
+  BatchWriter w;
+  Free f{.ptr = 1};
+  w.AddRequest(f);
+  auto good = Copy(w.Finish());
+  ASSERT_TRUE(ParseMessage(good).ok());
+
+  auto bad_magic = good;
+  bad_magic[0] = std::byte{0};
+  EXPECT_NE(ParseMessage(bad_magic).status().message().find("magic"), std::string::npos);
+
+  auto bad_version = good;
+  bad_version[4] = std::byte{9};
+  EXPECT_NE(ParseMessage(bad_version).status().message().find("version"), std::string::npos);
+
+  auto bad_op = good;
+  bad_op[8] = std::byte{0xee};
+  EXPECT_NE(ParseMessage(bad_op).status().message().find("unknown op"), std::string::npos);
+
+  auto truncated = good;
+  truncated.pop_back();
+  EXPECT_FALSE(ParseMessage(truncated).ok());
+
+  auto trailing = good;
+  trailing.push_back(std::byte{0});
+  EXPECT_FALSE(ParseMessage(trailing).ok());
+
+  // A body one byte short of its fields fails to decode, naming the op.
+  Frame short_frame{static_cast<uint16_t>(Op::kFree), wire::ByteSpan(good).subspan(16, 7)};
+  Free f2;
+  Status s = DecodeBody(short_frame, &f2);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("Free"), std::string::npos);
+}
+
+TEST(Protocol, RejectsHugeCountsAndStrings) {
+  std::vector<std::byte> buf;
+  wire::Writer w(&buf);
+  w.Put<uint32_t>(0xffffffffu);  // params count
+  ParamInfo pi;
+  wire::Reader r(buf);
+  DecodeVisitor v{&r};
+  pi.Visit(v);
+  EXPECT_FALSE(r.ok());
+
+  std::vector<std::byte> s;
+  wire::Writer ws(&s);
+  ws.Put<uint64_t>(1);
+  ws.Put<uint64_t>(2);
+  ws.Put<uint32_t>(1u << 31);  // name length
+  RegisterFunction rf;
+  EXPECT_FALSE(DecodeBody(Frame{static_cast<uint16_t>(Op::kRegisterFunction), s}, &rf).ok());
+}
+
+TEST(Protocol, EveryOpHasAName) {
+  for (uint16_t op = 1; op < static_cast<uint16_t>(Op::kMaxOp); ++op) {
+    ASSERT_NE(GetOpInfo(op), nullptr);
+    EXPECT_STRNE(OpName(op), "?");
+  }
+  EXPECT_EQ(GetOpInfo(0), nullptr);
+  EXPECT_EQ(GetOpInfo(static_cast<uint16_t>(Op::kMaxOp)), nullptr);
+  EXPECT_TRUE(GetOpInfo(static_cast<uint16_t>(Op::kLaunch))->async);
+  EXPECT_FALSE(GetOpInfo(static_cast<uint16_t>(Op::kMalloc))->async);
+}
+
+}  // namespace
+}  // namespace gpool::remote::proto

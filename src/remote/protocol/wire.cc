@@ -1,0 +1,42 @@
+#include "remote/protocol/wire.h"
+
+#include <fmt/format.h>
+
+namespace gpool::remote::wire {
+
+bool Reader::Need(size_t n, const char* field) {
+  if (!status_.ok()) return false;
+  if (n > remaining()) {
+    Fail(fmt::format("field '{}' needs {} bytes, {} left", field, n, remaining()));
+    return false;
+  }
+  return true;
+}
+
+void Reader::Fail(std::string message) {
+  if (!status_.ok()) return;
+  status_ = Status::InvalidArgument(fmt::format("at byte {}: {}", pos_, message));
+}
+
+std::string Reader::GetString(const char* field, size_t max_len) {
+  uint32_t n = Get<uint32_t>(field);
+  if (!ok()) return {};
+  if (n > max_len) {
+    Fail(fmt::format("string '{}' of {} bytes exceeds limit {}", field, n, max_len));
+    return {};
+  }
+  if (!Need(n, field)) return {};
+  std::string s(reinterpret_cast<const char*>(in_.data() + pos_), n);
+  pos_ += n;
+  return s;
+}
+
+ByteSpan Reader::GetBlob(const char* field) {
+  uint64_t n = Get<uint64_t>(field);
+  if (!ok() || !Need(n, field)) return {};
+  ByteSpan b = in_.subspan(pos_, n);
+  pos_ += n;
+  return b;
+}
+
+}  // namespace gpool::remote::wire

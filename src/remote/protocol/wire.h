@@ -1,0 +1,98 @@
+// Byte-level encoding for gpool's remoting protocol: little-endian fixed-width integers,
+// length-prefixed strings and blobs.
+//
+// The format is gpool's own and never copies a CUDA struct's memory layout, so a client and a
+// server built against different CUDA headers still agree. Reader checks every length against the
+// bytes left and remembers the first failure (with the field offset), so decoding a malformed
+// frame yields an error, never an out-of-bounds read. Thread safety: none; one Writer/Reader per
+// thread.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "common/status.h"
+
+namespace gpool::remote::wire {
+
+using ByteSpan = std::span<const std::byte>;
+
+// Appends encoded values to a byte vector it does not own.
+class Writer {
+ public:
+  explicit Writer(std::vector<std::byte>* out) : out_(out) {}
+
+  template <typename T>
+    requires std::is_integral_v<T> || std::is_floating_point_v<T> || std::is_enum_v<T>
+  void Put(T v) {
+    // x86-64 and aarch64 are little-endian; a big-endian port would swap here.
+    static_assert(std::endian::native == std::endian::little);
+    size_t n = out_->size();
+    out_->resize(n + sizeof(T));
+    std::memcpy(out_->data() + n, &v, sizeof(T));
+  }
+  void PutString(std::string_view s) {
+    Put<uint32_t>(static_cast<uint32_t>(s.size()));
+    PutRaw(s.data(), s.size());
+  }
+  void PutBlob(ByteSpan b) {
+    Put<uint64_t>(b.size());
+    PutRaw(b.data(), b.size());
+  }
+  void PutRaw(const void* p, size_t n) {
+    size_t at = out_->size();
+    out_->resize(at + n);
+    if (n) std::memcpy(out_->data() + at, p, n);
+  }
+  size_t size() const { return out_->size(); }
+  std::vector<std::byte>* buffer() { return out_; }
+
+ private:
+  std::vector<std::byte>* out_;
+};
+
+// Decodes from a byte span it does not own. After the first error every Get returns zero values
+// and status() reports what failed where.
+class Reader {
+ public:
+  explicit Reader(ByteSpan in) : in_(in) {}
+
+  template <typename T>
+    requires std::is_integral_v<T> || std::is_floating_point_v<T> || std::is_enum_v<T>
+  T Get(const char* field) {
+    T v{};
+    if (!Need(sizeof(T), field)) return v;
+    std::memcpy(&v, in_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string GetString(const char* field, size_t max_len = 1 << 20);
+  // Returns a view into the input (no copy); valid while the input lives.
+  ByteSpan GetBlob(const char* field);
+
+  void Skip(size_t n, const char* field) {
+    if (Need(n, field)) pos_ += n;
+  }
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  size_t remaining() const { return in_.size() - pos_; }
+  size_t position() const { return pos_; }
+  void Fail(std::string message);
+
+ private:
+  bool Need(size_t n, const char* field);
+
+  ByteSpan in_;
+  size_t pos_ = 0;
+  Status status_;
+};
+
+}  // namespace gpool::remote::wire
