@@ -1,0 +1,33 @@
+// EASY backfill: a reservation for the blocked job at the head of the queue.
+//
+// When the job at the head can't start now, it gets a reservation: running jobs are released in
+// order of their expected end (start + estimated run time) on a copy of the state until the
+// gang fits; that time is the shadow time and the placement found then is the set of nodes
+// held for it. Later jobs are backfilled only on nodes outside the reservation, so they can't
+// delay it. (Classic EASY also lets a job use reserved nodes if it ends before the shadow time;
+// we don't, which is conservative: it never delays the reservation, at some cost in fill.)
+// Jobs without a run time estimate count as never ending; a head job that can't fit even when
+// every estimated job has ended gets no reservation (the reason is reported in the result).
+//
+// Thread safety: pure functions over a const ClusterState.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "sched/cluster.h"
+#include "sched/placement.h"
+#include "sched/types.h"
+
+namespace gpool::sched {
+
+// Computes a reservation for `job` (which doesn't fit now). nullopt when it can't fit even after
+// every job with an estimated end has ended.
+std::optional<Reservation> ComputeReservation(const ClusterState& state, const JobSpec& job,
+                                              const PlacementOptions& options, int64_t now_ns);
+
+// Marks the reservation's nodes in `excluded` (resized to the node count as needed).
+void ExcludeReserved(const Reservation& r, std::vector<uint8_t>* excluded);
+
+}  // namespace gpool::sched

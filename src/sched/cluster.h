@@ -1,0 +1,166 @@
+// ClusterState: allocation bookkeeping and per-domain free-capacity aggregates.
+//
+// The caller creates one ClusterState from a ClusterSpec and keeps it current: Bind when a job
+// starts, Release when it ends or is preempted, SetHealth/SetPower as nodes change. Policies get
+// it by const reference and work on a copy (all state is flat vectors, so a copy is a few
+// memcpys), which is how they try placements without touching the caller's state.
+//
+// Aggregates make placement cheap: every domain (leaf, pod, fabric) keeps, per GPU model, a
+// histogram of its schedulable nodes by number of wholly free GPUs, plus free CPU and memory
+// sums. "Could a gang of N tasks of g GPUs fit in this domain?" is then a sum over at most
+// kMaxGpusPerNode+1 buckets instead of a scan of its nodes. The histogram is an upper bound
+// (it ignores CPU and memory); placement confirms on the nodes themselves.
+//
+// A node is schedulable when it is healthy and powered on. Unschedulable nodes keep their
+// allocations (jobs on a node that fails are the caller's to release) but count for nothing in
+// the aggregates.
+//
+// Thread safety: thread-compatible. Concurrent const use is safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "sched/types.h"
+
+namespace gpool::sched {
+
+// A running job as the bookkeeping knows it.
+struct RunningJob {
+  JobSpec spec;
+  Placement placement;
+  int64_t start_ns = 0;
+  // Expected end (start + est_runtime); INT64_MAX when the job gave no estimate.
+  int64_t expected_end_ns() const;
+};
+
+// Free capacity aggregate of one domain for one GPU model.
+struct ModelAggregate {
+  // nodes_by_free[k] = schedulable nodes of this model with exactly k wholly free GPUs.
+  std::array<int32_t, kMaxGpusPerNode + 1> nodes_by_free{};
+  int64_t free_whole_gpus = 0;
+  int64_t free_milli = 0;       // sum of free milli over all GPUs (whole and partial)
+  int64_t partial_gpus = 0;     // GPUs with 0 < free < 1000
+};
+
+class ClusterState {
+ public:
+  // Validates the spec (domain tree, node fields) and builds the aggregates. Errors name the
+  // node or domain and the field.
+  static StatusOr<ClusterState> Create(ClusterSpec spec);
+
+  const ClusterSpec& spec() const { return spec_; }
+  size_t num_nodes() const { return spec_.nodes.size(); }
+  size_t num_domains() const { return spec_.domains.size(); }
+  size_t num_models() const { return spec_.gpu_models.size(); }
+  const NodeSpec& node(NodeId n) const { return spec_.nodes[n.value()]; }
+  const DomainSpec& domain(DomainId d) const { return spec_.domains[d.value()]; }
+
+  // The domain tree, as built by Create.
+  const std::vector<DomainId>& children(DomainId d) const { return children_[d.value()]; }
+  const std::vector<NodeId>& leaf_nodes(DomainId leaf) const { return leaf_nodes_[leaf.value()]; }
+  const std::vector<DomainId>& domains_at(Level l) const;
+  // The node's ancestor at `l` (kLeaf, kPod or kFabric).
+  DomainId ancestor(NodeId n, Level l) const;
+  // Smallest level whose domain holds both nodes: kNode for the same node, kLeaf, kPod, kFabric;
+  // an invalid result (returned as std::nullopt-like false) when they are in different fabrics.
+  bool Distance(NodeId a, NodeId b, Level* level) const;
+
+  // ---- Per-node free capacity ----
+  bool schedulable(NodeId n) const;
+  int64_t free_cpu(NodeId n) const { return free_cpu_[n.value()]; }
+  uint64_t free_memory(NodeId n) const { return free_mem_[n.value()]; }
+  int32_t gpu_free_milli(NodeId n, int gpu) const { return gpu_free_milli_[gpu_index(n, gpu)]; }
+  uint64_t gpu_free_memory(NodeId n, int gpu) const { return gpu_free_mem_[gpu_index(n, gpu)]; }
+  int32_t free_whole_gpus(NodeId n) const { return free_whole_[n.value()]; }
+  uint32_t free_whole_mask(NodeId n) const;  // bit i set when GPU i is wholly free
+  // Time the node last became fully idle (no allocation); -1 while something runs on it.
+  int64_t idle_since_ns(NodeId n) const { return idle_since_[n.value()]; }
+  bool idle(NodeId n) const { return idle_since_[n.value()] >= 0; }
+
+  // ---- Per-domain aggregates (schedulable nodes only) ----
+  const ModelAggregate& aggregate(DomainId d, int model) const {
+    return agg_[d.value() * num_models() + static_cast<size_t>(model)];
+  }
+  int64_t domain_free_cpu(DomainId d) const { return dom_free_cpu_[d.value()]; }
+  uint64_t domain_free_memory(DomainId d) const { return dom_free_mem_[d.value()]; }
+  int64_t domain_total_gpus(DomainId d) const { return dom_total_gpus_[d.value()]; }
+  // Upper bound on how many tasks of `t` fit in domain d on models in `models` (uses the
+  // histograms for whole GPUs, free milli for fractions, CPU/memory sums for GPU-less tasks).
+  int64_t TaskCapacityBound(DomainId d, const TaskRequest& t, ModelMask models) const;
+  // Free whole GPUs of the given models in d.
+  int64_t FreeWholeGpus(DomainId d, ModelMask models) const;
+
+  // Cluster totals over schedulable nodes.
+  int64_t total_gpus() const { return total_gpus_; }
+  int64_t total_cpu() const { return total_cpu_; }
+  uint64_t total_memory() const { return total_mem_; }
+
+  // ---- Fit checks ----
+  // How many tasks of `t` fit on node n now (0 when unschedulable or the model doesn't match).
+  int32_t TasksThatFit(NodeId n, const TaskRequest& t, ModelMask models) const;
+  // Whether `b` (for task `t`) can be applied now.
+  Status CheckBinding(const TaskBinding& b, const TaskRequest& t) const;
+
+  // ---- Bookkeeping ----
+  // Records a started job. Fails, changing nothing, if any task doesn't fit where bound or the
+  // job id is already running.
+  Status Bind(const JobSpec& job, const Placement& p, int64_t now_ns);
+  // Frees a running job's resources. NotFound when it isn't running.
+  Status Release(JobId job, int64_t now_ns);
+  // Takes or returns resources without a job (reservations, what-if copies). `sign` +1 takes,
+  // -1 returns. No checks beyond bounds: callers use CheckBinding first.
+  void Apply(const TaskBinding& b, const TaskRequest& t, int sign, int64_t now_ns);
+
+  void SetHealth(NodeId n, Health h);
+  void SetPower(NodeId n, PowerState p);
+
+  const std::vector<RunningJob>& running() const { return running_; }
+  const RunningJob* FindRunning(JobId job) const;
+  // GPUs (milli) in use per queue index; grows as queues are seen.
+  int64_t queue_used_milli(QueueId q) const {
+    return q.value() < queue_used_milli_.size() ? queue_used_milli_[q.value()] : 0;
+  }
+  // Cluster-wide allocated totals.
+  int64_t used_milli() const { return used_milli_; }
+
+ private:
+  ClusterState() = default;
+  size_t gpu_index(NodeId n, int gpu) const { return gpu_offset_[n.value()] + gpu; }
+  // Removes (sign -1) or adds (+1) node n's current contribution to its ancestors' aggregates.
+  void Contribute(NodeId n, int sign);
+  void RecomputeNode(NodeId n);
+
+  ClusterSpec spec_;
+  std::vector<std::vector<DomainId>> children_;
+  std::vector<std::vector<NodeId>> leaf_nodes_;
+  std::array<std::vector<DomainId>, 4> by_level_;
+  std::vector<std::array<DomainId, 3>> ancestors_;  // per node: leaf, pod, fabric
+
+  std::vector<size_t> gpu_offset_;
+  std::vector<int32_t> gpu_free_milli_;
+  std::vector<uint64_t> gpu_free_mem_;
+  std::vector<int32_t> free_whole_;
+  std::vector<int64_t> free_cpu_;
+  std::vector<uint64_t> free_mem_;
+  std::vector<int32_t> alloc_count_;  // tasks bound per node
+  std::vector<int64_t> idle_since_;
+
+  std::vector<ModelAggregate> agg_;  // [domain * num_models + model]
+  std::vector<int64_t> dom_free_cpu_;
+  std::vector<uint64_t> dom_free_mem_;
+  std::vector<int64_t> dom_total_gpus_;
+  int64_t total_gpus_ = 0;
+  int64_t total_cpu_ = 0;
+  uint64_t total_mem_ = 0;
+
+  std::vector<RunningJob> running_;
+  std::unordered_map<JobId, size_t> running_index_;
+  std::vector<int64_t> queue_used_milli_;
+  int64_t used_milli_ = 0;
+};
+
+}  // namespace gpool::sched

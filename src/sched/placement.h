@@ -1,0 +1,59 @@
+// Gang placement in two levels.
+//
+// Level one picks the fabric domain: the smallest level (leaf, then pod, then fabric) at which
+// some domain can hold the whole gang, and among those the one left with the least free
+// capacity afterwards (best fit), so whole domains stay free for future big gangs. A domain that
+// lost bandwidth to failed links ranks after healthy ones. When a gang must span several
+// children (a pod-level gang over leaves), it takes the fewest children: largest capacity
+// first, the last one the smallest that covers the rest.
+//
+// Level two places tasks on nodes inside the chosen domain: whole-GPU tasks best-fit on the
+// nodes with the fewest free GPUs that still fit; fractional tasks go on the GPU where the FGD
+// fragmentation grows least (fragmentation.h), ties to the fullest GPU.
+//
+// GPU model constraints and node health are honoured; a gang is placed whole or not at all, and
+// never across domains its locality forbids. Required locality at level L: one domain of L.
+// Preferred locality at L: start at L's smallest domains and go up only when nothing fits.
+//
+// Thread safety: pure functions over a const ClusterState.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "sched/cluster.h"
+#include "sched/fragmentation.h"
+#include "sched/types.h"
+
+namespace gpool::sched {
+
+struct PlacementOptions {
+  // Target workload for fractional packing; empty = pure best fit on the fullest GPU.
+  const WorkloadDistribution* workload = nullptr;
+  // Nodes that must not be used (reservations, what-if); indexed by node, empty = none.
+  const std::vector<uint8_t>* excluded_nodes = nullptr;
+  // Domains to try first (a queue's guaranteed domains); empty = none.
+  const std::vector<DomainId>* preferred_domains = nullptr;
+};
+
+// Places every task of `job` or returns nullopt when it doesn't fit now.
+std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job,
+                                   const PlacementOptions& options);
+
+// Level two alone: places `count` tasks of `job` on nodes under domain d (any level), or
+// nullopt. Exposed for baseline policies that choose domains their own way.
+std::optional<Placement> PlaceInDomain(const ClusterState& state, const JobSpec& job,
+                                       DomainId d, int32_t count, const PlacementOptions& options);
+
+// First fit over nodes in id order, ignoring the fabric: the simplest baseline, and a
+// correctness oracle in tests.
+std::optional<Placement> PlaceFirstFit(const ClusterState& state, const JobSpec& job,
+                                       const PlacementOptions& options);
+
+// Largest level the placement spans (kNode when every task is on one node), or kFabric+1 cast
+// when it spans fabrics. Used by tests and metrics ("how many leaves did this gang touch").
+Level PlacementSpan(const ClusterState& state, const Placement& p);
+// Number of distinct leaf domains a placement touches.
+int CountLeaves(const ClusterState& state, const Placement& p);
+
+}  // namespace gpool::sched

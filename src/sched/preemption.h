@@ -1,0 +1,50 @@
+// Preemption and quota reclaim: choosing victims of least cost.
+//
+// A pending job may take room from running jobs that are preemptible, have run at least their
+// minimum run time, and are eligible: of a lower priority class (priority preemption), or of a
+// queue running over its quota while the pending job's queue is within its own (reclaim; the
+// victim's queue must stay at or above its quota after losing it). Victims are whole gangs.
+// Cost of a victim = GPU-seconds of work lost (milli-GPUs held x time run), so young and small
+// jobs go first; ties go to the lower priority, then the younger job, then the larger job id.
+// Victims are added in cost order on a copy of the state until the job fits, then any victim
+// whose removal still leaves a fit is spared (most costly first).
+//
+// Thread safety: pure functions over a const ClusterState.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "sched/cluster.h"
+#include "sched/placement.h"
+#include "sched/types.h"
+
+namespace gpool::sched {
+
+enum class PreemptReason : uint8_t { kPriority, kReclaim };
+
+struct PreemptionPlan {
+  std::vector<JobId> victims;
+  std::vector<PreemptReason> reasons;  // one per victim
+  Placement placement;                 // where the job goes once the victims are gone
+};
+
+struct PreemptionOptions {
+  bool priority = true;
+  bool reclaim = true;
+  int max_victims = 16;
+  PlacementOptions placement;
+};
+
+// Cost of preempting `r` at now_ns (milli-GPU-seconds lost).
+double PreemptionCost(const RunningJob& r, int64_t now_ns);
+// Whether `r` may be preempted at all now (preemptible and past its minimum run time).
+bool PastMinRuntime(const RunningJob& r, int64_t now_ns);
+
+// Finds the cheapest victim set that lets `job` start, or nullopt.
+std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const JobSpec& job,
+                                             const std::vector<QueueSpec>& queues,
+                                             int64_t now_ns, const PreemptionOptions& options);
+
+}  // namespace gpool::sched

@@ -1,0 +1,97 @@
+// The policy entry point.
+//
+// A Policy is a function of (cluster state, pending queue, queues, usage, time) that returns
+// Decisions: binds, preemptions, node suspends and resumes. It does no I/O, starts no threads,
+// keeps no globals and takes its clock (SchedulingInput::now_ns) and randomness
+// (SchedulingInput::seed) from the caller: the same input gives the same decisions.
+//
+// How a caller (the simulator, the controller) uses it, once per cycle:
+//   ClusterState state = *ClusterState::Create(spec);      // once; keep it current
+//   UsageLedger ledger(config.fairshare_half_life_s);       // once
+//   auto policy = *MakeDefaultPolicy(config);               // once
+//   ...
+//   ledger.Advance(state, now);
+//   SchedulingInput in{.state = &state, .pending = &pending, .queues = &queues,
+//                      .usage = &ledger, .now_ns = now, .seed = seed};
+//   GPOOL_ASSIGN_OR_RETURN(Decisions d, policy->Schedule(in));
+//   for (auto& p : d.preemptions) state.Release(p.victim, now);   // and requeue the victim
+//   for (auto& b : d.binds) state.Bind(job_of(b.job), b.placement, now);
+//   for (auto& p : d.power) state.SetPower(p.node, p.target == kOn ? kResuming : kSuspending);
+//   // ...and SetPower(kOn / kOff) when the boot or shutdown completes (after boot latency).
+//
+// Other policies (FIFO first-fit, Slurm-like, Tiresias-like, FGD-like baselines in src/sim)
+// implement Policy themselves out of the building blocks: ClusterState (fit checks,
+// bookkeeping, aggregates), placement.h, fragmentation.h, fairshare.h, backfill.h,
+// preemption.h and power.h.
+//
+// Thread safety: a Policy must be safe to call from one thread at a time; Schedule is const.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "sched/cluster.h"
+#include "sched/fairshare.h"
+#include "sched/types.h"
+
+namespace gpool::sched {
+
+struct SchedulingInput {
+  const ClusterState* state = nullptr;          // required
+  const std::vector<JobSpec>* pending = nullptr;  // required; any order
+  const std::vector<QueueSpec>* queues = nullptr;  // required; JobSpec::queue indexes it
+  const UsageLedger* usage = nullptr;           // optional: current allocation only if null
+  int64_t now_ns = 0;
+  uint64_t seed = 0;                            // for policies that randomise; gpool doesn't
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view name() const = 0;
+  // Errors: InvalidArgument for a bad input (a job naming a queue that doesn't exist, ...).
+  virtual StatusOr<Decisions> Schedule(const SchedulingInput& in) const = 0;
+};
+
+struct PowerConfig {
+  bool enabled = false;
+  double idle_timeout_s = 600;     // suspend a node idle this long
+  int64_t warm_buffer_gpus = 16;   // keep at least this many free GPUs powered on
+  double boot_latency_s = 180;     // resume to ready
+  int max_resumes_per_cycle = 8;
+  int max_suspends_per_cycle = 8;
+  int max_resuming = 32;           // nodes booting at once
+};
+
+// Configuration of the default ("gpool") policy.
+struct PolicyConfig {
+  double fairshare_half_life_s = 7 * 24 * 3600.0;
+  double starvation_age_s = 3600;
+  bool backfill = true;            // EASY backfill behind the head reservation
+  int max_reservations = 1;
+  bool priority_preemption = true;
+  bool reclaim = true;             // preempt borrowers when an owner needs its quota back
+  bool fragmentation_aware = true; // FGD packing of fractional tasks
+  int max_preemptions_per_cycle = 16;
+  PowerConfig power;
+};
+
+// Errors name the field: "policy.power.idle_timeout_s: must be > 0, got -1".
+Status ValidatePolicyConfig(const PolicyConfig& c);
+// Parses "key=value,key=value" (keys as the field names, power.* for PowerConfig) over defaults;
+// unknown keys and bad values are errors naming the key.
+StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text);
+
+// The default policy, "gpool": ordering (fairshare.h), quota limits, two-level placement
+// (placement.h), EASY backfill (backfill.h), priority preemption and reclaim (preemption.h),
+// and power management (power.h).
+StatusOr<std::unique_ptr<Policy>> MakeDefaultPolicy(const PolicyConfig& config);
+
+// Checks the parts of an input every policy needs: non-null pointers, valid jobs and queues.
+Status ValidateInput(const SchedulingInput& in);
+
+}  // namespace gpool::sched
