@@ -70,14 +70,20 @@ class ClusterState {
   bool Distance(NodeId a, NodeId b, Level* level) const;
 
   // ---- Per-node free capacity ----
+  // Healthy, powered on and not held.
   bool schedulable(NodeId n) const;
+  // A held node is taken out of placement without changing its health or power: policies hold
+  // the nodes of a reservation on their working copy so that backfill can't use them.
+  void SetHeld(NodeId n, bool held);
+  bool held(NodeId n) const { return held_[n.value()] != 0; }
   int64_t free_cpu(NodeId n) const { return free_cpu_[n.value()]; }
   uint64_t free_memory(NodeId n) const { return free_mem_[n.value()]; }
   int32_t gpu_free_milli(NodeId n, int gpu) const { return gpu_free_milli_[gpu_index(n, gpu)]; }
   uint64_t gpu_free_memory(NodeId n, int gpu) const { return gpu_free_mem_[gpu_index(n, gpu)]; }
   int32_t free_whole_gpus(NodeId n) const { return free_whole_[n.value()]; }
   uint32_t free_whole_mask(NodeId n) const;  // bit i set when GPU i is wholly free
-  // Time the node last became fully idle (no allocation); -1 while something runs on it.
+  // Time the node last became fully idle (no allocation); -1 while something runs on it. Nodes
+  // start idle since time 0.
   int64_t idle_since_ns(NodeId n) const { return idle_since_[n.value()]; }
   bool idle(NodeId n) const { return idle_since_[n.value()] >= 0; }
 
@@ -94,7 +100,7 @@ class ClusterState {
   // Free whole GPUs of the given models in d.
   int64_t FreeWholeGpus(DomainId d, ModelMask models) const;
 
-  // Cluster totals over schedulable nodes.
+  // Cluster totals over healthy nodes, whatever their power state (fair-share denominators).
   int64_t total_gpus() const { return total_gpus_; }
   int64_t total_cpu() const { return total_cpu_; }
   uint64_t total_memory() const { return total_mem_; }
@@ -148,6 +154,7 @@ class ClusterState {
   std::vector<uint64_t> free_mem_;
   std::vector<int32_t> alloc_count_;  // tasks bound per node
   std::vector<int64_t> idle_since_;
+  std::vector<uint8_t> held_;
 
   std::vector<ModelAggregate> agg_;  // [domain * num_models + model]
   std::vector<int64_t> dom_free_cpu_;

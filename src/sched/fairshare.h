@@ -9,7 +9,8 @@
 // UsageLedger::Advance once per cycle, before ordering, with the cluster's current allocations.
 //
 // Ordering: priority class (higher first), then dominant share (lower first), then age (older
-// first), then job id. A job that has waited longer than the starvation age moves to the front
+// first), then job id. Shares are progressive: after a queue's job is ordered, its share counts
+// that job, so queues interleave as DRF would allocate rather than one queue taking a cycle. A job that has waited longer than the starvation age moves to the front
 // of its priority class, so no job starves behind a stream of jobs from low-share queues.
 //
 // Thread safety: thread-compatible values and pure functions.

@@ -1,0 +1,61 @@
+#include "sched/backfill.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace gpool::sched {
+
+std::optional<Reservation> ComputeReservation(const ClusterState& state, const JobSpec& job,
+                                              const PlacementOptions& options, int64_t now_ns) {
+  auto reserve = [&](const ClusterState& s, int64_t at) -> std::optional<Reservation> {
+    std::optional<Placement> p = PlaceGang(s, job, options);
+    if (!p) return std::nullopt;
+    Reservation r{.job = job.id, .start_ns = at};
+    for (const TaskBinding& b : p->tasks) r.nodes.push_back(b.node);
+    std::sort(r.nodes.begin(), r.nodes.end());
+    r.nodes.erase(std::unique(r.nodes.begin(), r.nodes.end()), r.nodes.end());
+    return r;
+  };
+  if (auto r = reserve(state, now_ns)) return r;
+
+  // Jobs with an estimated end, soonest first (ties on id, for determinism).
+  std::vector<std::pair<int64_t, JobId>> ends;
+  for (const RunningJob& r : state.running()) {
+    const int64_t end = r.expected_end_ns();
+    if (end != INT64_MAX) ends.push_back({std::max(end, now_ns), r.spec.id});
+  }
+  if (ends.empty()) return std::nullopt;
+  std::sort(ends.begin(), ends.end());
+
+  ClusterState future = state;
+  // A cheap test before each placement attempt: the gang's tasks must fit in some fabric by the
+  // aggregates (or across fabrics when it may split).
+  auto may_fit = [&]() {
+    int64_t sum = 0;
+    for (DomainId f : future.domains_at(Level::kFabric)) {
+      const int64_t b = future.TaskCapacityBound(f, job.task, job.gpu_models);
+      if (b >= job.num_tasks) return true;
+      sum += b;
+    }
+    return job.allow_split && sum >= job.num_tasks;
+  };
+  size_t i = 0;
+  while (i < ends.size()) {
+    const int64_t t = ends[i].first;
+    for (; i < ends.size() && ends[i].first == t; ++i) {
+      (void)future.Release(ends[i].second, t);
+    }
+    if (!may_fit()) continue;
+    if (auto r = reserve(future, t)) return r;
+  }
+  return std::nullopt;
+}
+
+void ExcludeReserved(const Reservation& r, std::vector<uint8_t>* excluded) {
+  for (NodeId n : r.nodes) {
+    if (excluded->size() <= n.value()) excluded->resize(n.value() + 1, 0);
+    (*excluded)[n.value()] = 1;
+  }
+}
+
+}  // namespace gpool::sched

@@ -1,0 +1,399 @@
+#include "sched/cluster.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <set>
+
+namespace gpool::sched {
+namespace {
+
+bool ModelAllowed(ModelMask mask, int model) {
+  return model >= 0 && (mask & (ModelMask{1} << model)) != 0;
+}
+
+}  // namespace
+
+int64_t RunningJob::expected_end_ns() const {
+  if (!(spec.est_runtime_s > 0)) return INT64_MAX;
+  const double end = static_cast<double>(start_ns) + spec.est_runtime_s * 1e9;
+  return end >= static_cast<double>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(end);
+}
+
+StatusOr<ClusterState> ClusterState::Create(ClusterSpec spec) {
+  if (spec.gpu_models.size() > kMaxGpuModels) {
+    return Status::InvalidArgument(fmt::format("cluster.gpu_models: {} models, at most {}",
+                                               spec.gpu_models.size(), kMaxGpuModels));
+  }
+  {
+    std::set<std::string> seen;
+    for (const std::string& m : spec.gpu_models) {
+      if (!seen.insert(m).second) {
+        return Status::InvalidArgument(fmt::format("cluster.gpu_models: '{}' listed twice", m));
+      }
+    }
+  }
+  const size_t nd = spec.domains.size();
+  for (size_t i = 0; i < nd; ++i) {
+    const DomainSpec& d = spec.domains[i];
+    auto err = [&](std::string_view field, const std::string& what) {
+      return Status::InvalidArgument(fmt::format("domain {} ({}): {}: {}", i, d.name, field, what));
+    };
+    if (d.level == Level::kNode || d.level > Level::kFabric) return err("level", "must be leaf, pod or fabric");
+    if (d.level == Level::kFabric) {
+      if (d.parent.valid()) return err("parent", "a fabric has no parent");
+      continue;
+    }
+    if (!d.parent.valid() || d.parent.value() >= nd) {
+      return err("parent", fmt::format("missing or out of range ({})", d.parent.value()));
+    }
+    const Level want = d.level == Level::kLeaf ? Level::kPod : Level::kFabric;
+    if (spec.domains[d.parent.value()].level != want) {
+      return err("parent", fmt::format("a {} must hang off a {}", LevelName(d.level), LevelName(want)));
+    }
+  }
+  for (size_t i = 0; i < spec.nodes.size(); ++i) {
+    const NodeSpec& n = spec.nodes[i];
+    auto err = [&](std::string_view field, const std::string& what) {
+      return Status::InvalidArgument(fmt::format("node {} ({}): {}: {}", i, n.name, field, what));
+    };
+    if (!n.leaf.valid() || n.leaf.value() >= nd || spec.domains[n.leaf.value()].level != Level::kLeaf) {
+      return err("leaf", "missing, out of range or not a leaf domain");
+    }
+    if (n.gpus < 0 || n.gpus > kMaxGpusPerNode) {
+      return err("gpus", fmt::format("must be in 0..{}, got {}", kMaxGpusPerNode, n.gpus));
+    }
+    if (n.gpus > 0 && (n.gpu_model < 0 || static_cast<size_t>(n.gpu_model) >= spec.gpu_models.size())) {
+      return err("gpu_model", fmt::format("index {} is not one of the {} models", n.gpu_model,
+                                          spec.gpu_models.size()));
+    }
+    if (n.cpu_milli < 0) return err("cpu_milli", fmt::format("negative: {}", n.cpu_milli));
+  }
+
+  ClusterState s;
+  s.spec_ = std::move(spec);
+  const size_t nn = s.spec_.nodes.size();
+  s.children_.resize(nd);
+  s.leaf_nodes_.resize(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    const DomainSpec& d = s.spec_.domains[i];
+    s.by_level_[static_cast<int>(d.level)].push_back(DomainId(static_cast<uint32_t>(i)));
+    if (d.parent.valid()) s.children_[d.parent.value()].push_back(DomainId(static_cast<uint32_t>(i)));
+  }
+  s.ancestors_.resize(nn);
+  s.gpu_offset_.resize(nn);
+  size_t gpus = 0;
+  for (size_t i = 0; i < nn; ++i) {
+    const NodeSpec& n = s.spec_.nodes[i];
+    s.leaf_nodes_[n.leaf.value()].push_back(NodeId(static_cast<uint32_t>(i)));
+    const DomainId pod = s.spec_.domains[n.leaf.value()].parent;
+    s.ancestors_[i] = {n.leaf, pod, s.spec_.domains[pod.value()].parent};
+    s.gpu_offset_[i] = gpus;
+    gpus += static_cast<size_t>(n.gpus);
+  }
+  s.gpu_free_milli_.assign(gpus, 1000);
+  s.gpu_free_mem_.resize(gpus);
+  s.free_whole_.resize(nn);
+  s.free_cpu_.resize(nn);
+  s.free_mem_.resize(nn);
+  s.alloc_count_.assign(nn, 0);
+  s.idle_since_.assign(nn, 0);
+  s.held_.assign(nn, 0);
+  const size_t nm = std::max<size_t>(1, s.spec_.gpu_models.size());
+  s.agg_.assign(nd * nm, ModelAggregate{});
+  s.dom_free_cpu_.assign(nd, 0);
+  s.dom_free_mem_.assign(nd, 0);
+  s.dom_total_gpus_.assign(nd, 0);
+  for (size_t i = 0; i < nn; ++i) {
+    const NodeSpec& n = s.spec_.nodes[i];
+    const NodeId id(static_cast<uint32_t>(i));
+    for (int g = 0; g < n.gpus; ++g) s.gpu_free_mem_[s.gpu_offset_[i] + g] = n.gpu_memory_bytes;
+    s.free_whole_[i] = n.gpus;
+    s.free_cpu_[i] = n.cpu_milli;
+    s.free_mem_[i] = n.memory_bytes;
+    for (DomainId d : s.ancestors_[i]) s.dom_total_gpus_[d.value()] += n.gpus;
+    if (n.health == Health::kHealthy) {
+      s.total_gpus_ += n.gpus;
+      s.total_cpu_ += n.cpu_milli;
+      s.total_mem_ += n.memory_bytes;
+    }
+    s.Contribute(id, +1);
+  }
+  return s;
+}
+
+const std::vector<DomainId>& ClusterState::domains_at(Level l) const {
+  return by_level_[static_cast<int>(l)];
+}
+
+DomainId ClusterState::ancestor(NodeId n, Level l) const {
+  if (l == Level::kNode) return DomainId();
+  return ancestors_[n.value()][static_cast<int>(l) - 1];
+}
+
+bool ClusterState::Distance(NodeId a, NodeId b, Level* level) const {
+  if (a == b) {
+    *level = Level::kNode;
+    return true;
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (ancestors_[a.value()][i] == ancestors_[b.value()][i]) {
+      *level = static_cast<Level>(i + 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ClusterState::schedulable(NodeId n) const {
+  const NodeSpec& s = spec_.nodes[n.value()];
+  return s.health == Health::kHealthy && s.power == PowerState::kOn && !held_[n.value()];
+}
+
+void ClusterState::SetHeld(NodeId n, bool held) {
+  if ((held_[n.value()] != 0) == held) return;
+  Contribute(n, -1);
+  held_[n.value()] = held ? 1 : 0;
+  Contribute(n, +1);
+}
+
+uint32_t ClusterState::free_whole_mask(NodeId n) const {
+  uint32_t mask = 0;
+  const size_t off = gpu_offset_[n.value()];
+  for (int g = 0; g < spec_.nodes[n.value()].gpus; ++g) {
+    if (gpu_free_milli_[off + g] == 1000) mask |= 1u << g;
+  }
+  return mask;
+}
+
+void ClusterState::Contribute(NodeId n, int sign) {
+  if (!schedulable(n)) return;
+  const size_t i = n.value();
+  const NodeSpec& node = spec_.nodes[i];
+  int64_t milli = 0, partial = 0;
+  for (int g = 0; g < node.gpus; ++g) {
+    const int32_t f = gpu_free_milli_[gpu_offset_[i] + g];
+    milli += f;
+    if (f > 0 && f < 1000) ++partial;
+  }
+  const size_t nm = std::max<size_t>(1, spec_.gpu_models.size());
+  for (DomainId d : ancestors_[i]) {
+    if (node.gpus > 0) {
+      ModelAggregate& a = agg_[d.value() * nm + static_cast<size_t>(node.gpu_model)];
+      a.nodes_by_free[free_whole_[i]] += sign;
+      a.free_whole_gpus += sign * free_whole_[i];
+      a.free_milli += sign * milli;
+      a.partial_gpus += sign * partial;
+    }
+    dom_free_cpu_[d.value()] += sign * free_cpu_[i];
+    if (sign > 0) {
+      dom_free_mem_[d.value()] += free_mem_[i];
+    } else {
+      dom_free_mem_[d.value()] -= free_mem_[i];
+    }
+  }
+}
+
+int64_t ClusterState::TaskCapacityBound(DomainId d, const TaskRequest& t, ModelMask models) const {
+  if (t.gpus == 0) {
+    int64_t bound = INT64_MAX;
+    if (t.cpu_milli > 0) bound = dom_free_cpu_[d.value()] / t.cpu_milli;
+    if (t.memory_bytes > 0) {
+      bound = std::min<int64_t>(bound, static_cast<int64_t>(dom_free_mem_[d.value()] / t.memory_bytes));
+    }
+    return bound;
+  }
+  int64_t bound = 0;
+  const size_t nm = spec_.gpu_models.size();
+  for (size_t m = 0; m < nm; ++m) {
+    if (!ModelAllowed(models, static_cast<int>(m))) continue;
+    const ModelAggregate& a = agg_[d.value() * nm + m];
+    if (t.fractional()) {
+      bound += a.free_milli / t.gpu_milli;
+    } else {
+      for (int k = t.gpus; k <= kMaxGpusPerNode; ++k) bound += int64_t{a.nodes_by_free[k]} * (k / t.gpus);
+    }
+  }
+  return bound;
+}
+
+int64_t ClusterState::FreeWholeGpus(DomainId d, ModelMask models) const {
+  int64_t sum = 0;
+  const size_t nm = spec_.gpu_models.size();
+  for (size_t m = 0; m < nm; ++m) {
+    if (ModelAllowed(models, static_cast<int>(m))) sum += agg_[d.value() * nm + m].free_whole_gpus;
+  }
+  return sum;
+}
+
+int32_t ClusterState::TasksThatFit(NodeId n, const TaskRequest& t, ModelMask models) const {
+  if (!schedulable(n)) return 0;
+  const size_t i = n.value();
+  const NodeSpec& node = spec_.nodes[i];
+  int64_t fit = INT32_MAX;
+  if (t.cpu_milli > 0) fit = free_cpu_[i] / t.cpu_milli;
+  if (t.memory_bytes > 0) fit = std::min<int64_t>(fit, static_cast<int64_t>(free_mem_[i] / t.memory_bytes));
+  if (t.gpus == 0) return static_cast<int32_t>(fit);
+  if (!ModelAllowed(models, node.gpu_model)) return 0;
+  if (t.fractional()) {
+    int64_t slots = 0;
+    for (int g = 0; g < node.gpus; ++g) {
+      int64_t s = gpu_free_milli_[gpu_offset_[i] + g] / t.gpu_milli;
+      if (t.gpu_memory_bytes > 0) {
+        s = std::min<int64_t>(s, static_cast<int64_t>(gpu_free_mem_[gpu_offset_[i] + g] / t.gpu_memory_bytes));
+      }
+      slots += s;
+    }
+    return static_cast<int32_t>(std::min(fit, slots));
+  }
+  return static_cast<int32_t>(std::min<int64_t>(fit, free_whole_[i] / t.gpus));
+}
+
+Status ClusterState::CheckBinding(const TaskBinding& b, const TaskRequest& t) const {
+  if (!b.node.valid() || b.node.value() >= spec_.nodes.size()) {
+    return Status::InvalidArgument(fmt::format("binding: no node {}", b.node.value()));
+  }
+  const size_t i = b.node.value();
+  const NodeSpec& node = spec_.nodes[i];
+  auto err = [&](const std::string& what) {
+    return Status::FailedPrecondition(fmt::format("binding on node {} ({}): {}", i, node.name, what));
+  };
+  if (!schedulable(b.node)) {
+    return err(fmt::format("not schedulable (health {}, power {})",
+                           node.health == Health::kHealthy ? "healthy" : "unhealthy",
+                           PowerStateName(node.power)));
+  }
+  if (free_cpu_[i] < t.cpu_milli) return err(fmt::format("{} milli-CPU free, {} asked", free_cpu_[i], t.cpu_milli));
+  if (free_mem_[i] < t.memory_bytes) return err(fmt::format("{} bytes free, {} asked", free_mem_[i], t.memory_bytes));
+  if (node.gpus < 32 && (b.gpu_mask >> node.gpus) != 0) return err("GPU mask names GPUs the node lacks");
+  const int bits = std::popcount(b.gpu_mask);
+  if (t.gpus == 0) {
+    if (bits != 0) return err("a GPU-less task names GPUs");
+    return Status::Ok();
+  }
+  if (t.fractional()) {
+    if (bits != 1) return err("a fractional task must name exactly one GPU");
+    const int g = std::countr_zero(b.gpu_mask);
+    if (gpu_free_milli_[gpu_offset_[i] + g] < t.gpu_milli) return err(fmt::format("GPU {} lacks {} milli", g, t.gpu_milli));
+    if (gpu_free_mem_[gpu_offset_[i] + g] < t.gpu_memory_bytes) return err(fmt::format("GPU {} lacks memory", g));
+    return Status::Ok();
+  }
+  if (bits != t.gpus) return err(fmt::format("{} GPUs named, {} asked", bits, t.gpus));
+  if ((b.gpu_mask & ~free_whole_mask(b.node)) != 0) return err("a named GPU is not wholly free");
+  return Status::Ok();
+}
+
+void ClusterState::Apply(const TaskBinding& b, const TaskRequest& t, int sign, int64_t now_ns) {
+  const size_t i = b.node.value();
+  const NodeSpec& node = spec_.nodes[i];
+  Contribute(b.node, -1);
+  for (uint32_t m = b.gpu_mask; m != 0; m &= m - 1) {
+    const size_t gi = gpu_offset_[i] + static_cast<size_t>(std::countr_zero(m));
+    const int32_t milli = t.fractional() ? t.gpu_milli : 1000;
+    const uint64_t mem = t.fractional() ? t.gpu_memory_bytes : node.gpu_memory_bytes;
+    gpu_free_milli_[gi] -= sign * milli;
+    if (sign > 0) {
+      gpu_free_mem_[gi] -= mem;
+    } else {
+      gpu_free_mem_[gi] += mem;
+    }
+  }
+  int32_t whole = 0;
+  for (int g = 0; g < node.gpus; ++g) whole += gpu_free_milli_[gpu_offset_[i] + g] == 1000 ? 1 : 0;
+  free_whole_[i] = whole;
+  free_cpu_[i] -= sign * t.cpu_milli;
+  if (sign > 0) {
+    free_mem_[i] -= t.memory_bytes;
+  } else {
+    free_mem_[i] += t.memory_bytes;
+  }
+  alloc_count_[i] += sign;
+  idle_since_[i] = alloc_count_[i] == 0 ? now_ns : -1;
+  Contribute(b.node, +1);
+}
+
+Status ClusterState::Bind(const JobSpec& job, const Placement& p, int64_t now_ns) {
+  if (running_index_.count(job.id)) {
+    return Status::AlreadyExists(fmt::format("job {} ({}) is already running", job.id.value(), job.name));
+  }
+  if (p.tasks.size() != static_cast<size_t>(job.num_tasks)) {
+    return Status::InvalidArgument(fmt::format("job {} ({}): placement has {} tasks, the gang has {}",
+                                               job.id.value(), job.name, p.tasks.size(), job.num_tasks));
+  }
+  size_t applied = 0;
+  Status st;
+  for (; applied < p.tasks.size(); ++applied) {
+    st = CheckBinding(p.tasks[applied], job.task);
+    if (!st.ok()) break;
+    Apply(p.tasks[applied], job.task, +1, now_ns);
+  }
+  if (!st.ok()) {
+    while (applied > 0) {
+      --applied;
+      Apply(p.tasks[applied], job.task, -1, now_ns);
+    }
+    return st.WithContext(fmt::format("job {} ({}) task", job.id.value(), job.name));
+  }
+  running_index_[job.id] = running_.size();
+  running_.push_back({.spec = job, .placement = p, .start_ns = now_ns});
+  if (job.queue.valid()) {
+    if (queue_used_milli_.size() <= job.queue.value()) queue_used_milli_.resize(job.queue.value() + 1, 0);
+    queue_used_milli_[job.queue.value()] += job.total_milli_gpus();
+  }
+  used_milli_ += job.total_milli_gpus();
+  return Status::Ok();
+}
+
+Status ClusterState::Release(JobId job, int64_t now_ns) {
+  auto it = running_index_.find(job);
+  if (it == running_index_.end()) {
+    return Status::NotFound(fmt::format("job {} is not running", job.value()));
+  }
+  const size_t idx = it->second;
+  const RunningJob& r = running_[idx];
+  for (const TaskBinding& b : r.placement.tasks) Apply(b, r.spec.task, -1, now_ns);
+  if (r.spec.queue.valid() && r.spec.queue.value() < queue_used_milli_.size()) {
+    queue_used_milli_[r.spec.queue.value()] -= r.spec.total_milli_gpus();
+  }
+  used_milli_ -= r.spec.total_milli_gpus();
+  running_index_.erase(it);
+  if (idx + 1 != running_.size()) {
+    running_[idx] = std::move(running_.back());
+    running_index_[running_[idx].spec.id] = idx;
+  }
+  running_.pop_back();
+  return Status::Ok();
+}
+
+void ClusterState::SetHealth(NodeId n, Health h) {
+  NodeSpec& node = spec_.nodes[n.value()];
+  if (node.health == h) return;
+  Contribute(n, -1);
+  const int sign = h == Health::kHealthy ? +1 : -1;
+  total_gpus_ += sign * node.gpus;
+  total_cpu_ += sign * node.cpu_milli;
+  if (sign > 0) {
+    total_mem_ += node.memory_bytes;
+  } else {
+    total_mem_ -= node.memory_bytes;
+  }
+  node.health = h;
+  Contribute(n, +1);
+}
+
+void ClusterState::SetPower(NodeId n, PowerState p) {
+  NodeSpec& node = spec_.nodes[n.value()];
+  if (node.power == p) return;
+  Contribute(n, -1);
+  node.power = p;
+  Contribute(n, +1);
+}
+
+const RunningJob* ClusterState::FindRunning(JobId job) const {
+  auto it = running_index_.find(job);
+  return it == running_index_.end() ? nullptr : &running_[it->second];
+}
+
+}  // namespace gpool::sched

@@ -1,0 +1,148 @@
+#include "sched/fragmentation.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <map>
+#include <tuple>
+
+namespace gpool::sched {
+namespace {
+
+// More classes than this make every placement slower for little gain: the heaviest are kept.
+constexpr size_t kMaxClasses = 64;
+
+// Fragmentation of one node state for one task shape (milli-GPU).
+double ClassFragmentation(const NodeSpec& node, const int32_t* free_milli, const uint64_t* free_mem,
+                          int64_t free_cpu, uint64_t free_memory, int64_t total_free,
+                          const WorkloadClass& c) {
+  const TaskRequest& t = c.task;
+  if (t.gpus > 0 && (node.gpu_model < 0 || !(c.models & (ModelMask{1} << node.gpu_model)))) {
+    return static_cast<double>(total_free);
+  }
+  if (free_cpu < t.cpu_milli || free_memory < t.memory_bytes) return static_cast<double>(total_free);
+  if (t.gpus == 0) return 0;
+  if (t.fractional()) {
+    bool fits = false;
+    int64_t frag = 0;
+    for (int g = 0; g < node.gpus; ++g) {
+      if (free_milli[g] >= t.gpu_milli && free_mem[g] >= t.gpu_memory_bytes) {
+        fits = true;
+      } else {
+        frag += free_milli[g];
+      }
+    }
+    return static_cast<double>(fits ? frag : total_free);
+  }
+  int whole = 0;
+  int64_t partial = 0;
+  for (int g = 0; g < node.gpus; ++g) {
+    if (free_milli[g] == 1000) {
+      ++whole;
+    } else {
+      partial += free_milli[g];
+    }
+  }
+  return static_cast<double>(whole >= t.gpus ? partial : total_free);
+}
+
+}  // namespace
+
+WorkloadDistribution::WorkloadDistribution(std::vector<WorkloadClass> classes)
+    : classes_(std::move(classes)) {
+  std::erase_if(classes_, [](const WorkloadClass& c) { return !(c.weight > 0); });
+  if (classes_.size() > kMaxClasses) {
+    std::stable_sort(classes_.begin(), classes_.end(),
+                     [](const WorkloadClass& a, const WorkloadClass& b) { return a.weight > b.weight; });
+    classes_.resize(kMaxClasses);
+  }
+  double sum = 0;
+  for (const WorkloadClass& c : classes_) sum += c.weight;
+  for (WorkloadClass& c : classes_) c.weight /= sum;
+}
+
+WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& jobs) {
+  using Key = std::tuple<int32_t, int32_t, uint64_t, int64_t, uint64_t, ModelMask>;
+  std::map<Key, double> counts;  // ordered: deterministic class order
+  for (const JobSpec& j : jobs) {
+    const TaskRequest& t = j.task;
+    counts[{t.gpus, t.fractional() ? t.gpu_milli : 0, t.fractional() ? t.gpu_memory_bytes : 0,
+            t.cpu_milli, t.memory_bytes, j.gpu_models}] += j.num_tasks;
+  }
+  std::vector<WorkloadClass> classes;
+  for (const auto& [k, n] : counts) {
+    WorkloadClass c;
+    c.task.gpus = std::get<0>(k);
+    c.task.gpu_milli = std::get<1>(k);
+    c.task.gpu_memory_bytes = std::get<2>(k);
+    c.task.cpu_milli = std::get<3>(k);
+    c.task.memory_bytes = std::get<4>(k);
+    c.models = std::get<5>(k);
+    c.weight = n;
+    classes.push_back(c);
+  }
+  return WorkloadDistribution(std::move(classes));
+}
+
+double FragmentationOf(const NodeSpec& node, const int32_t* gpu_free_milli,
+                       const uint64_t* gpu_free_mem, int64_t free_cpu, uint64_t free_mem,
+                       const WorkloadDistribution& w) {
+  int64_t total_free = 0;
+  for (int g = 0; g < node.gpus; ++g) total_free += gpu_free_milli[g];
+  if (total_free == 0) return 0;
+  double f = 0;
+  for (const WorkloadClass& c : w.classes()) {
+    f += c.weight * ClassFragmentation(node, gpu_free_milli, gpu_free_mem, free_cpu, free_mem,
+                                       total_free, c);
+  }
+  return f;
+}
+
+namespace {
+struct NodeCopy {
+  std::array<int32_t, kMaxGpusPerNode> milli{};
+  std::array<uint64_t, kMaxGpusPerNode> mem{};
+};
+NodeCopy CopyNode(const ClusterState& s, NodeId n) {
+  NodeCopy c;
+  for (int g = 0; g < s.node(n).gpus; ++g) {
+    c.milli[g] = s.gpu_free_milli(n, g);
+    c.mem[g] = s.gpu_free_memory(n, g);
+  }
+  return c;
+}
+}  // namespace
+
+double NodeFragmentation(const ClusterState& state, NodeId n, const WorkloadDistribution& w) {
+  if (!state.schedulable(n)) return 0;
+  NodeCopy c = CopyNode(state, n);
+  return FragmentationOf(state.node(n), c.milli.data(), c.mem.data(), state.free_cpu(n),
+                         state.free_memory(n), w);
+}
+
+double ClusterFragmentation(const ClusterState& state, const WorkloadDistribution& w) {
+  double sum = 0;
+  for (size_t i = 0; i < state.num_nodes(); ++i) {
+    sum += NodeFragmentation(state, NodeId(static_cast<uint32_t>(i)), w);
+  }
+  return sum;
+}
+
+double FragmentationDelta(const ClusterState& state, const TaskBinding& b, const TaskRequest& t,
+                          const WorkloadDistribution& w) {
+  const NodeSpec& node = state.node(b.node);
+  NodeCopy c = CopyNode(state, b.node);
+  const double before = FragmentationOf(node, c.milli.data(), c.mem.data(), state.free_cpu(b.node),
+                                        state.free_memory(b.node), w);
+  for (uint32_t m = b.gpu_mask; m != 0; m &= m - 1) {
+    const int g = std::countr_zero(m);
+    c.milli[g] -= t.fractional() ? t.gpu_milli : 1000;
+    c.mem[g] -= t.fractional() ? t.gpu_memory_bytes : node.gpu_memory_bytes;
+  }
+  const double after = FragmentationOf(node, c.milli.data(), c.mem.data(),
+                                       state.free_cpu(b.node) - t.cpu_milli,
+                                       state.free_memory(b.node) - t.memory_bytes, w);
+  return after - before;
+}
+
+}  // namespace gpool::sched

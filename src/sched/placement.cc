@@ -1,0 +1,397 @@
+#include "sched/placement.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <climits>
+#include <unordered_map>
+
+namespace gpool::sched {
+namespace {
+
+// Free resources of one node as the gang being placed sees them: the state minus what earlier
+// tasks of the same gang took. Only nodes the gang touches get an entry.
+struct NodeFree {
+  std::array<int32_t, kMaxGpusPerNode> milli{};
+  std::array<uint64_t, kMaxGpusPerNode> mem{};
+  int64_t cpu = 0;
+  uint64_t memory = 0;
+};
+
+class Placer {
+ public:
+  Placer(const ClusterState& s, const JobSpec& job, const PlacementOptions& o)
+      : s_(s), job_(job), t_(job.task), o_(o) {}
+
+  // Places up to `want` tasks under domain d; returns how many it placed.
+  int32_t PlaceUpTo(DomainId d, int32_t want) {
+    if (want <= 0) return 0;
+    const DomainSpec& dom = s_.domain(d);
+    if (dom.level == Level::kLeaf) return PlaceOnNodes(s_.leaf_nodes(d), want);
+    // Fewest children: largest capacity first, the last one the smallest that covers the rest.
+    std::vector<std::pair<int64_t, DomainId>> kids;
+    for (DomainId c : s_.children(d)) {
+      const int64_t b = Bound(c);
+      if (b > 0) kids.push_back({b, c});
+    }
+    std::sort(kids.begin(), kids.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    int32_t placed = 0;
+    std::vector<uint8_t> used(kids.size(), 0);
+    while (placed < want) {
+      const int32_t rest = want - placed;
+      // The smallest unused child that covers the rest alone, else the largest unused one.
+      int pick = -1;
+      for (size_t i = 0; i < kids.size(); ++i) {
+        if (used[i]) continue;
+        if (kids[i].first >= rest) {
+          pick = static_cast<int>(i);  // sorted descending: keep going to find a smaller one
+        } else if (pick < 0) {
+          pick = static_cast<int>(i);  // none covers it: the largest unused
+          break;
+        } else {
+          break;
+        }
+      }
+      if (pick < 0) break;
+      used[pick] = 1;
+      placed += PlaceUpTo(kids[pick].second, rest);
+    }
+    return placed;
+  }
+
+  // Places up to `want` tasks on `nodes`, best fit. Whole-GPU and GPU-less tasks take the nodes
+  // with the least free room that still fit; fractional tasks go where FGD's fragmentation
+  // grows least.
+  int32_t PlaceOnNodes(const std::vector<NodeId>& nodes, int32_t want) {
+    if (t_.fractional()) {
+      int32_t placed = 0;
+      while (placed < want && PlaceOneFractional(nodes)) ++placed;
+      return placed;
+    }
+    struct Cand {
+      int64_t room;
+      NodeId n;
+      int32_t fit;
+    };
+    std::vector<Cand> cands;
+    for (NodeId n : nodes) {
+      if (!Usable(n)) continue;
+      const NodeFree f = View(n);
+      const int32_t fit = Fit(n, f);
+      if (fit <= 0) continue;
+      const int64_t room = t_.gpus > 0 ? WholeFree(n, f) : f.cpu;
+      cands.push_back({room, n, fit});
+    }
+    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+      return a.room != b.room ? a.room < b.room : a.n < b.n;
+    });
+    int32_t placed = 0;
+    for (const Cand& c : cands) {
+      if (placed >= want) break;
+      const int32_t take = std::min(c.fit, want - placed);
+      for (int32_t k = 0; k < take; ++k) Take(c.n, PickWhole(c.n));
+      placed += take;
+    }
+    return placed;
+  }
+
+  // All `want` tasks on one node (locality kNode required).
+  bool PlaceOnOneNode(const std::vector<NodeId>& nodes, int32_t want) {
+    NodeId best;
+    int64_t best_room = INT64_MAX;
+    for (NodeId n : nodes) {
+      if (!Usable(n)) continue;
+      const NodeFree f = View(n);
+      if (t_.fractional()) {
+        if (s_.TasksThatFit(n, t_, job_.gpu_models) < want) continue;
+      } else if (Fit(n, f) < want) {
+        continue;
+      }
+      const int64_t room = t_.gpus > 0 ? WholeFree(n, f) : f.cpu;
+      if (room < best_room) {
+        best_room = room;
+        best = n;
+      }
+    }
+    if (!best.valid()) return false;
+    const std::vector<NodeId> one{best};
+    return PlaceOnNodes(one, want) == want;
+  }
+
+  int64_t Bound(DomainId d) const { return s_.TaskCapacityBound(d, t_, job_.gpu_models); }
+  Placement TakePlacement() { return std::move(out_); }
+  void Reset() {
+    out_.tasks.clear();
+    taken_.clear();
+    index_.clear();
+  }
+
+ private:
+  bool Usable(NodeId n) const {
+    if (!s_.schedulable(n)) return false;
+    if (o_.excluded_nodes && n.value() < o_.excluded_nodes->size() && (*o_.excluded_nodes)[n.value()]) {
+      return false;
+    }
+    if (t_.gpus > 0) {
+      const int m = s_.node(n).gpu_model;
+      if (m < 0 || !(job_.gpu_models & (ModelMask{1} << m))) return false;
+      if (t_.gpus > s_.node(n).gpus) return false;
+    }
+    return true;
+  }
+
+  NodeFree View(NodeId n) const {
+    auto it = index_.find(n.value());
+    if (it != index_.end()) return taken_[it->second];
+    NodeFree f;
+    for (int g = 0; g < s_.node(n).gpus; ++g) {
+      f.milli[g] = s_.gpu_free_milli(n, g);
+      f.mem[g] = s_.gpu_free_memory(n, g);
+    }
+    f.cpu = s_.free_cpu(n);
+    f.memory = s_.free_memory(n);
+    return f;
+  }
+
+  int32_t WholeFree(NodeId n, const NodeFree& f) const {
+    int32_t w = 0;
+    for (int g = 0; g < s_.node(n).gpus; ++g) w += f.milli[g] == 1000 ? 1 : 0;
+    return w;
+  }
+
+  // Tasks of a whole-GPU or GPU-less shape that fit in f.
+  int32_t Fit(NodeId n, const NodeFree& f) const {
+    int64_t fit = INT32_MAX;
+    if (t_.cpu_milli > 0) fit = f.cpu / t_.cpu_milli;
+    if (t_.memory_bytes > 0) fit = std::min<int64_t>(fit, static_cast<int64_t>(f.memory / t_.memory_bytes));
+    if (t_.gpus > 0) fit = std::min<int64_t>(fit, WholeFree(n, f) / t_.gpus);
+    return static_cast<int32_t>(std::max<int64_t>(0, fit));
+  }
+
+  // The lowest-numbered wholly free GPUs of n, as many as a task asks for.
+  uint32_t PickWhole(NodeId n) const {
+    if (t_.gpus == 0) return 0;
+    const NodeFree f = View(n);
+    uint32_t mask = 0;
+    int need = t_.gpus;
+    for (int g = 0; g < s_.node(n).gpus && need > 0; ++g) {
+      if (f.milli[g] == 1000) {
+        mask |= 1u << g;
+        --need;
+      }
+    }
+    return mask;
+  }
+
+  bool PlaceOneFractional(const std::vector<NodeId>& nodes) {
+    const WorkloadDistribution* w =
+        o_.workload != nullptr && !o_.workload->empty() ? o_.workload : nullptr;
+    double best_score = 0;
+    int32_t best_left = 0;
+    NodeId best;
+    int best_gpu = -1;
+    for (NodeId n : nodes) {
+      if (!Usable(n)) continue;
+      NodeFree f = View(n);
+      if (f.cpu < t_.cpu_milli || f.memory < t_.memory_bytes) continue;
+      const NodeSpec& node = s_.node(n);
+      double before = 0;
+      if (w) before = FragmentationOf(node, f.milli.data(), f.mem.data(), f.cpu, f.memory, *w);
+      for (int g = 0; g < node.gpus; ++g) {
+        if (f.milli[g] < t_.gpu_milli || f.mem[g] < t_.gpu_memory_bytes) continue;
+        // GPUs in the same state on one node score the same: evaluate the first only.
+        bool seen = false;
+        for (int h = 0; h < g && !seen; ++h) seen = f.milli[h] == f.milli[g] && f.mem[h] == f.mem[g];
+        if (seen) continue;
+        const int32_t left = f.milli[g] - t_.gpu_milli;
+        double score = 0;
+        if (w) {
+          NodeFree a = f;
+          a.milli[g] = left;
+          a.mem[g] -= t_.gpu_memory_bytes;
+          score = FragmentationOf(node, a.milli.data(), a.mem.data(), f.cpu - t_.cpu_milli,
+                                  f.memory - t_.memory_bytes, *w) - before;
+        }
+        const bool better = !best.valid() || score < best_score - 1e-9 ||
+                            (score <= best_score + 1e-9 && left < best_left);
+        if (better) {
+          best_score = score;
+          best_left = left;
+          best = n;
+          best_gpu = g;
+        }
+      }
+    }
+    if (!best.valid()) return false;
+    Take(best, 1u << best_gpu);
+    return true;
+  }
+
+  void Take(NodeId n, uint32_t mask) {
+    auto [it, inserted] = index_.try_emplace(n.value(), taken_.size());
+    if (inserted) taken_.push_back(View(n));
+    NodeFree& f = taken_[it->second];
+    const NodeSpec& node = s_.node(n);
+    TaskBinding b{.node = n, .gpu_mask = mask};
+    for (uint32_t m = mask; m != 0; m &= m - 1) {
+      const int g = std::countr_zero(m);
+      if (t_.fractional()) {
+        f.milli[g] -= t_.gpu_milli;
+        f.mem[g] -= t_.gpu_memory_bytes;
+        b.gpu_milli = t_.gpu_milli;
+        b.gpu_memory_bytes = t_.gpu_memory_bytes;
+      } else {
+        f.milli[g] = 0;
+        f.mem[g] = 0;
+        b.gpu_milli = 1000;
+        b.gpu_memory_bytes = node.gpu_memory_bytes;
+      }
+    }
+    f.cpu -= t_.cpu_milli;
+    f.memory -= t_.memory_bytes;
+    out_.tasks.push_back(b);
+  }
+
+  const ClusterState& s_;
+  const JobSpec& job_;
+  const TaskRequest& t_;
+  const PlacementOptions& o_;
+  Placement out_;
+  std::vector<NodeFree> taken_;
+  std::unordered_map<uint32_t, size_t> index_;
+};
+
+// Best-fit key of a domain for this job: the free room it would have left; lower is better.
+int64_t DomainRoom(const ClusterState& s, DomainId d, const JobSpec& job) {
+  const TaskRequest& t = job.task;
+  if (t.gpus == 0) return s.domain_free_cpu(d);
+  if (t.fractional()) {
+    int64_t milli = 0;
+    for (size_t m = 0; m < s.num_models(); ++m) {
+      if (job.gpu_models & (ModelMask{1} << m)) milli += s.aggregate(d, static_cast<int>(m)).free_milli;
+    }
+    return milli;
+  }
+  return s.FreeWholeGpus(d, job.gpu_models);
+}
+
+bool Degraded(const DomainSpec& d) {
+  return d.nominal_bandwidth_gbps > 0 && d.bandwidth_gbps < d.nominal_bandwidth_gbps;
+}
+
+}  // namespace
+
+std::optional<Placement> PlaceInDomain(const ClusterState& state, const JobSpec& job, DomainId d,
+                                       int32_t count, const PlacementOptions& options) {
+  Placer p(state, job, options);
+  if (p.PlaceUpTo(d, count) != count) return std::nullopt;
+  return p.TakePlacement();
+}
+
+std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job,
+                                   const PlacementOptions& options) {
+  const int32_t n = job.num_tasks;
+  Placer p(state, job, options);
+  const bool one_node = job.locality.required && job.locality.level == Level::kNode;
+  const Level top = job.locality.required ? std::max(job.locality.level, Level::kLeaf) : Level::kFabric;
+
+  auto try_domain = [&](DomainId d) -> bool {
+    if (one_node) {
+      if (state.domain(d).level != Level::kLeaf) return false;
+      if (p.PlaceOnOneNode(state.leaf_nodes(d), n)) return true;
+    } else if (p.PlaceUpTo(d, n) == n) {
+      return true;
+    }
+    p.Reset();
+    return false;
+  };
+
+  // The queue's own domains first, smallest level first.
+  if (options.preferred_domains != nullptr) {
+    std::vector<DomainId> pref = *options.preferred_domains;
+    std::sort(pref.begin(), pref.end(), [&](DomainId a, DomainId b) {
+      return state.domain(a).level != state.domain(b).level
+                 ? state.domain(a).level < state.domain(b).level
+                 : a < b;
+    });
+    for (DomainId d : pref) {
+      if (state.domain(d).level > top || p.Bound(d) < n) continue;
+      if (try_domain(d)) return p.TakePlacement();
+    }
+  }
+
+  struct Cand {
+    int tier;
+    int64_t room;
+    DomainId d;
+  };
+  std::vector<Cand> cands;
+  for (Level l = Level::kLeaf; l <= top; l = static_cast<Level>(static_cast<int>(l) + 1)) {
+    cands.clear();
+    for (DomainId d : state.domains_at(l)) {
+      if (p.Bound(d) < n) continue;
+      cands.push_back({Degraded(state.domain(d)) ? 1 : 0, DomainRoom(state, d, job), d});
+    }
+    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+      if (a.tier != b.tier) return a.tier < b.tier;
+      if (a.room != b.room) return a.room < b.room;
+      return a.d < b.d;
+    });
+    for (const Cand& c : cands) {
+      if (try_domain(c.d)) return p.TakePlacement();
+    }
+    if (one_node) break;  // kNode: leaves were the only place to look
+  }
+
+  // Across fabrics, only when the job allows it.
+  if (job.allow_split && !job.locality.required && state.domains_at(Level::kFabric).size() > 1) {
+    std::vector<std::pair<int64_t, DomainId>> fabrics;
+    for (DomainId d : state.domains_at(Level::kFabric)) fabrics.push_back({p.Bound(d), d});
+    std::sort(fabrics.begin(), fabrics.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    int32_t placed = 0;
+    for (const auto& [b, d] : fabrics) {
+      if (placed >= n) break;
+      placed += p.PlaceUpTo(d, n - placed);
+    }
+    if (placed == n) return p.TakePlacement();
+  }
+  return std::nullopt;
+}
+
+std::optional<Placement> PlaceFirstFit(const ClusterState& state, const JobSpec& job,
+                                       const PlacementOptions& options) {
+  Placer p(state, job, options);
+  int32_t placed = 0;
+  std::vector<NodeId> one(1);
+  for (size_t i = 0; i < state.num_nodes() && placed < job.num_tasks; ++i) {
+    one[0] = NodeId(static_cast<uint32_t>(i));
+    placed += p.PlaceOnNodes(one, job.num_tasks - placed);
+  }
+  if (placed != job.num_tasks) return std::nullopt;
+  return p.TakePlacement();
+}
+
+Level PlacementSpan(const ClusterState& state, const Placement& p) {
+  if (p.tasks.empty()) return Level::kNode;
+  Level span = Level::kNode;
+  const NodeId first = p.tasks[0].node;
+  for (const TaskBinding& b : p.tasks) {
+    Level l;
+    if (!state.Distance(first, b.node, &l)) return static_cast<Level>(static_cast<int>(Level::kFabric) + 1);
+    span = std::max(span, l);
+  }
+  return span;
+}
+
+int CountLeaves(const ClusterState& state, const Placement& p) {
+  std::vector<DomainId> leaves;
+  for (const TaskBinding& b : p.tasks) leaves.push_back(state.node(b.node).leaf);
+  std::sort(leaves.begin(), leaves.end());
+  return static_cast<int>(std::unique(leaves.begin(), leaves.end()) - leaves.begin());
+}
+
+}  // namespace gpool::sched

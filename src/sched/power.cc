@@ -1,0 +1,99 @@
+#include "sched/power.h"
+
+#include <algorithm>
+
+namespace gpool::sched {
+
+std::vector<PowerDecision> PlanPower(const ClusterState& state, const PowerConfig& config,
+                                     const PowerInput& in) {
+  std::vector<PowerDecision> out;
+  if (!config.enabled) return out;
+  int64_t free_on = 0;
+  for (DomainId f : state.domains_at(Level::kFabric)) free_on += state.FreeWholeGpus(f, kAnyModel);
+  int64_t resuming_gpus = 0;
+  int resuming = 0;
+  for (size_t i = 0; i < state.num_nodes(); ++i) {
+    const NodeSpec& n = state.spec().nodes[i];
+    if (n.health == Health::kHealthy && n.power == PowerState::kResuming) {
+      resuming_gpus += n.gpus;
+      ++resuming;
+    }
+  }
+  const int64_t ready_ns = in.now_ns + static_cast<int64_t>(config.boot_latency_s * 1e9);
+  auto keep = [&](NodeId n) {
+    return in.keep_on != nullptr && n.value() < in.keep_on->size() && (*in.keep_on)[n.value()];
+  };
+
+  const int64_t deficit =
+      std::max<int64_t>(0, config.warm_buffer_gpus - free_on) + in.demand_gpus - resuming_gpus;
+  if (deficit > 0) {
+    // Resume whole leaves: the leaf with the most off nodes first, its nodes in id order.
+    std::vector<std::pair<int, DomainId>> leaves;
+    for (DomainId l : state.domains_at(Level::kLeaf)) {
+      int off = 0;
+      for (NodeId n : state.leaf_nodes(l)) {
+        const NodeSpec& s = state.node(n);
+        off += (s.power == PowerState::kOff && s.health == Health::kHealthy && s.gpus > 0) ? 1 : 0;
+      }
+      if (off > 0) leaves.push_back({off, l});
+    }
+    std::sort(leaves.begin(), leaves.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    int64_t got = 0;
+    const int budget = std::min(config.max_resumes_per_cycle, config.max_resuming - resuming);
+    for (const auto& [off, l] : leaves) {
+      for (NodeId n : state.leaf_nodes(l)) {
+        if (got >= deficit || static_cast<int>(out.size()) >= budget) return out;
+        const NodeSpec& s = state.node(n);
+        if (s.power != PowerState::kOff || s.health != Health::kHealthy || s.gpus == 0) continue;
+        out.push_back({.node = n, .target = PowerState::kOn, .ready_ns = ready_ns});
+        got += s.gpus;
+      }
+    }
+    return out;
+  }
+  if (in.demand_gpus > 0) return out;  // jobs are waiting: nothing is switched off
+
+  // Suspend idle nodes, leaves closest to entirely off first.
+  const double timeout_ns = config.idle_timeout_s * 1e9;
+  auto candidate = [&](NodeId n) {
+    return state.schedulable(n) && state.idle(n) && !keep(n) &&
+           static_cast<double>(in.now_ns - state.idle_since_ns(n)) >= timeout_ns;
+  };
+  struct Leaf {
+    double off_fraction;
+    DomainId leaf;
+  };
+  std::vector<Leaf> leaves;
+  for (DomainId l : state.domains_at(Level::kLeaf)) {
+    const std::vector<NodeId>& nodes = state.leaf_nodes(l);
+    if (nodes.empty()) continue;
+    int could_be_off = 0;
+    bool any = false;
+    for (NodeId n : nodes) {
+      const PowerState p = state.node(n).power;
+      const bool c = candidate(n);
+      any |= c;
+      could_be_off += (c || p == PowerState::kOff || p == PowerState::kSuspending) ? 1 : 0;
+    }
+    if (any) leaves.push_back({static_cast<double>(could_be_off) / static_cast<double>(nodes.size()), l});
+  }
+  std::sort(leaves.begin(), leaves.end(), [](const Leaf& a, const Leaf& b) {
+    return a.off_fraction != b.off_fraction ? a.off_fraction > b.off_fraction : a.leaf < b.leaf;
+  });
+  int64_t spare = free_on - config.warm_buffer_gpus;
+  for (const Leaf& l : leaves) {
+    for (NodeId n : state.leaf_nodes(l.leaf)) {
+      if (static_cast<int>(out.size()) >= config.max_suspends_per_cycle) return out;
+      if (!candidate(n)) continue;
+      const int32_t gpus = state.free_whole_gpus(n);
+      if (gpus > spare) continue;
+      spare -= gpus;
+      out.push_back({.node = n, .target = PowerState::kOff, .ready_ns = in.now_ns});
+    }
+  }
+  return out;
+}
+
+}  // namespace gpool::sched

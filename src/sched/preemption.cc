@@ -1,0 +1,108 @@
+#include "sched/preemption.h"
+
+#include <algorithm>
+
+#include "sched/fairshare.h"
+
+namespace gpool::sched {
+
+double PreemptionCost(const RunningJob& r, int64_t now_ns) {
+  const double ran_s = static_cast<double>(std::max<int64_t>(0, now_ns - r.start_ns)) * 1e-9;
+  return static_cast<double>(r.spec.total_milli_gpus()) * ran_s;
+}
+
+bool PastMinRuntime(const RunningJob& r, int64_t now_ns) {
+  if (!r.spec.preemptible) return false;
+  return static_cast<double>(now_ns - r.start_ns) * 1e-9 >= r.spec.min_runtime_s;
+}
+
+namespace {
+
+// Whether a victim holds anything the job could use (a node of an allowed model).
+bool Useful(const ClusterState& s, const RunningJob& r, const JobSpec& job) {
+  if (job.task.gpus == 0) return true;
+  for (const TaskBinding& b : r.placement.tasks) {
+    const int m = s.node(b.node).gpu_model;
+    if (m >= 0 && (job.gpu_models & (ModelMask{1} << m))) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const JobSpec& job,
+                                             const std::vector<QueueSpec>& queues,
+                                             int64_t now_ns, const PreemptionOptions& options) {
+  const size_t nq = queues.size();
+  std::vector<int64_t> quota(nq), used(nq);
+  for (size_t q = 0; q < nq; ++q) {
+    quota[q] = QueueQuotaMilli(state, queues[q]);
+    used[q] = state.queue_used_milli(QueueId(static_cast<uint32_t>(q)));
+  }
+  const size_t jq = job.queue.value();
+  const bool in_quota = jq < nq && used[jq] + job.total_milli_gpus() <= quota[jq];
+
+  struct Cand {
+    double cost;
+    int32_t priority;
+    int64_t start;
+    JobId id;
+    size_t queue;
+    int64_t milli;
+    bool by_priority;
+  };
+  std::vector<Cand> cands;
+  for (const RunningJob& r : state.running()) {
+    if (!PastMinRuntime(r, now_ns) || !Useful(state, r, job)) continue;
+    const bool by_priority = options.priority && r.spec.priority < job.priority;
+    const size_t rq = r.spec.queue.value();
+    const bool by_reclaim = options.reclaim && in_quota && rq < nq && rq != jq &&
+                            used[rq] > quota[rq] && r.spec.priority <= job.priority;
+    if (!by_priority && !by_reclaim) continue;
+    cands.push_back({PreemptionCost(r, now_ns), r.spec.priority, r.start_ns, r.spec.id, rq,
+                     r.spec.total_milli_gpus(), by_priority});
+  }
+  if (cands.empty()) return std::nullopt;
+  std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    if (a.cost != b.cost) return a.cost < b.cost;
+    if (a.priority != b.priority) return a.priority < b.priority;
+    if (a.start != b.start) return a.start > b.start;
+    return a.id > b.id;
+  });
+
+  ClusterState trial = state;
+  std::vector<const Cand*> chosen;
+  std::optional<Placement> placement;
+  for (const Cand& c : cands) {
+    if (static_cast<int>(chosen.size()) >= options.max_victims) break;
+    // Reclaim may take only what a queue borrowed: it must stay at or above its quota.
+    if (!c.by_priority && c.queue < nq && used[c.queue] - c.milli < quota[c.queue]) continue;
+    if (!trial.Release(c.id, now_ns).ok()) continue;
+    if (c.queue < nq) used[c.queue] -= c.milli;
+    chosen.push_back(&c);
+    placement = PlaceGang(trial, job, options.placement);
+    if (placement) break;
+  }
+  if (!placement) return std::nullopt;
+
+  // Spare victims that turned out not to be needed, most costly first.
+  for (size_t k = chosen.size(); k-- > 0;) {
+    const RunningJob* r = state.FindRunning(chosen[k]->id);
+    if (r == nullptr || !trial.Bind(r->spec, r->placement, r->start_ns).ok()) continue;
+    if (std::optional<Placement> p = PlaceGang(trial, job, options.placement)) {
+      placement = std::move(p);
+      chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(k));
+    } else {
+      (void)trial.Release(chosen[k]->id, now_ns);
+    }
+  }
+  PreemptionPlan plan;
+  for (const Cand* c : chosen) {
+    plan.victims.push_back(c->id);
+    plan.reasons.push_back(c->by_priority ? PreemptReason::kPriority : PreemptReason::kReclaim);
+  }
+  plan.placement = std::move(*placement);
+  return plan;
+}
+
+}  // namespace gpool::sched

@@ -1,0 +1,292 @@
+#include "sched/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <set>
+#include <tuple>
+#include <unordered_set>
+
+#include "common/file.h"
+#include "common/units.h"
+#include "sched/backfill.h"
+#include "sched/placement.h"
+#include "sched/power.h"
+#include "sched/preemption.h"
+
+namespace gpool::sched {
+
+Status ValidatePolicyConfig(const PolicyConfig& c) {
+  auto err = [](std::string_view field, const std::string& what) {
+    return Status::InvalidArgument(fmt::format("policy.{}: {}", field, what));
+  };
+  if (!(c.fairshare_half_life_s > 0) || !std::isfinite(c.fairshare_half_life_s)) {
+    return err("fairshare_half_life_s", fmt::format("must be > 0, got {}", c.fairshare_half_life_s));
+  }
+  if (!(c.starvation_age_s > 0)) {
+    return err("starvation_age_s", fmt::format("must be > 0, got {}", c.starvation_age_s));
+  }
+  if (c.max_reservations < 0) {
+    return err("max_reservations", fmt::format("must be >= 0, got {}", c.max_reservations));
+  }
+  if (c.max_preemptions_per_cycle < 0) {
+    return err("max_preemptions_per_cycle",
+               fmt::format("must be >= 0, got {}", c.max_preemptions_per_cycle));
+  }
+  const PowerConfig& p = c.power;
+  if (!(p.idle_timeout_s > 0)) return err("power.idle_timeout_s", fmt::format("must be > 0, got {}", p.idle_timeout_s));
+  if (p.warm_buffer_gpus < 0) return err("power.warm_buffer_gpus", fmt::format("must be >= 0, got {}", p.warm_buffer_gpus));
+  if (!(p.boot_latency_s >= 0)) return err("power.boot_latency_s", fmt::format("must be >= 0, got {}", p.boot_latency_s));
+  if (p.max_resumes_per_cycle < 0) {
+    return err("power.max_resumes_per_cycle", fmt::format("must be >= 0, got {}", p.max_resumes_per_cycle));
+  }
+  if (p.max_suspends_per_cycle < 0) {
+    return err("power.max_suspends_per_cycle", fmt::format("must be >= 0, got {}", p.max_suspends_per_cycle));
+  }
+  if (p.max_resuming < 1) return err("power.max_resuming", fmt::format("must be >= 1, got {}", p.max_resuming));
+  return Status::Ok();
+}
+
+namespace {
+
+StatusOr<bool> ParseBool(std::string_view key, std::string_view v) {
+  if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
+  if (v == "false" || v == "0" || v == "no" || v == "off") return false;
+  return Status::InvalidArgument(fmt::format("policy.{}: '{}' is not a boolean", key, v));
+}
+
+template <typename Int>
+StatusOr<Int> ParseInt(std::string_view key, std::string_view v) {
+  Int x{};
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size()) {
+    return Status::InvalidArgument(fmt::format("policy.{}: '{}' is not an integer", key, v));
+  }
+  return x;
+}
+
+StatusOr<double> ParseSeconds(std::string_view key, std::string_view v) {
+  StatusOr<double> s = ParseDurationSeconds(v);
+  if (!s.ok()) return s.status().WithContext(fmt::format("policy.{}", key));
+  return *s;
+}
+
+}  // namespace
+
+StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
+  PolicyConfig c;
+  for (std::string_view item : Split(text, ',')) {
+    item = Trim(item);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::InvalidArgument(fmt::format("policy: '{}' is not key=value", item));
+    }
+    const std::string_view k = Trim(item.substr(0, eq));
+    const std::string_view v = Trim(item.substr(eq + 1));
+    if (k == "fairshare_half_life_s") {
+      GPOOL_ASSIGN_OR_RETURN(c.fairshare_half_life_s, ParseSeconds(k, v));
+    } else if (k == "starvation_age_s") {
+      GPOOL_ASSIGN_OR_RETURN(c.starvation_age_s, ParseSeconds(k, v));
+    } else if (k == "backfill") {
+      GPOOL_ASSIGN_OR_RETURN(c.backfill, ParseBool(k, v));
+    } else if (k == "max_reservations") {
+      GPOOL_ASSIGN_OR_RETURN(c.max_reservations, ParseInt<int>(k, v));
+    } else if (k == "priority_preemption") {
+      GPOOL_ASSIGN_OR_RETURN(c.priority_preemption, ParseBool(k, v));
+    } else if (k == "reclaim") {
+      GPOOL_ASSIGN_OR_RETURN(c.reclaim, ParseBool(k, v));
+    } else if (k == "fragmentation_aware") {
+      GPOOL_ASSIGN_OR_RETURN(c.fragmentation_aware, ParseBool(k, v));
+    } else if (k == "max_preemptions_per_cycle") {
+      GPOOL_ASSIGN_OR_RETURN(c.max_preemptions_per_cycle, ParseInt<int>(k, v));
+    } else if (k == "power.enabled") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.enabled, ParseBool(k, v));
+    } else if (k == "power.idle_timeout_s") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.idle_timeout_s, ParseSeconds(k, v));
+    } else if (k == "power.warm_buffer_gpus") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.warm_buffer_gpus, ParseInt<int64_t>(k, v));
+    } else if (k == "power.boot_latency_s") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.boot_latency_s, ParseSeconds(k, v));
+    } else if (k == "power.max_resumes_per_cycle") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.max_resumes_per_cycle, ParseInt<int>(k, v));
+    } else if (k == "power.max_suspends_per_cycle") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.max_suspends_per_cycle, ParseInt<int>(k, v));
+    } else if (k == "power.max_resuming") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.max_resuming, ParseInt<int>(k, v));
+    } else {
+      return Status::InvalidArgument(fmt::format("policy: unknown key '{}'", k));
+    }
+  }
+  GPOOL_RETURN_IF_ERROR(ValidatePolicyConfig(c));
+  return c;
+}
+
+Status ValidateInput(const SchedulingInput& in) {
+  if (in.state == nullptr) return Status::InvalidArgument("scheduling input: state is null");
+  if (in.pending == nullptr) return Status::InvalidArgument("scheduling input: pending is null");
+  if (in.queues == nullptr) return Status::InvalidArgument("scheduling input: queues is null");
+  for (const QueueSpec& q : *in.queues) GPOOL_RETURN_IF_ERROR(ValidateQueue(q, in.state->spec()));
+  std::unordered_set<JobId> ids;
+  ids.reserve(in.pending->size());
+  for (const JobSpec& j : *in.pending) {
+    GPOOL_RETURN_IF_ERROR(ValidateJob(j, in.state->spec(), in.queues->size()));
+    if (!ids.insert(j.id).second) {
+      return Status::InvalidArgument(fmt::format("job {} ({}): id: pending twice", j.id.value(), j.name));
+    }
+    if (in.state->FindRunning(j.id) != nullptr) {
+      return Status::InvalidArgument(
+          fmt::format("job {} ({}): id: pending and running at once", j.id.value(), j.name));
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// The default policy. See scheduler.h. Stateless: everything comes from the input.
+class GpoolPolicy final : public Policy {
+ public:
+  explicit GpoolPolicy(PolicyConfig c) : c_(std::move(c)) {}
+  std::string_view name() const override { return "gpool"; }
+  StatusOr<Decisions> Schedule(const SchedulingInput& in) const override;
+
+ private:
+  PolicyConfig c_;
+};
+
+// Jobs of the same shape fail alike within a cycle (capacity only shrinks until a preemption):
+// remember the shapes that didn't fit. The queue is part of the key only where it changes
+// placement (guaranteed domains).
+using ShapeKey = std::tuple<int32_t, int32_t, uint64_t, int64_t, uint64_t, ModelMask, int32_t,
+                            uint8_t, bool, bool, uint32_t>;
+ShapeKey KeyOf(const JobSpec& j, bool queue_matters) {
+  return {j.task.gpus, j.task.gpu_milli, j.task.gpu_memory_bytes, j.task.cpu_milli,
+          j.task.memory_bytes, j.gpu_models, j.num_tasks, static_cast<uint8_t>(j.locality.level),
+          j.locality.required, j.allow_split, queue_matters ? j.queue.value() : ~0u};
+}
+
+StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
+  GPOOL_RETURN_IF_ERROR(ValidateInput(in));
+  const std::vector<JobSpec>& pending = *in.pending;
+  const std::vector<QueueSpec>& queues = *in.queues;
+  const int64_t now = in.now_ns;
+  Decisions out;
+  ClusterState work = *in.state;  // the cycle's scratch copy: binds and holds land here
+
+  const std::vector<size_t> order = OrderJobs(pending, work, in.usage, queues, now,
+                                              {.starvation_age_s = c_.starvation_age_s});
+  WorkloadDistribution workload;
+  if (c_.fragmentation_aware) {
+    std::vector<JobSpec> shapes = pending;
+    for (const RunningJob& r : work.running()) shapes.push_back(r.spec);
+    workload = WorkloadDistribution::FromJobs(shapes);
+  }
+
+  std::vector<int32_t> running_jobs(queues.size(), 0);
+  for (const RunningJob& r : work.running()) {
+    if (r.spec.queue.value() < queues.size()) ++running_jobs[r.spec.queue.value()];
+  }
+  std::set<ShapeKey> failed;
+  std::set<std::tuple<ShapeKey, int32_t, uint32_t>> failed_preempt;
+  // Cheap gates before PlanPreemption, which copies the state: the lowest priority among jobs
+  // that may be preempted now, and whether any queue runs over its quota (reclaim needs one).
+  int32_t min_victim_priority = INT32_MAX;
+  for (const RunningJob& r : work.running()) {
+    if (PastMinRuntime(r, now)) min_victim_priority = std::min(min_victim_priority, r.spec.priority);
+  }
+  bool any_over_quota = false;
+  for (size_t q = 0; q < queues.size(); ++q) {
+    any_over_quota |= work.queue_used_milli(QueueId(static_cast<uint32_t>(q))) > QueueQuotaMilli(work, queues[q]);
+  }
+  std::vector<uint8_t> held;
+  int preemptions = 0;
+  int64_t demand_gpus = 0;
+  bool blocked = false;  // strict order when backfill is off
+  int32_t blocked_priority = 0;
+
+  for (size_t idx : order) {
+    const JobSpec& job = pending[idx];
+    if (blocked && job.priority <= blocked_priority) continue;
+    const size_t q = job.queue.value();
+    const QueueSpec& queue = queues[q];
+    if (queue.max_gpus >= 0 && work.queue_used_milli(job.queue) + job.total_milli_gpus() > queue.max_gpus * 1000) {
+      continue;  // over the queue's hard limit: waits, takes no reservation
+    }
+    if (queue.max_running_jobs >= 0 && running_jobs[q] >= queue.max_running_jobs) continue;
+
+    const bool queue_matters = !queue.guaranteed_domains.empty();
+    PlacementOptions popts{.workload = c_.fragmentation_aware ? &workload : nullptr,
+                           .preferred_domains = queue_matters ? &queue.guaranteed_domains : nullptr};
+    const ShapeKey key = KeyOf(job, queue_matters);
+    std::optional<Placement> placement;
+    if (!failed.count(key)) {
+      placement = PlaceGang(work, job, popts);
+      if (!placement) failed.insert(key);
+    }
+    const bool may_preempt =
+        (c_.priority_preemption && job.priority > min_victim_priority) ||
+        (c_.reclaim && any_over_quota &&
+         work.queue_used_milli(job.queue) + job.total_milli_gpus() <= QueueQuotaMilli(work, queue));
+    const auto pkey = std::make_tuple(key, job.priority, job.queue.value());
+    if (!placement && may_preempt && preemptions < c_.max_preemptions_per_cycle &&
+        !failed_preempt.count(pkey)) {
+      PreemptionOptions po{.priority = c_.priority_preemption,
+                           .reclaim = c_.reclaim,
+                           .max_victims = c_.max_preemptions_per_cycle - preemptions,
+                           .placement = popts};
+      if (std::optional<PreemptionPlan> plan = PlanPreemption(work, job, queues, now, po)) {
+        for (size_t v = 0; v < plan->victims.size(); ++v) {
+          const RunningJob* r = work.FindRunning(plan->victims[v]);
+          if (r != nullptr && r->spec.queue.value() < queues.size()) --running_jobs[r->spec.queue.value()];
+          GPOOL_RETURN_IF_ERROR(work.Release(plan->victims[v], now));
+          out.preemptions.push_back({.victim = plan->victims[v],
+                                     .for_job = job.id,
+                                     .reason = plan->reasons[v] == PreemptReason::kPriority ? "priority" : "reclaim"});
+          ++preemptions;
+        }
+        placement = std::move(plan->placement);
+        failed.clear();  // room was freed: earlier failures may fit now
+      } else {
+        failed_preempt.insert(pkey);
+      }
+    }
+    if (placement) {
+      GPOOL_RETURN_IF_ERROR(work.Bind(job, *placement, now));
+      ++running_jobs[q];
+      out.binds.push_back({.job = job.id,
+                           .placement = std::move(*placement),
+                           .backfilled = !out.reservations.empty()});
+      continue;
+    }
+    if (job.task.gpus > 0) demand_gpus += int64_t{job.task.gpus} * job.num_tasks;
+    if (!c_.backfill) {
+      blocked = true;
+      blocked_priority = job.priority;
+      continue;
+    }
+    if (static_cast<int>(out.reservations.size()) < c_.max_reservations) {
+      if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now)) {
+        for (NodeId n : r->nodes) work.SetHeld(n, true);
+        ExcludeReserved(*r, &held);
+        out.reservations.push_back(std::move(*r));
+      }
+    }
+  }
+
+  // Power acts on what is left after this cycle's binds; reserved nodes stay on.
+  out.power = PlanPower(work, c_.power, {.now_ns = now, .demand_gpus = demand_gpus, .keep_on = &held});
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Policy>> MakeDefaultPolicy(const PolicyConfig& config) {
+  GPOOL_RETURN_IF_ERROR(ValidatePolicyConfig(config));
+  return std::unique_ptr<Policy>(std::make_unique<GpoolPolicy>(config));
+}
+
+}  // namespace gpool::sched
