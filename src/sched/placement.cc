@@ -230,8 +230,11 @@ class Placer {
   }
 
   void Take(NodeId n, uint32_t mask) {
-    auto [it, inserted] = index_.try_emplace(n.value(), taken_.size());
-    if (inserted) taken_.push_back(View(n));
+    auto it = index_.find(n.value());
+    if (it == index_.end()) {
+      taken_.push_back(View(n));
+      it = index_.emplace(n.value(), taken_.size() - 1).first;
+    }
     NodeFree& f = taken_[it->second];
     const NodeSpec& node = s_.node(n);
     TaskBinding b{.node = n, .gpu_mask = mask};

@@ -1,0 +1,193 @@
+#include "sched/placement.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "sched/fragmentation.h"
+#include "sched/test_util.h"
+
+namespace gpool::sched {
+namespace {
+
+using testing::ClusterShape;
+using testing::Fractional;
+using testing::Job;
+using testing::MakeCluster;
+using testing::MakeSpec;
+
+// Occupies `gpus` GPUs on node n with a filler job.
+void Fill(ClusterState& s, uint32_t n, int gpus, uint64_t id) {
+  JobSpec j = Job(id, 1, gpus);
+  ASSERT_TRUE(s.Bind(j, {.tasks = {{.node = NodeId(n), .gpu_mask = (1u << gpus) - 1}}}, 0).ok());
+}
+
+std::set<uint32_t> Nodes(const Placement& p) {
+  std::set<uint32_t> n;
+  for (const TaskBinding& b : p.tasks) n.insert(b.node.value());
+  return n;
+}
+
+TEST(Placement, PicksTheFullestLeafThatFitsAndKeepsWholeLeavesFree) {
+  // Two leaves of 4 nodes. Leaf 0 has two busy nodes; a 2x8 gang goes to leaf 0's free pair.
+  ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
+  Fill(s, 0, 8, 100);
+  Fill(s, 1, 8, 101);
+  std::optional<Placement> p = PlaceGang(s, Job(1, 2, 8), {});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(Nodes(*p), (std::set<uint32_t>{2, 3}));
+  ASSERT_TRUE(s.Bind(Job(1, 2, 8), *p, 0).ok());
+  EXPECT_EQ(s.FreeWholeGpus(s.domains_at(Level::kLeaf)[1], kAnyModel), 32);
+}
+
+TEST(Placement, BigGangUsesTheFewestLeaves) {
+  // 4 leaves x 4 nodes in one pod. Free nodes per leaf: 1, 3, 2, 4. A 6-node gang needs two
+  // leaves: the 4-free leaf and the one with 2 free (smallest that covers the rest), not three.
+  ClusterState s = MakeCluster({.nodes = 16, .nodes_per_leaf = 4, .leaves_per_pod = 4});
+  uint64_t id = 100;
+  for (uint32_t n : {0u, 1u, 2u, 4u, 8u, 9u}) Fill(s, n, 8, id++);
+  std::optional<Placement> p = PlaceGang(s, Job(1, 6, 8), {});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(CountLeaves(s, *p), 2);
+  std::set<DomainId> leaves;
+  for (const TaskBinding& b : p->tasks) leaves.insert(s.node(b.node).leaf);
+  EXPECT_EQ(leaves, (std::set<DomainId>{s.domains_at(Level::kLeaf)[2], s.domains_at(Level::kLeaf)[3]}));
+  EXPECT_EQ(PlacementSpan(s, *p), Level::kPod);
+}
+
+TEST(Placement, RequiredLocalityNeverSplitsPreferredDoes) {
+  ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
+  Fill(s, 0, 8, 100);
+  Fill(s, 4, 8, 101);
+  JobSpec j = Job(1, 4, 8);  // 4 nodes: no leaf has 4 free
+  j.locality = {.level = Level::kLeaf, .required = true};
+  EXPECT_FALSE(PlaceGang(s, j, {}));
+  j.locality.required = false;
+  j.locality.level = Level::kLeaf;
+  std::optional<Placement> p = PlaceGang(s, j, {});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(CountLeaves(s, *p), 2);
+}
+
+TEST(Placement, GangIsAllOrNothing) {
+  ClusterState s = MakeCluster({.nodes = 4, .nodes_per_leaf = 4});
+  Fill(s, 0, 1, 100);  // 3 nodes wholly free, one with 7
+  EXPECT_FALSE(PlaceGang(s, Job(1, 4, 8), {}));
+  std::optional<Placement> p = PlaceGang(s, Job(2, 3, 8), {});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->tasks.size(), 3u);
+}
+
+TEST(Placement, HonoursModelsHealthAndExclusions) {
+  ClusterSpec spec = MakeSpec({.nodes = 4, .nodes_per_leaf = 4, .models = {"V100M16", "T4"}});
+  spec.nodes[0].gpu_model = 1;
+  spec.nodes[1].gpu_model = 1;
+  StatusOr<ClusterState> cs = ClusterState::Create(spec);
+  ASSERT_TRUE(cs.ok());
+  ClusterState& s = *cs;
+  JobSpec j = Job(1, 2, 8);
+  j.gpu_models = *ParseGpuModels(s.spec(), "V100M16");
+  std::optional<Placement> p = PlaceGang(s, j, {});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(Nodes(*p), (std::set<uint32_t>{2, 3}));
+  s.SetHealth(NodeId(3), Health::kUnhealthy);
+  EXPECT_FALSE(PlaceGang(s, j, {}));
+  j.num_tasks = 1;
+  std::vector<uint8_t> excluded(4, 0);
+  excluded[2] = 1;
+  EXPECT_FALSE(PlaceGang(s, j, {.excluded_nodes = &excluded}));
+}
+
+TEST(Placement, BestFitNodeForSmallTasks) {
+  ClusterState s = MakeCluster({.nodes = 4, .nodes_per_leaf = 4});
+  Fill(s, 2, 6, 100);  // node 2 has 2 free: a 2-GPU task fills it exactly
+  std::optional<Placement> p = PlaceGang(s, Job(1, 1, 2), {});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->tasks[0].node, NodeId(2));
+  EXPECT_EQ(p->tasks[0].gpu_mask, 0b11000000u);
+}
+
+TEST(Placement, DegradedLeafRanksAfterHealthyOne) {
+  ClusterSpec spec = MakeSpec({.nodes = 8, .nodes_per_leaf = 4});
+  for (DomainSpec& d : spec.domains) d.nominal_bandwidth_gbps = d.bandwidth_gbps = 1600;
+  spec.domains[spec.nodes[0].leaf.value()].bandwidth_gbps = 800;  // a failed uplink in leaf 0
+  ClusterState s = *ClusterState::Create(spec);
+  std::optional<Placement> p = PlaceGang(s, Job(1, 2, 8), {});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(s.node(p->tasks[0].node).leaf, spec.nodes[4].leaf);
+}
+
+TEST(Placement, NodeLocalityPutsTheGangOnOneNode) {
+  ClusterState s = MakeCluster({.nodes = 4, .nodes_per_leaf = 2});
+  Fill(s, 0, 4, 100);
+  JobSpec j = Job(1, 4, 1);
+  j.locality = {.level = Level::kNode, .required = true};
+  std::optional<Placement> p = PlaceGang(s, j, {});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(Nodes(*p).size(), 1u);
+  EXPECT_EQ(p->tasks[0].node, NodeId(0));  // the fullest node that holds all four
+}
+
+TEST(Placement, SplitAcrossFabricsOnlyWhenAllowed) {
+  ClusterSpec spec = MakeSpec({.nodes = 4, .nodes_per_leaf = 1, .leaves_per_pod = 1});
+  // Second fabric for nodes 2 and 3.
+  const DomainId f2(static_cast<uint32_t>(spec.domains.size()));
+  spec.domains.push_back({.name = "fabric1", .level = Level::kFabric});
+  for (uint32_t n : {2u, 3u}) {
+    const DomainId pod = spec.domains[spec.nodes[n].leaf.value()].parent;
+    spec.domains[pod.value()].parent = f2;
+  }
+  ClusterState s = *ClusterState::Create(spec);
+  JobSpec j = Job(1, 3, 8);
+  EXPECT_FALSE(PlaceGang(s, j, {}));
+  j.allow_split = true;
+  std::optional<Placement> p = PlaceGang(s, j, {});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->tasks.size(), 3u);
+}
+
+TEST(Fragmentation, MatchesTheDefinition) {
+  ClusterState s = MakeCluster({.nodes = 1, .gpus_per_node = 2, .nodes_per_leaf = 1});
+  ASSERT_TRUE(s.Bind(Fractional(9, 500), {.tasks = {{.node = NodeId(0), .gpu_mask = 0b01}}}, 0).ok());
+  // Free: GPU0 500, GPU1 1000. A 600-milli task can't use GPU0's 500: fragment 500.
+  // A whole-GPU task can't use GPU0 either: 500. A 2-GPU task can't run: all 1500.
+  JobSpec a = Fractional(1, 600), b = Job(2, 1, 1), c = Job(3, 1, 2);
+  WorkloadDistribution w({{.task = a.task, .weight = 1}, {.task = b.task, .weight = 1}, {.task = c.task, .weight = 2}});
+  EXPECT_DOUBLE_EQ(NodeFragmentation(s, NodeId(0), w), (500.0 + 500.0 + 2 * 1500.0) / 4);
+}
+
+TEST(Fragmentation, PackingFollowsTheWorkload) {
+  // GPU0 wholly free, GPU1 has 700 left. Target workload: 600-milli tasks. Placing a 300 task on
+  // GPU1 leaves 400 that no 600 task can use; on GPU0 it leaves 700, still usable. Plain best
+  // fit takes the fuller GPU1; FGD takes GPU0.
+  ClusterState s = MakeCluster({.nodes = 1, .gpus_per_node = 2, .nodes_per_leaf = 1});
+  ASSERT_TRUE(s.Bind(Fractional(9, 300), {.tasks = {{.node = NodeId(0), .gpu_mask = 0b10}}}, 0).ok());
+  WorkloadDistribution w({{.task = Fractional(0, 600).task}});
+  JobSpec j = Fractional(1, 300);
+  std::optional<Placement> fgd = PlaceGang(s, j, {.workload = &w});
+  std::optional<Placement> bestfit = PlaceGang(s, j, {});
+  ASSERT_TRUE(fgd && bestfit);
+  EXPECT_EQ(fgd->tasks[0].gpu_mask, 0b01u);
+  EXPECT_EQ(bestfit->tasks[0].gpu_mask, 0b10u);
+  EXPECT_LT(FragmentationDelta(s, fgd->tasks[0], j.task, w),
+            FragmentationDelta(s, bestfit->tasks[0], j.task, w));
+}
+
+TEST(Placement, SameInputSamePlacement) {
+  ClusterState s = MakeCluster({.nodes = 32, .nodes_per_leaf = 4, .leaves_per_pod = 4});
+  for (uint32_t n = 0; n < 32; n += 3) Fill(s, n, static_cast<int>(n % 8), 100 + n);
+  JobSpec j = Job(1, 9, 4);
+  std::optional<Placement> a = PlaceGang(s, j, {});
+  std::optional<Placement> b = PlaceGang(ClusterState(s), j, {});
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a->tasks.size(), b->tasks.size());
+  for (size_t i = 0; i < a->tasks.size(); ++i) {
+    EXPECT_EQ(a->tasks[i].node, b->tasks[i].node);
+    EXPECT_EQ(a->tasks[i].gpu_mask, b->tasks[i].gpu_mask);
+  }
+  // Every binding it returned is valid against the state.
+  EXPECT_TRUE(ClusterState(s).Bind(j, *a, 0).ok());
+}
+
+}  // namespace
+}  // namespace gpool::sched
