@@ -156,7 +156,7 @@ void AddPairs(const Fabric& f, const RoutingTables& t, const std::vector<Endpoin
 }
 
 StatusOr<LoadReport> AllToAll(const Fabric& f, const RoutingTables& t,
-                              const std::vector<Endpoint>& eps, const LoadOptions& options) {
+                              const std::vector<Endpoint>& eps, const TrafficOptions& options) {
   LoadReport r;
   const size_t n = eps.size();
   const size_t num_sw = f.num_switches();
@@ -572,7 +572,7 @@ std::string PatternName(const TrafficPattern& p) {
 }
 
 StatusOr<LoadReport> AnalyzeLoad(const Fabric& f, const RoutingTables& t,
-                                 const TrafficPattern& pattern, const LoadOptions& options) {
+                                 const TrafficPattern& pattern, const TrafficOptions& options) {
   std::vector<Endpoint> eps = pattern.kind == PatternKind::kRing ? pattern.ring : Endpoints(f);
   if (eps.size() < 2)
     return Status::FailedPrecondition(

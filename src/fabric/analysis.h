@@ -149,7 +149,7 @@ struct TrafficPattern {
 StatusOr<TrafficPattern> ParsePattern(const Fabric& fabric, std::string_view text);
 std::string PatternName(const TrafficPattern& p);
 
-struct LoadOptions {
+struct TrafficOptions {
   // Shift: how many shifts k to evaluate, spread evenly over 1..N-1; 0 evaluates all of them.
   size_t max_shifts = 0;
   // Fill LoadReport::link_flows/link_gbps (for the worst shift, for shift).
@@ -204,7 +204,7 @@ struct LoadReport {
 };
 
 StatusOr<LoadReport> AnalyzeLoad(const Fabric& fabric, const RoutingTables& tables,
-                                 const TrafficPattern& pattern, const LoadOptions& options);
+                                 const TrafficPattern& pattern, const TrafficOptions& options);
 
 // ---------------------------------------------------------------------------------------------
 // Bisection bandwidth
