@@ -8,7 +8,9 @@
 // Thread safety: RoutingTables is a value; const use from many threads is safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +21,13 @@
 namespace gpool::fabric {
 
 inline constexpr uint8_t kNoRoute = 255;
+
+// Torus coordinates that `dor` routes by, kept with its tables so that the per-hop virtual lane
+// (dateline rule, see HopVls) can be recomputed by Verify and the analysis code.
+struct TorusLayout {
+  std::array<uint16_t, 3> dims = {1, 1, 1};
+  std::vector<std::array<uint16_t, 3>> coord;  // indexed by NodeId; switches only
+};
 
 class RoutingTables {
  public:
@@ -42,6 +51,8 @@ class RoutingTables {
   // (dor on a torus uses 2 to break ring cycles). Empty means every route is on VL 0.
   uint8_t num_vls = 1;
   std::vector<uint8_t> dst_vl;  // indexed by destination LID when the VL depends on it only
+  // Set by dor: VLs change per hop at each ring's dateline (see HopVls); num_vls is then 2.
+  std::shared_ptr<const TorusLayout> torus;
 
  private:
   Lid max_lid_ = 0;
@@ -74,19 +85,34 @@ Status Reroute(const Fabric& fabric, std::span<const Lid> dest_lids, const Route
 StatusOr<std::vector<LinkId>> TracePath(const Fabric& fabric, const RoutingTables& tables,
                                         PortId src, Lid dst);
 
+// The virtual lane of each link of `path` (as TracePath returns it, starting at a CA). VL 0
+// unless the tables say otherwise: dst_vl[dst] when set; with a torus layout (dor), the dateline
+// rule: within one dimension a packet starts on VL 0 and moves to VL 1 on the hop that wraps
+// around the ring (from coordinate n-1 to 0 or back), keeping VL 1 until it turns into the next
+// dimension. InfiniBand realises this with one SL bit per dimension ("this path wraps") and
+// SL-to-VL tables by switch position, as OpenSM's torus-2QoS does.
+std::vector<uint8_t> HopVls(const Fabric& fabric, const RoutingTables& tables,
+                            std::span<const LinkId> path, Lid dst);
+
 struct VerifyOptions {
   bool check_deadlock = true;  // build the channel dependency graph per VL and look for cycles
+  // Above this many destination LIDs, check every k-th destination only (all sources each) and
+  // say so in the report; 0 = all. The cost is O(destinations x switches).
+  size_t max_destinations = 4096;
 };
 struct VerifyReport {
   size_t pairs_checked = 0;
   size_t unreachable = 0;   // CA pairs with no route
   size_t loops = 0;         // CA pairs whose route revisits a switch
   bool deadlock_free = true;
+  size_t destinations_checked = 0;
+  bool sampled = false;              // true when max_destinations cut the destinations
   std::vector<std::string> problems;  // the first few, human-readable
   bool ok() const { return unreachable == 0 && loops == 0 && deadlock_free; }
 };
-// Checks every CA-to-CA pair (over usable links): reachable, loop-free, and (if asked) that the
-// channel dependency graph of each VL is acyclic.
+// Checks every CA-port-to-CA-port pair (over usable links; CAs whose own link is down are not
+// endpoints): reachable, loop-free, and (if asked) that the channel dependency graph of (link,
+// VL) channels is acyclic. Per-hop VLs follow HopVls.
 VerifyReport Verify(const Fabric& fabric, const RoutingTables& tables,
                     const VerifyOptions& options);
 

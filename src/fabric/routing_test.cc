@@ -1,0 +1,208 @@
+#include "fabric/routing.h"
+
+#include <algorithm>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "fabric/generators.h"
+
+namespace gpool::fabric {
+namespace {
+
+Fabric SmallFatTree(int levels = 2) {
+  FatTreeOptions o{.levels = levels, .radix = 8};
+  auto f = GenerateFatTree(o);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  return std::move(*f);
+}
+
+std::vector<PortId> CaPorts(const Fabric& f) {
+  std::vector<PortId> ports;
+  for (NodeId ca : f.cas()) ports.push_back(f.port_of(ca, 1));
+  return ports;
+}
+
+// Per leaf: how many CA destination LIDs leave through each uplink.
+std::map<std::pair<uint32_t, uint16_t>, int> UplinkCounts(const Fabric& f, const RoutingTables& t) {
+  std::map<std::pair<uint32_t, uint16_t>, int> counts;
+  for (NodeId s : f.switches()) {
+    if (f.node(s).level != 0) continue;
+    for (const Adjacent* a = f.adj_begin(s); a != f.adj_end(s); ++a)
+      if (f.node(a->peer).type == NodeType::kSwitch) counts[{s.value(), a->port}] = 0;
+    for (NodeId ca : f.cas()) {
+      Lid d = f.node(ca).lid;
+      auto it = counts.find({s.value(), t.out_port(s, d)});
+      if (it != counts.end()) ++it->second;
+    }
+  }
+  return counts;
+}
+
+void ExpectBalanced(const Fabric& f, const RoutingTables& t) {
+  auto counts = UplinkCounts(f, t);
+  ASSERT_FALSE(counts.empty());
+  std::map<uint32_t, std::pair<int, int>> range;  // leaf -> min, max
+  for (auto& [key, c] : counts) {
+    auto [it, fresh] = range.try_emplace(key.first, c, c);
+    it->second.first = std::min(it->second.first, c);
+    it->second.second = std::max(it->second.second, c);
+  }
+  for (auto& [leaf, mm] : range)
+    EXPECT_LE(mm.second - mm.first, 1) << f.node(NodeId(leaf)).name << " uplinks carry "
+                                       << mm.first << ".." << mm.second << " destinations";
+}
+
+TEST(RoutingTest, EngineNames) {
+  EXPECT_EQ(*ParseEngine("FTree"), Engine::kFtree);
+  EXPECT_EQ(EngineName(Engine::kDor), "dor");
+  EXPECT_FALSE(ParseEngine("lash").ok());
+}
+
+TEST(RoutingTest, MinhopReachesEveryPairOnShortestPaths) {
+  Fabric f = SmallFatTree();
+  auto t = Route(f, {.engine = Engine::kMinhop});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->engine, "minhop");
+  for (PortId src : CaPorts(f))
+    for (PortId dst : CaPorts(f)) {
+      if (src == dst) continue;
+      auto path = TracePath(f, *t, src, f.port(dst).lid);
+      ASSERT_TRUE(path.ok()) << path.status().ToString();
+      bool same_leaf = f.adj_begin(f.port(src).node)->peer == f.adj_begin(f.port(dst).node)->peer;
+      EXPECT_EQ(path->size(), same_leaf ? 2u : 4u);
+      EXPECT_EQ(path->front(), f.port(src).link);
+      EXPECT_EQ(path->back(), f.port(dst).link);
+    }
+  VerifyReport r = Verify(f, *t, {});
+  EXPECT_EQ(r.pairs_checked, 32u * 31u);
+  EXPECT_EQ(r.unreachable, 0u);
+  EXPECT_EQ(r.loops, 0u);
+  EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+}
+
+TEST(RoutingTest, MinhopBalancesTiesOverUplinks) {
+  Fabric f = SmallFatTree();
+  auto t = Route(f, {.engine = Engine::kMinhop});
+  ASSERT_TRUE(t.ok());
+  ExpectBalanced(f, *t);
+  Fabric g = *GenerateFatTree({.levels = 3, .radix = 8});
+  auto u = Route(g, {.engine = Engine::kMinhop});
+  ASSERT_TRUE(u.ok());
+  ExpectBalanced(g, *u);
+  EXPECT_TRUE(Verify(g, *u, {.check_deadlock = false}).ok());
+}
+
+TEST(RoutingTest, TracePathNamesWhereARouteEnds) {
+  Fabric f = SmallFatTree();
+  RoutingTables empty(f);
+  PortId src = f.port_of(*f.FindByName("host0001 mlx5_0"), 1);
+  Lid dst = f.node(*f.FindByName("host0032 mlx5_0")).lid;
+  auto path = TracePath(f, empty, src, dst);
+  ASSERT_FALSE(path.ok());
+  EXPECT_NE(path.status().message().find("switch 'leaf-0' has no route to LID"),
+            std::string::npos)
+      << path.status().message();
+  // A hand-made loop between a leaf and a spine.
+  RoutingTables loop(f);
+  NodeId leaf = *f.FindByName("leaf-0"), spine = *f.FindByName("spine-0");
+  loop.set_out_port(leaf, dst, 5);   // up to spine-0
+  loop.set_out_port(spine, dst, 1);  // back down to leaf-0
+  path = TracePath(f, loop, src, dst);
+  ASSERT_FALSE(path.ok());
+  EXPECT_NE(path.status().message().find("loops"), std::string::npos) << path.status().message();
+  VerifyReport r = Verify(f, loop, {});
+  EXPECT_GT(r.loops, 0u);
+  EXPECT_GT(r.unreachable, 0u);
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(RoutingTest, RerouteChangesOnlyTheGivenDestinations) {
+  Fabric f = SmallFatTree(3);
+  for (Engine e : {Engine::kMinhop, Engine::kUpdn}) {
+    auto t = Route(f, {.engine = e});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    RoutingTables before = *t;
+    // Fail leaf-p0-0's first uplink; re-route the destinations whose entry at either end used it.
+    NodeId leaf = *f.FindByName("leaf-p0-0");
+    PortId up = f.port_of(leaf, 5);
+    LinkId link = f.port(up).link;
+    NodeId aggr = f.link_peer(link, leaf);
+    uint8_t aggr_port = static_cast<uint8_t>(
+        f.port(f.link(link).a).node == aggr ? f.port(f.link(link).a).num : f.port(f.link(link).b).num);
+    std::vector<Lid> affected;
+    for (Lid d = 1; d <= f.max_lid(); ++d)
+      if (t->out_port(leaf, d) == 5 || t->out_port(aggr, d) == aggr_port) affected.push_back(d);
+    ASSERT_FALSE(affected.empty());
+    ASSERT_TRUE(f.SetLinkUp(link, false).ok());
+    ASSERT_TRUE(Reroute(f, affected, {.engine = e}, &*t).ok());
+    std::vector<uint8_t> is_affected(f.max_lid() + 1, 0);
+    for (Lid d : affected) is_affected[d] = 1;
+    size_t changed = 0;
+    for (NodeId s : f.switches())
+      for (Lid d = 1; d <= f.max_lid(); ++d) {
+        if (!is_affected[d]) {
+          EXPECT_EQ(t->out_port(s, d), before.out_port(s, d));
+        } else {
+          changed += t->out_port(s, d) != before.out_port(s, d);
+        }
+      }
+    EXPECT_GT(changed, 0u);
+    EXPECT_EQ(t->out_port(leaf, affected[0]) == 5, false);
+    VerifyReport r = Verify(f, *t, {.check_deadlock = e != Engine::kMinhop});
+    EXPECT_TRUE(r.ok()) << EngineName(e) << ": " << (r.problems.empty() ? "" : r.problems[0]);
+    ASSERT_TRUE(f.SetLinkUp(link, true).ok());
+  }
+}
+
+TEST(RoutingTest, UpdnIsDeadlockFreeWhereMinhopIsNot) {
+  // A ring of 6 switches: minhop's shortest paths chase each other around it.
+  Fabric ring = *GenerateTorus({.dims = {6, 1, 1}});
+  auto m = Route(ring, {.engine = Engine::kMinhop});
+  ASSERT_TRUE(m.ok());
+  VerifyReport rm = Verify(ring, *m, {});
+  EXPECT_EQ(rm.unreachable, 0u);
+  EXPECT_FALSE(rm.deadlock_free);
+  auto u = Route(ring, {.engine = Engine::kUpdn});
+  ASSERT_TRUE(u.ok());
+  VerifyReport ru = Verify(ring, *u, {});
+  EXPECT_TRUE(ru.ok()) << (ru.problems.empty() ? "" : ru.problems[0]);
+  Fabric torus = *GenerateTorus({.dims = {4, 3, 3}});
+  auto ut = Route(torus, {.engine = Engine::kUpdn});
+  ASSERT_TRUE(ut.ok());
+  EXPECT_TRUE(Verify(torus, *ut, {}).ok());
+}
+
+TEST(RoutingTest, UpdnOnFatTreesAndDragonflies) {
+  Fabric f = SmallFatTree(3);
+  auto t = Route(f, {.engine = Engine::kUpdn});
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->notes.empty());
+  VerifyReport r = Verify(f, *t, {});
+  EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+  // Shortest paths on a fat-tree are legal up*/down* paths: 6 links between pods.
+  auto path = TracePath(f, *t, f.port_of(*f.FindByName("host0001 mlx5_0"), 1),
+                        f.node(*f.FindByName("host0128 mlx5_0")).lid);
+  ASSERT_TRUE(path.ok());
+  EXPECT_EQ(path->size(), 6u);
+  Fabric df = *GenerateDragonfly({.routers_per_group = 4, .hosts_per_router = 2,
+                                  .global_links_per_router = 2});
+  auto d = Route(df, {.engine = Engine::kUpdn});
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(Verify(df, *d, {}).ok());
+}
+
+TEST(RoutingTest, VerifySamplesLargeFabricsAndSaysSo) {
+  Fabric f = SmallFatTree(3);
+  auto t = Route(f, {.engine = Engine::kUpdn});
+  ASSERT_TRUE(t.ok());
+  VerifyReport r = Verify(f, *t, {.max_destinations = 10});
+  EXPECT_TRUE(r.sampled);
+  EXPECT_LE(r.destinations_checked, 10u);
+  EXPECT_TRUE(r.ok());
+  ASSERT_FALSE(r.problems.empty());
+  EXPECT_NE(r.problems.back().find("sampled"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpool::fabric
