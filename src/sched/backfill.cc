@@ -6,7 +6,8 @@
 namespace gpool::sched {
 
 std::optional<Reservation> ComputeReservation(const ClusterState& state, const JobSpec& job,
-                                              const PlacementOptions& options, int64_t now_ns) {
+                                              const PlacementOptions& options, int64_t now_ns,
+                                              double assumed_runtime_s) {
   auto reserve = [&](const ClusterState& s, int64_t at) -> std::optional<Reservation> {
     std::optional<Placement> p = PlaceGang(s, job, options);
     if (!p) return std::nullopt;
@@ -21,7 +22,10 @@ std::optional<Reservation> ComputeReservation(const ClusterState& state, const J
   // Jobs with an estimated end, soonest first (ties on id, for determinism).
   std::vector<std::pair<int64_t, JobId>> ends;
   for (const RunningJob& r : state.running()) {
-    const int64_t end = r.expected_end_ns();
+    int64_t end = r.expected_end_ns();
+    if (end == INT64_MAX && assumed_runtime_s > 0) {
+      end = r.start_ns + static_cast<int64_t>(assumed_runtime_s * 1e9);
+    }
     if (end != INT64_MAX) ends.push_back({std::max(end, now_ns), r.spec.id});
   }
   if (ends.empty()) return std::nullopt;

@@ -6,8 +6,9 @@
 // held for it. Later jobs are backfilled only on nodes outside the reservation, so they can't
 // delay it. (Classic EASY also lets a job use reserved nodes if it ends before the shadow time;
 // we don't, which is conservative: it never delays the reservation, at some cost in fill.)
-// Jobs without a run time estimate count as never ending; a head job that can't fit even when
-// every estimated job has ended gets no reservation (the reason is reported in the result).
+// Jobs without a run time estimate are assumed to run `assumed_runtime_s` (like a time limit);
+// with 0 they count as never ending, and a head job that can't fit even when every estimated
+// job has ended gets no reservation.
 //
 // Thread safety: pure functions over a const ClusterState.
 #pragma once
@@ -25,7 +26,8 @@ namespace gpool::sched {
 // Computes a reservation for `job` (which doesn't fit now). nullopt when it can't fit even after
 // every job with an estimated end has ended.
 std::optional<Reservation> ComputeReservation(const ClusterState& state, const JobSpec& job,
-                                              const PlacementOptions& options, int64_t now_ns);
+                                              const PlacementOptions& options, int64_t now_ns,
+                                              double assumed_runtime_s = 0);
 
 // Marks the reservation's nodes in `excluded` (resized to the node count as needed).
 void ExcludeReserved(const Reservation& r, std::vector<uint8_t>* excluded);

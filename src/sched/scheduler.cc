@@ -29,6 +29,9 @@ Status ValidatePolicyConfig(const PolicyConfig& c) {
   if (!(c.starvation_age_s > 0)) {
     return err("starvation_age_s", fmt::format("must be > 0, got {}", c.starvation_age_s));
   }
+  if (!(c.assumed_runtime_s >= 0)) {
+    return err("assumed_runtime_s", fmt::format("must be >= 0, got {}", c.assumed_runtime_s));
+  }
   if (c.max_reservations < 0) {
     return err("max_reservations", fmt::format("must be >= 0, got {}", c.max_reservations));
   }
@@ -93,6 +96,8 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.starvation_age_s, ParseSeconds(k, v));
     } else if (k == "backfill") {
       GPOOL_ASSIGN_OR_RETURN(c.backfill, ParseBool(k, v));
+    } else if (k == "assumed_runtime_s") {
+      GPOOL_ASSIGN_OR_RETURN(c.assumed_runtime_s, ParseSeconds(k, v));
     } else if (k == "max_reservations") {
       GPOOL_ASSIGN_OR_RETURN(c.max_reservations, ParseInt<int>(k, v));
     } else if (k == "priority_preemption") {
@@ -269,7 +274,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       continue;
     }
     if (static_cast<int>(out.reservations.size()) < c_.max_reservations) {
-      if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now)) {
+      if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now, c_.assumed_runtime_s)) {
         for (NodeId n : r->nodes) work.SetHeld(n, true);
         ExcludeReserved(*r, &held);
         out.reservations.push_back(std::move(*r));

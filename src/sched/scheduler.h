@@ -73,6 +73,9 @@ struct PolicyConfig {
   double starvation_age_s = 3600;
   bool backfill = true;            // EASY backfill behind the head reservation
   int max_reservations = 1;
+  // Run time assumed for running jobs without an estimate when computing a reservation (a time
+  // limit); 0 = they never end, and a gang blocked by them gets no reservation.
+  double assumed_runtime_s = 24 * 3600.0;
   bool priority_preemption = true;
   bool reclaim = true;             // preempt borrowers when an owner needs its quota back
   bool fragmentation_aware = true; // FGD packing of fractional tasks

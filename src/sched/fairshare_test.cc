@@ -1,0 +1,81 @@
+#include "sched/fairshare.h"
+
+#include <gtest/gtest.h>
+
+#include "sched/test_util.h"
+
+namespace gpool::sched {
+namespace {
+
+using testing::Job;
+using testing::MakeCluster;
+using testing::Sec;
+
+std::vector<uint64_t> Ids(const std::vector<JobSpec>& jobs, const std::vector<size_t>& order) {
+  std::vector<uint64_t> ids;
+  for (size_t i : order) ids.push_back(jobs[i].id.value());
+  return ids;
+}
+
+TEST(Ordering, PriorityThenShareThenAge) {
+  ClusterState s = MakeCluster({.nodes = 2});
+  std::vector<QueueSpec> queues = {{.name = "a"}, {.name = "b"}};
+  // Queue a already holds 8 GPUs, so b's jobs come first within a priority class.
+  ASSERT_TRUE(s.Bind(Job(100, 1, 8, 0), {.tasks = {{.node = NodeId(0), .gpu_mask = 0xFF}}}, 0).ok());
+  std::vector<JobSpec> jobs = {Job(1, 1, 1, 0), Job(2, 1, 1, 1), Job(3, 1, 1, 1), Job(4, 1, 1, 0)};
+  jobs[0].submit_ns = Sec(1);
+  jobs[1].submit_ns = Sec(3);
+  jobs[2].submit_ns = Sec(2);
+  jobs[3].submit_ns = Sec(4);
+  jobs[3].priority = 5;
+  std::vector<size_t> order = OrderJobs(jobs, s, nullptr, queues, Sec(10), {});
+  // 4 (priority), then b's jobs by age (3 before 2) while b's share stays below a's, then 1.
+  EXPECT_EQ(Ids(jobs, order), (std::vector<uint64_t>{4, 3, 2, 1}));
+}
+
+TEST(Ordering, QueuesInterleaveAsDrf) {
+  ClusterState s = MakeCluster({.nodes = 2});
+  std::vector<QueueSpec> queues = {{.name = "a"}, {.name = "b"}};
+  std::vector<JobSpec> jobs;
+  for (uint64_t i = 0; i < 3; ++i) jobs.push_back(Job(1 + i, 1, 2, 0));
+  for (uint64_t i = 0; i < 3; ++i) jobs.push_back(Job(10 + i, 1, 2, 1));
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].submit_ns = static_cast<int64_t>(i);
+  std::vector<size_t> order = OrderJobs(jobs, s, nullptr, queues, Sec(1), {});
+  EXPECT_EQ(Ids(jobs, order), (std::vector<uint64_t>{1, 10, 2, 11, 3, 12}));
+  // A weight of 2 lets queue b take two jobs for each of a's.
+  queues[1].weight = 2;
+  order = OrderJobs(jobs, s, nullptr, queues, Sec(1), {});
+  EXPECT_EQ(Ids(jobs, order), (std::vector<uint64_t>{1, 10, 11, 2, 12, 3}));
+}
+
+TEST(Ordering, StarvedJobGoesFirstInItsClass) {
+  ClusterState s = MakeCluster({.nodes = 2});
+  std::vector<QueueSpec> queues = {{.name = "a"}, {.name = "b"}};
+  ASSERT_TRUE(s.Bind(Job(100, 2, 8, 0), {.tasks = {{.node = NodeId(0), .gpu_mask = 0xFF},
+                                                   {.node = NodeId(1), .gpu_mask = 0xFF}}}, 0).ok());
+  std::vector<JobSpec> jobs = {Job(1, 1, 1, 0), Job(2, 1, 1, 1)};
+  jobs[0].submit_ns = 0;
+  jobs[1].submit_ns = Sec(5000);
+  EXPECT_EQ(Ids(jobs, OrderJobs(jobs, s, nullptr, queues, Sec(5010), {.starvation_age_s = 1e6})),
+            (std::vector<uint64_t>{2, 1}));
+  EXPECT_EQ(Ids(jobs, OrderJobs(jobs, s, nullptr, queues, Sec(5010), {.starvation_age_s = 3600})),
+            (std::vector<uint64_t>{1, 2}));
+}
+
+TEST(UsageLedger, DecaysByHalfLife) {
+  ClusterState s = MakeCluster({.nodes = 1});
+  ASSERT_TRUE(s.Bind(Job(1, 1, 8, 0), {.tasks = {{.node = NodeId(0), .gpu_mask = 0xFF}}}, 0).ok());
+  UsageLedger ledger(100);
+  ledger.Advance(s, 0);
+  ledger.Advance(s, Sec(10));
+  EXPECT_DOUBLE_EQ(ledger.usage(QueueId(0)).gpu_milli_s, 8000.0 * 10);
+  ASSERT_TRUE(s.Release(JobId(1), Sec(10)).ok());
+  ledger.Advance(s, Sec(110));
+  EXPECT_NEAR(ledger.usage(QueueId(0)).gpu_milli_s, 8000.0 * 10 / 2, 1e-6);
+  // Past usage raises the share of a queue that holds nothing now.
+  std::vector<QueueSpec> queues = {{.name = "a"}, {.name = "b"}};
+  EXPECT_GT(DominantShare(s, &ledger, queues, QueueId(0)), DominantShare(s, &ledger, queues, QueueId(1)));
+}
+
+}  // namespace
+}  // namespace gpool::sched

@@ -1,0 +1,308 @@
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "sched/backfill.h"
+#include "sched/power.h"
+#include "sched/test_util.h"
+
+namespace gpool::sched {
+namespace {
+
+using testing::Job;
+using testing::MakeCluster;
+using testing::Sec;
+
+std::unique_ptr<Policy> Make(PolicyConfig c = {}) {
+  StatusOr<std::unique_ptr<Policy>> p = MakeDefaultPolicy(c);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return std::move(p).value();
+}
+
+Decisions RunPolicy(const Policy& p, const ClusterState& s, const std::vector<JobSpec>& pending,
+              const std::vector<QueueSpec>& queues, int64_t now) {
+  SchedulingInput in{.state = &s, .pending = &pending, .queues = &queues, .now_ns = now};
+  StatusOr<Decisions> d = p.Schedule(in);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? std::move(d).value() : Decisions{};
+}
+
+// Starts `j` where the policy would put it on an empty-enough cluster (test setup).
+void Start(ClusterState& s, const JobSpec& j, int64_t now) {
+  std::optional<Placement> p = PlaceGang(s, j, {});
+  ASSERT_TRUE(p) << "setup job " << j.id.value() << " does not fit";
+  ASSERT_TRUE(s.Bind(j, *p, now).ok());
+}
+
+// A canonical text of decisions, to compare runs.
+std::string Text(const Decisions& d) {
+  std::string s;
+  for (const auto& p : d.preemptions) s += fmt::format("P{}>{} {};", p.victim.value(), p.for_job.value(), p.reason);
+  for (const auto& b : d.binds) {
+    s += fmt::format("B{}{}:", b.job.value(), b.backfilled ? "*" : "");
+    for (const auto& t : b.placement.tasks) s += fmt::format("{}/{:x}/{},", t.node.value(), t.gpu_mask, t.gpu_milli);
+    s += ";";
+  }
+  for (const auto& r : d.reservations) {
+    s += fmt::format("R{}@{}:", r.job.value(), r.start_ns);
+    for (NodeId n : r.nodes) s += fmt::format("{},", n.value());
+  }
+  for (const auto& p : d.power) s += fmt::format("W{}{}", p.node.value(), PowerStateName(p.target));
+  return s;
+}
+
+TEST(Policy, BindsInOrderAndKeepsGangsWhole) {
+  ClusterState s = MakeCluster({.nodes = 4, .nodes_per_leaf = 2});
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  std::vector<JobSpec> pending = {Job(1, 3, 8), Job(2, 2, 8), Job(3, 1, 4)};
+  pending[0].submit_ns = 0;
+  pending[1].submit_ns = 1;
+  pending[2].submit_ns = 2;
+  PolicyConfig c;
+  c.backfill = false;
+  Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(1));
+  // Job 1 takes 3 of 4 nodes; job 2 (2 nodes) can't fit and, without backfill, blocks job 3.
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(1));
+  EXPECT_EQ(d.binds[0].placement.tasks.size(), 3u);
+  // With backfill, job 2 gets a reservation (job 1 is assumed to end after assumed_runtime_s)
+  // on two nodes, and job 3 is backfilled on the node outside it.
+  Decisions e = RunPolicy(*Make(), s, pending, queues, Sec(1));
+  ASSERT_EQ(e.binds.size(), 2u);
+  EXPECT_EQ(e.binds[1].job, JobId(3));
+  EXPECT_TRUE(e.binds[1].backfilled);
+  ASSERT_EQ(e.reservations.size(), 1u);
+  EXPECT_EQ(e.reservations[0].job, JobId(2));
+  EXPECT_EQ(e.reservations[0].nodes.size(), 2u);
+  for (NodeId n : e.reservations[0].nodes) EXPECT_NE(n, e.binds[1].placement.tasks[0].node);
+  // With no assumed run time nothing can be promised, so there is no reservation.
+  PolicyConfig no_assume;
+  no_assume.assumed_runtime_s = 0;
+  EXPECT_TRUE(RunPolicy(*Make(no_assume), s, pending, queues, Sec(1)).reservations.empty());
+}
+
+TEST(Policy, BackfillDoesNotDelayTheReservation) {
+  // 4 nodes. Node 0 runs a job ending at t=100, node 1 a job with no estimate, node 3 half used
+  // by a job with no estimate. Head: a 2-node gang -> reserved on nodes 0 and 2 from t=100.
+  ClusterState s = MakeCluster({.nodes = 4, .nodes_per_leaf = 4});
+  JobSpec ends = Job(50, 1, 8);
+  ends.est_runtime_s = 100;
+  ASSERT_TRUE(s.Bind(ends, {.tasks = {{.node = NodeId(0), .gpu_mask = 0xFF}}}, 0).ok());
+  ASSERT_TRUE(s.Bind(Job(51, 1, 8), {.tasks = {{.node = NodeId(1), .gpu_mask = 0xFF}}}, 0).ok());
+  ASSERT_TRUE(s.Bind(Job(52, 1, 4), {.tasks = {{.node = NodeId(3), .gpu_mask = 0x0F}}}, 0).ok());
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  std::vector<JobSpec> pending = {Job(1, 2, 8), Job(2, 1, 8), Job(3, 1, 4)};
+  for (size_t i = 0; i < pending.size(); ++i) pending[i].submit_ns = static_cast<int64_t>(i);
+  pending[1].est_runtime_s = 1000;
+  const int64_t now = Sec(10);
+
+  std::optional<Reservation> before = ComputeReservation(s, pending[0], {}, now);
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->start_ns, Sec(100));
+
+  Decisions d = RunPolicy(*Make(), s, pending, queues, now);
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job, JobId(1));
+  EXPECT_EQ(d.reservations[0].start_ns, Sec(100));
+  EXPECT_EQ(d.reservations[0].nodes, (std::vector<NodeId>{NodeId(0), NodeId(2)}));
+  // Job 2 (a full node for 1000 s) would take node 2 and push the head past t=100: not placed.
+  // Job 3 (4 GPUs) is backfilled onto node 3, outside the reservation.
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(3));
+  EXPECT_TRUE(d.binds[0].backfilled);
+  EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(3));
+
+  // Applying the binds leaves the head's reservation exactly where it was.
+  ClusterState after = s;
+  for (const BindDecision& b : d.binds) ASSERT_TRUE(after.Bind(pending[2], b.placement, now).ok());
+  std::optional<Reservation> again = ComputeReservation(after, pending[0], {}, now);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->start_ns, before->start_ns);
+  EXPECT_EQ(again->nodes, before->nodes);
+}
+
+TEST(Policy, ReclaimsBorrowedGpusAfterMinRuntime) {
+  // Queue a is guaranteed 8 GPUs, b none. b borrowed both nodes. a's 8-GPU job reclaims one of
+  // b's jobs, but only once that job has run its minimum run time.
+  ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 8}, {.name = "b"}};
+  JobSpec b1 = Job(10, 1, 8, 1), b2 = Job(11, 1, 8, 1);
+  b1.min_runtime_s = 60;
+  b2.min_runtime_s = 60;
+  Start(s, b1, 0);
+  Start(s, b2, Sec(5));
+  std::vector<JobSpec> pending = {Job(1, 1, 8, 0)};
+
+  Decisions early = RunPolicy(*Make(), s, pending, queues, Sec(30));
+  EXPECT_TRUE(early.preemptions.empty());
+  EXPECT_TRUE(early.binds.empty());
+
+  Decisions d = RunPolicy(*Make(), s, pending, queues, Sec(100));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim, JobId(11));  // younger: less GPU-time lost
+  EXPECT_EQ(d.preemptions[0].reason, "reclaim");
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(1));
+
+  // Queue b within its own quota is not reclaimed from.
+  queues[1].guaranteed_gpus = 16;
+  Decisions none = RunPolicy(*Make(), s, pending, queues, Sec(100));
+  EXPECT_TRUE(none.preemptions.empty());
+}
+
+TEST(Policy, HigherPriorityPreemptsWholeGangsOfLeastCost) {
+  ClusterState s = MakeCluster({.nodes = 4, .nodes_per_leaf = 4});
+  JobSpec old_gang = Job(10, 2, 8), young_gang = Job(11, 2, 8);
+  Start(s, old_gang, 0);
+  Start(s, young_gang, Sec(50));
+  JobSpec keep = Job(12, 1, 8);
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  std::vector<JobSpec> pending = {Job(1, 1, 8)};
+  pending[0].priority = 10;
+  Decisions d = RunPolicy(*Make(), s, pending, queues, Sec(100));
+  // The younger gang costs less GPU-time: both of its tasks go, the older gang stays.
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim, JobId(11));
+  EXPECT_EQ(d.preemptions[0].reason, "priority");
+  ASSERT_EQ(d.binds.size(), 1u);
+  // Non-preemptible jobs are never chosen.
+  ClusterState t = MakeCluster({.nodes = 1, .nodes_per_leaf = 1});
+  keep.preemptible = false;
+  Start(t, keep, 0);
+  Decisions none = RunPolicy(*Make(), t, pending, queues, Sec(100));
+  EXPECT_TRUE(none.preemptions.empty());
+  EXPECT_TRUE(none.binds.empty());
+}
+
+TEST(Policy, QueueLimitsHold) {
+  ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
+  std::vector<QueueSpec> queues = {{.name = "q", .max_gpus = 8}};
+  std::vector<JobSpec> pending = {Job(1, 1, 8), Job(2, 1, 8)};
+  pending[1].submit_ns = 1;
+  Decisions d = RunPolicy(*Make(), s, pending, queues, Sec(1));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(1));
+}
+
+TEST(Policy, SuspendsIdleNodesKeepingTheWarmBuffer) {
+  // 8 nodes in 2 leaves, all idle since t=0; node 5 busy. Warm buffer 16 GPUs: of 56 free GPUs,
+  // 40 may go; the fully idle leaf (0) goes first.
+  ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
+  Start(s, Job(99, 1, 8), 0);  // lands on node 0 (best fit, lowest id)
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  PolicyConfig c;
+  c.power = {.enabled = true, .idle_timeout_s = 60, .warm_buffer_gpus = 16, .max_suspends_per_cycle = 100};
+  Decisions early = RunPolicy(*Make(c), s, {}, queues, Sec(30));
+  EXPECT_TRUE(early.power.empty());
+  Decisions d = RunPolicy(*Make(c), s, {}, queues, Sec(100));
+  ASSERT_EQ(d.power.size(), 5u);
+  for (const PowerDecision& p : d.power) EXPECT_EQ(p.target, PowerState::kOff);
+  // Leaf 1 (nodes 4-7, all idle) goes first and whole.
+  for (uint32_t n = 4; n < 8; ++n) EXPECT_EQ(d.power[n - 4].node, NodeId(n));
+  // After these suspends 16 GPUs stay free and on.
+  ClusterState after = s;
+  for (const PowerDecision& p : d.power) after.SetPower(p.node, PowerState::kOff);
+  EXPECT_EQ(after.FreeWholeGpus(after.domains_at(Level::kFabric)[0], kAnyModel), 16);
+}
+
+TEST(Policy, ResumesWholeLeavesOnDemandAtALimitedRate) {
+  ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
+  for (uint32_t n = 1; n < 8; ++n) s.SetPower(NodeId(n), PowerState::kOff);
+  s.SetPower(NodeId(5), PowerState::kOn);  // leaf 1 has 3 off nodes, leaf 0 has 3
+  s.SetPower(NodeId(1), PowerState::kOn);
+  s.SetPower(NodeId(0), PowerState::kOff);  // leaf 0: 0,2,3 off -> 3; leaf 1: 4,6,7 off -> 3
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  PolicyConfig c;
+  c.power = {.enabled = true, .warm_buffer_gpus = 0, .boot_latency_s = 120, .max_resumes_per_cycle = 2};
+  std::vector<JobSpec> pending = {Job(1, 4, 8)};
+  Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  EXPECT_TRUE(d.binds.empty());
+  ASSERT_EQ(d.power.size(), 2u);
+  for (const PowerDecision& p : d.power) {
+    EXPECT_EQ(p.target, PowerState::kOn);
+    EXPECT_EQ(p.ready_ns, Sec(130));
+    EXPECT_EQ(s.node(p.node).leaf, s.node(NodeId(0)).leaf);  // same leaf: contiguous capacity
+  }
+}
+
+TEST(Policy, SameInputSameDecisions) {
+  ClusterState s = MakeCluster({.nodes = 32, .nodes_per_leaf = 4, .leaves_per_pod = 4});
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 64}, {.name = "b", .weight = 2}};
+  std::vector<JobSpec> pending;
+  for (uint64_t i = 0; i < 60; ++i) {
+    JobSpec j = (i % 5 == 0) ? Job(i + 1, 4, 8, i % 2) : (i % 3 == 0) ? testing::Fractional(i + 1, 300, i % 2)
+                                                                        : Job(i + 1, 1, 1 + i % 4, i % 2);
+    j.submit_ns = static_cast<int64_t>(i % 7);
+    j.priority = static_cast<int32_t>(i % 3);
+    j.est_runtime_s = 100 + static_cast<double>(i);
+    pending.push_back(j);
+  }
+  for (uint64_t i = 0; i < 12; ++i) {
+    JobSpec r = Job(1000 + i, 1, 8, 1);
+    r.est_runtime_s = 50;
+    Start(s, r, 0);
+  }
+  PolicyConfig c;
+  c.power.enabled = true;
+  auto p1 = Make(c), p2 = Make(c);
+  UsageLedger ledger;
+  ledger.Advance(s, 0);
+  ledger.Advance(s, Sec(20));
+  SchedulingInput in{.state = &s, .pending = &pending, .queues = &queues, .usage = &ledger, .now_ns = Sec(20)};
+  StatusOr<Decisions> a = p1->Schedule(in);
+  ClusterState copy = s;
+  std::vector<JobSpec> pending2 = pending;
+  in.state = &copy;
+  in.pending = &pending2;
+  StatusOr<Decisions> b = p2->Schedule(in);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_FALSE(a->binds.empty());
+  EXPECT_EQ(Text(*a), Text(*b));
+  // And every bind applies cleanly, in order, after the preemptions.
+  for (const auto& p : a->preemptions) ASSERT_TRUE(copy.Release(p.victim, Sec(20)).ok());
+  for (const auto& bd : a->binds) {
+    const JobSpec* j = nullptr;
+    for (const JobSpec& x : pending) if (x.id == bd.job) j = &x;
+    ASSERT_NE(j, nullptr);
+    ASSERT_TRUE(copy.Bind(*j, bd.placement, Sec(20)).ok()) << bd.job.value();
+  }
+}
+
+TEST(PolicyConfig, ErrorsNameTheField) {
+  StatusOr<PolicyConfig> c = ParsePolicyConfig("backfill=false, power.enabled=true, power.idle_timeout_s=15m");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->backfill);
+  EXPECT_TRUE(c->power.enabled);
+  EXPECT_DOUBLE_EQ(c->power.idle_timeout_s, 900);
+  StatusOr<PolicyConfig> bad = ParsePolicyConfig("power.warm_buffer_gpus=-3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("power.warm_buffer_gpus"), std::string::npos);
+  bad = ParsePolicyConfig("backfil=true");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("backfil"), std::string::npos);
+  bad = ParsePolicyConfig("max_reservations=two");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("max_reservations"), std::string::npos);
+  PolicyConfig pc;
+  pc.fairshare_half_life_s = 0;
+  EXPECT_FALSE(MakeDefaultPolicy(pc).ok());
+}
+
+TEST(PolicyInput, BadJobIsAnErrorNamingIt) {
+  ClusterState s = MakeCluster({.nodes = 1, .nodes_per_leaf = 1});
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  std::vector<JobSpec> pending = {Job(1, 1, 1), Job(1, 1, 1)};
+  SchedulingInput in{.state = &s, .pending = &pending, .queues = &queues};
+  StatusOr<Decisions> d = Make()->Schedule(in);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("job 1"), std::string::npos);
+  pending = {Job(2, 1, 1, 3)};
+  d = Make()->Schedule(in);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("queue"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpool::sched
