@@ -1,0 +1,29 @@
+// Structural comparison of two fabrics, for round-trip tests and for checking a live fabric
+// against a planned one.
+//
+// Nodes are matched by name, ports by number and links by their two (name, port) ends, so node
+// ids and link order may differ. The first difference found is returned as an error naming it
+// ("node 'sw1' port 3: linked to 'h2'[1] vs 'h3'[1]"); OK means the fabrics are the same in
+// everything CompareOptions selects.
+//
+// Thread safety: a pure function over const fabrics.
+#pragma once
+
+#include "common/status.h"
+#include "fabric/model.h"
+
+namespace gpool::fabric {
+
+struct CompareOptions {
+  bool guids = true;         // node GUIDs, system image GUIDs and CA port GUIDs
+  bool lids = true;          // switch LIDs, CA port LIDs and LMCs
+  bool rates = true;         // link widths and speeds
+  bool descriptions = false; // node descriptions
+  bool levels = false;       // switch levels (formats such as ibnetdiscover do not carry them)
+};
+
+// Returns OK when `a` and `b` describe the same fabric; otherwise FailedPrecondition naming the
+// first difference, with a's value first.
+Status SameFabric(const Fabric& a, const Fabric& b, const CompareOptions& options = {});
+
+}  // namespace gpool::fabric
