@@ -1,14 +1,303 @@
+// ftree: fat-tree routing in the manner of OpenSM's ftree (Zahavi et al.).
+//
+// Per destination CA d on leaf L, in leaf and port order:
+//  1. Main path: from L go up, at each switch through the uplink whose upper end carries the
+//     fewest main paths down (per-port counters), until the top. Each switch on it routes d
+//     down the way the path came. (Counting every down route instead would see every ancestor's
+//     port to L used once per CA and send all of L's CAs through the first uplink.)
+//  2. Every other ancestor of L (a switch with a down-only path to L) routes d down, along its
+//     shortest down path, least-used port first.
+//  3. Every remaining switch, top level first, routes d up: preferably to an upper neighbour that
+//     is on the main path or already routes d up towards it (so all sources reach d through the
+//     same top switch, the property that makes shift patterns contention-free), else to any
+//     upper neighbour that has a route; least-used port first.
+// Routes are therefore up*, then down*: deadlock-free on one VL. Because consecutive CAs of a
+// leaf take consecutive least-used uplinks, every leaf's uplinks carry the same number of
+// destinations (+-1) on a full fat-tree.
+//
+// Levels come from Node::level (generators set it) or from BFS distance to the CA-facing
+// switches. The engine refuses (FailedPrecondition, and Route falls back to updn) when a link
+// joins switches that are not one level apart, a CA hangs off a non-leaf, or a CA-facing switch
+// is left without a route to a destination it is connected to (a heavily degraded tree).
+// Switch LIDs (management traffic) are routed with up*/down* from the top level.
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "fabric/route_internal.h"
 
 namespace gpool::fabric::internal {
 
-Status RouteFtree(const SwitchGraph&, const LidSet&, Usage*, RoutingTables*) {
-  return Status::Unimplemented("ftree routing is not implemented yet");
+std::vector<int> FatTreeLevels(const SwitchGraph& g, std::string* why) {
+  const uint32_t n = static_cast<uint32_t>(g.size());
+  std::vector<int> level(n, -1);
+  bool given = n > 0;
+  for (uint32_t s = 0; s < n; ++s) {
+    level[s] = g.fabric.node(g.nodes[s]).level;
+    if (level[s] < 0) given = false;
+  }
+  if (!given) {
+    std::fill(level.begin(), level.end(), -1);
+    std::vector<uint32_t> queue;
+    for (uint32_t s = 0; s < n; ++s)
+      if (!g.ca_dests(s).empty()) {
+        level[s] = 0;
+        queue.push_back(s);
+      }
+    for (size_t h = 0; h < queue.size(); ++h)
+      for (const SwitchEdge& e : g.adj(queue[h]))
+        if (level[e.peer] < 0) {
+          level[e.peer] = level[queue[h]] + 1;
+          queue.push_back(e.peer);
+        }
+  }
+  for (uint32_t s = 0; s < n; ++s) {
+    const std::string& name = g.fabric.node(g.nodes[s]).name;
+    if (!g.ca_dests(s).empty() && level[s] != 0) {
+      *why = fmt::format("CAs hang off switch '{}' at level {}, not a leaf", name, level[s]);
+      return {};
+    }
+    for (const SwitchEdge& e : g.adj(s))
+      if (level[s] >= 0 && level[e.peer] >= 0 && std::abs(level[s] - level[e.peer]) != 1) {
+        *why = fmt::format("the link {}[{}] - {}[{}] joins levels {} and {}, not a fat-tree", name,
+                           e.port, g.fabric.node(g.nodes[e.peer]).name, e.peer_port, level[s],
+                           level[e.peer]);
+        return {};
+      }
+  }
+  return level;
 }
 
-std::vector<int> FatTreeLevels(const SwitchGraph&, std::string* why) {
-  *why = "not implemented";
-  return {};
+namespace {
+
+std::vector<uint32_t> Components(const SwitchGraph& g) {
+  std::vector<uint32_t> comp(g.size(), kInf), queue;
+  uint32_t c = 0;
+  for (uint32_t s = 0; s < g.size(); ++s) {
+    if (comp[s] != kInf) continue;
+    comp[s] = c;
+    queue.assign(1, s);
+    for (size_t h = 0; h < queue.size(); ++h)
+      for (const SwitchEdge& e : g.adj(queue[h]))
+        if (comp[e.peer] == kInf) {
+          comp[e.peer] = c;
+          queue.push_back(e.peer);
+        }
+    ++c;
+  }
+  return comp;
+}
+
+// Least-used entry among edges accepted by `ok`, by the usage of the port `port_of` names.
+template <typename Ok, typename PortOf>
+const SwitchEdge* LeastUsed(std::span<const SwitchEdge* const> edges, const Usage& usage, Ok ok,
+                            PortOf port_of) {
+  const SwitchEdge* best = nullptr;
+  uint32_t best_use = UINT32_MAX;
+  for (const SwitchEdge* e : edges) {
+    if (!ok(*e)) continue;
+    uint32_t u = usage[port_of(*e)];
+    if (u < best_use) {
+      best = e;
+      best_use = u;
+    }
+  }
+  return best;
+}
+
+// Main-path counts of the destinations that are not being recomputed, read back from the
+// tables: the main path of d is the down part of a route from a leaf in another pod, so trace
+// d from the first and the last CA-facing switch and keep the trace that climbs higher.
+// Approximate on irregular trees; exact on the generated ones.
+void MainPathUsage(const SwitchGraph& g, const std::vector<int>& level, const LidSet& lids,
+                   const RoutingTables& t, Usage* main_use) {
+  std::vector<uint32_t> leaves;
+  for (uint32_t s = 0; s < g.size(); ++s)
+    if (!g.ca_dests(s).empty()) leaves.push_back(s);
+  if (leaves.size() < 2) return;
+  std::vector<uint32_t> path;  // global ports of the down hops
+  std::vector<uint32_t> best;
+  for (const CaDest& d : g.cas) {
+    if (lids.contains(d.lid)) continue;
+    uint32_t home = g.lid_switch[d.lid];
+    int best_peak = -1;
+    best.clear();
+    for (uint32_t src : {leaves.front(), leaves.back()}) {
+      if (src == home) continue;
+      path.clear();
+      int peak = level[src];
+      uint32_t s = src;
+      for (size_t hops = 0; hops <= g.size() && s != home; ++hops) {
+        uint8_t op = t.out_port(g.nodes[s], d.lid);
+        const SwitchEdge* next = nullptr;
+        for (const SwitchEdge& e : g.adj(s))
+          if (e.port == op) next = &e;
+        if (!next) break;
+        if (level[next->peer] < level[s]) path.push_back(next->gport);
+        peak = std::max(peak, level[next->peer]);
+        s = next->peer;
+      }
+      if (s == home && peak > best_peak) {
+        best_peak = peak;
+        best = path;
+      }
+    }
+    for (uint32_t p : best) ++(*main_use)[p];
+  }
+}
+
+}  // namespace
+
+Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, RoutingTables* t) {
+  std::string why;
+  std::vector<int> level = FatTreeLevels(g, &why);
+  if (level.empty()) return Status::FailedPrecondition(why.empty() ? "no switches" : why);
+  const uint32_t n = static_cast<uint32_t>(g.size());
+  // Up and down neighbour lists (pointers into the switch graph), CSR.
+  std::vector<uint32_t> up_off(n + 1, 0), down_off(n + 1, 0);
+  std::vector<const SwitchEdge*> ups, downs;
+  for (uint32_t s = 0; s < n; ++s) {
+    for (const SwitchEdge& e : g.adj(s)) {
+      if (level[s] < 0 || level[e.peer] < 0) continue;
+      (level[e.peer] > level[s] ? ups : downs).push_back(&e);
+    }
+    up_off[s + 1] = static_cast<uint32_t>(ups.size());
+    down_off[s + 1] = static_cast<uint32_t>(downs.size());
+  }
+  auto up = [&](uint32_t s) {
+    return std::span<const SwitchEdge* const>(ups.data() + up_off[s], ups.data() + up_off[s + 1]);
+  };
+  auto down = [&](uint32_t s) {
+    return std::span<const SwitchEdge* const>(downs.data() + down_off[s],
+                                              downs.data() + down_off[s + 1]);
+  };
+  std::vector<uint32_t> top_down;
+  for (uint32_t s = 0; s < n; ++s)
+    if (level[s] >= 0) top_down.push_back(s);
+  std::stable_sort(top_down.begin(), top_down.end(),
+                   [&](uint32_t a, uint32_t b) { return level[a] > level[b]; });
+  const std::vector<uint32_t> comp = Components(g);
+
+  std::vector<uint32_t> dist(n, kInf), anc, cand_off;
+  std::vector<const SwitchEdge*> cand;
+  std::vector<uint32_t> routed(n, 0), in_r(n, 0);
+  uint32_t gen = 0;
+  size_t failures = 0;
+  std::string first_failure;
+  Usage& use = *usage;
+  Usage main_use(g.fabric.num_ports(), 0);
+  if (!lids.all()) MainPathUsage(g, level, lids, *t, &main_use);
+
+  for (uint32_t leaf = 0; leaf < n; ++leaf) {
+    const auto dests = g.ca_dests(leaf);
+    if (dests.empty()) continue;
+    bool any = lids.all();
+    for (size_t i = 0; !any && i < dests.size(); ++i) any = lids.contains(dests[i].lid);
+    if (!any) continue;
+    // Ancestors of the leaf: BFS upwards; dist = down-only hops to the leaf.
+    for (uint32_t a : anc) dist[a] = kInf;
+    anc.assign(1, leaf);
+    dist[leaf] = 0;
+    for (size_t h = 0; h < anc.size(); ++h)
+      for (const SwitchEdge* e : up(anc[h]))
+        if (dist[e->peer] == kInf) {
+          dist[e->peer] = dist[anc[h]] + 1;
+          anc.push_back(e->peer);
+        }
+    // Down candidates of each ancestor (position in anc), shared by the leaf's CAs.
+    cand.clear();
+    cand_off.assign(anc.size() + 1, 0);
+    for (size_t i = 1; i < anc.size(); ++i) {
+      for (const SwitchEdge* e : down(anc[i]))
+        if (dist[e->peer] + 1 == dist[anc[i]]) cand.push_back(e);
+      cand_off[i + 1] = static_cast<uint32_t>(cand.size());
+    }
+    cand_off[1] = 0;
+    for (const CaDest& d : dests) {
+      if (!lids.contains(d.lid)) continue;
+      ++gen;
+      t->set_out_port(g.nodes[leaf], d.lid, static_cast<uint8_t>(d.port));
+      routed[leaf] = gen;
+      // 1. Main path.
+      for (uint32_t x = leaf;;) {
+        const SwitchEdge* e = LeastUsed(
+            up(x), main_use, [](const SwitchEdge&) { return true; },
+            [](const SwitchEdge& s) { return s.peer_gport; });
+        if (!e) break;
+        uint32_t y = e->peer;
+        t->set_out_port(g.nodes[y], d.lid, static_cast<uint8_t>(e->peer_port));
+        ++use[e->peer_gport];
+        ++main_use[e->peer_gport];
+        routed[y] = in_r[y] = gen;
+        x = y;
+      }
+      // 2. The other ancestors go down.
+      for (size_t i = 1; i < anc.size(); ++i) {
+        uint32_t x = anc[i];
+        if (routed[x] == gen) continue;
+        std::span<const SwitchEdge* const> c(cand.data() + cand_off[i],
+                                             cand.data() + cand_off[i + 1]);
+        const SwitchEdge* e = LeastUsed(
+            c, use, [](const SwitchEdge&) { return true; },
+            [](const SwitchEdge& s) { return s.gport; });
+        if (!e) continue;
+        t->set_out_port(g.nodes[x], d.lid, static_cast<uint8_t>(e->port));
+        ++use[e->gport];
+        routed[x] = gen;
+      }
+      // 3. Everyone else goes up, top level first.
+      for (uint32_t s : top_down) {
+        if (routed[s] == gen) continue;
+        auto gp = [](const SwitchEdge& e) { return e.gport; };
+        const SwitchEdge* e =
+            LeastUsed(up(s), use, [&](const SwitchEdge& x) { return in_r[x.peer] == gen; }, gp);
+        bool main_line = e != nullptr;
+        if (!e)
+          e = LeastUsed(up(s), use, [&](const SwitchEdge& x) { return routed[x.peer] == gen; }, gp);
+        if (!e) {
+          if (!g.ca_dests(s).empty() && comp[s] == comp[leaf]) {
+            if (failures++ == 0)
+              first_failure = fmt::format("'{}' to LID {}", g.fabric.node(g.nodes[s]).name, d.lid);
+          }
+          continue;
+        }
+        t->set_out_port(g.nodes[s], d.lid, static_cast<uint8_t>(e->port));
+        ++use[e->gport];
+        routed[s] = gen;
+        if (main_line) in_r[s] = gen;
+      }
+    }
+  }
+  if (failures)
+    return Status::FailedPrecondition(fmt::format(
+        "{} CA-facing switch entries have no up*/down* route in the tree (first: {})", failures,
+        first_failure));
+  // Switch LIDs: up*/down* from the top level.
+  std::vector<Lid> switch_lids;
+  for (NodeId s : g.nodes) {
+    Lid l = g.fabric.node(s).lid;
+    if (l && lids.contains(l)) switch_lids.push_back(l);
+  }
+  if (!switch_lids.empty()) {
+    int top = *std::max_element(level.begin(), level.end());
+    std::vector<uint32_t> roots;
+    for (uint32_t s = 0; s < n; ++s)
+      if (level[s] == top) roots.push_back(s);
+    GPOOL_RETURN_IF_ERROR(
+        RouteUpdn(g, LidSet(t->max_lid(), &switch_lids), roots, usage, t));
+  }
+  size_t down_links = 0;
+  for (const Link& l : g.fabric.links()) {
+    const Fabric& f = g.fabric;
+    if (f.node(f.port(l.a).node).type != NodeType::kSwitch ||
+        f.node(f.port(l.b).node).type != NodeType::kSwitch)
+      continue;
+    if (!l.up || !f.node(f.port(l.a).node).up || !f.node(f.port(l.b).node).up) ++down_links;
+  }
+  if (down_links && lids.all())
+    t->notes.push_back(fmt::format("ftree: routed around {} switch-to-switch link{} that are down",
+                                   down_links, down_links == 1 ? "" : "s"));
+  return Status::Ok();
 }
 
 }  // namespace gpool::fabric::internal

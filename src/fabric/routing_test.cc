@@ -119,7 +119,7 @@ TEST(RoutingTest, TracePathNamesWhereARouteEnds) {
 
 TEST(RoutingTest, RerouteChangesOnlyTheGivenDestinations) {
   Fabric f = SmallFatTree(3);
-  for (Engine e : {Engine::kMinhop, Engine::kUpdn}) {
+  for (Engine e : {Engine::kMinhop, Engine::kUpdn, Engine::kFtree}) {
     auto t = Route(f, {.engine = e});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     RoutingTables before = *t;
@@ -202,6 +202,136 @@ TEST(RoutingTest, VerifySamplesLargeFabricsAndSaysSo) {
   EXPECT_TRUE(r.ok());
   ASSERT_FALSE(r.problems.empty());
   EXPECT_NE(r.problems.back().find("sampled"), std::string::npos);
+}
+
+TEST(RoutingTest, FtreeBalancesEveryLeafUplink) {
+  std::vector<FatTreeOptions> shapes = {
+      {.levels = 2, .radix = 8},
+      {.levels = 3, .radix = 8},
+      {.levels = 3, .radix = 12, .pods = 3},  // cores take 2 links into each pod
+      {.levels = 2, .radix = 16, .hcas_per_node = 4},
+      KaryNtree(3, 3),
+  };
+  for (const FatTreeOptions& o : shapes) {
+    Fabric f = *GenerateFatTree(o);
+    auto t = Route(f, {.engine = Engine::kFtree});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_EQ(t->engine, "ftree");
+    EXPECT_TRUE(t->notes.empty()) << t->notes[0];
+    ExpectBalanced(f, *t);
+    VerifyReport r = Verify(f, *t, {});
+    EXPECT_TRUE(r.ok()) << ResolveFatTree(o)->ToString() << ": "
+                        << (r.problems.empty() ? "" : r.problems[0]);
+  }
+}
+
+TEST(RoutingTest, FtreeOnTheBriefsFabric) {
+  Fabric f = *GenerateFatTree({.levels = 3, .radix = 36, .pods = 7});
+  auto t = Route(f, {.engine = Engine::kFtree});
+  ASSERT_TRUE(t.ok());
+  ExpectBalanced(f, *t);
+  // Each leaf spreads its 2,250 remote destinations exactly: 125 per uplink.
+  auto counts = UplinkCounts(f, *t);
+  EXPECT_EQ(counts.begin()->second, 125);
+  VerifyReport r = Verify(f, *t, {.max_destinations = 200});
+  EXPECT_TRUE(r.sampled);
+  EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+}
+
+TEST(RoutingTest, FtreeRoutesAroundFailuresAndFallsBackWhenItMust) {
+  Fabric f = *GenerateFatTree({.levels = 3, .radix = 8});
+  // One failed uplink and one failed core: still a fat-tree route, with a note.
+  ASSERT_TRUE(f.SetLinkUp(f.port(f.port_of(*f.FindByName("leaf-p1-2"), 6)).link, false).ok());
+  ASSERT_TRUE(f.SetNodeUp(*f.FindByName("core-3"), false).ok());
+  auto t = Route(f, {.engine = Engine::kFtree});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->engine, "ftree");
+  ASSERT_FALSE(t->notes.empty());
+  EXPECT_NE(t->notes[0].find("routed around"), std::string::npos) << t->notes[0];
+  VerifyReport r = Verify(f, *t, {});
+  EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+
+  // leaf-p0-0 keeps one uplink, to spine-p0-0, which has lost every core link: no up*/down*
+  // path in the tree's levels, but updn (ranked from the cores) goes through another leaf.
+  Fabric g = *GenerateFatTree({.levels = 3, .radix = 8});
+  NodeId leaf = *g.FindByName("leaf-p0-0"), spine = *g.FindByName("spine-p0-0");
+  for (uint16_t p = 6; p <= 8; ++p) ASSERT_TRUE(g.SetLinkUp(g.port(g.port_of(leaf, p)).link, false).ok());
+  for (uint16_t p = 5; p <= 8; ++p) ASSERT_TRUE(g.SetLinkUp(g.port(g.port_of(spine, p)).link, false).ok());
+  auto u = Route(g, {.engine = Engine::kFtree});
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->engine, "updn");
+  ASSERT_FALSE(u->notes.empty());
+  EXPECT_NE(u->notes[0].find("fell back to updn"), std::string::npos) << u->notes[0];
+  VerifyReport ru = Verify(g, *u, {});
+  EXPECT_TRUE(ru.ok()) << (ru.problems.empty() ? "" : ru.problems[0]);
+
+  // Not a fat-tree at all.
+  Fabric torus = *GenerateTorus({.dims = {3, 3, 1}});
+  auto v = Route(torus, {.engine = Engine::kFtree});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->engine, "updn");
+  EXPECT_NE(v->notes.at(0).find("not a fat-tree"), std::string::npos) << v->notes[0];
+}
+
+int TorusHops(const std::array<int, 3>& dims, const std::string& a, const std::string& b) {
+  auto coord = [](const std::string& n) {
+    std::array<int, 3> c;
+    sscanf(n.c_str(), "sw-x%d-y%d-z%d", &c[0], &c[1], &c[2]);
+    return c;
+  };
+  auto ca = coord(a), cb = coord(b);
+  int hops = 0;
+  for (int k = 0; k < 3; ++k) {
+    int d = std::abs(ca[k] - cb[k]);
+    hops += std::min(d, dims[k] - d);
+  }
+  return hops;
+}
+
+TEST(RoutingTest, DorUsesTheDatelineToStayDeadlockFree) {
+  std::array<int, 3> dims = {5, 4, 3};
+  Fabric f = *GenerateTorus({.dims = dims});
+  auto t = Route(f, {.engine = Engine::kDor});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->engine, "dor");
+  EXPECT_EQ(t->num_vls, 2);
+  ASSERT_NE(t->torus, nullptr);
+  VerifyReport r = Verify(f, *t, {});
+  EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+  // Minimal paths: torus distance + the two CA links.
+  for (NodeId a : f.cas())
+    for (NodeId b : f.cas()) {
+      if (a == b) continue;
+      auto path = TracePath(f, *t, f.port_of(a, 1), f.node(b).lid);
+      ASSERT_TRUE(path.ok()) << path.status().ToString();
+      int hops = TorusHops(dims, f.node(f.adj_begin(a)->peer).name, f.node(f.adj_begin(b)->peer).name);
+      EXPECT_EQ(path->size(), static_cast<size_t>(hops + 2));
+    }
+  // x from 4 to 1 wraps (4 -> 0 -> 1): VL 0 up to the wrap, 1 on and after it.
+  auto path = TracePath(f, *t, f.port_of(*f.FindByName("host0005 mlx5_0"), 1),
+                        f.node(*f.FindByName("host0002 mlx5_0")).lid);
+  ASSERT_TRUE(path.ok());
+  EXPECT_EQ(HopVls(f, *t, *path, f.node(*f.FindByName("host0002 mlx5_0")).lid),
+            (std::vector<uint8_t>{0, 1, 1, 1}));
+  // Without the second VL the rings close cycles.
+  RoutingTables one_vl = *t;
+  one_vl.torus.reset();
+  one_vl.num_vls = 1;
+  EXPECT_FALSE(Verify(f, one_vl, {}).deadlock_free);
+}
+
+TEST(RoutingTest, DorFallsBackOnFailuresAndNeedsCoordinates) {
+  Fabric f = *GenerateTorus({.dims = {4, 4, 1}});
+  ASSERT_TRUE(f.SetLinkUp(f.port(f.port_of(*f.FindByName("sw-x1-y1-z0"), 1)).link, false).ok());
+  auto t = Route(f, {.engine = Engine::kDor});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->engine, "updn");
+  EXPECT_EQ(t->torus, nullptr);
+  EXPECT_NE(t->notes.at(0).find("link of 'sw-x"), std::string::npos) << t->notes[0];
+  EXPECT_TRUE(Verify(f, *t, {}).ok());
+  auto ft = Route(SmallFatTree(), {.engine = Engine::kDor});
+  ASSERT_FALSE(ft.ok());
+  EXPECT_NE(ft.status().message().find("leaf-0"), std::string::npos) << ft.status().message();
 }
 
 }  // namespace
