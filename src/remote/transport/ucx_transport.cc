@@ -1,9 +1,518 @@
 #include "remote/transport/ucx_transport.h"
 
-namespace gpool::remote {
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-StatusOr<std::unique_ptr<Transport>> MakeUcxTransport(const TransportOptions&) {
-  return Status::Unimplemented("ucx transport: not built yet (coming next)");
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "remote/transport/socket.h"
+
+namespace gpool::remote {
+namespace {
+
+using net::Fd;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kMagic = 0x31555047;  // "GPU1"
+constexpr uint32_t kMaxAddressBytes = 1 << 16;
+constexpr ucp_tag_t kTag = 0x6770;  // every message; one worker per connection
+
+std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
+
+// Spins briefly, then yields, then sleeps: low latency when busy, little CPU when idle.
+class Backoff {
+ public:
+  void Idle() {
+    if (++idle_ < 64) return;
+    if (idle_ < 256) {
+      sched_yield();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  void Reset() { idle_ = 0; }
+
+ private:
+  int idle_ = 0;
+};
+
+// Owns the ucp context; shared by the transport and every connection made from it.
+struct Context {
+  ucp_context_h handle = nullptr;
+  ~Context() {
+    if (handle != nullptr) ucp_cleanup(handle);
+  }
+};
+
+Status SendBlob(int fd, const void* data, uint32_t size, std::string_view peer) {
+  uint32_t header[2] = {kMagic, size};
+  GPOOL_RETURN_IF_ERROR(net::WriteAll(fd, header, sizeof(header), peer));
+  return net::WriteAll(fd, data, size, peer);
+}
+
+StatusOr<std::vector<std::byte>> RecvBlob(int fd, std::string_view peer) {
+  uint32_t header[2];
+  GPOOL_RETURN_IF_ERROR(net::ReadAll(fd, header, sizeof(header), peer));
+  if (header[0] != kMagic) {
+    return Status::InvalidArgument(
+        fmt::format("{}: bad ucx handshake magic 0x{:08x} (not a gpool ucx peer?)", peer, header[0]));
+  }
+  if (header[1] == 0 || header[1] > kMaxAddressBytes) {
+    return Status::InvalidArgument(fmt::format("{}: bad ucx address length {}", peer, header[1]));
+  }
+  std::vector<std::byte> blob(header[1]);
+  GPOOL_RETURN_IF_ERROR(net::ReadAll(fd, blob.data(), blob.size(), peer));
+  return blob;
+}
+
+class UcxConnection final : public Connection {
+ public:
+  UcxConnection(std::shared_ptr<Context> ctx, Fd oob, const TransportOptions& options)
+      : ctx_(std::move(ctx)), oob_(std::move(oob)), options_(options) {
+    peer_ = net::PeerAddress(oob_.get());
+  }
+
+  ~UcxConnection() override {
+    Close();
+    stop_progress_.store(true);
+    if (progress_thread_.joinable()) progress_thread_.join();
+    if (ep_ != nullptr) CloseEndpoint();
+    // The forced close completed every buffered send (with an error if it never left).
+    for (PendingSend& p : pending_) {
+      auto deadline = Clock::now() + std::chrono::milliseconds(200);
+      while (ucp_request_check_status(p.request) == UCS_INPROGRESS && Clock::now() < deadline) {
+        ucp_worker_progress(worker_);
+      }
+      ucp_request_free(p.request);
+    }
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  }
+
+  // Creates the worker, swaps addresses over the OOB socket and creates the endpoint.
+  Status Start() {
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_MULTI;
+    ucs_status_t st = ucp_worker_create(ctx_->handle, &wp, &worker_);
+    if (st != UCS_OK) return Status::Internal("ucp_worker_create: " + UcsError(st));
+    ucp_address_t* addr = nullptr;
+    size_t addr_len = 0;
+    st = ucp_worker_get_address(worker_, &addr, &addr_len);
+    if (st != UCS_OK) return Status::Internal("ucp_worker_get_address: " + UcsError(st));
+    GPOOL_RETURN_IF_ERROR(net::SetTimeouts(oob_.get(), options_.handshake_timeout_ms));
+    Status sent = SendBlob(oob_.get(), addr, static_cast<uint32_t>(addr_len), peer_);
+    ucp_worker_release_address(worker_, addr);
+    GPOOL_RETURN_IF_ERROR(sent);
+    GPOOL_ASSIGN_OR_RETURN(std::vector<std::byte> remote, RecvBlob(oob_.get(), peer_));
+    GPOOL_RETURN_IF_ERROR(net::SetTimeouts(oob_.get(), 0));
+
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(remote.data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t) {
+      static_cast<UcxConnection*>(arg)->peer_failed_.store(true);
+    };
+    ep.err_handler.arg = this;
+    st = ucp_ep_create(worker_, &ep, &ep_);
+    if (st != UCS_OK) {
+      // Some transports can't detect peer failure; the OOB socket covers for them.
+      ep.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+      st = ucp_ep_create(worker_, &ep, &ep_);
+    }
+    if (st != UCS_OK) {
+      ep_ = nullptr;
+      return Status::Unavailable(fmt::format("ucp_ep_create to {}: {}", peer_, UcsError(st)));
+    }
+    progress_thread_ = std::thread([this] { ProgressLoop(); });
+    return Status::Ok();
+  }
+
+  Status Send(std::span<const ByteSpan> parts) override {
+    size_t total = 0;
+    std::vector<ucp_dt_iov_t> iov;
+    iov.reserve(parts.size());
+    for (const ByteSpan& p : parts) {
+      total += p.size();
+      if (!p.empty()) iov.push_back(ucp_dt_iov_t{const_cast<std::byte*>(p.data()), p.size()});
+    }
+    if (total > options_.max_message_bytes) {
+      return Status::InvalidArgument(fmt::format(
+          "message of {} bytes to {} exceeds the {} byte limit", total, peer_, options_.max_message_bytes));
+    }
+    if (closed_.load() || PeerGone()) return Gone();
+    ucp_request_param_t param{};
+    void* buffer = nullptr;
+    size_t count = 0;
+    if (iov.size() == 1) {
+      buffer = iov[0].buffer;
+      count = iov[0].length;
+    } else if (iov.size() > 1) {
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+      param.datatype = ucp_dt_make_iov();
+      buffer = iov.data();
+      count = iov.size();
+    }
+    std::lock_guard<std::mutex> lock(send_mu_);
+    if (ep_ == nullptr) return Gone();
+    GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
+    if (total <= kBufferedSendMax) {
+      // Small messages are copied and left in flight, as a socket buffer would hold them: the
+      // peer may not be progressing its worker yet (endpoint wire-up needs it), and a sender
+      // must not wait for the peer's next Recv to return.
+      std::vector<std::byte> copy(total);
+      size_t at = 0;
+      for (const ucp_dt_iov_t& v : iov) {
+        std::memcpy(copy.data() + at, v.buffer, v.length);
+        at += v.length;
+      }
+      ucp_request_param_t p{};
+      ucs_status_ptr_t req = ucp_tag_send_nbx(ep_, copy.data(), copy.size(), kTag, &p);
+      if (UCS_PTR_IS_ERR(req)) {
+        return Status::Unavailable(
+            fmt::format("ucx send to {}: {}", peer_, UcsError(UCS_PTR_STATUS(req))));
+      }
+      if (req != nullptr) {
+        pending_bytes_ += copy.size();
+        pending_.push_back(PendingSend{req, std::move(copy)});
+      }
+      return Status::Ok();
+    }
+    // Large messages go straight from the caller's buffers (rendezvous), so wait for them.
+    ucs_status_ptr_t req = ucp_tag_send_nbx(ep_, buffer, count, kTag, &param);
+    ucs_status_t st = Wait(req, /*is_send=*/true);
+    if (st != UCS_OK) {
+      return closed_.load() || PeerGone() ? Gone()
+                                          : Status::Unavailable(fmt::format(
+                                                "ucx send to {}: {}", peer_, UcsError(st)));
+    }
+    return Status::Ok();
+  }
+
+  Status Recv(std::vector<std::byte>* message) override {
+    Backoff backoff;
+    Clock::time_point gone_since{};
+    for (;;) {
+      if (closed_.load()) return Gone();
+      ucp_tag_recv_info_t info{};
+      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kTag, ~ucp_tag_t{0}, /*remove=*/1, &info);
+      if (msg != nullptr) {
+        if (info.length > options_.max_message_bytes) {
+          // The matched message stays with the worker and dies with it.
+          Close();
+          return Status::InvalidArgument(fmt::format(
+              "message of {} bytes from {} exceeds the {} byte limit; connection closed",
+              info.length, peer_, options_.max_message_bytes));
+        }
+        message->resize(info.length);
+        ucp_request_param_t param{};
+        ucs_status_ptr_t req =
+            ucp_tag_msg_recv_nbx(worker_, message->data(), message->size(), msg, &param);
+        ucs_status_t st = Wait(req, /*is_send=*/false, message);
+        if (st != UCS_OK) {
+          return closed_.load() ? Gone()
+                                : Status::Unavailable(
+                                      fmt::format("ucx receive from {}: {}", peer_, UcsError(st)));
+        }
+        return Status::Ok();
+      }
+      if (ucp_worker_progress(worker_) != 0) {
+        backoff.Reset();
+        continue;
+      }
+      if (PeerGone()) {
+        // Drain: what the peer sent (and flushed) before it went may still be in flight here.
+        auto now = Clock::now();
+        if (gone_since == Clock::time_point{}) gone_since = now;
+        if (now - gone_since > std::chrono::milliseconds(100)) return Gone();
+      }
+      backoff.Idle();
+    }
+  }
+
+  void Close() override {
+    if (closed_.exchange(true)) return;
+    // Push out what Send already handed to UCX, so a "send, then close" reaches the peer.
+    if (!PeerGone()) {
+      ucp_request_param_t param{};
+      ucs_status_ptr_t req = ucp_worker_flush_nbx(worker_, &param);
+      if (UCS_PTR_IS_PTR(req)) {
+        auto deadline = Clock::now() + std::chrono::seconds(2);
+        while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline &&
+               !PeerGone()) {
+          if (ucp_worker_progress(worker_) == 0) sched_yield();
+        }
+        if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker_, req);
+        ucp_request_free(req);
+      }
+    }
+    ::shutdown(oob_.get(), SHUT_RDWR);  // tells the peer; wakes nothing else (we poll)
+  }
+
+  std::string peer() const override { return peer_; }
+
+ private:
+  // True once the peer closed or died: EOF or error on the idle OOB socket, or a UCX error.
+  bool PeerGone() {
+    if (peer_failed_.load()) return true;
+    pollfd p{oob_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    char b;
+    ssize_t n = ::recv(oob_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      peer_failed_.store(true);
+      return true;
+    }
+    return false;
+  }
+
+  Status Gone() const {
+    return Status::Unavailable(closed_.load() ? fmt::format("connection to {} is closed", peer_)
+                                              : fmt::format("{} closed the connection", peer_));
+  }
+
+  // Progresses until `req` completes. If the connection closes or the peer goes meanwhile, a
+  // send forces the endpoint closed (completing its requests with an error) and a receive is
+  // cancelled; a receive that still won't finish is abandoned with its buffer parked in
+  // graveyard_ so UCX never writes into freed memory.
+  ucs_status_t Wait(ucs_status_ptr_t req, bool is_send, std::vector<std::byte>* buffer = nullptr) {
+    if (req == nullptr) return UCS_OK;
+    if (UCS_PTR_IS_ERR(req)) return UCS_PTR_STATUS(req);
+    Backoff backoff;
+    bool aborting = false;
+    Clock::time_point abort_deadline{};
+    ucs_status_t st;
+    while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+      if (ucp_worker_progress(worker_) != 0) {
+        backoff.Reset();
+        continue;
+      }
+      if (!aborting && (closed_.load() || PeerGone())) {
+        aborting = true;
+        abort_deadline = Clock::now() + std::chrono::seconds(1);
+        if (is_send) {
+          CloseEndpoint();
+        } else {
+          ucp_request_cancel(worker_, req);
+        }
+      }
+      if (aborting && Clock::now() > abort_deadline) {
+        if (buffer != nullptr) {
+          std::lock_guard<std::mutex> lock(graveyard_mu_);
+          graveyard_.push_back(std::move(*buffer));
+          buffer->clear();
+        }
+        // The request is left to the worker, which releases it when destroyed.
+        return UCS_ERR_CANCELED;
+      }
+      backoff.Idle();
+    }
+    ucp_request_free(req);
+    return st;
+  }
+
+  // UCX moves data only inside ucp_worker_progress. Send and Recv progress while they wait; this
+  // thread covers the time between calls (endpoint wire-up, buffered sends, the peer's rendezvous
+  // reads), polling when busy and sleeping up to 1 ms when idle.
+  void ProgressLoop() {
+    int idle = 0;
+    while (!stop_progress_.load()) {
+      if (ucp_worker_progress(worker_) != 0) {
+        idle = 0;
+        continue;
+      }
+      ++idle;
+      if (idle < 16) {
+        sched_yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(std::min(idle, 1000)));
+      }
+    }
+  }
+
+  // Frees completed buffered sends; waits for the oldest while more than `max_pending_bytes` are
+  // in flight. A buffered send that failed fails this call. Caller holds send_mu_.
+  Status ReapSends(size_t max_pending_bytes) {
+    while (!pending_.empty()) {
+      PendingSend& front = pending_.front();
+      ucs_status_t st = ucp_request_check_status(front.request);
+      if (st == UCS_INPROGRESS) {
+        if (pending_bytes_ <= max_pending_bytes) break;
+        ucp_worker_progress(worker_);
+        if (closed_.load() || PeerGone()) return Gone();
+        continue;
+      }
+      ucp_request_free(front.request);
+      pending_bytes_ -= front.data.size();
+      pending_.pop_front();
+      if (st != UCS_OK) {
+        return closed_.load() || PeerGone()
+                   ? Gone()
+                   : Status::Unavailable(fmt::format("ucx send to {}: {}", peer_, UcsError(st)));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Force-closes the endpoint: outstanding sends complete with an error. Sender side only.
+  void CloseEndpoint() {
+    if (ep_ == nullptr) return;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t req = ucp_ep_close_nbx(ep_, &param);
+    ep_ = nullptr;
+    if (UCS_PTR_IS_PTR(req)) {
+      auto deadline = Clock::now() + std::chrono::seconds(1);
+      while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) {
+        ucp_worker_progress(worker_);
+      }
+      ucp_request_free(req);
+    }
+  }
+
+  std::shared_ptr<Context> ctx_;
+  Fd oob_;
+  TransportOptions options_;
+  std::string peer_;
+  ucp_worker_h worker_ = nullptr;
+  ucp_ep_h ep_ = nullptr;  // guarded by send_mu_ once running
+  std::mutex send_mu_;
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> peer_failed_{false};
+  struct PendingSend {
+    void* request;
+    std::vector<std::byte> data;
+  };
+  static constexpr size_t kBufferedSendMax = 256 << 10;
+  static constexpr size_t kMaxBufferedBytes = 8 << 20;
+  std::deque<PendingSend> pending_;  // guarded by send_mu_
+  size_t pending_bytes_ = 0;
+  std::thread progress_thread_;
+  std::atomic<bool> stop_progress_{false};
+  std::mutex graveyard_mu_;
+  std::vector<std::vector<std::byte>> graveyard_;
+};
+
+class UcxListener final : public Listener {
+ public:
+  UcxListener(std::shared_ptr<Context> ctx, Fd fd, Fd wake_read, Fd wake_write,
+              const TransportOptions& options)
+      : ctx_(std::move(ctx)),
+        fd_(std::move(fd)),
+        wake_read_(std::move(wake_read)),
+        wake_write_(std::move(wake_write)),
+        options_(options),
+        address_(net::LocalAddress(fd_.get())) {}
+  ~UcxListener() override { Close(); }
+
+  StatusOr<std::unique_ptr<Connection>> Accept() override {
+    for (;;) {
+      if (closed_.load()) return Status::Unavailable(fmt::format("listener {} closed", address_));
+      pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
+      int rc = ::poll(fds, 2, -1);
+      if (rc < 0) {
+        if (errno == EINTR) continue;
+        return Status::IoError(fmt::format("poll on {}: {}", address_, std::strerror(errno)));
+      }
+      if (fds[1].revents != 0 || closed_.load()) {
+        return Status::Unavailable(fmt::format("listener {} closed", address_));
+      }
+      if ((fds[0].revents & POLLIN) == 0) continue;
+      StatusOr<Fd> sock = net::AcceptTcp(fd_.get());
+      if (!sock.ok()) continue;
+      auto conn = std::make_unique<UcxConnection>(ctx_, std::move(*sock), options_);
+      // A client that fails its handshake is dropped; the listener keeps going.
+      if (conn->Start().ok()) return std::unique_ptr<Connection>(std::move(conn));
+    }
+  }
+
+  void Close() override {
+    if (closed_.exchange(true)) return;
+    char b = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &b, 1);
+  }
+
+  std::string address() const override { return address_; }
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  Fd fd_, wake_read_, wake_write_;
+  TransportOptions options_;
+  std::string address_;
+  std::atomic<bool> closed_{false};
+};
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(std::shared_ptr<Context> ctx, const TransportOptions& options)
+      : ctx_(std::move(ctx)), options_(options) {}
+  std::string_view name() const override { return "ucx"; }
+
+  StatusOr<std::unique_ptr<Listener>> Listen(std::string_view address) override {
+    GPOOL_ASSIGN_OR_RETURN(Fd fd, net::ListenTcp(address));
+    int pipefd[2];
+    if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+      return Status::IoError(fmt::format("pipe: {}", std::strerror(errno)));
+    }
+    return std::unique_ptr<Listener>(
+        new UcxListener(ctx_, std::move(fd), Fd(pipefd[0]), Fd(pipefd[1]), options_));
+  }
+
+  StatusOr<std::unique_ptr<Connection>> Connect(std::string_view address) override {
+    GPOOL_ASSIGN_OR_RETURN(Fd fd, net::ConnectTcp(address));
+    auto conn = std::make_unique<UcxConnection>(ctx_, std::move(fd), options_);
+    Status s = conn->Start();
+    if (!s.ok()) return Status(s.code(), fmt::format("ucx connect to {}: {}", address, s.message()));
+    return std::unique_ptr<Connection>(std::move(conn));
+  }
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  TransportOptions options_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Transport>> MakeUcxTransport(const TransportOptions& options) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return Status::Internal("ucp_config_read: " + UcsError(st));
+  if (!options.ucx_tls.empty()) {
+    st = ucp_config_modify(config, "TLS", options.ucx_tls.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return Status::InvalidArgument(
+          fmt::format("UCX_TLS '{}' rejected: {}", options.ucx_tls, UcsError(st)));
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_TAG;
+  params.mt_workers_shared = 0;
+  auto ctx = std::make_shared<Context>();
+  st = ucp_init(&params, config, &ctx->handle);
+  ucp_config_release(config);
+  if (st != UCS_OK) {
+    ctx->handle = nullptr;
+    return Status::Unavailable(fmt::format("ucp_init (UCX_TLS={}): {}",
+                                           options.ucx_tls.empty() ? "default" : options.ucx_tls,
+                                           UcsError(st)));
+  }
+  return std::unique_ptr<Transport>(new UcxTransport(std::move(ctx), options));
 }
 
 }  // namespace gpool::remote

@@ -1,4 +1,20 @@
-// The UCX transport (ucp tag API). See ucx_transport.cc.
+// The UCX transport: one ucp worker and endpoint per connection, tag API messages.
+//
+// Bootstrap: Listen/Connect use a plain TCP socket to swap ucp worker addresses ({u32 magic
+// 'GPU1', u32 length, address bytes} each way), then each side creates an endpoint to the other's
+// worker. Addressing by worker address rather than ucp's sockaddr listener works with every
+// UCX_TLS choice, shared memory included. The TCP socket then stays open, idle, as a liveness
+// channel: the peer closing or dying shows up on it as EOF, which Recv turns into Unavailable
+// (after draining what already arrived) even when UCX itself would not notice, as with shm.
+// Messages: ucp_tag_send_nbx (an IOV datatype for gather sends) and ucp_tag_probe_nb +
+// ucp_tag_msg_recv_nbx, so a message of any size lands whole in the caller's buffer; the tag
+// matcher keeps one sender's messages in order.
+// Waiting: busy progress with a short back-off (sched_yield, then 50 us sleeps) instead of
+// UCP_FEATURE_WAKEUP, which not every transport offers; idle waits cost little CPU.
+// TransportOptions::ucx_tls sets UCX_TLS for this transport's context ("tcp", "posix,sysv,self",
+// "rc,ud" on InfiniBand). Thread safety: as for Connection (workers run UCS_THREAD_MODE_MULTI).
+// Limits: Close() flushes outstanding sends for at most 2 s; a receive abandoned by Close keeps
+// its buffer alive inside the connection until the connection is destroyed.
 #pragma once
 
 #include <memory>
