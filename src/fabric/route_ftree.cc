@@ -9,8 +9,10 @@
 //     shortest down path, least-used port first.
 //  3. Every remaining switch, top level first, routes d up: preferably to an upper neighbour that
 //     is on the main path or already routes d up towards it (so all sources reach d through the
-//     same top switch, the property that makes shift patterns contention-free), else to any
-//     upper neighbour that has a route; least-used port first.
+//     same top switch, the property that makes shift patterns contention-free), least-used port
+//     first; this is found by walking down from the main path's top, touching only the edges
+//     below the main line. Switches left over (off every CA's path to d on an intact tree) go
+//     up to any upper neighbour that has a route.
 // Routes are therefore up*, then down*: deadlock-free on one VL. Because consecutive CAs of a
 // leaf take consecutive least-used uplinks, every leaf's uplinks carry the same number of
 // destinations (+-1) on a full fat-tree.
@@ -180,7 +182,9 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
 
   std::vector<uint32_t> dist(n, kInf), anc, cand_off;
   std::vector<const SwitchEdge*> cand;
-  std::vector<uint32_t> routed(n, 0), in_r(n, 0);
+  std::vector<uint32_t> routed(n, 0), best_gen(n, 0), rr(n, 0);
+  std::vector<const SwitchEdge*> best(n, nullptr);
+  std::vector<uint32_t> main_path, frontier, below;
   uint32_t gen = 0;
   size_t failures = 0;
   std::string first_failure;
@@ -219,6 +223,7 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
       t->set_out_port(g.nodes[leaf], d.lid, static_cast<uint8_t>(d.port));
       routed[leaf] = gen;
       // 1. Main path.
+      main_path.assign(1, leaf);
       for (uint32_t x = leaf;;) {
         const SwitchEdge* e = LeastUsed(
             up(x), main_use, [](const SwitchEdge&) { return true; },
@@ -228,7 +233,8 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
         t->set_out_port(g.nodes[y], d.lid, static_cast<uint8_t>(e->peer_port));
         ++use[e->peer_gport];
         ++main_use[e->peer_gport];
-        routed[y] = in_r[y] = gen;
+        routed[y] = gen;
+        main_path.push_back(y);
         x = y;
       }
       // 2. The other ancestors go down.
@@ -245,15 +251,55 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
         ++use[e->gport];
         routed[x] = gen;
       }
-      // 3. Everyone else goes up, top level first.
+      // 3a. Level by level below the main path's top: a switch under a switch of the main line
+      // (main path or already routed up towards it) goes up to one of them, least-used port.
+      frontier.assign(1, main_path.back());
+      for (int lv = level[main_path.back()]; lv >= 1; --lv) {
+        below.clear();
+        for (uint32_t x : frontier)
+          for (const SwitchEdge* e : down(x)) {
+            uint32_t y = e->peer;
+            if (routed[y] == gen) continue;
+            if (best_gen[y] != gen) {
+              best_gen[y] = gen;
+              best[y] = e;
+              below.push_back(y);
+            } else if (use[e->peer_gport] < use[best[y]->peer_gport] ||
+                       (use[e->peer_gport] == use[best[y]->peer_gport] &&
+                        e->peer_port < best[y]->peer_port)) {
+              best[y] = e;
+            }
+          }
+        frontier.clear();
+        for (uint32_t y : below) {
+          const SwitchEdge* e = best[y];
+          t->set_out_port(g.nodes[y], d.lid, static_cast<uint8_t>(e->peer_port));
+          ++use[e->peer_gport];
+          routed[y] = gen;
+          frontier.push_back(y);
+        }
+        size_t mp = static_cast<size_t>(lv - 1 - level[leaf]);
+        if (lv - 1 >= level[leaf] && mp < main_path.size()) frontier.push_back(main_path[mp]);
+      }
+      // 3b. The rest (off every CA's path to d unless the tree is degraded) go up to any upper
+      // neighbour that has a route: least-used for CA-facing switches, round-robin otherwise.
       for (uint32_t s : top_down) {
         if (routed[s] == gen) continue;
-        auto gp = [](const SwitchEdge& e) { return e.gport; };
-        const SwitchEdge* e =
-            LeastUsed(up(s), use, [&](const SwitchEdge& x) { return in_r[x.peer] == gen; }, gp);
-        bool main_line = e != nullptr;
-        if (!e)
-          e = LeastUsed(up(s), use, [&](const SwitchEdge& x) { return routed[x.peer] == gen; }, gp);
+        auto u = up(s);
+        const SwitchEdge* e = nullptr;
+        if (!g.ca_dests(s).empty()) {
+          e = LeastUsed(u, use, [&](const SwitchEdge& x) { return routed[x.peer] == gen; },
+                        [](const SwitchEdge& x) { return x.gport; });
+        } else {
+          for (size_t j = 0; j < u.size(); ++j) {
+            size_t k = (rr[s] + j) % u.size();
+            if (routed[u[k]->peer] == gen) {
+              e = u[k];
+              rr[s] = static_cast<uint32_t>((k + 1) % u.size());
+              break;
+            }
+          }
+        }
         if (!e) {
           if (!g.ca_dests(s).empty() && comp[s] == comp[leaf]) {
             if (failures++ == 0)
@@ -264,7 +310,6 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
         t->set_out_port(g.nodes[s], d.lid, static_cast<uint8_t>(e->port));
         ++use[e->gport];
         routed[s] = gen;
-        if (main_line) in_r[s] = gen;
       }
     }
   }

@@ -130,11 +130,21 @@ void AssignBalanced(const SwitchGraph& g, uint32_t dst, const std::vector<uint32
         if (counts[k] < counts[best]) best = k;
       return best;
     };
-    for (const CaDest& d : dests) {
-      if (!lids.contains(d.lid)) continue;
-      uint32_t k = pick();
-      ++counts[k];
-      t->set_out_port(sw, d.lid, static_cast<uint8_t>(cand[b + k]->port));
+    // Repeated least-used choice (ties: lowest port), done in rounds: at the current minimum
+    // count every candidate holding it takes the next destination in port order. Same result
+    // as picking the argmin per destination, O(1) per destination on balanced counts.
+    size_t di = 0;
+    while (true) {
+      while (di < dests.size() && !lids.contains(dests[di].lid)) ++di;
+      if (di == dests.size()) break;
+      uint32_t m = counts[pick()];
+      for (uint32_t k = 0; k < n && di < dests.size(); ++k) {
+        if (counts[k] != m) continue;
+        ++counts[k];
+        t->set_out_port(sw, dests[di].lid, static_cast<uint8_t>(cand[b + k]->port));
+        ++di;
+        while (di < dests.size() && !lids.contains(dests[di].lid)) ++di;
+      }
     }
     if (dst_lid && lids.contains(dst_lid))
       t->set_out_port(sw, dst_lid, static_cast<uint8_t>(cand[b + pick()]->port));
