@@ -289,8 +289,9 @@ Status NetParser::ParseHeader(Cursor c, NodeType type, std::string_view keyword,
     std::string_view desc;
     if (c.peek() == '"' && !c.Quoted(&desc)) return Err(loc, "unterminated quoted description");
     n.spec.description = std::string(desc);
-    // Switches: "base port 0 lid 6 lmc 0"; anything else in the comment is ignored.
-    while (!c.done()) {
+    // Switches: "base port 0 lid 6 lmc 0"; anything else in the comment is ignored. A CA's
+    // LIDs and LMC are on its port lines.
+    while (type == NodeType::kSwitch && !c.done()) {
       std::string_view tok = c.Token();
       if (tok == "lid" || tok == "lmc") {
         c.SkipSpace();
@@ -298,7 +299,7 @@ Status NetParser::ParseHeader(Cursor c, NodeType type, std::string_view keyword,
         if (!c.Dec(&v)) return Err(loc, fmt::format("expected a number after '{}'", tok));
         if (tok == "lid") {
           if (v > kMaxUnicastLid) return Err(loc, fmt::format("LID {} is not a unicast LID", v));
-          if (type == NodeType::kSwitch) n.spec.lid = static_cast<Lid>(v);
+          n.spec.lid = static_cast<Lid>(v);
         } else {
           if (v > 7) return Err(loc, fmt::format("LMC {} is outside 0..7", v));
           n.spec.lmc = static_cast<uint8_t>(v);
@@ -372,7 +373,7 @@ Status NetParser::ParsePortComment(Cursor c, RawPort* p, PortRate* rate, bool is
       } else if (!is_switch) {
         if (v > 7) return Err(loc, fmt::format("LMC {} is outside 0..7", v));
         RawNode& n = nodes_[p->node];
-        if (!n.has_lmc) {
+        if (!n.has_lmc && !p->remote.empty()) {
           n.spec.lmc = static_cast<uint8_t>(v);
           n.has_lmc = true;
         }
@@ -564,11 +565,12 @@ StatusOr<Fabric> NetParser::Finish() {
       return Err(p.loc, fmt::format("port {} of '{}' is listed twice in its record (also at {})",
                                     p.port, n.name, Where(ports_[line_of[g]].loc)));
     line_of[g] = i;
+    // An unconnected port is inactive: it has no LID, and its GUID stays the derived one.
+    if (p.remote.empty()) continue;
     if (n.spec.type != NodeType::kSwitch) {
       if (p.guid) port_guid[g] = p.guid;
       if (p.lid) port_lid[g] = p.lid;
     }
-    if (p.remote.empty()) continue;
     auto rit = by_name_.find(p.remote);
     if (rit == by_name_.end())
       return Err(p.loc, fmt::format("port {} of '{}' links to '{}', which has no record", p.port,

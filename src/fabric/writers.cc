@@ -428,7 +428,8 @@ std::string WriteJson(const Fabric& f, int indent) {
   json doc = {{"switches", f.num_switches()}, {"cas", f.num_cas()}, {"routers", routers},
               {"links", f.num_links()},       {"nodes", std::move(nodes)},
               {"edges", std::move(edges)}};
-  return doc.dump(indent) + "\n";
+  // Names come from files and may hold bytes that are not UTF-8: replace them rather than throw.
+  return doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace gpool::fabric

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fabric/compare.h"
+#include "fabric/generators.h"
 #include "fabric/ibnetdiscover.h"
 #include "fabric/test_fabrics.h"
 
@@ -32,6 +33,37 @@ TEST(WritersTest, HandmadeFatTreeRoundTripsThroughIbnetdiscoverAndIbsim) {
     Status same = SameFabric(a, *b, all);
     EXPECT_TRUE(same.ok()) << same.ToString() << "\n" << *text;
   }
+}
+
+TEST(WritersTest, GeneratedFatTreeAndTorusRoundTrip) {
+  FatTreeOptions ft;
+  ft.levels = 3;
+  ft.radix = 8;
+  ft.pods = 4;
+  auto tree = GenerateFatTree(ft);
+  ASSERT_TRUE(tree.ok()) << tree.status().ToString();
+  TorusOptions to;
+  to.dims = {3, 3, 2};
+  to.hcas_per_switch = 2;
+  auto torus = GenerateTorus(to);
+  ASSERT_TRUE(torus.ok()) << torus.status().ToString();
+  CompareOptions all;
+  all.descriptions = true;
+  for (const Fabric* a : {&*tree, &*torus}) {
+    for (int dialect = 0; dialect < 2; ++dialect) {
+      auto text = dialect == 0 ? WriteIbnetdiscover(*a) : WriteIbsimNet(*a);
+      ASSERT_TRUE(text.ok()) << text.status().ToString();
+      auto b = Reparse(*text);
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      Status same = SameFabric(*a, *b, all);
+      EXPECT_TRUE(same.ok()) << same.ToString();
+    }
+  }
+  // The generated tree's levels drive the Slurm tree: cores list aggregation switches.
+  auto conf = WriteSlurmTopology(*tree);
+  ASSERT_TRUE(conf.ok());
+  EXPECT_THAT(*conf, HasSubstr("SwitchName=leaf-p0-0 Nodes=host[0001-0004]\n"));
+  EXPECT_THAT(*conf, HasSubstr("SwitchName=core-0 Switches="));
 }
 
 TEST(WritersTest, IbnetdiscoverTextLooksLikeARealDump) {
