@@ -184,8 +184,10 @@ Status RunEngine(Engine engine, const SwitchGraph& g, const LidSet& lids,
       Status st = internal::RouteFtree(g, lids, usage, t);
       if (st.ok()) return st;
       if (st.code() != StatusCode::kFailedPrecondition) return st;
-      t->notes.push_back(fmt::format("ftree: {}; fell back to updn", st.message()));
-      t->engine = "updn";
+      // A partial re-route keeps the table's engine: most entries are still ftree's.
+      t->notes.push_back(fmt::format("ftree: {}; fell back to updn{}", st.message(),
+                                     lids.all() ? "" : " for the re-routed destinations"));
+      if (lids.all()) t->engine = "updn";
       ClearEntries(g, lids, t);
       *usage = before;
       return internal::RouteUpdn(g, lids, RootIndices(g, options), usage, t);
@@ -195,13 +197,15 @@ Status RunEngine(Engine engine, const SwitchGraph& g, const LidSet& lids,
       if (st.ok()) return st;
       if (st.code() != StatusCode::kFailedPrecondition) return st;
       t->notes.push_back(fmt::format(
-          "dor: {}; fell back to updn (deadlock-free on one VL, not dimension-ordered)",
-          st.message()));
-      t->engine = "updn";
+          "dor: {}; fell back to updn{} (deadlock-free on one VL, not dimension-ordered)",
+          st.message(), lids.all() ? "" : " for the re-routed destinations"));
       ClearEntries(g, lids, t);
       *usage = before;
-      t->torus.reset();
-      t->num_vls = 1;
+      if (lids.all()) {
+        t->engine = "updn";
+        t->torus.reset();
+        t->num_vls = 1;
+      }
       return internal::RouteUpdn(g, lids, RootIndices(g, options), usage, t);
     }
   }

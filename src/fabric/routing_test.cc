@@ -329,6 +329,23 @@ TEST(RoutingTest, DorFallsBackOnFailuresAndNeedsCoordinates) {
   EXPECT_EQ(t->torus, nullptr);
   EXPECT_NE(t->notes.at(0).find("link of 'sw-x"), std::string::npos) << t->notes[0];
   EXPECT_TRUE(Verify(f, *t, {}).ok());
+  // Re-routing a dor table after a failure: the affected destinations go through updn, the
+  // table stays dor's and says so.
+  Fabric h = *GenerateTorus({.dims = {4, 4, 1}});
+  auto d = Route(h, {.engine = Engine::kDor});
+  ASSERT_TRUE(d.ok());
+  NodeId sw = *h.FindByName("sw-x1-y1-z0"), peer = *h.FindByName("sw-x2-y1-z0");
+  std::vector<Lid> affected;  // entries leaving either end over the x link between them
+  for (Lid l = 1; l <= h.max_lid(); ++l)
+    if (d->out_port(sw, l) == 1 || d->out_port(peer, l) == 2) affected.push_back(l);
+  ASSERT_TRUE(h.SetLinkUp(h.port(h.port_of(sw, 1)).link, false).ok());
+  ASSERT_TRUE(Reroute(h, affected, {.engine = Engine::kDor}, &*d).ok());
+  EXPECT_EQ(d->engine, "dor");
+  EXPECT_NE(d->notes.at(0).find("for the re-routed destinations"), std::string::npos)
+      << d->notes[0];
+  VerifyReport rd = Verify(h, *d, {.check_deadlock = false});
+  EXPECT_EQ(rd.unreachable, 0u);
+  EXPECT_EQ(rd.loops, 0u);
   auto ft = Route(SmallFatTree(), {.engine = Engine::kDor});
   ASSERT_FALSE(ft.ok());
   EXPECT_NE(ft.status().message().find("leaf-0"), std::string::npos) << ft.status().message();
