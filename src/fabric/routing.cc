@@ -57,7 +57,8 @@ SwitchGraph::SwitchGraph(const Fabric& f) : fabric(f), index(f.num_nodes(), kNoS
     const Node& node = f.node(n);
     if (node.up && node.lid) lid_switch[node.lid] = i;
     for (const Adjacent* a = f.adj_begin(n); a != f.adj_end(n); ++a) {
-      if (!f.link_usable(a->link)) continue;
+      // A cable from a switch back to itself (real dumps have them) carries no route.
+      if (!f.link_usable(a->link) || a->peer == n) continue;
       const Node& peer = f.node(a->peer);
       uint32_t gport = f.node(n).first_port + a->port - 1;
       if (peer.type == NodeType::kSwitch) {

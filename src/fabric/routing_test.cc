@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "fabric/generators.h"
+#include "fabric/load.h"
 
 namespace gpool::fabric {
 namespace {
@@ -349,6 +350,28 @@ TEST(RoutingTest, DorFallsBackOnFailuresAndNeedsCoordinates) {
   auto ft = Route(SmallFatTree(), {.engine = Engine::kDor});
   ASSERT_FALSE(ft.ok());
   EXPECT_NE(ft.status().message().find("leaf-0"), std::string::npos) << ft.status().message();
+}
+
+// Real, irregular fabrics (vendor ibnetdiscover dumps, a production three-layer Clos): every
+// engine routes every CA pair without loops; updn and ftree (or its updn fallback) are
+// deadlock-free.
+TEST(RoutingTest, RealFabricsRouteWithEveryEngine) {
+  for (const char* path : {"testdata/fabric/jabl_1.topo", "testdata/fabric/jabl_2.topo",
+                           "testdata/fabric/jabl_3.topo", "testdata/fabric/jabl_4.topo",
+                           "testdata/fabric/alibaba-lingjun-2023-topo.csv"}) {
+    auto f = LoadFabric(path);
+    ASSERT_TRUE(f.ok()) << path << ": " << f.status().ToString();
+    for (Engine e : {Engine::kMinhop, Engine::kUpdn, Engine::kFtree}) {
+      auto t = Route(*f, {.engine = e});
+      ASSERT_TRUE(t.ok()) << path << " " << EngineName(e) << ": " << t.status().ToString();
+      VerifyReport r = Verify(*f, *t, {.check_deadlock = e != Engine::kMinhop});
+      if (f->num_cas() > 1) {
+        EXPECT_GT(r.pairs_checked, 0u) << path;
+      }
+      EXPECT_TRUE(r.ok()) << path << " " << EngineName(e) << " (" << t->engine << "): "
+                          << (r.problems.empty() ? "" : r.problems[0]);
+    }
+  }
 }
 
 }  // namespace
