@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -224,6 +225,30 @@ TEST(RoutingTest, FtreeBalancesEveryLeafUplink) {
     EXPECT_TRUE(r.ok()) << ResolveFatTree(o)->ToString() << ": "
                         << (r.problems.empty() ? "" : r.problems[0]);
   }
+}
+
+// ftree's point: every source reaches a destination through the same top switch (its main
+// path), and destinations are spread over the top switches evenly.
+TEST(RoutingTest, FtreeSendsEachDestinationThroughOneCore) {
+  Fabric f = *GenerateFatTree({.levels = 3, .radix = 8});
+  auto t = Route(f, {.engine = Engine::kFtree});
+  ASSERT_TRUE(t.ok());
+  std::map<NodeId, int> per_core;
+  for (NodeId dst : f.cas()) {
+    Lid d = f.node(dst).lid;
+    std::set<NodeId> cores;
+    for (NodeId src : f.cas()) {
+      auto path = TracePath(f, *t, f.port_of(src, 1), d);
+      ASSERT_TRUE(path.ok()) << path.status().ToString();
+      for (LinkId l : *path)
+        for (PortId p : {f.link(l).a, f.link(l).b})
+          if (f.node(f.port(p).node).level == 2) cores.insert(f.port(p).node);
+    }
+    ASSERT_EQ(cores.size(), 1u) << f.node(dst).name;
+    ++per_core[*cores.begin()];
+  }
+  ASSERT_EQ(per_core.size(), 16u);  // 128 destinations over 16 cores
+  for (auto& [core, n] : per_core) EXPECT_EQ(n, 8) << f.node(core).name;
 }
 
 TEST(RoutingTest, FtreeOnTheBriefsFabric) {
