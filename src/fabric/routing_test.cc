@@ -175,6 +175,37 @@ TEST(RoutingTest, UpdnIsDeadlockFreeWhereMinhopIsNot) {
   EXPECT_TRUE(Verify(torus, *ut, {}).ok());
 }
 
+// Two top switches that meet only through a leaf-to-leaf cable: as roots they leave pairs
+// without a legal up*/down* route, so updn says so and ranks from a single root.
+TEST(RoutingTest, UpdnFallsBackToOneRootWhenAutomaticRootsDoNotMeet) {
+  FabricBuilder b;
+  auto sw = [&](const char* name) {
+    return *b.AddNode({.type = NodeType::kSwitch, .name = name, .num_ports = 4});
+  };
+  NodeId c1 = sw("c1"), c2 = sw("c2"), l1 = sw("l1"), l2 = sw("l2"), l3 = sw("l3"), l4 = sw("l4");
+  ASSERT_TRUE(b.AddLink(c1, 1, l1, 1).ok());
+  ASSERT_TRUE(b.AddLink(c1, 2, l2, 1).ok());
+  ASSERT_TRUE(b.AddLink(c2, 1, l3, 1).ok());
+  ASSERT_TRUE(b.AddLink(c2, 2, l4, 1).ok());
+  ASSERT_TRUE(b.AddLink(l2, 2, l3, 2).ok());
+  for (NodeId leaf : {l1, l2, l3, l4}) {
+    NodeId h = *b.AddNode({.name = "h-" + std::to_string(leaf.value())});
+    ASSERT_TRUE(b.AddLink(leaf, 3, h, 1).ok());
+  }
+  Fabric f = *b.Build();
+  auto t = Route(f, {.engine = Engine::kUpdn});
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->notes.size(), 1u);
+  EXPECT_NE(t->notes[0].find("single root"), std::string::npos) << t->notes[0];
+  VerifyReport r = Verify(f, *t, {});
+  EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+  // Explicit roots are taken as given: the same two, and no retry.
+  auto given = Route(f, {.engine = Engine::kUpdn, .roots = {c1, c2}});
+  ASSERT_TRUE(given.ok());
+  EXPECT_TRUE(given->notes.empty());
+  EXPECT_GT(Verify(f, *given, {}).unreachable, 0u);
+}
+
 TEST(RoutingTest, UpdnOnFatTreesAndDragonflies) {
   Fabric f = SmallFatTree(3);
   auto t = Route(f, {.engine = Engine::kUpdn});
