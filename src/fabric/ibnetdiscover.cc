@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <optional>
@@ -124,6 +125,7 @@ struct RawPort {
   uint16_t port = 0;
   uint16_t rport = 0;
   std::string_view remote;  // empty: unconnected
+  uint32_t rnode = kNone;   // remote record, resolved by Finish
   uint64_t guid = 0, rguid = 0;
   Lid lid = 0, rlid = 0;
   LinkWidth width = 4;
@@ -158,6 +160,35 @@ LinkSpeed ExtSpeedFromMask(uint64_t m) {
   if (m & 4) return LinkSpeed::kHdr;
   if (m & 2) return LinkSpeed::kEdr;
   return LinkSpeed::kFdr;
+}
+
+// "4xNDR" -> 4, NDR without allocating (model.h's ParseWidthSpeed upper-cases into a string).
+bool WidthSpeedToken(std::string_view tok, LinkWidth* width, LinkSpeed* speed) {
+  size_t x = tok.find_first_of("xX");
+  if (x == 0 || x == std::string_view::npos || x > 2) return false;
+  unsigned w = 0;
+  for (size_t i = 0; i < x; ++i) {
+    if (!IsDigit(tok[i])) return false;
+    w = w * 10 + static_cast<unsigned>(tok[i] - '0');
+  }
+  if (w != 1 && w != 2 && w != 4 && w != 8 && w != 12) return false;
+  std::string_view name = tok.substr(x + 1);
+  static constexpr LinkSpeed kAll[] = {LinkSpeed::kSdr, LinkSpeed::kDdr, LinkSpeed::kQdr,
+                                       LinkSpeed::kFdr10, LinkSpeed::kFdr, LinkSpeed::kEdr,
+                                       LinkSpeed::kHdr, LinkSpeed::kNdr, LinkSpeed::kXdr};
+  for (LinkSpeed s : kAll) {
+    std::string_view n = LinkSpeedName(s);
+    if (n.size() != name.size()) continue;
+    bool eq = true;
+    for (size_t i = 0; i < n.size() && eq; ++i)
+      eq = (name[i] & ~0x20) == n[i] || name[i] == n[i];
+    if (eq) {
+      *width = static_cast<LinkWidth>(w);
+      *speed = s;
+      return true;
+    }
+  }
+  return false;
 }
 
 class NetParser {
@@ -208,6 +239,13 @@ Status NetParser::ParseText(std::string_view text, const std::string& name, int 
   uint32_t file = static_cast<uint32_t>(files_.size());
   files_.push_back(name);
   if (depth == 0) {
+    // One memchr pass sizes the arrays, so a 100,000-endpoint dump does not regrow them.
+    size_t lines_upper = 1;
+    for (const char* p = text.data(); (p = static_cast<const char*>(std::memchr(
+                                          p, '\n', static_cast<size_t>(text.data() + text.size() - p))));
+         ++p)
+      ++lines_upper;
+    ports_.reserve(lines_upper);
     by_name_.reserve(text.size() / 256 + 16);
     include_stack_.push_back(std::filesystem::path(name).lexically_normal().string());
   }
@@ -383,7 +421,7 @@ Status NetParser::ParsePortComment(Cursor c, RawPort* p, PortRate* rate, bool is
     } else if (IsDigit(tok[0]) || tok[0] == '?') {
       LinkWidth w;
       LinkSpeed s;
-      if (ParseWidthSpeed(tok, &w, &s)) {
+      if (WidthSpeedToken(tok, &w, &s)) {
         rate->width = w;
         rate->speed = s;
       } else if (tok.find('x') != std::string_view::npos) {
@@ -558,7 +596,7 @@ StatusOr<Fabric> NetParser::Finish() {
   };
 
   for (uint32_t i = 0; i < ports_.size(); ++i) {
-    const RawPort& p = ports_[i];
+    RawPort& p = ports_[i];
     const RawNode& n = nodes_[p.node];
     uint32_t g = first[p.node] + p.port - 1;
     if (line_of[g] != kNone)
@@ -576,6 +614,7 @@ StatusOr<Fabric> NetParser::Finish() {
       return Err(p.loc, fmt::format("port {} of '{}' links to '{}', which has no record", p.port,
                                     n.name, p.remote));
     uint32_t r = rit->second;
+    p.rnode = r;
     const RawNode& rn = nodes_[r];
     if (p.rport > rn.spec.num_ports)
       return Err(p.loc, fmt::format("'{}' has ports 1..{}, not port {}", rn.name,
@@ -616,7 +655,7 @@ StatusOr<Fabric> NetParser::Finish() {
   // Addresses the far end reports fill what a record leaves out (ibsim nets list few).
   for (const RawPort& p : ports_) {
     if (p.remote.empty()) continue;
-    uint32_t r = by_name_.find(p.remote)->second;
+    uint32_t r = p.rnode;
     RawNode& rn = nodes_[r];
     uint32_t rg = first[r] + p.rport - 1;
     if (rn.spec.type == NodeType::kSwitch) {
