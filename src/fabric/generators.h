@@ -49,6 +49,11 @@ struct Oversubscription {
 // A k-ary n-tree (2k-port switches, k^n hosts, top switches half used) is the real-radix tree
 // with radix 2k and pods = k: see KaryNtree().
 //
+// The brief's 2,048 GPUs on NDR: 256 hosts x 8 HCAs (one per GPU), rail-optimised, on 64-port
+// NDR switches, two levels, 1:1 = {levels 2, radix 64, hcas_per_node 8}: 64 leaves (8 groups of
+// one leaf per rail, 32 hosts each) + 32 spines = 96 switches, the full two-level radix-64 tree.
+// ("10 NDR switches" cannot carry it non-blocking: 10 x 64 ports < 2,048 HCA links.)
+//
 // Rail-optimised hosts (hcas_per_node = R > 1): leaves are taken R at a time (one per rail);
 // host slot s of such a group has HCA i on port s of the group's leaf i, so HCA i of every host
 // sits on rail i. Leaves (per pod, for three levels) must be a multiple of R.
