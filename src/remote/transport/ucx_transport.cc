@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -17,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "common/file.h"
 #include "remote/transport/socket.h"
 
 namespace gpool::remote {
@@ -51,6 +53,10 @@ class Backoff {
 // Owns the ucp context; shared by the transport and every connection made from it.
 struct Context {
   ucp_context_h handle = nullptr;
+  // UCP_ERR_HANDLING_MODE_PEER makes UCX drop every transport that can't detect a dead peer, so
+  // it is only asked for when all configured transports can (otherwise shared memory would be
+  // silently replaced by tcp, or no transport would be left).
+  bool peer_error_mode = false;
   ~Context() {
     if (handle != nullptr) ucp_cleanup(handle);
   }
@@ -80,7 +86,10 @@ StatusOr<std::vector<std::byte>> RecvBlob(int fd, std::string_view peer) {
 class UcxConnection final : public Connection {
  public:
   UcxConnection(std::shared_ptr<Context> ctx, Fd oob, const TransportOptions& options)
-      : ctx_(std::move(ctx)), oob_(std::move(oob)), options_(options) {
+      : ctx_(std::move(ctx)),
+        oob_(std::move(oob)),
+        options_(options),
+        peer_error_mode_(ctx_->peer_error_mode) {
     peer_ = net::PeerAddress(oob_.get());
   }
 
@@ -119,20 +128,17 @@ class UcxConnection final : public Connection {
     GPOOL_RETURN_IF_ERROR(net::SetTimeouts(oob_.get(), 0));
 
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     ep.address = reinterpret_cast<const ucp_address_t*>(remote.data());
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t) {
-      static_cast<UcxConnection*>(arg)->peer_failed_.store(true);
-    };
-    ep.err_handler.arg = this;
-    st = ucp_ep_create(worker_, &ep, &ep_);
-    if (st != UCS_OK) {
-      // Some transports can't detect peer failure; the OOB socket covers for them.
-      ep.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-      st = ucp_ep_create(worker_, &ep, &ep_);
+    if (peer_error_mode_) {
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t) {
+        static_cast<UcxConnection*>(arg)->peer_failed_.store(true);
+      };
+      ep.err_handler.arg = this;
     }
+    st = ucp_ep_create(worker_, &ep, &ep_);
     if (st != UCS_OK) {
       ep_ = nullptr;
       return Status::Unavailable(fmt::format("ucp_ep_create to {}: {}", peer_, UcsError(st)));
@@ -367,12 +373,15 @@ class UcxConnection final : public Connection {
     return Status::Ok();
   }
 
-  // Force-closes the endpoint: outstanding sends complete with an error. Sender side only.
+  // Closes the endpoint: forced (outstanding sends complete with an error) where both ends use
+  // peer error handling, which UCX requires for that; else flushing, given up after 1 s.
   void CloseEndpoint() {
     if (ep_ == nullptr) return;
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    if (peer_error_mode_) {
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
     ucs_status_ptr_t req = ucp_ep_close_nbx(ep_, &param);
     ep_ = nullptr;
     if (UCS_PTR_IS_PTR(req)) {
@@ -388,6 +397,7 @@ class UcxConnection final : public Connection {
   Fd oob_;
   TransportOptions options_;
   std::string peer_;
+  const bool peer_error_mode_;
   ucp_worker_h worker_ = nullptr;
   ucp_ep_h ep_ = nullptr;  // guarded by send_mu_ once running
   std::mutex send_mu_;
@@ -485,6 +495,23 @@ class UcxTransport final : public Transport {
   TransportOptions options_;
 };
 
+// True when UCX_TLS (the option, else the environment) lists only transports with peer failure
+// detection: tcp and the InfiniBand verbs ones. "all"/unset includes shared memory: false.
+bool AllTransportsDetectPeerFailure(const std::string& option) {
+  std::string tls = option;
+  if (tls.empty()) {
+    const char* env = std::getenv("UCX_TLS");
+    tls = env != nullptr ? env : "";
+  }
+  if (tls.empty() || tls.front() == '^') return false;
+  for (std::string_view t : Split(tls, ',')) {
+    bool ok = t == "tcp" || t.starts_with("rc") || t.starts_with("ud") || t.starts_with("dc") ||
+              t == "ib";
+    if (!ok) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Transport>> MakeUcxTransport(const TransportOptions& options) {
@@ -504,6 +531,7 @@ StatusOr<std::unique_ptr<Transport>> MakeUcxTransport(const TransportOptions& op
   params.features = UCP_FEATURE_TAG;
   params.mt_workers_shared = 0;
   auto ctx = std::make_shared<Context>();
+  ctx->peer_error_mode = AllTransportsDetectPeerFailure(options.ucx_tls);
   st = ucp_init(&params, config, &ctx->handle);
   ucp_config_release(config);
   if (st != UCS_OK) {

@@ -12,7 +12,10 @@
 // Waiting: busy progress with a short back-off (sched_yield, then 50 us sleeps) instead of
 // UCP_FEATURE_WAKEUP, which not every transport offers; idle waits cost little CPU.
 // TransportOptions::ucx_tls sets UCX_TLS for this transport's context ("tcp", "posix,sysv,self",
-// "rc,ud" on InfiniBand). Thread safety: as for Connection (workers run UCS_THREAD_MODE_MULTI).
+// "rc,ud" on InfiniBand); UCX error handling mode PEER is used only when every listed transport
+// supports it (tcp, rc, ud, dc), since asking for it drops shared memory; otherwise the OOB socket
+// alone detects a dead peer. Thread safety: as for Connection (workers run
+// UCS_THREAD_MODE_MULTI).
 // Limits: Close() flushes outstanding sends for at most 2 s; a receive abandoned by Close keeps
 // its buffer alive inside the connection until the connection is destroyed.
 #pragma once
