@@ -10,7 +10,9 @@
 //   keep the fabric's GUIDs; widths and speeds go in the port comments (`lid 3 4xNDR`), which is
 //   where ibsim reads them (rather than `w=`/`s=` masks, which it reads as enabled sets). ibsim
 //   limits node names to 64 characters without '#' or '@'; names that break this are an error.
-//   ibsim knows speeds up to NDR: an XDR link loads there at its default speed.
+//   Checked by hand with Debian 12's ibsim 0.10: it loads these files (jabl dumps, a generated
+//   3-level fat-tree), but that version knows speeds only up to HDR, so NDR/XDR links print
+//   "cannot parse speed" once per port and run at ibsim's default speed there.
 // - WriteSlurmTopology: Slurm's topology.conf for topology/tree (see SlurmHostName).
 // - WriteDot: Graphviz, switches as boxes ranked by level, CAs as ellipses, links labelled with
 //   their ports and rate.
