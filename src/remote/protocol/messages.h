@@ -442,6 +442,16 @@ class BatchWriter {
     PatchLength(at, w_.size() - at - kFrameHeader + blob.size());
     ++frames_;
   }
+  // Reply whose body ends in a blob sent, uncopied, as the next gather part (see above).
+  template <class Body>
+  void AddReplyWithTail(uint16_t op, ReplyHead& head, Body& body, wire::ByteSpan blob) {
+    size_t at = BeginFrame(op | kReply);
+    TailVisitor v{&w_, blob};
+    head.Visit(v);
+    body.Visit(v);
+    PatchLength(at, w_.size() - at - kFrameHeader + blob.size());
+    ++frames_;
+  }
   size_t frames() const { return frames_; }
   size_t bytes() const { return buf_.size(); }
   bool empty() const { return frames_ == 0; }

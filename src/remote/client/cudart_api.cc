@@ -1,0 +1,1357 @@
+// gpool's stand-in for libcudart.so.13: the CUDA runtime API, implemented by remoting each call
+// to GPU servers (see runtime.h for the state and docs/remoting.md for the design).
+//
+// Signatures come from the real CUDA 13 headers, so the compiler checks each definition against
+// cuda_runtime_api.h. Calls that return nothing to the program (launches, async copies, memsets,
+// event records, stream waits, registrations) are queued and sent without waiting; their errors
+// surface at the next synchronizing call. Calls gpool does not implement are weak stubs
+// (cudart_stubs.cc) that fail loudly. Thread safety: as CUDA's: any thread may call anything;
+// the current device and the last error are per thread.
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "remote/client/runtime.h"
+#include "remote/client/unsupported.h"
+
+namespace gpool::remote::client {
+namespace {
+
+using proto::kCopyChunkBytes;
+constexpr int kVersion = 13000;
+
+thread_local int t_device = 0;
+thread_local cudaError_t t_last_error = cudaSuccess;
+struct CallConfig {
+  dim3 grid, block;
+  size_t shmem;
+  void* stream;
+};
+thread_local std::vector<CallConfig> t_configs;
+
+cudaError_t Ret(cudaError_t e) {
+  if (e != cudaSuccess) t_last_error = e;
+  return e;
+}
+
+void Say(const std::string& s) { fmt::print(stderr, "gpool: {}\n", s); }
+
+class Runtime {
+ public:
+  static Runtime& Get() {
+    static Runtime* r = new Runtime();  // never destroyed: atexit-time CUDA calls stay valid
+    return *r;
+  }
+
+  std::mutex mu;
+  std::vector<DeviceRef> devices;
+  std::string env_error;  // why there are no devices
+  std::string token, transport = "tcp";
+  std::map<std::string, std::unique_ptr<ServerLink>> links;
+  std::map<std::string, std::string> link_errors;
+  std::unordered_map<uint64_t, std::unique_ptr<ModuleRec>> modules;
+  std::unordered_map<const void*, std::unique_ptr<FunctionRec>> functions;  // by host stub
+  std::unordered_set<const FunctionRec*> function_recs;
+  std::unordered_map<const void*, std::unique_ptr<VarRec>> vars;  // by host shadow
+  std::map<uint64_t, AllocRec> allocs;
+  std::map<const void*, size_t> host_allocs;
+  std::set<StreamRec*> streams;
+  std::set<EventRec*> events;
+  std::unordered_map<int, proto::DeviceProps> props;
+  std::map<std::pair<int, int>, int> attrs;
+  uint64_t next_id = 1;
+
+  Runtime() {
+    const char* d = getenv("GPOOL_DEVICES");
+    if (const char* t = getenv("GPOOL_LEASE")) token = t;
+    if (const char* t = getenv("GPOOL_TRANSPORT")) transport = t;
+    if (!d || !*d) {
+      env_error = "GPOOL_DEVICES is not set: no GPUs (run the program with `gpool run`)";
+      return;
+    }
+    std::string s = d;
+    size_t at = 0;
+    while (at <= s.size()) {
+      size_t comma = s.find(',', at);
+      std::string item = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      at = comma == std::string::npos ? s.size() + 1 : comma + 1;
+      if (item.empty()) continue;
+      size_t slash = item.rfind('/');
+      DeviceRef ref;
+      ref.server = item.substr(0, slash);
+      if (slash != std::string::npos) {
+        char* end = nullptr;
+        ref.index = static_cast<uint32_t>(strtoul(item.c_str() + slash + 1, &end, 10));
+        if (*end != '\0' || slash + 1 == item.size()) {
+          env_error = fmt::format("GPOOL_DEVICES entry '{}': index after '/' is not a number", item);
+          devices.clear();
+          return;
+        }
+      }
+      if (ref.server.find(':') == std::string::npos) {
+        env_error = fmt::format("GPOOL_DEVICES entry '{}': want HOST:PORT/INDEX", item);
+        devices.clear();
+        return;
+      }
+      devices.push_back(ref);
+    }
+    if (devices.empty()) env_error = "GPOOL_DEVICES lists no devices";
+  }
+
+  // Returns the link serving `dev`, connecting (and sending registrations) on first use.
+  // Caller holds mu.
+  ServerLink* LinkLocked(int dev, cudaError_t* err) {
+    if (dev < 0 || dev >= static_cast<int>(devices.size())) {
+      *err = devices.empty() ? cudaErrorNoDevice : cudaErrorInvalidDevice;
+      if (devices.empty()) Say(env_error);
+      return nullptr;
+    }
+    const DeviceRef& ref = devices[dev];
+    auto it = links.find(ref.server);
+    if (it != links.end()) {
+      if (it->second->broken()) {
+        *err = cudaErrorDevicesUnavailable;
+        return nullptr;
+      }
+      return it->second.get();
+    }
+    if (link_errors.count(ref.server)) {
+      *err = cudaErrorDevicesUnavailable;
+      return nullptr;
+    }
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    LinkOptions o{.address = ref.server, .transport = transport, .token = token,
+                  .client_name = fmt::format("{}:{}", host, getpid())};
+    auto link = ServerLink::Connect(o);
+    if (!link.ok()) {
+      Say(link.status().message());
+      link_errors[ref.server] = link.status().message();
+      *err = link.status().code() == StatusCode::kPermissionDenied ? cudaErrorNotPermitted
+                                                                    : cudaErrorDevicesUnavailable;
+      return nullptr;
+    }
+    ServerLink* l = link->get();
+    links[ref.server] = std::move(*link);
+    for (size_t d = 0; d < devices.size(); ++d) {
+      if (devices[d].server == ref.server && devices[d].index >= l->device_count()) {
+        Say(fmt::format("GPOOL_DEVICES entry {}/{}: the server has {} device(s)", ref.server,
+                        devices[d].index, l->device_count()));
+      }
+    }
+    if (ref.index >= l->device_count()) {
+      *err = cudaErrorInvalidDevice;
+      return nullptr;
+    }
+    // The start-up registration storm goes out in one batch.
+    std::lock_guard<std::mutex> lk(l->mu());
+    for (auto& [id, m] : modules) PostModule(l, *m);
+    for (auto& [h, f] : functions) PostFunction(l, *f);
+    for (auto& [h, v] : vars) PostVar(l, *v);
+    if (!l->Flush().ok()) {
+      *err = cudaErrorDevicesUnavailable;
+      return nullptr;
+    }
+    return l;
+  }
+  ServerLink* Link(int dev, cudaError_t* err) {
+    std::lock_guard<std::mutex> lk(mu);
+    return LinkLocked(dev, err);
+  }
+  uint32_t Index(int dev) { return devices[dev].index; }
+
+  void PostModule(ServerLink* l, const ModuleRec& m) {
+    proto::RegisterModule r{.module = m.id, .image = m.image};
+    (void)l->Post(r);
+  }
+  void PostFunction(ServerLink* l, const FunctionRec& f) {
+    proto::RegisterFunction r{.module = f.module, .func = f.id, .name = f.name};
+    (void)l->Post(r);
+  }
+  void PostVar(ServerLink* l, const VarRec& v) {
+    proto::RegisterVar r{.module = v.module, .var = v.id, .name = v.name, .size = v.size,
+                         .constant = static_cast<uint8_t>(v.constant)};
+    (void)l->Post(r);
+  }
+
+  // Finds the allocation holding `p`: returns its device or -1.
+  int DeviceOf(const void* p, uint64_t* base = nullptr) {
+    uint64_t a = reinterpret_cast<uint64_t>(p);
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = allocs.upper_bound(a);
+    if (it == allocs.begin()) return -1;
+    --it;
+    if (a >= it->first && a < it->first + std::max<uint64_t>(it->second.size, 1)) {
+      if (base) *base = it->first;
+      return it->second.device;
+    }
+    return -1;
+  }
+};
+
+Runtime& R() { return Runtime::Get(); }
+
+// Turns a reply into the call's result, printing server messages for real errors.
+cudaError_t FromReply(const proto::ReplyHead& h, ServerLink* l) {
+  if (h.async_error != 0) {
+    Say(fmt::format("asynchronous error on {}: {}", l->address(), h.async_message));
+    return static_cast<cudaError_t>(h.async_error);
+  }
+  if (h.error != 0 && h.error != cudaErrorNotReady && !h.message.empty()) {
+    Say(fmt::format("{}: {}", l->address(), h.message));
+  }
+  return static_cast<cudaError_t>(h.error);
+}
+cudaError_t FromStatus(const Status& s) {
+  if (s.ok()) return cudaSuccess;
+  static std::once_flag once;
+  std::call_once(once, [&] { Say(s.message() + "; CUDA calls on it now fail"); });
+  return cudaErrorDevicesUnavailable;
+}
+
+// A synchronous call on `l`.
+template <class Msg, class Body>
+cudaError_t Call(ServerLink* l, Msg& m, Body* body) {
+  proto::ReplyHead h;
+  std::lock_guard<std::mutex> lk(l->mu());
+  Status s = l->Call(m, &h, body);
+  if (!s.ok()) return FromStatus(s);
+  return FromReply(h, l);
+}
+template <class Msg>
+cudaError_t Call(ServerLink* l, Msg& m) {
+  proto::Empty none;
+  return Call(l, m, &none);
+}
+template <class Msg>
+cudaError_t Post(ServerLink* l, Msg& m) {
+  std::lock_guard<std::mutex> lk(l->mu());
+  return FromStatus(l->Post(m));
+}
+
+bool IsDefaultStream(cudaStream_t s) {
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+// Resolves a stream to (device, id); the default stream is the current device's.
+cudaError_t ResolveStream(cudaStream_t s, int* dev, uint64_t* id) {
+  if (IsDefaultStream(s)) {
+    *dev = t_device;
+    *id = 0;
+    return cudaSuccess;
+  }
+  auto* rec = reinterpret_cast<StreamRec*>(s);
+  std::lock_guard<std::mutex> lk(R().mu);
+  if (!R().streams.count(rec)) return cudaErrorInvalidResourceHandle;
+  *dev = rec->device;
+  *id = rec->id;
+  return cudaSuccess;
+}
+EventRec* FindEvent(cudaEvent_t e) {
+  auto* rec = reinterpret_cast<EventRec*>(e);
+  std::lock_guard<std::mutex> lk(R().mu);
+  return R().events.count(rec) ? rec : nullptr;
+}
+
+// ---- copies ----
+
+cudaError_t CopyH2D(ServerLink* l, uint64_t dst, const std::byte* src, size_t n, uint64_t stream) {
+  std::lock_guard<std::mutex> lk(l->mu());
+  return FromStatus(l->CopyToDevice(dst, wire::ByteSpan(src, n), stream));
+}
+
+cudaError_t CopyD2H(ServerLink* l, std::byte* dst, uint64_t src, size_t n, uint64_t stream) {
+  std::lock_guard<std::mutex> lk(l->mu());
+  proto::ReplyHead h;
+  if (Status s = l->CopyFromDevice(dst, src, n, stream, &h); !s.ok()) return FromStatus(s);
+  return FromReply(h, l);
+}
+
+cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream) {
+  uint64_t unused;
+  int ddev = R().DeviceOf(dst, &unused), sdev = R().DeviceOf(src, &unused);
+  if (kind == cudaMemcpyDefault) {
+    kind = ddev >= 0 ? (sdev >= 0 ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                     : (sdev >= 0 ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  }
+  int sdevice = 0;
+  uint64_t sid = 0;
+  if (cudaError_t e = ResolveStream(stream, &sdevice, &sid); e != cudaSuccess) return e;
+  cudaError_t err = cudaSuccess;
+  auto stream_for = [&](int dev) -> uint64_t {
+    if (sid == 0) return 0;
+    std::lock_guard<std::mutex> lk(R().mu);
+    return R().devices[dev].server == R().devices[sdevice].server ? sid : 0;
+  };
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      if (n) std::memmove(dst, src, n);
+      return cudaSuccess;
+    case cudaMemcpyHostToDevice: {
+      if (ddev < 0) ddev = R().DeviceOf(dst);  // e.g. symbol storage: route by current device
+      if (ddev < 0) ddev = t_device;
+      ServerLink* l = R().Link(ddev, &err);
+      if (!l) return err;
+      return CopyH2D(l, reinterpret_cast<uint64_t>(dst), static_cast<const std::byte*>(src), n,
+                     stream_for(ddev));
+    }
+    case cudaMemcpyDeviceToHost: {
+      if (sdev < 0) sdev = t_device;
+      ServerLink* l = R().Link(sdev, &err);
+      if (!l) return err;
+      return CopyD2H(l, static_cast<std::byte*>(dst), reinterpret_cast<uint64_t>(src), n,
+                     stream_for(sdev));
+    }
+    case cudaMemcpyDeviceToDevice: {
+      if (sdev < 0) sdev = t_device;
+      if (ddev < 0) ddev = sdev;
+      ServerLink* ls = R().Link(sdev, &err);
+      if (!ls) return err;
+      ServerLink* ld = R().Link(ddev, &err);
+      if (!ld) return err;
+      if (ls == ld) {
+        proto::MemcpyD2D m{.dst = reinterpret_cast<uint64_t>(dst),
+                           .src = reinterpret_cast<uint64_t>(src), .size = n,
+                           .stream = stream_for(sdev)};
+        return Post(ls, m);
+      }
+      // Between servers: relayed through this client, chunk by chunk.
+      std::vector<std::byte> buf(std::min(n, kCopyChunkBytes * 4));
+      for (size_t off = 0; off < n; off += buf.size()) {
+        size_t len = std::min(buf.size(), n - off);
+        if (cudaError_t e = CopyD2H(ls, buf.data(), reinterpret_cast<uint64_t>(src) + off, len, 0);
+            e != cudaSuccess) {
+          return e;
+        }
+        if (cudaError_t e = CopyH2D(ld, reinterpret_cast<uint64_t>(dst) + off, buf.data(), len, 0);
+            e != cudaSuccess) {
+          return e;
+        }
+      }
+      return cudaSuccess;
+    }
+    default:
+      return cudaErrorInvalidMemcpyDirection;
+  }
+}
+
+cudaError_t Memset(void* p, int value, size_t n, cudaStream_t stream) {
+  int dev = R().DeviceOf(p);
+  if (dev < 0) dev = t_device;
+  int sdev;
+  uint64_t sid;
+  if (cudaError_t e = ResolveStream(stream, &sdev, &sid); e != cudaSuccess) return e;
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return err;
+  proto::Memset m{.dst = reinterpret_cast<uint64_t>(p), .value = static_cast<uint32_t>(value & 0xff),
+                  .size = n, .stream = sdev == dev ? sid : 0};
+  return Post(l, m);
+}
+
+cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                     size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (width == 0 || height == 0) return cudaSuccess;
+  if ((dpitch < width) || (spitch < width)) return cudaErrorInvalidPitchValue;
+  int ddev = R().DeviceOf(dst), sdev = R().DeviceOf(src);
+  if (kind == cudaMemcpyDefault) {
+    kind = ddev >= 0 ? (sdev >= 0 ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                     : (sdev >= 0 ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  }
+  if (kind == cudaMemcpyHostToHost) {
+    for (size_t r = 0; r < height; ++r) {
+      std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+    }
+    return cudaSuccess;
+  }
+  int dev = kind == cudaMemcpyHostToDevice ? ddev : sdev;
+  if (dev < 0) dev = t_device;
+  if (kind == cudaMemcpyDeviceToDevice && ddev >= 0 && sdev >= 0 &&
+      R().devices[ddev].server != R().devices[sdev].server) {
+    for (size_t r = 0; r < height; ++r) {  // rows relayed between servers
+      cudaError_t e = Memcpy(static_cast<char*>(dst) + r * dpitch,
+                             static_cast<const char*>(src) + r * spitch, width, kind, stream);
+      if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+  }
+  int sd;
+  uint64_t sid;
+  if (cudaError_t e = ResolveStream(stream, &sd, &sid); e != cudaSuccess) return e;
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return err;
+  // Rows per request so that one request's packed host rows stay within a reply's bound.
+  size_t rows = std::max<size_t>(1, (kCopyChunkBytes * 16) / width);
+  std::vector<std::byte> packed;
+  for (size_t r0 = 0; r0 < height; r0 += rows) {
+    size_t h = std::min(rows, height - r0);
+    proto::Memcpy2D m{.dst = reinterpret_cast<uint64_t>(dst) + r0 * dpitch, .dpitch = dpitch,
+                      .src = reinterpret_cast<uint64_t>(src) + r0 * spitch, .spitch = spitch,
+                      .width = width, .height = h, .stream = sd == dev ? sid : 0};
+    if (kind == cudaMemcpyHostToDevice) {
+      m.kind = static_cast<uint8_t>(proto::CopyKind::kHostToDevice);
+      packed.resize(width * h);
+      for (size_t r = 0; r < h; ++r) {
+        std::memcpy(packed.data() + r * width, static_cast<const char*>(src) + (r0 + r) * spitch, width);
+      }
+      m.data = packed;
+      m.src = 0;
+    } else if (kind == cudaMemcpyDeviceToHost) {
+      m.kind = static_cast<uint8_t>(proto::CopyKind::kDeviceToHost);
+      m.dst = 0;
+    } else {
+      m.kind = static_cast<uint8_t>(proto::CopyKind::kDeviceToDevice);
+    }
+    proto::Data out;
+    proto::ReplyHead head;
+    std::lock_guard<std::mutex> lk(l->mu());
+    Status s = l->Call(m, &head, &out);
+    if (!s.ok()) return FromStatus(s);
+    if (cudaError_t e = FromReply(head, l); e != cudaSuccess) return e;
+    if (kind == cudaMemcpyDeviceToHost) {
+      if (out.data.size() != width * h) return cudaErrorUnknown;
+      for (size_t r = 0; r < h; ++r) {
+        std::memcpy(static_cast<char*>(dst) + (r0 + r) * dpitch, out.data.data() + r * width, width);
+      }
+    }
+  }
+  return cudaSuccess;
+}
+
+// ---- symbols ----
+
+cudaError_t SymbolAddress(const void* symbol, uint64_t* ptr, uint64_t* size, ServerLink** link) {
+  cudaError_t err;
+  ServerLink* l = R().Link(t_device, &err);
+  if (!l) return err;
+  VarRec* v;
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    auto it = R().vars.find(symbol);
+    if (it == R().vars.end()) return cudaErrorInvalidSymbol;
+    v = it->second.get();
+    auto a = v->address.find(l);
+    if (a != v->address.end()) {
+      *ptr = a->second;
+      *size = v->size;
+      *link = l;
+      return cudaSuccess;
+    }
+  }
+  proto::GetSymbol q{.var = v->id};
+  proto::Symbol s;
+  if (cudaError_t e = Call(l, q, &s); e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lk(R().mu);
+  v->address[l] = s.ptr;
+  *ptr = s.ptr;
+  *size = s.size;
+  *link = l;
+  return cudaSuccess;
+}
+
+cudaError_t ToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                     cudaMemcpyKind kind, cudaStream_t stream) {
+  uint64_t ptr, size;
+  ServerLink* l;
+  if (cudaError_t e = SymbolAddress(symbol, &ptr, &size, &l); e != cudaSuccess) return e;
+  if (offset + count > size) return cudaErrorInvalidValue;
+  if (kind == cudaMemcpyDefault) kind = R().DeviceOf(src) >= 0 ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+  if (kind == cudaMemcpyHostToDevice) {
+    int sd;
+    uint64_t sid;
+    if (cudaError_t e = ResolveStream(stream, &sd, &sid); e != cudaSuccess) return e;
+    return CopyH2D(l, ptr + offset, static_cast<const std::byte*>(src), count, sd == t_device ? sid : 0);
+  }
+  if (kind != cudaMemcpyDeviceToDevice) return cudaErrorInvalidMemcpyDirection;
+  proto::MemcpyD2D m{.dst = ptr + offset, .src = reinterpret_cast<uint64_t>(src), .size = count};
+  return Post(l, m);
+}
+
+cudaError_t FromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
+                       cudaMemcpyKind kind) {
+  uint64_t ptr, size;
+  ServerLink* l;
+  if (cudaError_t e = SymbolAddress(symbol, &ptr, &size, &l); e != cudaSuccess) return e;
+  if (offset + count > size) return cudaErrorInvalidValue;
+  if (kind == cudaMemcpyDefault) kind = R().DeviceOf(dst) >= 0 ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost;
+  if (kind == cudaMemcpyDeviceToHost) {
+    return CopyD2H(l, static_cast<std::byte*>(dst), ptr + offset, count, 0);
+  }
+  if (kind != cudaMemcpyDeviceToDevice) return cudaErrorInvalidMemcpyDirection;
+  proto::MemcpyD2D m{.dst = reinterpret_cast<uint64_t>(dst), .src = ptr + offset, .size = count};
+  return Post(l, m);
+}
+
+// ---- launches ----
+
+FunctionRec* FindFunction(const void* f) {
+  std::lock_guard<std::mutex> lk(R().mu);
+  auto it = R().functions.find(f);
+  if (it != R().functions.end()) return it->second.get();
+  auto* rec = static_cast<const FunctionRec*>(f);  // a cudaKernel_t from __cudaGetKernel
+  if (R().function_recs.count(rec)) return const_cast<FunctionRec*>(rec);
+  return nullptr;
+}
+
+// Parameter layout: the server's driver first (cached per server); the client-side fatbin parser
+// when the server cannot say.
+cudaError_t Layout(FunctionRec* f, ServerLink* l, std::vector<proto::ParamSlot>* out) {
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    auto it = f->params.find(l);
+    if (it != f->params.end()) {
+      *out = it->second;
+      return cudaSuccess;
+    }
+  }
+  proto::GetParamInfo q;
+  q.func = f->id;
+  proto::ParamInfo info;
+  proto::ReplyHead h;
+  {
+    std::lock_guard<std::mutex> lk(l->mu());
+    Status s = l->Call(q, &h, &info);
+    if (!s.ok()) return FromStatus(s);
+  }
+  if (h.async_error != 0) return FromReply(h, l);
+  std::lock_guard<std::mutex> lk(R().mu);
+  if (h.error != 0) {
+    ModuleRec& m = *R().modules[f->module];
+    if (!m.parsed) {
+      m.parsed = true;
+      auto mod = fatbin::ParseFatbin(m.image);
+      if (mod.ok()) m.layouts = std::move(*mod); else m.parse_status = mod.status();
+    }
+    auto k = m.layouts.kernels.find(f->name);
+    if (!m.parse_status.ok() || k == m.layouts.kernels.end()) {
+      Say(fmt::format("kernel {}: no parameter layout (server: {}; fatbin: {})", f->name, h.message,
+                      m.parse_status.ok() ? "kernel not found" : m.parse_status.message()));
+      return cudaErrorInvalidDeviceFunction;
+    }
+    info.params.clear();
+    for (const auto& p : k->second.params) info.params.push_back({p.offset, p.size});
+  }
+  f->params[l] = info.params;
+  *out = std::move(info.params);
+  return cudaSuccess;
+}
+
+cudaError_t Launch(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
+                   cudaStream_t stream) {
+  FunctionRec* f = FindFunction(func);
+  if (!f) return cudaErrorInvalidDeviceFunction;
+  int dev;
+  uint64_t sid;
+  if (cudaError_t e = ResolveStream(stream, &dev, &sid); e != cudaSuccess) return e;
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return err;
+  thread_local std::vector<proto::ParamSlot> slots;
+  thread_local std::vector<std::byte> buf;
+  if (cudaError_t e = Layout(f, l, &slots); e != cudaSuccess) return e;
+  size_t total = 0;
+  for (const auto& p : slots) total = std::max<size_t>(total, p.offset + p.size);
+  buf.assign(total, std::byte{0});
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!args || !args[i]) return cudaErrorInvalidValue;
+    std::memcpy(buf.data() + slots[i].offset, args[i], slots[i].size);
+  }
+  proto::Launch m{.func = f->id, .grid = {grid.x, grid.y, grid.z},
+                  .block = {block.x, block.y, block.z}, .shmem = static_cast<uint32_t>(shmem),
+                  .device = R().Index(dev), .stream = sid, .params = buf};
+  return Post(l, m);
+}
+
+cudaError_t SyncDevice(int dev) {
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return err;
+  proto::DeviceSync q;
+  q.device = R().Index(dev);
+  return Call(l, q);
+}
+
+const proto::DeviceProps* Props(int dev, cudaError_t* err) {
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    auto it = R().props.find(dev);
+    if (it != R().props.end()) return &it->second;
+  }
+  ServerLink* l = R().Link(dev, err);
+  if (!l) return nullptr;
+  proto::GetDeviceProps q;
+  q.device = R().Index(dev);
+  proto::DeviceProps p;
+  *err = Call(l, q, &p);
+  if (*err != cudaSuccess) return nullptr;
+  std::lock_guard<std::mutex> lk(R().mu);
+  return &(R().props[dev] = std::move(p));
+}
+
+}  // namespace
+
+int Unsupported(const char* name) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (said.insert(name).second) {
+      Say(fmt::format("{} is not supported by the gpool client runtime (returning "
+                      "cudaErrorNotSupported)", name));
+    }
+  }
+  t_last_error = cudaErrorNotSupported;
+  return cudaErrorNotSupported;
+}
+
+}  // namespace gpool::remote::client
+
+using namespace gpool::remote::client;  // NOLINT: the C API below is this file's whole point
+using gpool::remote::proto::Op;
+namespace proto = gpool::remote::proto;
+
+// ---------------------------------------------------------------- registration (nvcc-generated)
+// The library builds with hidden visibility; only the CUDA API below is exported.
+#pragma GCC visibility push(default)
+extern "C" {
+
+void** __cudaRegisterFatBinary(void* fatCubin) {
+  auto bytes = gpool::remote::fatbin::FatbinFromWrapper(fatCubin);
+  auto m = std::make_unique<ModuleRec>();
+  if (!bytes.ok()) {
+    Say(fmt::format("__cudaRegisterFatBinary: {}", bytes.status().ToString()));
+  } else {
+    m->image.assign(bytes->begin(), bytes->end());
+  }
+  Runtime& r = R();
+  std::lock_guard<std::mutex> lk(r.mu);
+  m->id = r.next_id++;
+  auto** handle = new void*(reinterpret_cast<void*>(m->id));
+  for (auto& [addr, l] : r.links) {
+    std::lock_guard<std::mutex> ll(l->mu());
+    r.PostModule(l.get(), *m);
+  }
+  r.modules[m->id] = std::move(m);
+  return handle;
+}
+
+void __cudaRegisterFatBinaryEnd(void** fatCubinHandle) { (void)fatCubinHandle; }
+
+void __cudaUnregisterFatBinary(void** fatCubinHandle) {
+  // Runs at exit: the session ends with the process, and the worker frees everything then.
+  (void)fatCubinHandle;
+}
+
+char __cudaInitModule(void** fatCubinHandle) {
+  (void)fatCubinHandle;
+  return 1;
+}
+
+void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun,
+                            const char* deviceName, int, uint3*, uint3*, dim3*, dim3*, int*) {
+  (void)deviceFun;
+  Runtime& r = R();
+  std::lock_guard<std::mutex> lk(r.mu);
+  auto f = std::make_unique<FunctionRec>();
+  f->id = r.next_id++;
+  f->module = reinterpret_cast<uint64_t>(*fatCubinHandle);
+  f->host_fun = hostFun;
+  f->name = deviceName;
+  for (auto& [addr, l] : r.links) {
+    std::lock_guard<std::mutex> ll(l->mu());
+    r.PostFunction(l.get(), *f);
+  }
+  r.function_recs.insert(f.get());
+  r.functions[hostFun] = std::move(f);
+}
+
+void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress,
+                       const char* deviceName, int, size_t size, int constant, int) {
+  (void)deviceAddress;
+  Runtime& r = R();
+  std::lock_guard<std::mutex> lk(r.mu);
+  auto v = std::make_unique<VarRec>();
+  v->id = r.next_id++;
+  v->module = reinterpret_cast<uint64_t>(*fatCubinHandle);
+  v->name = deviceName;
+  v->size = size;
+  v->constant = constant != 0;
+  for (auto& [addr, l] : r.links) {
+    std::lock_guard<std::mutex> ll(l->mu());
+    r.PostVar(l.get(), *v);
+  }
+  r.vars[hostVar] = std::move(v);
+}
+
+void __cudaRegisterManagedVar(void** fatCubinHandle, void** hostVarPtrAddress, char* deviceAddress,
+                              const char* deviceName, int ext, size_t size, int constant,
+                              int global) {
+  Say(fmt::format("__managed__ variable {} is not supported (managed memory is not remoted); "
+                  "it is registered as a plain __device__ variable and host access to it will "
+                  "fail", deviceName));
+  __cudaRegisterVar(fatCubinHandle, reinterpret_cast<char*>(hostVarPtrAddress), deviceAddress,
+                    deviceName, ext, size, constant, global);
+}
+
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+                                     struct CUstream_st* stream) {
+  t_configs.push_back({gridDim, blockDim, sharedMem, stream});
+  return 0;
+}
+
+cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem,
+                                       void* stream) {
+  if (t_configs.empty()) return Ret(cudaErrorMissingConfiguration);
+  CallConfig c = t_configs.back();
+  t_configs.pop_back();
+  *gridDim = c.grid;
+  *blockDim = c.block;
+  *sharedMem = c.shmem;
+  *static_cast<void**>(stream) = c.stream;
+  return cudaSuccess;
+}
+
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun) {
+  FunctionRec* f = FindFunction(hostFun);
+  if (!f) return Ret(cudaErrorInvalidDeviceFunction);
+  *kernel = reinterpret_cast<cudaKernel_t>(f);
+  return cudaSuccess;
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args,
+                               size_t sharedMem, cudaStream_t stream) {
+  return Ret(Launch(kernel, gridDim, blockDim, args, sharedMem, stream));
+}
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args,
+                                    size_t sharedMem, cudaStream_t stream) {
+  return Ret(Launch(kernel, gridDim, blockDim, args, sharedMem, stream));
+}
+
+// ---------------------------------------------------------------- the runtime API
+cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                             size_t sharedMem, cudaStream_t stream) {
+  return Ret(Launch(func, gridDim, blockDim, args, sharedMem, stream));
+}
+cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                                  size_t sharedMem, cudaStream_t stream) {
+  return Ret(Launch(func, gridDim, blockDim, args, sharedMem, stream));
+}
+
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = t_last_error;
+  t_last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return t_last_error; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (static_cast<int>(error)) {
+#define GPOOL_CUDA_ERROR(name, num, desc) case num: return #name;
+#include "remote/client/cuda_errors.inc"
+#undef GPOOL_CUDA_ERROR
+  }
+  return "cudaErrorUnknown";
+}
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (static_cast<int>(error)) {
+#define GPOOL_CUDA_ERROR(name, num, desc) case num: return desc;
+#include "remote/client/cuda_errors.inc"
+#undef GPOOL_CUDA_ERROR
+  }
+  return "unrecognized error code";
+}
+
+cudaError_t cudaDriverGetVersion(int* v) {
+  if (!v) return Ret(cudaErrorInvalidValue);
+  *v = kVersion;
+  return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  if (!v) return Ret(cudaErrorInvalidValue);
+  *v = kVersion;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (!count) return Ret(cudaErrorInvalidValue);
+  *count = static_cast<int>(R().devices.size());
+  if (*count == 0) {
+    Say(R().env_error);
+    return Ret(cudaErrorNoDevice);
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= static_cast<int>(R().devices.size())) {
+    return Ret(R().devices.empty() ? cudaErrorNoDevice : cudaErrorInvalidDevice);
+  }
+  t_device = device;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  if (!device) return Ret(cudaErrorInvalidValue);
+  if (R().devices.empty()) {
+    Say(R().env_error);
+    return Ret(cudaErrorNoDevice);
+  }
+  *device = t_device;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDeviceFlags(unsigned int) { return cudaSuccess; }
+cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
+  if (!flags) return Ret(cudaErrorInvalidValue);
+  *flags = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) {
+  cudaError_t err;
+  return Ret(R().Link(device, &err) ? cudaSuccess : err);
+}
+cudaError_t cudaFree(void* p);
+cudaError_t cudaDeviceSynchronize(void) { return Ret(SyncDevice(t_device)); }
+cudaError_t cudaDeviceReset(void) {
+  // Synchronizes and frees this device's allocations; the session itself stays.
+  cudaError_t e = SyncDevice(t_device);
+  std::vector<uint64_t> mine;
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    for (auto& [p, a] : R().allocs) if (a.device == t_device) mine.push_back(p);
+  }
+  for (uint64_t p : mine) cudaFree(reinterpret_cast<void*>(p));
+  return Ret(e);
+}
+cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache) { return cudaSuccess; }
+cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache* c) {
+  if (c) *c = cudaFuncCachePreferNone;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSetLimit(enum cudaLimit, size_t) { return cudaSuccess; }
+cudaError_t cudaDeviceGetLimit(size_t* value, enum cudaLimit limit) {
+  if (!value) return Ret(cudaErrorInvalidValue);
+  switch (limit) {
+    case cudaLimitStackSize: *value = 1024; break;
+    case cudaLimitPrintfFifoSize: *value = 1 << 20; break;
+    case cudaLimitMallocHeapSize: *value = 8 << 20; break;
+    default: *value = 0;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
+  if (!prop) return Ret(cudaErrorInvalidValue);
+  cudaError_t err = cudaSuccess;
+  const proto::DeviceProps* p = Props(device, &err);
+  if (!p) return Ret(err);
+  std::memset(prop, 0, sizeof *prop);
+  std::snprintf(prop->name, sizeof prop->name, "%s", p->name.c_str());
+  std::memcpy(prop->uuid.bytes, p->uuid.data(), std::min<size_t>(16, p->uuid.size()));
+  prop->totalGlobalMem = p->total_global_mem;
+  prop->sharedMemPerBlock = p->shared_mem_per_block;
+  prop->regsPerBlock = p->regs_per_block;
+  prop->warpSize = p->warp_size;
+  prop->memPitch = p->mem_pitch;
+  prop->maxThreadsPerBlock = p->max_threads_per_block;
+  for (int i = 0; i < 3; ++i) {
+    prop->maxThreadsDim[i] = p->max_threads_dim[i];
+    prop->maxGridSize[i] = p->max_grid_size[i];
+  }
+  prop->totalConstMem = p->total_const_mem;
+  prop->major = p->major;
+  prop->minor = p->minor;
+  prop->textureAlignment = p->texture_alignment;
+  prop->multiProcessorCount = p->multi_processor_count;
+  prop->integrated = p->integrated;
+  prop->canMapHostMemory = 0;  // mapped host memory cannot cross the network
+  prop->concurrentKernels = p->concurrent_kernels;
+  prop->ECCEnabled = p->ecc_enabled;
+  prop->pciBusID = p->pci_bus_id;
+  prop->pciDeviceID = p->pci_device_id;
+  prop->pciDomainID = p->pci_domain_id;
+  prop->asyncEngineCount = p->async_engine_count;
+  prop->unifiedAddressing = p->unified_addressing;
+  prop->memoryBusWidth = p->memory_bus_width;
+  prop->l2CacheSize = p->l2_cache_size;
+  prop->maxThreadsPerMultiProcessor = p->max_threads_per_mp;
+  prop->sharedMemPerMultiprocessor = p->shared_mem_per_mp;
+  prop->regsPerMultiprocessor = p->regs_per_mp;
+  prop->managedMemory = 0;
+  prop->sharedMemPerBlockOptin = p->shared_mem_per_block_optin;
+  prop->maxBlocksPerMultiProcessor = p->max_blocks_per_mp;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
+  if (!value) return Ret(cudaErrorInvalidValue);
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    auto it = R().attrs.find({device, static_cast<int>(attr)});
+    if (it != R().attrs.end()) {
+      *value = it->second;
+      return cudaSuccess;
+    }
+  }
+  cudaError_t err;
+  ServerLink* l = R().Link(device, &err);
+  if (!l) return Ret(err);
+  proto::GetAttribute q{.device = R().Index(device), .attr = static_cast<int32_t>(attr)};
+  proto::IntValue v;
+  if (cudaError_t e = Call(l, q, &v); e != cudaSuccess) return Ret(e);
+  std::lock_guard<std::mutex> lk(R().mu);
+  R().attrs[{device, static_cast<int>(attr)}] = v.value;
+  *value = v.value;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  cudaError_t err;
+  ServerLink* l = R().Link(t_device, &err);
+  if (!l) return Ret(err);
+  proto::MemGetInfo q;
+  q.device = R().Index(t_device);
+  proto::MemInfo m;
+  if (cudaError_t e = Call(l, q, &m); e != cudaSuccess) return Ret(e);
+  if (free) *free = m.free;
+  if (total) *total = m.total;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
+  if (!can) return Ret(cudaErrorInvalidValue);
+  int n = static_cast<int>(R().devices.size());
+  if (device < 0 || device >= n || peer < 0 || peer >= n) return Ret(cudaErrorInvalidDevice);
+  // Devices of one server can reach each other; across servers copies are relayed.
+  *can = device != peer && R().devices[device].server == R().devices[peer].server;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceEnablePeerAccess(int, unsigned int) { return cudaSuccess; }
+cudaError_t cudaDeviceDisablePeerAccess(int) { return cudaSuccess; }
+
+// ---- memory
+cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  if (!devPtr) return Ret(cudaErrorInvalidValue);
+  cudaError_t err;
+  int dev = t_device;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::Malloc q{.device = R().Index(dev), .size = size};
+  proto::Pointer p;
+  if (cudaError_t e = Call(l, q, &p); e != cudaSuccess) return Ret(e);
+  std::lock_guard<std::mutex> lk(R().mu);
+  auto next = R().allocs.lower_bound(p.ptr);
+  bool clash = (next != R().allocs.end() && next->first < p.ptr + std::max<size_t>(size, 1));
+  if (next != R().allocs.begin()) {
+    auto prev = std::prev(next);
+    clash |= prev->first + std::max<uint64_t>(prev->second.size, 1) > p.ptr;
+  }
+  if (clash) {
+    Say(fmt::format("cudaMalloc on device {} returned 0x{:x}, which overlaps memory of another "
+                    "device: servers of one program must use distinct address ranges",
+                    dev, p.ptr));
+    return Ret(cudaErrorMemoryAllocation);
+  }
+  R().allocs[p.ptr] = AllocRec{size, dev};
+  *devPtr = reinterpret_cast<void*>(p.ptr);
+  return cudaSuccess;
+}
+cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height) {
+  if (!pitch) return Ret(cudaErrorInvalidValue);
+  *pitch = (width + 511) / 512 * 512;
+  return cudaMalloc(devPtr, *pitch * height);
+}
+cudaError_t cudaFree(void* p) {
+  if (!p) return cudaSuccess;
+  int dev;
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    auto it = R().allocs.find(reinterpret_cast<uint64_t>(p));
+    if (it == R().allocs.end()) return Ret(cudaErrorInvalidValue);
+    dev = it->second.device;
+  }
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::Free q{.ptr = reinterpret_cast<uint64_t>(p)};
+  cudaError_t e = Call(l, q);
+  std::lock_guard<std::mutex> lk(R().mu);
+  R().allocs.erase(reinterpret_cast<uint64_t>(p));
+  return Ret(e);
+}
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  if (!ptr) return Ret(cudaErrorInvalidValue);
+  // Host memory stays local; "pinned" only matters to the server's staging buffers.
+  void* p = std::aligned_alloc(4096, (std::max<size_t>(size, 1) + 4095) / 4096 * 4096);
+  if (!p) return Ret(cudaErrorMemoryAllocation);
+  std::lock_guard<std::mutex> lk(R().mu);
+  R().host_allocs[p] = size;
+  *ptr = p;
+  return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
+  if (flags & cudaHostAllocMapped) {
+    return static_cast<cudaError_t>(Unsupported("cudaHostAlloc(cudaHostAllocMapped)"));
+  }
+  return cudaMallocHost(ptr, size);
+}
+cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    if (!R().host_allocs.erase(p)) return Ret(cudaErrorInvalidValue);
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaHostRegister(void*, size_t, unsigned int flags) {
+  if (flags & cudaHostRegisterMapped) {
+    return static_cast<cudaError_t>(Unsupported("cudaHostRegister(cudaHostRegisterMapped)"));
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaHostUnregister(void*) { return cudaSuccess; }
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* a, const void* ptr) {
+  if (!a) return Ret(cudaErrorInvalidValue);
+  std::memset(a, 0, sizeof *a);
+  uint64_t base;
+  int dev = R().DeviceOf(ptr, &base);
+  if (dev >= 0) {
+    a->type = cudaMemoryTypeDevice;
+    a->device = dev;
+    a->devicePointer = const_cast<void*>(ptr);
+    return cudaSuccess;
+  }
+  std::lock_guard<std::mutex> lk(R().mu);
+  a->type = cudaMemoryTypeUnregistered;
+  a->device = -2;
+  a->hostPointer = const_cast<void*>(ptr);
+  auto it = R().host_allocs.upper_bound(ptr);
+  if (it != R().host_allocs.begin()) {
+    --it;
+    if (ptr >= it->first && static_cast<const char*>(ptr) < static_cast<const char*>(it->first) + it->second) {
+      a->type = cudaMemoryTypeHost;
+      a->device = t_device;
+    }
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  return Ret(Memcpy(dst, src, count, kind, nullptr));
+}
+cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  return Ret(Memcpy(dst, src, count, kind, nullptr));
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  return Ret(Memcpy(dst, src, count, kind, stream));
+}
+cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
+                                 enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return Ret(Memcpy(dst, src, count, kind, stream));
+}
+cudaError_t cudaMemcpyPeer(void* dst, int, const void* src, int, size_t count) {
+  return Ret(Memcpy(dst, src, count, cudaMemcpyDeviceToDevice, nullptr));
+}
+cudaError_t cudaMemcpyPeerAsync(void* dst, int, const void* src, int, size_t count,
+                                cudaStream_t stream) {
+  return Ret(Memcpy(dst, src, count, cudaMemcpyDeviceToDevice, stream));
+}
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                         size_t height, enum cudaMemcpyKind kind) {
+  return Ret(Memcpy2D(dst, dpitch, src, spitch, width, height, kind, nullptr));
+}
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind,
+                              cudaStream_t stream) {
+  return Ret(Memcpy2D(dst, dpitch, src, spitch, width, height, kind, stream));
+}
+cudaError_t cudaMemset(void* p, int value, size_t count) {
+  return Ret(Memset(p, value, count, nullptr));
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
+  return Ret(Memset(p, value, count, stream));
+}
+cudaError_t cudaMemsetAsync_ptsz(void* p, int value, size_t count, cudaStream_t stream) {
+  return Ret(Memset(p, value, count, stream));
+}
+cudaError_t cudaMemset2D(void* p, size_t pitch, int value, size_t width, size_t height) {
+  for (size_t r = 0; r < height; ++r) {
+    cudaError_t e = Memset(static_cast<char*>(p) + r * pitch, value, width, nullptr);
+    if (e != cudaSuccess) return Ret(e);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                               enum cudaMemcpyKind kind) {
+  return Ret(ToSymbol(symbol, src, count, offset, kind, nullptr));
+}
+cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count,
+                                    size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return Ret(ToSymbol(symbol, src, count, offset, kind, stream));
+}
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
+                                 enum cudaMemcpyKind kind) {
+  return Ret(FromSymbol(dst, symbol, count, offset, kind));
+}
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind, cudaStream_t) {
+  return Ret(FromSymbol(dst, symbol, count, offset, kind));
+}
+cudaError_t cudaGetSymbolAddress(void** devPtr, const void* symbol) {
+  if (!devPtr) return Ret(cudaErrorInvalidValue);
+  uint64_t ptr, size;
+  ServerLink* l;
+  if (cudaError_t e = SymbolAddress(symbol, &ptr, &size, &l); e != cudaSuccess) return Ret(e);
+  *devPtr = reinterpret_cast<void*>(ptr);
+  return cudaSuccess;
+}
+cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
+  if (!size) return Ret(cudaErrorInvalidValue);
+  uint64_t ptr, sz;
+  ServerLink* l;
+  if (cudaError_t e = SymbolAddress(symbol, &ptr, &sz, &l); e != cudaSuccess) return Ret(e);
+  *size = sz;
+  return cudaSuccess;
+}
+
+// ---- streams and events
+static cudaError_t CreateStream(cudaStream_t* s, unsigned flags, int priority) {
+  if (!s) return Ret(cudaErrorInvalidValue);
+  cudaError_t err;
+  int dev = t_device;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  auto* rec = new StreamRec{dev, 0};
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    rec->id = R().next_id++;
+    R().streams.insert(rec);
+  }
+  proto::StreamCreate m{.device = R().Index(dev), .stream = rec->id, .flags = flags,
+                        .priority = priority};
+  *s = reinterpret_cast<cudaStream_t>(rec);
+  return Ret(Post(l, m));
+}
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return CreateStream(s, 0, 0); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+  return CreateStream(s, flags, 0);
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, int priority) {
+  return CreateStream(s, flags, priority);
+}
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (least) *least = 0;
+  if (greatest) *greatest = -5;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (IsDefaultStream(s)) return Ret(cudaErrorInvalidResourceHandle);
+  auto* rec = reinterpret_cast<StreamRec*>(s);
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    if (!R().streams.erase(rec)) return Ret(cudaErrorInvalidResourceHandle);
+  }
+  cudaError_t err;
+  ServerLink* l = R().Link(rec->device, &err);
+  proto::StreamDestroy m;
+  m.stream = rec->id;
+  m.device = l ? R().Index(rec->device) : 0;
+  delete rec;
+  return l ? Ret(Post(l, m)) : Ret(err);
+}
+static cudaError_t StreamCall(cudaStream_t s, bool query) {
+  int dev;
+  uint64_t id;
+  if (cudaError_t e = ResolveStream(s, &dev, &id); e != cudaSuccess) return Ret(e);
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  if (query) {
+    proto::StreamQuery q;
+    q.stream = id;
+    q.device = R().Index(dev);
+    cudaError_t e = Call(l, q);
+    return e == cudaErrorNotReady ? e : Ret(e);
+  }
+  proto::StreamSync q;
+  q.stream = id;
+  q.device = R().Index(dev);
+  return Ret(Call(l, q));
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return StreamCall(s, false); }
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return StreamCall(s, false); }
+cudaError_t cudaStreamQuery(cudaStream_t s) { return StreamCall(s, true); }
+
+static cudaError_t CreateEvent(cudaEvent_t* ev, unsigned flags) {
+  if (!ev) return Ret(cudaErrorInvalidValue);
+  cudaError_t err;
+  int dev = t_device;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  auto* rec = new EventRec{dev, 0};
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    rec->id = R().next_id++;
+    R().events.insert(rec);
+  }
+  proto::EventCreate m{.device = R().Index(dev), .event = rec->id, .flags = flags};
+  *ev = reinterpret_cast<cudaEvent_t>(rec);
+  return Ret(Post(l, m));
+}
+cudaError_t cudaEventCreate(cudaEvent_t* ev) { return CreateEvent(ev, 0); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned int flags) {
+  return CreateEvent(ev, flags);
+}
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
+  EventRec* e = FindEvent(ev);
+  if (!e) return Ret(cudaErrorInvalidResourceHandle);
+  int dev;
+  uint64_t id;
+  if (cudaError_t r = ResolveStream(s, &dev, &id); r != cudaSuccess) return Ret(r);
+  if (R().devices[dev].server != R().devices[e->device].server) {
+    return Ret(cudaErrorInvalidResourceHandle);
+  }
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::EventRecord m{.event = e->id, .stream = id, .device = R().Index(dev)};
+  return Ret(Post(l, m));
+}
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t s, unsigned int) {
+  return cudaEventRecord(ev, s);
+}
+static cudaError_t EventCall(cudaEvent_t ev, bool query) {
+  EventRec* e = FindEvent(ev);
+  if (!e) return Ret(cudaErrorInvalidResourceHandle);
+  cudaError_t err;
+  ServerLink* l = R().Link(e->device, &err);
+  if (!l) return Ret(err);
+  if (query) {
+    proto::EventQuery q;
+    q.event = e->id;
+    cudaError_t r = Call(l, q);
+    return r == cudaErrorNotReady ? r : Ret(r);
+  }
+  proto::EventSync q;
+  q.event = e->id;
+  return Ret(Call(l, q));
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) { return EventCall(ev, false); }
+cudaError_t cudaEventQuery(cudaEvent_t ev) { return EventCall(ev, true); }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms) return Ret(cudaErrorInvalidValue);
+  EventRec* a = FindEvent(start);
+  EventRec* b = FindEvent(end);
+  if (!a || !b) return Ret(cudaErrorInvalidResourceHandle);
+  if (R().devices[a->device].server != R().devices[b->device].server) {
+    return Ret(cudaErrorInvalidResourceHandle);
+  }
+  cudaError_t err;
+  ServerLink* l = R().Link(a->device, &err);
+  if (!l) return Ret(err);
+  proto::EventElapsed q{.start = a->id, .end = b->id};
+  proto::FloatValue v;
+  if (cudaError_t e = Call(l, q, &v); e != cudaSuccess) return Ret(e);
+  *ms = v.value;
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+  EventRec* e = FindEvent(ev);
+  if (!e) return Ret(cudaErrorInvalidResourceHandle);
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    R().events.erase(e);
+  }
+  cudaError_t err;
+  ServerLink* l = R().Link(e->device, &err);
+  proto::EventDestroy m;
+  m.event = e->id;
+  delete e;
+  return l ? Ret(Post(l, m)) : Ret(err);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int) {
+  EventRec* e = FindEvent(ev);
+  if (!e) return Ret(cudaErrorInvalidResourceHandle);
+  int dev;
+  uint64_t id;
+  if (cudaError_t r = ResolveStream(s, &dev, &id); r != cudaSuccess) return Ret(r);
+  if (R().devices[dev].server != R().devices[e->device].server) {
+    // Across servers the client waits for the event itself, then lets the stream go on.
+    return EventCall(ev, false);
+  }
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::StreamWaitEvent m{.stream = id, .device = R().Index(dev), .event = e->id};
+  return Ret(Post(l, m));
+}
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t ev, unsigned int flags) {
+  return cudaStreamWaitEvent(s, ev, flags);
+}
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t ev, cudaStream_t s) { return cudaEventRecord(ev, s); }
+
+// ---- functions and occupancy
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func) {
+  if (!attr) return Ret(cudaErrorInvalidValue);
+  FunctionRec* f = FindFunction(func);
+  if (!f) return Ret(cudaErrorInvalidDeviceFunction);
+  cudaError_t err;
+  ServerLink* l = R().Link(t_device, &err);
+  if (!l) return Ret(err);
+  proto::FuncAttributes q;
+  q.func = f->id;
+  proto::FuncAttrs a;
+  if (cudaError_t e = Call(l, q, &a); e != cudaSuccess) return Ret(e);
+  std::memset(attr, 0, sizeof *attr);
+  attr->sharedSizeBytes = a.shared_size_bytes;
+  attr->constSizeBytes = a.const_size_bytes;
+  attr->localSizeBytes = a.local_size_bytes;
+  attr->maxThreadsPerBlock = a.max_threads_per_block;
+  attr->numRegs = a.num_regs;
+  attr->ptxVersion = a.ptx_version;
+  attr->binaryVersion = a.binary_version;
+  attr->maxDynamicSharedSizeBytes = a.max_dynamic_shared_size_bytes;
+  return cudaSuccess;
+}
+cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute, int) {
+  return FindFunction(func) ? cudaSuccess : Ret(cudaErrorInvalidDeviceFunction);
+}
+cudaError_t cudaFuncSetCacheConfig(const void* func, enum cudaFuncCache) {
+  return FindFunction(func) ? cudaSuccess : Ret(cudaErrorInvalidDeviceFunction);
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, const void* func,
+                                                                   int blockSize,
+                                                                   size_t dynamicSMemSize,
+                                                                   unsigned int flags) {
+  if (!numBlocks) return Ret(cudaErrorInvalidValue);
+  FunctionRec* f = FindFunction(func);
+  if (!f) return Ret(cudaErrorInvalidDeviceFunction);
+  cudaError_t err;
+  ServerLink* l = R().Link(t_device, &err);
+  if (!l) return Ret(err);
+  proto::Occupancy q{.func = f->id, .block_size = blockSize, .shmem = dynamicSMemSize,
+                     .flags = flags};
+  proto::IntValue v;
+  if (cudaError_t e = Call(l, q, &v); e != cudaSuccess) return Ret(e);
+  *numBlocks = v.value;
+  return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const void* func,
+                                                          int blockSize, size_t dynamicSMemSize) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
+                                                                dynamicSMemSize, 0);
+}
+
+cudaError_t cudaMallocManaged(void**, size_t, unsigned int) {
+  return static_cast<cudaError_t>(Unsupported("cudaMallocManaged"));
+}
+
+}  // extern "C"
+#pragma GCC visibility pop

@@ -1,0 +1,71 @@
+// The client runtime's state: the devices of GPOOL_DEVICES, lazy connections to their servers,
+// registered modules/kernels/variables, device allocations, streams and events.
+//
+// Devices 0..N-1 are the entries of GPOOL_DEVICES ("HOST:PORT/INDEX,..."), possibly on several
+// servers; each server gets one ServerLink (one session), opened at the first call that needs it,
+// and receives every registration made so far in one batch. Device pointers are the servers' own
+// addresses; the client keeps a table of allocations to route copies, and refuses an allocation
+// that overlaps one from another server (emulated servers avoid this by address hints; see
+// docs/remoting.md). Thread safety: all methods are thread-safe; state is guarded by one mutex
+// and each link's own mutex (taken in that order).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "remote/client/link.h"
+#include "remote/fatbin/fatbin.h"
+#include "remote/protocol/messages.h"
+
+namespace gpool::remote::client {
+
+struct DeviceRef {
+  std::string server;  // HOST:PORT
+  uint32_t index = 0;  // on that server
+};
+
+struct ModuleRec {
+  uint64_t id = 0;
+  std::vector<std::byte> image;
+  bool parsed = false;  // client-side layouts (the fallback) parsed?
+  Status parse_status;
+  fatbin::Module layouts;
+};
+
+struct FunctionRec {
+  uint64_t id = 0;
+  uint64_t module = 0;
+  const void* host_fun = nullptr;
+  std::string name;
+  std::unordered_map<ServerLink*, std::vector<proto::ParamSlot>> params;  // cached per server
+};
+
+struct VarRec {
+  uint64_t id = 0;
+  uint64_t module = 0;
+  std::string name;
+  uint64_t size = 0;
+  bool constant = false;
+  std::unordered_map<ServerLink*, uint64_t> address;  // cached per server
+};
+
+struct StreamRec {
+  int device = 0;
+  uint64_t id = 0;
+};
+struct EventRec {
+  int device = 0;
+  uint64_t id = 0;
+};
+struct AllocRec {
+  uint64_t size = 0;
+  int device = 0;
+};
+
+}  // namespace gpool::remote::client

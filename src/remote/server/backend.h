@@ -1,0 +1,111 @@
+// The device side of a GPU server session, behind one interface: `cuda` (a real GPU through the
+// driver API) and `emulated` (host memory and CPU kernels, for machines without a GPU).
+//
+// Ids of modules, functions, variables, streams and events are the client's; a backend maps them
+// to its own handles. Stream id 0 is the device's default stream. Results carry CUDA runtime error
+// numbers and a message naming what failed, because they travel back to the program unchanged.
+// Memory limits are the Session's job, not the backend's. Thread safety: a backend is used by its
+// session's one thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "remote/protocol/messages.h"
+
+namespace gpool::remote::server {
+
+// CUDA runtime error numbers used by the server (values of cudaError_t).
+enum CudaErr : int32_t {
+  kSuccess = 0,
+  kErrInvalidValue = 1,
+  kErrMemoryAllocation = 2,
+  kErrInvalidDevicePointer = 17,
+  kErrInvalidMemcpyDirection = 21,
+  kErrInvalidDeviceFunction = 98,
+  kErrInvalidDevice = 101,
+  kErrInvalidKernelImage = 200,
+  kErrInvalidResourceHandle = 400,
+  kErrNotFound = 500,
+  kErrNotReady = 600,
+  kErrLaunchFailure = 719,
+  kErrNotSupported = 801,
+  kErrNotPermitted = 800,
+  kErrUnknown = 999,
+};
+
+struct Result {
+  int32_t code = kSuccess;
+  std::string message;
+  bool ok() const { return code == kSuccess; }
+  static Result Ok() { return {}; }
+};
+Result Err(int32_t code, std::string message);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual int DeviceCount() = 0;
+  virtual Result GetProps(uint32_t dev, proto::DeviceProps* out) = 0;
+  virtual Result GetAttribute(uint32_t dev, int32_t attr, int32_t* value) = 0;
+  virtual Result MemGetInfo(uint32_t dev, uint64_t* free, uint64_t* total) = 0;
+
+  virtual Result Malloc(uint32_t dev, uint64_t size, uint64_t* ptr) = 0;
+  virtual Result Free(uint64_t ptr) = 0;
+  // `src` is valid only during the call; the backend copies (or stages) it before returning.
+  virtual Result CopyH2D(uint64_t dst, std::span<const std::byte> src, uint64_t stream) = 0;
+  // Completes before returning.
+  virtual Result CopyD2H(std::byte* dst, uint64_t src, uint64_t size, uint64_t stream) = 0;
+  // When device memory is host-addressable (emulated), returns a view for zero-copy sends after
+  // syncing `stream`; otherwise an empty span.
+  virtual std::span<const std::byte> HostView(uint64_t src, uint64_t size) = 0;
+  virtual Result CopyD2D(uint64_t dst, uint64_t src, uint64_t size, uint64_t stream) = 0;
+  virtual Result Memset(uint64_t dst, uint8_t value, uint64_t size, uint64_t stream) = 0;
+  virtual Result Copy2D(const proto::Memcpy2D& c, std::byte* host_out) = 0;
+
+  virtual Result LoadModule(uint64_t module, std::span<const std::byte> image) = 0;
+  virtual Result RegisterFunction(uint64_t module, uint64_t func, const std::string& name) = 0;
+  virtual Result RegisterVar(uint64_t module, uint64_t var, const std::string& name,
+                             uint64_t size, bool constant) = 0;
+  virtual Result UnloadModule(uint64_t module) = 0;
+  virtual Result GetParamInfo(uint64_t func, proto::ParamInfo* out) = 0;
+  virtual Result GetSymbol(uint64_t var, uint64_t* ptr, uint64_t* size) = 0;
+  virtual Result FuncAttributes(uint64_t func, proto::FuncAttrs* out) = 0;
+  virtual Result Occupancy(uint64_t func, int32_t block_size, uint64_t shmem, int32_t* blocks) = 0;
+  // Returns the kernel's run time in *ns when known (emulated), for compute accounting.
+  virtual Result Launch(const proto::Launch& l, uint64_t* ns) = 0;
+
+  virtual Result StreamCreate(uint32_t dev, uint64_t id, uint32_t flags, int32_t priority) = 0;
+  virtual Result StreamDestroy(uint64_t id) = 0;
+  virtual Result StreamSync(uint32_t dev, uint64_t id) = 0;
+  virtual Result StreamQuery(uint32_t dev, uint64_t id) = 0;
+  virtual Result StreamWaitEvent(uint32_t dev, uint64_t stream, uint64_t event) = 0;
+  virtual Result EventCreate(uint32_t dev, uint64_t id, uint32_t flags) = 0;
+  virtual Result EventRecord(uint32_t dev, uint64_t event, uint64_t stream) = 0;
+  virtual Result EventSync(uint64_t event) = 0;
+  virtual Result EventQuery(uint64_t event) = 0;
+  virtual Result EventElapsed(uint64_t start, uint64_t end, float* ms) = 0;
+  virtual Result EventDestroy(uint64_t event) = 0;
+  virtual Result DeviceSync(uint32_t dev) = 0;
+};
+
+struct EmulatedOptions {
+  int devices = 1;
+  uint64_t memory_bytes = uint64_t{16} << 30;  // per device
+  std::string kernels_plugin;                  // .so exporting gpool_emulated_kernels()
+  // Preferred start of the device address range, so that two servers aggregated by one client
+  // hand out distinct pointers. 0 lets the kernel choose.
+  uint64_t address_hint = 0;
+};
+StatusOr<std::unique_ptr<Backend>> MakeEmulatedBackend(const EmulatedOptions& options);
+
+// The real GPU through libcuda.so.1 (dlopen), one context per device in this process. Call only
+// in the session's worker process (after fork).
+StatusOr<std::unique_ptr<Backend>> MakeCudaBackend();
+
+}  // namespace gpool::remote::server

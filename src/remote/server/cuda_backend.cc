@@ -1,0 +1,526 @@
+// The real-GPU backend: the CUDA driver API, loaded with dlopen("libcuda.so.1") in the session's
+// worker process (after fork, so each session has its own contexts). Modules are loaded from the
+// fatbin the program shipped; kernel parameter layouts come from cuFuncGetParamInfo; launches pass
+// the client's packed parameter buffer through CU_LAUNCH_PARAM_BUFFER_POINTER, so structs by
+// value arrive byte-exact. Host-to-device copies go through two pinned staging buffers, so the
+// network receive of one chunk overlaps the DMA of the previous one.
+//
+// Limits: one primary context per device; runtime and driver enum values are assumed equal
+// (they are, for the flags and attributes used here, in CUDA 12 and 13). Untested without a GPU
+// here: scripts/gpu-check.sh exercises it on a machine with one.
+#include <dlfcn.h>
+
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "remote/server/backend.h"
+
+#ifdef GPOOL_HAVE_CUDA_H
+#include <cuda.h>
+#endif
+
+namespace gpool::remote::server {
+
+#ifndef GPOOL_HAVE_CUDA_H
+StatusOr<std::unique_ptr<Backend>> MakeCudaBackend() {
+  return Status::Unimplemented("this gpool was built without the CUDA headers (cuda.h): "
+                               "the cuda backend is unavailable");
+}
+#else
+namespace {
+
+#define GPOOL_STR2(x) #x
+#define GPOOL_STR(x) GPOOL_STR2(x)
+// Every driver function used, resolved by its versioned name (cuMemAlloc -> "cuMemAlloc_v2").
+#define GPOOL_CU_FUNCS(X)                                                                      \
+  X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceTotalMem)          \
+  X(cuDeviceGetAttribute) X(cuDeviceGetUuid) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)   \
+  X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc)            \
+  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)           \
+  X(cuMemcpy2DAsync) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)             \
+  X(cuModuleGetGlobal) X(cuFuncGetParamInfo) X(cuFuncGetAttribute)                            \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuLaunchKernel)                   \
+  X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)    \
+  X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                \
+  X(cuEventQuery) X(cuEventElapsedTime) X(cuEventDestroy) X(cuGetErrorString)
+
+struct Driver {
+#define GPOOL_CU_FIELD(f) decltype(&::f) f = nullptr;
+  GPOOL_CU_FUNCS(GPOOL_CU_FIELD)
+#undef GPOOL_CU_FIELD
+  void* handle = nullptr;
+
+  Status Load() {
+    handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!handle) return Status::Unavailable(fmt::format("dlopen(libcuda.so.1): {}", dlerror()));
+#define GPOOL_CU_LOAD(f)                                                                    \
+  f = reinterpret_cast<decltype(f)>(dlsym(handle, GPOOL_STR(f)));                           \
+  if (!f) return Status::Unavailable("libcuda.so.1 lacks " GPOOL_STR(f) " (driver too old?)");
+    GPOOL_CU_FUNCS(GPOOL_CU_LOAD)
+#undef GPOOL_CU_LOAD
+    return Status::Ok();
+  }
+};
+
+constexpr size_t kStagingBytes = size_t{4} << 20;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(Driver d) : cu_(d) {}
+
+  Status Init() {
+    if (CUresult r = cu_.cuInit(0); r != CUDA_SUCCESS) return Status::Unavailable(Msg("cuInit", r));
+    int n = 0;
+    if (CUresult r = cu_.cuDeviceGetCount(&n); r != CUDA_SUCCESS) {
+      return Status::Unavailable(Msg("cuDeviceGetCount", r));
+    }
+    for (int i = 0; i < n; ++i) {
+      Dev d;
+      if (CUresult r = cu_.cuDeviceGet(&d.dev, i); r != CUDA_SUCCESS) return Status::Unavailable(Msg("cuDeviceGet", r));
+      if (CUresult r = cu_.cuDevicePrimaryCtxRetain(&d.ctx, d.dev); r != CUDA_SUCCESS) {
+        return Status::Unavailable(Msg("cuDevicePrimaryCtxRetain", r));
+      }
+      devs_.push_back(d);
+    }
+    return Status::Ok();
+  }
+
+  std::string_view name() const override { return "cuda"; }
+  int DeviceCount() override { return static_cast<int>(devs_.size()); }
+
+  std::string Msg(const char* call, CUresult r) {
+    const char* s = nullptr;
+    if (cu_.cuGetErrorString) cu_.cuGetErrorString(r, &s);
+    return fmt::format("{}: {} ({})", call, s ? s : "unknown error", static_cast<int>(r));
+  }
+  Result R(const char* call, CUresult r) {
+    if (r == CUDA_SUCCESS) return {};
+    return Err(static_cast<int32_t>(r), Msg(call, r));
+  }
+  Result Use(uint32_t dev) {
+    if (dev >= devs_.size()) return Err(kErrInvalidDevice, fmt::format("device {} does not exist", dev));
+    if (dev != current_) {
+      if (Result r = R("cuCtxSetCurrent", cu_.cuCtxSetCurrent(devs_[dev].ctx)); !r.ok()) return r;
+      current_ = dev;
+    }
+    return {};
+  }
+  // The device owning a device pointer (allocations and module globals are tracked).
+  uint32_t DevOf(uint64_t p) {
+    auto it = owner_.upper_bound(p);
+    if (it != owner_.begin()) {
+      --it;
+      if (p < it->first + it->second.first) return it->second.second;
+    }
+    return current_ == UINT32_MAX ? 0 : current_;
+  }
+  Result Stream(uint64_t id, uint32_t dev, CUstream* s) {
+    if (id == 0) {
+      *s = nullptr;
+      return Use(dev);
+    }
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown stream {}", id));
+    *s = it->second.second;
+    return Use(it->second.first);
+  }
+
+  Result GetProps(uint32_t dev, proto::DeviceProps* p) override {
+    if (Result r = Use(dev); !r.ok()) return r;
+    char name[256] = {0};
+    cu_.cuDeviceGetName(name, sizeof name - 1, devs_[dev].dev);
+    p->name = name;
+    CUuuid uuid{};
+    cu_.cuDeviceGetUuid(&uuid, devs_[dev].dev);
+    p->uuid.assign(uuid.bytes, 16);
+    size_t total = 0;
+    cu_.cuDeviceTotalMem(&total, devs_[dev].dev);
+    p->total_global_mem = total;
+    auto a = [&](CUdevice_attribute attr) {
+      int v = 0;
+      cu_.cuDeviceGetAttribute(&v, attr, devs_[dev].dev);
+      return v;
+    };
+    p->shared_mem_per_block = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    p->shared_mem_per_block_optin = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    p->shared_mem_per_mp = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    p->mem_pitch = a(CU_DEVICE_ATTRIBUTE_MAX_PITCH);
+    p->total_const_mem = a(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY);
+    p->texture_alignment = a(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT);
+    p->regs_per_block = a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+    p->regs_per_mp = a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+    p->warp_size = a(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+    p->max_threads_per_block = a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    p->max_threads_dim = {a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                          a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)};
+    p->max_grid_size = {a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+                        a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
+    p->clock_rate = a(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+    p->major = a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    p->minor = a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    p->multi_processor_count = a(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    p->integrated = a(CU_DEVICE_ATTRIBUTE_INTEGRATED);
+    p->can_map_host_memory = a(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
+    p->concurrent_kernels = a(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
+    p->ecc_enabled = a(CU_DEVICE_ATTRIBUTE_ECC_ENABLED);
+    p->pci_bus_id = a(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
+    p->pci_device_id = a(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID);
+    p->pci_domain_id = a(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID);
+    p->async_engine_count = a(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
+    p->unified_addressing = a(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
+    p->memory_clock_rate = a(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+    p->memory_bus_width = a(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+    p->l2_cache_size = a(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+    p->max_threads_per_mp = a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+    p->managed_memory = a(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
+    p->max_blocks_per_mp = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+    return {};
+  }
+  Result GetAttribute(uint32_t dev, int32_t attr, int32_t* value) override {
+    if (Result r = Use(dev); !r.ok()) return r;
+    int v = 0;
+    Result r = R("cuDeviceGetAttribute", cu_.cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(attr), devs_[dev].dev));
+    *value = v;
+    return r;
+  }
+  Result MemGetInfo(uint32_t dev, uint64_t* free, uint64_t* total) override {
+    if (Result r = Use(dev); !r.ok()) return r;
+    size_t f = 0, t = 0;
+    Result r = R("cuMemGetInfo", cu_.cuMemGetInfo(&f, &t));
+    *free = f;
+    *total = t;
+    return r;
+  }
+  Result Malloc(uint32_t dev, uint64_t size, uint64_t* ptr) override {
+    if (Result r = Use(dev); !r.ok()) return r;
+    CUdeviceptr p = 0;
+    if (Result r = R("cuMemAlloc", cu_.cuMemAlloc(&p, std::max<uint64_t>(size, 1))); !r.ok()) {
+      r.code = kErrMemoryAllocation;
+      return r;
+    }
+    *ptr = p;
+    owner_[p] = {std::max<uint64_t>(size, 1), dev};
+    return {};
+  }
+  Result Free(uint64_t ptr) override {
+    auto it = owner_.find(ptr);
+    if (it == owner_.end()) return Err(kErrInvalidDevicePointer, fmt::format("cudaFree(0x{:x}): not an allocation", ptr));
+    if (Result r = Use(it->second.second); !r.ok()) return r;
+    owner_.erase(it);
+    return R("cuMemFree", cu_.cuMemFree(ptr));
+  }
+  Result Staging() {
+    if (staging_[0]) return {};
+    for (int i = 0; i < 2; ++i) {
+      if (Result r = R("cuMemHostAlloc", cu_.cuMemHostAlloc(&staging_[i], kStagingBytes, 0)); !r.ok()) return r;
+      if (Result r = R("cuEventCreate", cu_.cuEventCreate(&staged_[i], CU_EVENT_DISABLE_TIMING)); !r.ok()) return r;
+    }
+    return {};
+  }
+  Result CopyH2D(uint64_t dst, std::span<const std::byte> src, uint64_t stream) override {
+    CUstream s = nullptr;
+    if (Result r = Stream(stream, DevOf(dst), &s); !r.ok()) return r;
+    if (Result r = Staging(); !r.ok()) return r;
+    for (size_t off = 0; off < src.size(); off += kStagingBytes) {
+      size_t n = std::min(kStagingBytes, src.size() - off);
+      int i = next_staging_;
+      next_staging_ ^= 1;
+      // Wait until this buffer's previous DMA is done, refill it, and queue its copy.
+      if (Result r = R("cuEventSynchronize", cu_.cuEventSynchronize(staged_[i])); !r.ok()) return r;
+      std::memcpy(staging_[i], src.data() + off, n);
+      if (Result r = R("cuMemcpyHtoDAsync", cu_.cuMemcpyHtoDAsync(dst + off, staging_[i], n, s)); !r.ok()) return r;
+      if (Result r = R("cuEventRecord", cu_.cuEventRecord(staged_[i], s)); !r.ok()) return r;
+    }
+    return {};
+  }
+  Result CopyD2H(std::byte* dst, uint64_t src, uint64_t size, uint64_t stream) override {
+    CUstream s = nullptr;
+    if (Result r = Stream(stream, DevOf(src), &s); !r.ok()) return r;
+    if (Result r = R("cuMemcpyDtoHAsync", cu_.cuMemcpyDtoHAsync(dst, src, size, s)); !r.ok()) return r;
+    return R("cuStreamSynchronize", cu_.cuStreamSynchronize(s));
+  }
+  std::span<const std::byte> HostView(uint64_t, uint64_t) override { return {}; }
+  Result CopyD2D(uint64_t dst, uint64_t src, uint64_t size, uint64_t stream) override {
+    CUstream s = nullptr;
+    if (Result r = Stream(stream, DevOf(src), &s); !r.ok()) return r;
+    return R("cuMemcpyDtoDAsync", cu_.cuMemcpyDtoDAsync(dst, src, size, s));
+  }
+  Result Memset(uint64_t dst, uint8_t value, uint64_t size, uint64_t stream) override {
+    CUstream s = nullptr;
+    if (Result r = Stream(stream, DevOf(dst), &s); !r.ok()) return r;
+    return R("cuMemsetD8Async", cu_.cuMemsetD8Async(dst, value, size, s));
+  }
+  Result Copy2D(const proto::Memcpy2D& c, std::byte* host_out) override {
+    auto kind = static_cast<proto::CopyKind>(c.kind);
+    CUstream s = nullptr;
+    uint64_t devp = kind == proto::CopyKind::kHostToDevice ? c.dst : c.src;
+    if (Result r = Stream(c.stream, DevOf(devp), &s); !r.ok()) return r;
+    CUDA_MEMCPY2D m{};
+    m.WidthInBytes = c.width;
+    m.Height = c.height;
+    if (kind == proto::CopyKind::kHostToDevice) {
+      if (c.data.size() != c.width * c.height) return Err(kErrInvalidValue, "2-D copy: packed size");
+      m.srcMemoryType = CU_MEMORYTYPE_HOST;
+      m.srcHost = c.data.data();
+      m.srcPitch = c.width;
+    } else {
+      m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      m.srcDevice = c.src;
+      m.srcPitch = c.spitch;
+    }
+    if (kind == proto::CopyKind::kDeviceToHost) {
+      m.dstMemoryType = CU_MEMORYTYPE_HOST;
+      m.dstHost = host_out;
+      m.dstPitch = c.width;
+    } else {
+      m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      m.dstDevice = c.dst;
+      m.dstPitch = c.dpitch;
+    }
+    if (Result r = R("cuMemcpy2DAsync", cu_.cuMemcpy2DAsync(&m, s)); !r.ok()) return r;
+    return R("cuStreamSynchronize", cu_.cuStreamSynchronize(s));  // host data must stay valid
+  }
+
+  Result LoadModule(uint64_t module, std::span<const std::byte> image) override {
+    images_[module].assign(image.begin(), image.end());
+    return {};
+  }
+  Result Module(uint64_t module, uint32_t dev, CUmodule* out) {
+    auto key = std::make_pair(module, dev);
+    auto it = loaded_.find(key);
+    if (it != loaded_.end()) {
+      *out = it->second;
+      return Use(dev);
+    }
+    auto img = images_.find(module);
+    if (img == images_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown module {}", module));
+    if (Result r = Use(dev); !r.ok()) return r;
+    if (Result r = R("cuModuleLoadData", cu_.cuModuleLoadData(out, img->second.data())); !r.ok()) return r;
+    loaded_[key] = *out;
+    return {};
+  }
+  Result RegisterFunction(uint64_t module, uint64_t func, const std::string& name) override {
+    if (!images_.count(module)) return Err(kErrInvalidResourceHandle, fmt::format("function {}: unknown module", name));
+    funcs_[func] = {module, name};
+    return {};
+  }
+  Result RegisterVar(uint64_t module, uint64_t var, const std::string& name, uint64_t, bool) override {
+    if (!images_.count(module)) return Err(kErrInvalidResourceHandle, fmt::format("variable {}: unknown module", name));
+    vars_[var] = {module, name};
+    return {};
+  }
+  Result UnloadModule(uint64_t module) override {
+    for (auto it = loaded_.begin(); it != loaded_.end();) {
+      if (it->first.first == module) {
+        (void)Use(it->first.second);
+        cu_.cuModuleUnload(it->second);
+        it = loaded_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    images_.erase(module);
+    return {};
+  }
+  Result Function(uint64_t func, uint32_t dev, CUfunction* out) {
+    auto key = std::make_pair(func, dev);
+    auto it = cufuncs_.find(key);
+    if (it != cufuncs_.end()) {
+      *out = it->second;
+      return Use(dev);
+    }
+    auto f = funcs_.find(func);
+    if (f == funcs_.end()) return Err(kErrInvalidDeviceFunction, fmt::format("unknown function id {}", func));
+    CUmodule m = nullptr;
+    if (Result r = Module(f->second.first, dev, &m); !r.ok()) return r;
+    if (Result r = R("cuModuleGetFunction", cu_.cuModuleGetFunction(out, m, f->second.second.c_str())); !r.ok()) {
+      r.message += " (kernel " + f->second.second + ")";
+      return r;
+    }
+    cufuncs_[key] = *out;
+    return {};
+  }
+  uint32_t Cur() { return current_ == UINT32_MAX ? 0 : current_; }
+  Result GetParamInfo(uint64_t func, proto::ParamInfo* out) override {
+    CUfunction f = nullptr;
+    if (Result r = Function(func, Cur(), &f); !r.ok()) return r;
+    for (size_t i = 0;; ++i) {
+      size_t off = 0, size = 0;
+      CUresult r = cu_.cuFuncGetParamInfo(f, i, &off, &size);
+      if (r == CUDA_ERROR_INVALID_VALUE) break;
+      if (r != CUDA_SUCCESS) return R("cuFuncGetParamInfo", r);
+      out->params.push_back({static_cast<uint32_t>(off), static_cast<uint32_t>(size)});
+    }
+    return {};
+  }
+  Result GetSymbol(uint64_t var, uint64_t* ptr, uint64_t* size) override {
+    auto v = vars_.find(var);
+    if (v == vars_.end()) return Err(kErrInvalidValue, fmt::format("unknown symbol id {}", var));
+    CUmodule m = nullptr;
+    uint32_t dev = Cur();
+    if (Result r = Module(v->second.first, dev, &m); !r.ok()) return r;
+    CUdeviceptr p = 0;
+    size_t n = 0;
+    if (Result r = R("cuModuleGetGlobal", cu_.cuModuleGetGlobal(&p, &n, m, v->second.second.c_str())); !r.ok()) return r;
+    *ptr = p;
+    *size = n;
+    owner_[p] = {std::max<size_t>(n, 1), dev};
+    return {};
+  }
+  Result FuncAttributes(uint64_t func, proto::FuncAttrs* out) override {
+    CUfunction f = nullptr;
+    if (Result r = Function(func, Cur(), &f); !r.ok()) return r;
+    auto a = [&](CUfunction_attribute attr) {
+      int v = 0;
+      cu_.cuFuncGetAttribute(&v, attr, f);
+      return v;
+    };
+    out->shared_size_bytes = a(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+    out->const_size_bytes = a(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES);
+    out->local_size_bytes = a(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+    out->max_threads_per_block = a(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    out->num_regs = a(CU_FUNC_ATTRIBUTE_NUM_REGS);
+    out->ptx_version = a(CU_FUNC_ATTRIBUTE_PTX_VERSION);
+    out->binary_version = a(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+    out->max_dynamic_shared_size_bytes = a(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+    return {};
+  }
+  Result Occupancy(uint64_t func, int32_t block_size, uint64_t shmem, int32_t* blocks) override {
+    CUfunction f = nullptr;
+    if (Result r = Function(func, Cur(), &f); !r.ok()) return r;
+    int n = 0;
+    Result r = R("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+                 cu_.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, block_size, shmem, 0));
+    *blocks = n;
+    return r;
+  }
+  Result Launch(const proto::Launch& l, uint64_t* ns) override {
+    *ns = 0;
+    uint32_t dev = l.device;
+    if (l.stream != 0) {
+      auto it = streams_.find(l.stream);
+      if (it == streams_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown stream {}", l.stream));
+      dev = it->second.first;
+    }
+    CUfunction f = nullptr;
+    if (Result r = Function(l.func, dev, &f); !r.ok()) return r;
+    CUstream s = nullptr;
+    if (Result r = Stream(l.stream, dev, &s); !r.ok()) return r;
+    size_t size = l.params.size();
+    void* buf = const_cast<std::byte*>(l.params.data());
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                     CU_LAUNCH_PARAM_END};
+    return R("cuLaunchKernel", cu_.cuLaunchKernel(f, l.grid[0], l.grid[1], l.grid[2], l.block[0],
+                                                  l.block[1], l.block[2], l.shmem, s, nullptr,
+                                                  size ? extra : nullptr));
+  }
+  Result StreamCreate(uint32_t dev, uint64_t id, uint32_t flags, int32_t priority) override {
+    if (Result r = Use(dev); !r.ok()) return r;
+    CUstream s = nullptr;
+    if (Result r = R("cuStreamCreateWithPriority", cu_.cuStreamCreateWithPriority(&s, flags, priority)); !r.ok()) return r;
+    streams_[id] = {dev, s};
+    return {};
+  }
+  Result StreamDestroy(uint64_t id) override {
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown stream {}", id));
+    (void)Use(it->second.first);
+    Result r = R("cuStreamDestroy", cu_.cuStreamDestroy(it->second.second));
+    streams_.erase(it);
+    return r;
+  }
+  Result StreamSync(uint32_t dev, uint64_t id) override {
+    CUstream s = nullptr;
+    if (Result r = Stream(id, dev, &s); !r.ok()) return r;
+    return R("cuStreamSynchronize", cu_.cuStreamSynchronize(s));
+  }
+  Result StreamQuery(uint32_t dev, uint64_t id) override {
+    CUstream s = nullptr;
+    if (Result r = Stream(id, dev, &s); !r.ok()) return r;
+    CUresult q = cu_.cuStreamQuery(s);
+    return q == CUDA_ERROR_NOT_READY ? Err(kErrNotReady, "") : R("cuStreamQuery", q);
+  }
+  Result StreamWaitEvent(uint32_t dev, uint64_t stream, uint64_t event) override {
+    CUstream s = nullptr;
+    if (Result r = Stream(stream, dev, &s); !r.ok()) return r;
+    auto e = events_.find(event);
+    if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
+    return R("cuStreamWaitEvent", cu_.cuStreamWaitEvent(s, e->second, 0));
+  }
+  Result EventCreate(uint32_t dev, uint64_t id, uint32_t flags) override {
+    if (Result r = Use(dev); !r.ok()) return r;
+    CUevent e;
+    if (Result r = R("cuEventCreate", cu_.cuEventCreate(&e, flags)); !r.ok()) return r;
+    events_[id] = e;
+    return {};
+  }
+  Result EventRecord(uint32_t dev, uint64_t event, uint64_t stream) override {
+    CUstream s = nullptr;
+    if (Result r = Stream(stream, dev, &s); !r.ok()) return r;
+    auto e = events_.find(event);
+    if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
+    return R("cuEventRecord", cu_.cuEventRecord(e->second, s));
+  }
+  Result EventSync(uint64_t event) override {
+    auto e = events_.find(event);
+    if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
+    return R("cuEventSynchronize", cu_.cuEventSynchronize(e->second));
+  }
+  Result EventQuery(uint64_t event) override {
+    auto e = events_.find(event);
+    if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
+    CUresult q = cu_.cuEventQuery(e->second);
+    return q == CUDA_ERROR_NOT_READY ? Err(kErrNotReady, "") : R("cuEventQuery", q);
+  }
+  Result EventElapsed(uint64_t start, uint64_t end, float* ms) override {
+    auto a = events_.find(start), b = events_.find(end);
+    if (a == events_.end() || b == events_.end()) return Err(kErrInvalidResourceHandle, "unknown event");
+    return R("cuEventElapsedTime", cu_.cuEventElapsedTime(ms, a->second, b->second));
+  }
+  Result EventDestroy(uint64_t event) override {
+    auto e = events_.find(event);
+    if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
+    Result r = R("cuEventDestroy", cu_.cuEventDestroy(e->second));
+    events_.erase(e);
+    return r;
+  }
+  Result DeviceSync(uint32_t dev) override {
+    if (Result r = Use(dev); !r.ok()) return r;
+    return R("cuCtxSynchronize", cu_.cuCtxSynchronize());
+  }
+
+ private:
+  struct Dev {
+    CUdevice dev = 0;
+    CUcontext ctx = nullptr;
+  };
+  Driver cu_;
+  std::vector<Dev> devs_;
+  uint32_t current_ = UINT32_MAX;
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> owner_;  // ptr -> (size, device)
+  std::unordered_map<uint64_t, std::vector<std::byte>> images_;
+  std::map<std::pair<uint64_t, uint32_t>, CUmodule> loaded_;
+  std::unordered_map<uint64_t, std::pair<uint64_t, std::string>> funcs_, vars_;
+  std::map<std::pair<uint64_t, uint32_t>, CUfunction> cufuncs_;
+  std::unordered_map<uint64_t, std::pair<uint32_t, CUstream>> streams_;
+  std::unordered_map<uint64_t, CUevent> events_;
+  void* staging_[2] = {nullptr, nullptr};
+  CUevent staged_[2] = {nullptr, nullptr};
+  int next_staging_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend>> MakeCudaBackend() {
+  Driver d;
+  GPOOL_RETURN_IF_ERROR(d.Load());
+  auto b = std::make_unique<CudaBackend>(d);
+  GPOOL_RETURN_IF_ERROR(b->Init());
+  return std::unique_ptr<Backend>(std::move(b));
+}
+#endif
+
+}  // namespace gpool::remote::server

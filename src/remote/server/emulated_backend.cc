@@ -1,0 +1,582 @@
+// The emulated GPU: device memory is an anonymous host mapping, kernels are CPU functions from a
+// plugin (emulated_kernels.h), and every operation runs to completion when issued, so streams and
+// events are trivially ordered. Kernel parameter layouts come from the module's fatbin, parsed by
+// remote/fatbin (the role the driver's cuFuncGetParamInfo plays on a real GPU).
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "remote/fatbin/fatbin.h"
+#include "remote/server/backend.h"
+#include "remote/server/emulated_kernels.h"
+
+namespace gpool::remote::server {
+
+Result Err(int32_t code, std::string message) { return Result{code, std::move(message)}; }
+
+namespace {
+
+constexpr uint64_t kAlign = 256;
+
+// First-fit allocator over one device's address range. Free ranges are coalesced.
+class RangeAllocator {
+ public:
+  RangeAllocator(uint64_t base, uint64_t size) : base_(base), size_(size) { free_[base] = size; }
+  uint64_t Alloc(uint64_t asked) {
+    uint64_t size = (std::max<uint64_t>(asked, 1) + kAlign - 1) / kAlign * kAlign;
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < size) continue;
+      uint64_t at = it->first, left = it->second - size;
+      free_.erase(it);
+      if (left) free_[at + size] = left;
+      used_[at] = size;
+      asked_[at] = asked;
+      in_use_ += size;
+      return at;
+    }
+    return 0;
+  }
+  // Returns the freed size, 0 if `p` is not the start of an allocation.
+  uint64_t Free(uint64_t p) {
+    auto it = used_.find(p);
+    if (it == used_.end()) return 0;
+    uint64_t size = it->second;
+    used_.erase(it);
+    asked_.erase(p);
+    in_use_ -= size;
+    auto next = free_.lower_bound(p);
+    uint64_t start = p, len = size;
+    if (next != free_.end() && next->first == p + size) {
+      len += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == p) {
+        start = prev->first;
+        len += prev->second;
+        free_.erase(prev);
+      }
+    }
+    free_[start] = len;
+    return size;
+  }
+  // True when [p, p+n) lies inside one allocation (its asked size, not the rounded one).
+  bool Contains(uint64_t p, uint64_t n) const {
+    auto it = asked_.upper_bound(p);
+    if (it == asked_.begin()) return false;
+    --it;
+    return p >= it->first && p + n <= it->first + std::max<uint64_t>(it->second, 1);
+  }
+  bool Owns(uint64_t p) const { return p >= base_ && p < base_ + size_; }
+  uint64_t in_use() const { return in_use_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  uint64_t base_, size_, in_use_ = 0;
+  std::map<uint64_t, uint64_t> free_, used_, asked_;
+};
+
+struct EmuModule {
+  std::vector<std::byte> image;
+  bool parsed = false;
+  Status parse_status;
+  fatbin::Module layouts;
+  std::map<std::string, uint64_t, std::less<>> vars;  // name -> var id
+};
+struct EmuFunction {
+  uint64_t module;
+  std::string name;
+  gpool_emu_kernel_fn fn = nullptr;
+};
+struct EmuVar {
+  uint64_t module;
+  std::string name;
+  uint64_t ptr, size;
+};
+
+class EmulatedBackend final : public Backend {
+ public:
+  EmulatedBackend(EmulatedOptions o, void* arena, void* plugin) : o_(std::move(o)), plugin_(plugin) {
+    arena_ = static_cast<std::byte*>(arena);
+    for (int d = 0; d < o_.devices; ++d) {
+      uint64_t base = reinterpret_cast<uint64_t>(arena_) + uint64_t(d) * o_.memory_bytes;
+      alloc_.emplace_back(base, o_.memory_bytes);
+    }
+  }
+  ~EmulatedBackend() override {
+    munmap(arena_, o_.memory_bytes * o_.devices);
+    if (plugin_) dlclose(plugin_);
+  }
+
+  Status LoadKernels() {
+    if (!plugin_) return Status::Ok();
+    auto fn = reinterpret_cast<gpool_emulated_kernels_fn>(dlsym(plugin_, "gpool_emulated_kernels"));
+    if (!fn) {
+      return Status::InvalidArgument(fmt::format(
+          "emulated kernels plugin {} does not export gpool_emulated_kernels()", o_.kernels_plugin));
+    }
+    size_t n = 0;
+    const gpool_emu_kernel* table = fn(&n);
+    for (size_t i = 0; i < n; ++i) kernels_[table[i].name] = table[i].fn;
+    return Status::Ok();
+  }
+
+  std::string_view name() const override { return "emulated"; }
+  int DeviceCount() override { return o_.devices; }
+
+  Result CheckDev(uint32_t dev) {
+    if (dev >= static_cast<uint32_t>(o_.devices)) {
+      return Err(kErrInvalidDevice, fmt::format("device {} does not exist (server has {})", dev,
+                                                o_.devices));
+    }
+    return {};
+  }
+
+  Result GetProps(uint32_t dev, proto::DeviceProps* p) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    p->name = fmt::format("gpool emulated GPU {}", dev);
+    p->uuid = std::string(16, '\0');
+    p->uuid[0] = static_cast<char>(dev);
+    p->total_global_mem = o_.memory_bytes;
+    p->shared_mem_per_block = 48 << 10;
+    p->shared_mem_per_block_optin = 227 << 10;
+    p->shared_mem_per_mp = 228 << 10;
+    p->mem_pitch = INT32_MAX;
+    p->total_const_mem = 64 << 10;
+    p->texture_alignment = 512;
+    p->regs_per_block = 65536;
+    p->regs_per_mp = 65536;
+    p->warp_size = 32;
+    p->max_threads_per_block = 1024;
+    p->max_threads_dim = {1024, 1024, 64};
+    p->max_grid_size = {INT32_MAX, 65535, 65535};
+    p->clock_rate = 1000000;
+    p->major = 9;
+    p->minor = 0;
+    p->multi_processor_count = 4;
+    p->concurrent_kernels = 1;
+    p->pci_bus_id = static_cast<int32_t>(dev);
+    p->async_engine_count = 2;
+    p->unified_addressing = 1;
+    p->memory_clock_rate = 1000000;
+    p->memory_bus_width = 256;
+    p->l2_cache_size = 4 << 20;
+    p->max_threads_per_mp = 2048;
+    p->max_blocks_per_mp = 32;
+    return {};
+  }
+
+  Result GetAttribute(uint32_t dev, int32_t attr, int32_t* value) override {
+    proto::DeviceProps p;
+    if (Result r = GetProps(dev, &p); !r.ok()) return r;
+    // cudaDeviceAttr numbers for the attributes the emulated device describes; others read 0.
+    switch (attr) {
+      case 1: *value = p.max_threads_per_block; break;
+      case 2: case 3: case 4: *value = p.max_threads_dim[attr - 2]; break;
+      case 5: case 6: case 7: *value = p.max_grid_size[attr - 5]; break;
+      case 8: *value = static_cast<int32_t>(p.shared_mem_per_block); break;
+      case 9: *value = static_cast<int32_t>(p.total_const_mem); break;
+      case 10: *value = p.warp_size; break;
+      case 12: *value = p.regs_per_block; break;
+      case 13: *value = p.clock_rate; break;
+      case 16: *value = p.multi_processor_count; break;
+      case 31: *value = p.concurrent_kernels; break;
+      case 33: *value = p.pci_bus_id; break;
+      case 36: *value = p.memory_clock_rate; break;
+      case 37: *value = p.memory_bus_width; break;
+      case 38: *value = p.l2_cache_size; break;
+      case 39: *value = p.max_threads_per_mp; break;
+      case 40: *value = p.async_engine_count; break;
+      case 41: *value = p.unified_addressing; break;
+      case 75: *value = p.major; break;
+      case 76: *value = p.minor; break;
+      case 81: *value = static_cast<int32_t>(p.shared_mem_per_mp); break;
+      case 82: *value = p.regs_per_mp; break;
+      case 97: *value = static_cast<int32_t>(p.shared_mem_per_block_optin); break;
+      case 106: *value = p.max_blocks_per_mp; break;
+      default: *value = 0;
+    }
+    return {};
+  }
+
+  Result MemGetInfo(uint32_t dev, uint64_t* free, uint64_t* total) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    *total = alloc_[dev].size();
+    *free = *total - alloc_[dev].in_use();
+    return {};
+  }
+
+  Result Malloc(uint32_t dev, uint64_t size, uint64_t* ptr) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    *ptr = alloc_[dev].Alloc(size);
+    if (*ptr == 0) {
+      return Err(kErrMemoryAllocation,
+                 fmt::format("emulated device {} is out of memory ({} bytes asked, {} of {} in use)",
+                             dev, size, alloc_[dev].in_use(), alloc_[dev].size()));
+    }
+    return {};
+  }
+
+  Result Free(uint64_t ptr) override {
+    for (auto& a : alloc_) {
+      if (!a.Owns(ptr)) continue;
+      uint64_t size = a.Free(ptr);
+      if (size == 0) break;
+      // Give big blocks' pages back now; small ones are reused soon.
+      if (size >= (1u << 20)) madvise(reinterpret_cast<void*>(ptr), size, MADV_DONTNEED);
+      return {};
+    }
+    return Err(kErrInvalidDevicePointer, fmt::format("cudaFree(0x{:x}): not an allocation", ptr));
+  }
+
+  Result CheckRange(uint64_t p, uint64_t n, const char* what) {
+    if (n == 0) return {};
+    for (auto& a : alloc_) {
+      if (a.Contains(p, n)) return {};
+    }
+    // Variables live outside the allocators.
+    for (auto& [id, v] : vars_) {
+      if (p >= v.ptr && p + n <= v.ptr + v.size) return {};
+    }
+    return Err(kErrInvalidValue,
+               fmt::format("{}: device range 0x{:x}+{} is not inside one allocation", what, p, n));
+  }
+  Result CheckStream(uint64_t stream) {
+    if (stream != 0 && !streams_.count(stream)) {
+      return Err(kErrInvalidResourceHandle, fmt::format("unknown stream {}", stream));
+    }
+    return {};
+  }
+
+  Result CopyH2D(uint64_t dst, std::span<const std::byte> src, uint64_t stream) override {
+    if (Result r = CheckStream(stream); !r.ok()) return r;
+    if (Result r = CheckRange(dst, src.size(), "host-to-device copy"); !r.ok()) return r;
+    if (!src.empty()) std::memcpy(reinterpret_cast<void*>(dst), src.data(), src.size());
+    return {};
+  }
+  Result CopyD2H(std::byte* dst, uint64_t src, uint64_t size, uint64_t stream) override {
+    if (Result r = CheckStream(stream); !r.ok()) return r;
+    if (Result r = CheckRange(src, size, "device-to-host copy"); !r.ok()) return r;
+    if (size) std::memcpy(dst, reinterpret_cast<const void*>(src), size);
+    return {};
+  }
+  std::span<const std::byte> HostView(uint64_t src, uint64_t size) override {
+    if (!CheckRange(src, size, "").ok()) return {};
+    return {reinterpret_cast<const std::byte*>(src), size};
+  }
+  Result CopyD2D(uint64_t dst, uint64_t src, uint64_t size, uint64_t stream) override {
+    if (Result r = CheckStream(stream); !r.ok()) return r;
+    if (Result r = CheckRange(src, size, "device-to-device copy (source)"); !r.ok()) return r;
+    if (Result r = CheckRange(dst, size, "device-to-device copy (destination)"); !r.ok()) return r;
+    if (size) std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), size);
+    return {};
+  }
+  Result Memset(uint64_t dst, uint8_t value, uint64_t size, uint64_t stream) override {
+    if (Result r = CheckStream(stream); !r.ok()) return r;
+    if (Result r = CheckRange(dst, size, "memset"); !r.ok()) return r;
+    if (size) std::memset(reinterpret_cast<void*>(dst), value, size);
+    return {};
+  }
+  Result Copy2D(const proto::Memcpy2D& c, std::byte* host_out) override {
+    if (Result r = CheckStream(c.stream); !r.ok()) return r;
+    if (c.height == 0 || c.width == 0) return {};
+    auto kind = static_cast<proto::CopyKind>(c.kind);
+    bool dev_src = kind != proto::CopyKind::kHostToDevice;
+    bool dev_dst = kind != proto::CopyKind::kDeviceToHost;
+    if (dev_src && c.spitch < c.width) return Err(kErrInvalidValue, "2-D copy: spitch < width");
+    if (dev_dst && c.dpitch < c.width) return Err(kErrInvalidValue, "2-D copy: dpitch < width");
+    if (kind == proto::CopyKind::kHostToDevice && c.data.size() != c.width * c.height) {
+      return Err(kErrInvalidValue, "2-D copy: packed host data size != width*height");
+    }
+    for (uint64_t row = 0; row < c.height; ++row) {
+      const std::byte* s;
+      std::byte* d;
+      if (dev_src) {
+        if (Result r = CheckRange(c.src + row * c.spitch, c.width, "2-D copy (source)"); !r.ok()) return r;
+        s = reinterpret_cast<const std::byte*>(c.src + row * c.spitch);
+      } else {
+        s = c.data.data() + row * c.width;
+      }
+      if (dev_dst) {
+        if (Result r = CheckRange(c.dst + row * c.dpitch, c.width, "2-D copy (destination)"); !r.ok()) return r;
+        d = reinterpret_cast<std::byte*>(c.dst + row * c.dpitch);
+      } else {
+        d = host_out + row * c.width;
+      }
+      std::memmove(d, s, c.width);
+    }
+    return {};
+  }
+
+  Result LoadModule(uint64_t module, std::span<const std::byte> image) override {
+    EmuModule& m = modules_[module];
+    m.image.assign(image.begin(), image.end());
+    return {};
+  }
+  EmuModule* Parsed(uint64_t module) {
+    auto it = modules_.find(module);
+    if (it == modules_.end()) return nullptr;
+    EmuModule& m = it->second;
+    if (!m.parsed) {
+      m.parsed = true;
+      auto mod = fatbin::ParseFatbin(m.image, {.target_arch = 90});
+      if (mod.ok()) {
+        m.layouts = std::move(*mod);
+      } else {
+        m.parse_status = mod.status();
+      }
+    }
+    return &m;
+  }
+  Result RegisterFunction(uint64_t module, uint64_t func, const std::string& name) override {
+    if (!modules_.count(module)) {
+      return Err(kErrInvalidResourceHandle, fmt::format("function {}: unknown module {}", name, module));
+    }
+    EmuFunction f{module, name, nullptr};
+    auto k = kernels_.find(name);
+    if (k != kernels_.end()) f.fn = k->second;
+    functions_[func] = std::move(f);
+    return {};
+  }
+  Result RegisterVar(uint64_t module, uint64_t var, const std::string& name, uint64_t size,
+                     bool) override {
+    auto it = modules_.find(module);
+    if (it == modules_.end()) {
+      return Err(kErrInvalidResourceHandle, fmt::format("variable {}: unknown module {}", name, module));
+    }
+    // Variables get their own zeroed storage; the program initialises them with
+    // cudaMemcpyToSymbol (static initialisers in device code are not emulated).
+    auto* storage = new (std::nothrow) std::byte[std::max<uint64_t>(size, 1)]();
+    if (!storage) return Err(kErrMemoryAllocation, fmt::format("variable {} of {} bytes", name, size));
+    var_storage_.emplace_back(storage);
+    vars_[var] = EmuVar{module, name, reinterpret_cast<uint64_t>(storage), size};
+    it->second.vars[name] = var;
+    return {};
+  }
+  Result UnloadModule(uint64_t module) override {
+    modules_.erase(module);
+    std::erase_if(functions_, [&](auto& kv) { return kv.second.module == module; });
+    return {};
+  }
+  Result Lookup(uint64_t func, EmuFunction** f) {
+    auto it = functions_.find(func);
+    if (it == functions_.end()) {
+      return Err(kErrInvalidDeviceFunction, fmt::format("unknown function id {}", func));
+    }
+    *f = &it->second;
+    return {};
+  }
+  Result Layout(EmuFunction* f, const fatbin::KernelInfo** info) {
+    EmuModule* m = Parsed(f->module);
+    if (!m->parse_status.ok()) {
+      return Err(kErrInvalidKernelImage, fmt::format("kernel {}: cannot read its module: {}",
+                                                     f->name, m->parse_status.ToString()));
+    }
+    auto k = m->layouts.kernels.find(f->name);
+    if (k == m->layouts.kernels.end()) {
+      return Err(kErrInvalidDeviceFunction,
+                 fmt::format("kernel {} is not in its module's device code", f->name));
+    }
+    *info = &k->second;
+    return {};
+  }
+  Result GetParamInfo(uint64_t func, proto::ParamInfo* out) override {
+    EmuFunction* f = nullptr;
+    const fatbin::KernelInfo* info = nullptr;
+    if (Result r = Lookup(func, &f); !r.ok()) return r;
+    if (Result r = Layout(f, &info); !r.ok()) return r;
+    for (const auto& p : info->params) out->params.push_back({p.offset, p.size});
+    return {};
+  }
+  Result GetSymbol(uint64_t var, uint64_t* ptr, uint64_t* size) override {
+    auto it = vars_.find(var);
+    if (it == vars_.end()) return Err(kErrInvalidValue, fmt::format("unknown symbol id {}", var));
+    *ptr = it->second.ptr;
+    *size = it->second.size;
+    return {};
+  }
+  Result FuncAttributes(uint64_t func, proto::FuncAttrs* out) override {
+    EmuFunction* f = nullptr;
+    if (Result r = Lookup(func, &f); !r.ok()) return r;
+    out->max_threads_per_block = 1024;
+    out->num_regs = 32;
+    out->ptx_version = 90;
+    out->binary_version = 90;
+    out->max_dynamic_shared_size_bytes = 48 << 10;
+    return {};
+  }
+  Result Occupancy(uint64_t func, int32_t block_size, uint64_t, int32_t* blocks) override {
+    EmuFunction* f = nullptr;
+    if (Result r = Lookup(func, &f); !r.ok()) return r;
+    if (block_size <= 0 || block_size > 1024) {
+      return Err(kErrInvalidValue, fmt::format("block size {} out of range", block_size));
+    }
+    *blocks = std::min(32, 2048 / block_size);
+    return {};
+  }
+
+  Result Launch(const proto::Launch& l, uint64_t* ns) override {
+    if (Result r = CheckStream(l.stream); !r.ok()) return r;
+    EmuFunction* f = nullptr;
+    const fatbin::KernelInfo* info = nullptr;
+    if (Result r = Lookup(l.func, &f); !r.ok()) return r;
+    if (!f->fn) {
+      return Err(kErrInvalidDeviceFunction,
+                 fmt::format("emulated backend has no CPU implementation of kernel {} "
+                             "(load one with --emulated-kernels)", f->name));
+    }
+    if (Result r = Layout(f, &info); !r.ok()) return r;
+    std::vector<unsigned> offsets, sizes;
+    for (const auto& p : info->params) {
+      if (uint64_t(p.offset) + p.size > l.params.size()) {
+        return Err(kErrInvalidValue, fmt::format("kernel {}: parameter buffer of {} bytes is too "
+                                                 "short for its layout", f->name, l.params.size()));
+      }
+      offsets.push_back(p.offset);
+      sizes.push_back(p.size);
+    }
+    char error[256] = {0};
+    current_module_ = f->module;
+    gpool_emu_launch el{};
+    el.grid = {l.grid[0], l.grid[1], l.grid[2]};
+    el.block = {l.block[0], l.block[1], l.block[2]};
+    el.shared_mem = l.shmem;
+    el.params = reinterpret_cast<const unsigned char*>(l.params.data());
+    el.param_offsets = offsets.data();
+    el.param_sizes = sizes.data();
+    el.param_count = static_cast<unsigned>(offsets.size());
+    el.symbol = &EmulatedBackend::SymbolThunk;
+    el.ctx = this;
+    el.error = error;
+    el.error_capacity = sizeof(error);
+    auto t0 = std::chrono::steady_clock::now();
+    int rc = f->fn(&el);
+    *ns = static_cast<uint64_t>((std::chrono::steady_clock::now() - t0).count());
+    if (rc != 0) {
+      error[sizeof(error) - 1] = 0;
+      return Err(kErrLaunchFailure, fmt::format("kernel {} failed: {}", f->name, error));
+    }
+    return {};
+  }
+  static void* SymbolThunk(void* ctx, const char* name) {
+    auto* self = static_cast<EmulatedBackend*>(ctx);
+    auto m = self->modules_.find(self->current_module_);
+    if (m == self->modules_.end()) return nullptr;
+    auto v = m->second.vars.find(name);
+    if (v == m->second.vars.end()) return nullptr;
+    return reinterpret_cast<void*>(self->vars_[v->second].ptr);
+  }
+
+  Result StreamCreate(uint32_t dev, uint64_t id, uint32_t, int32_t) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    if (id == 0) return Err(kErrInvalidValue, "stream id 0 is reserved");
+    streams_[id] = dev;
+    return {};
+  }
+  Result StreamDestroy(uint64_t id) override {
+    if (!streams_.erase(id)) return Err(kErrInvalidResourceHandle, fmt::format("unknown stream {}", id));
+    return {};
+  }
+  Result StreamSync(uint32_t, uint64_t id) override { return CheckStream(id); }
+  Result StreamQuery(uint32_t, uint64_t id) override { return CheckStream(id); }
+  Result StreamWaitEvent(uint32_t, uint64_t stream, uint64_t event) override {
+    if (Result r = CheckStream(stream); !r.ok()) return r;
+    if (!events_.count(event)) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
+    return {};
+  }
+  Result EventCreate(uint32_t dev, uint64_t id, uint32_t) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    events_[id] = Event{};
+    return {};
+  }
+  Result EventRecord(uint32_t, uint64_t event, uint64_t stream) override {
+    if (Result r = CheckStream(stream); !r.ok()) return r;
+    auto it = events_.find(event);
+    if (it == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
+    it->second.recorded = true;
+    it->second.at = std::chrono::steady_clock::now();
+    return {};
+  }
+  Result EventSync(uint64_t event) override {
+    if (!events_.count(event)) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
+    return {};
+  }
+  Result EventQuery(uint64_t event) override { return EventSync(event); }
+  Result EventElapsed(uint64_t start, uint64_t end, float* ms) override {
+    auto a = events_.find(start), b = events_.find(end);
+    if (a == events_.end() || b == events_.end()) {
+      return Err(kErrInvalidResourceHandle, "cudaEventElapsedTime: unknown event");
+    }
+    if (!a->second.recorded || !b->second.recorded) {
+      return Err(kErrInvalidResourceHandle, "cudaEventElapsedTime: event not recorded");
+    }
+    *ms = std::chrono::duration<float, std::milli>(b->second.at - a->second.at).count();
+    return {};
+  }
+  Result EventDestroy(uint64_t event) override {
+    if (!events_.erase(event)) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
+    return {};
+  }
+  Result DeviceSync(uint32_t dev) override { return CheckDev(dev); }
+
+ private:
+  struct Event {
+    bool recorded = false;
+    std::chrono::steady_clock::time_point at;
+  };
+  EmulatedOptions o_;
+  void* plugin_;
+  std::byte* arena_;
+  std::vector<RangeAllocator> alloc_;
+  std::unordered_map<std::string, gpool_emu_kernel_fn> kernels_;
+  std::unordered_map<uint64_t, EmuModule> modules_;
+  std::unordered_map<uint64_t, EmuFunction> functions_;
+  std::unordered_map<uint64_t, EmuVar> vars_;
+  std::vector<std::unique_ptr<std::byte[]>> var_storage_;
+  std::unordered_map<uint64_t, uint32_t> streams_;
+  std::unordered_map<uint64_t, Event> events_;
+  uint64_t current_module_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend>> MakeEmulatedBackend(const EmulatedOptions& options) {
+  if (options.devices < 1 || options.devices > 64) {
+    return Status::InvalidArgument(fmt::format("emulated devices {} out of [1, 64]", options.devices));
+  }
+  uint64_t total = options.memory_bytes * options.devices;
+  void* hint = reinterpret_cast<void*>(options.address_hint);
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+#ifdef MAP_FIXED_NOREPLACE
+  if (hint) flags |= MAP_FIXED_NOREPLACE;
+#endif
+  void* arena = mmap(hint, total, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (arena == MAP_FAILED && hint) {
+    arena = mmap(nullptr, total, PROT_READ | PROT_WRITE, flags & ~MAP_FIXED_NOREPLACE, -1, 0);
+  }
+  if (arena == MAP_FAILED) {
+    return Status::ResourceExhausted(fmt::format("cannot map {} bytes of emulated device memory: {}",
+                                                 total, std::strerror(errno)));
+  }
+  void* plugin = nullptr;
+  if (!options.kernels_plugin.empty()) {
+    plugin = dlopen(options.kernels_plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!plugin) {
+      munmap(arena, total);
+      return Status::InvalidArgument(fmt::format("cannot load emulated kernels {}: {}",
+                                                 options.kernels_plugin, dlerror()));
+    }
+  }
+  auto b = std::make_unique<EmulatedBackend>(options, arena, plugin);
+  GPOOL_RETURN_IF_ERROR(b->LoadKernels());
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+}  // namespace gpool::remote::server

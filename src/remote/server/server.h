@@ -1,0 +1,61 @@
+// The GPU server: accepts clients on a TCP control port, checks each one's lease, and forks one
+// worker process per session.
+//
+// Handshake: the client sends Hello (version, lease token, wanted data transport) on the control
+// connection. The parent checks the token, forks a worker, and the worker - in a fresh process
+// with no inherited descriptors but a pipe - creates its backend (its own CUDA context) and a
+// listener on the wanted transport (tcp or ucx), and reports its address. The parent answers
+// HelloReply with that address and a nonce, and closes the control connection; the client
+// connects to the worker and proves itself with Attach(nonce). The worker serves the session and
+// exits when the client goes away, so the operating system frees all of the session's GPU memory
+// (process exit is the only sure way). Workers die with the server (PR_SET_PDEATHSIG), so a
+// client of a dead server sees its connection close, never a hang. Forking before any transport
+// or CUDA state exists in the child avoids sharing UCX or CUDA contexts across fork.
+// Thread safety: Serve() runs on one thread; Stop() may be called from another.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "remote/server/backend.h"
+#include "remote/server/session.h"
+#include "remote/transport/transport.h"
+
+namespace gpool::remote::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:0";  // control address (TCP)
+  std::string transport = "tcp";       // data transport of sessions: tcp or ucx
+  std::string backend = "emulated";    // emulated or cuda
+  EmulatedOptions emulated;
+  // Checks a Hello's lease token and fills the session's limits; null means --insecure.
+  std::function<Status(const std::string& token, SessionLimits* limits)> authorize;
+  SessionLimits default_limits;  // applied when authorize is null or leaves them unset
+};
+
+class GpuServer {
+ public:
+  explicit GpuServer(ServerOptions options);
+  ~GpuServer();
+  // Binds the control port. After this, address() is valid.
+  Status Start();
+  std::string address() const;
+  // Accepts clients until Stop(). Returns the accept error, if any.
+  Status Serve();
+  void Stop();
+
+ private:
+  Status HandleClient(std::unique_ptr<Connection> control);
+  [[noreturn]] void RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, SessionLimits limits);
+
+  ServerOptions o_;
+  std::unique_ptr<Transport> control_transport_;
+  std::unique_ptr<Listener> listener_;
+  std::atomic<bool> stop_{false};
+  uint64_t next_session_ = 1;
+};
+
+}  // namespace gpool::remote::server

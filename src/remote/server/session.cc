@@ -1,0 +1,274 @@
+#include "remote/server/session.h"
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace gpool::remote::server {
+
+using namespace proto;  // NOLINT: the op structs read better unqualified here
+
+Session::Session(uint64_t id, std::unique_ptr<Connection> conn, Backend* backend,
+                 SessionLimits limits)
+    : id_(id), conn_(std::move(conn)), backend_(backend), limits_(limits) {}
+
+Status Session::Run() {
+  std::vector<std::byte> msg;
+  for (;;) {
+    Status s = conn_->Recv(&msg);
+    if (!s.ok()) return s.code() == StatusCode::kUnavailable ? Status::Ok() : s;
+    stats_.bytes_in += msg.size();
+    auto frames = ParseMessage(msg);
+    if (!frames.ok()) {
+      return frames.status().WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
+    }
+    for (const Frame& f : *frames) {
+      ++stats_.requests;
+      Status hs = Handle(f);
+      if (!hs.ok()) {
+        if (hs.code() == StatusCode::kUnavailable) return Status::Ok();
+        return hs.WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
+      }
+    }
+  }
+}
+
+void Session::Defer(const char* op, Result r) {
+  if (r.ok() || !deferred_.ok()) return;
+  deferred_ = Err(r.code, fmt::format("{}: {}", op, r.message));
+}
+
+Status Session::SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail) {
+  ReplyHead head{.error = r.code, .message = std::move(r.message)};
+  if (!deferred_.ok()) {
+    head.async_error = deferred_.code;
+    head.async_message = std::move(deferred_.message);
+    deferred_ = Result::Ok();
+  }
+  out_.Reset();
+  if (tail.empty()) {
+    out_.AddReply(op, head, body);
+    wire::ByteSpan m = out_.Finish();
+    stats_.bytes_out += m.size();
+    return conn_->Send(m);
+  }
+  // The body's last field is a blob: its bytes go as a second gather part, uncopied.
+  out_.AddReplyWithTail(op, head, body, tail);
+  wire::ByteSpan parts[2] = {out_.Finish(), tail};
+  stats_.bytes_out += parts[0].size() + tail.size();
+  return conn_->Send(parts);
+}
+
+template <class Req, class Fn>
+Status Session::Sync(const Frame& f, Fn fn) {
+  Req req;
+  GPOOL_RETURN_IF_ERROR(DecodeBody(f, &req));
+  return fn(req);
+}
+
+template <class Req, class Fn>
+Status Session::Async(const Frame& f, Fn fn) {
+  Req req;
+  GPOOL_RETURN_IF_ERROR(DecodeBody(f, &req));
+  Defer(OpName(f.op), fn(req));
+  return Status::Ok();
+}
+
+Status Session::Handle(const Frame& f) {
+  if (f.op & kReply) return Status::InvalidArgument("client sent a reply frame");
+  Empty none;
+  switch (static_cast<Op>(f.op)) {
+    case Op::kPing:
+      return Sync<Ping>(f, [&](Ping&) { return SendReply(f.op, {}, none); });
+    case Op::kGetDeviceProps:
+      return Sync<GetDeviceProps>(f, [&](GetDeviceProps& q) {
+        DeviceProps p;
+        Result r = backend_->GetProps(q.device, &p);
+        if (r.ok() && limits_.memory_bytes) {
+          p.total_global_mem = std::min<uint64_t>(p.total_global_mem, limits_.memory_bytes);
+        }
+        return SendReply(f.op, r, p);
+      });
+    case Op::kGetAttribute:
+      return Sync<GetAttribute>(f, [&](GetAttribute& q) {
+        IntValue v;
+        Result r = backend_->GetAttribute(q.device, q.attr, &v.value);
+        return SendReply(f.op, r, v);
+      });
+    case Op::kMemGetInfo:
+      return Sync<MemGetInfo>(f, [&](MemGetInfo& q) {
+        MemInfo m;
+        Result r = backend_->MemGetInfo(q.device, &m.free, &m.total);
+        if (r.ok() && limits_.memory_bytes) {
+          m.total = std::min(m.total, limits_.memory_bytes);
+          m.free = std::min(m.free, m.total - std::min(m.total, memory_in_use_));
+        }
+        return SendReply(f.op, r, m);
+      });
+    case Op::kMalloc:
+      return Sync<Malloc>(f, [&](Malloc& q) {
+        Pointer p;
+        Result r;
+        if (limits_.memory_bytes && memory_in_use_ + q.size > limits_.memory_bytes) {
+          r = Err(kErrMemoryAllocation,
+                  fmt::format("cudaMalloc({} bytes) refused: the session's memory limit is {} "
+                              "bytes and {} are in use",
+                              q.size, limits_.memory_bytes, memory_in_use_));
+        } else {
+          r = backend_->Malloc(q.device, q.size, &p.ptr);
+          if (r.ok()) {
+            allocations_[p.ptr] = q.size;
+            memory_in_use_ += q.size;
+            stats_.peak_memory = std::max(stats_.peak_memory, memory_in_use_);
+          }
+        }
+        return SendReply(f.op, r, p);
+      });
+    case Op::kFree:
+      return Sync<Free>(f, [&](Free& q) {
+        Result r = backend_->Free(q.ptr);
+        if (r.ok()) {
+          auto it = allocations_.find(q.ptr);
+          if (it != allocations_.end()) {
+            memory_in_use_ -= it->second;
+            allocations_.erase(it);
+          }
+        }
+        return SendReply(f.op, r, none);
+      });
+    case Op::kMemcpyH2D:
+      return Async<MemcpyH2D>(f, [&](MemcpyH2D& q) { return backend_->CopyH2D(q.dst, q.data, q.stream); });
+    case Op::kMemcpyD2H:
+      return Sync<MemcpyD2H>(f, [&](MemcpyD2H& q) -> Status {
+        if (q.size > kCopyChunkBytes * 64) {
+          return Status::InvalidArgument(fmt::format("MemcpyD2H of {} bytes exceeds one reply", q.size));
+        }
+        Data d;
+        Result r;
+        d.data = backend_->HostView(q.src, q.size);
+        if (d.data.empty() && q.size) {
+          staging_.resize(q.size);
+          r = backend_->CopyD2H(staging_.data(), q.src, q.size, q.stream);
+          if (r.ok()) d.data = staging_;
+        }
+        if (!r.ok()) d.data = {};
+        return SendReply(f.op, r, d, d.data);
+      });
+    case Op::kMemcpyD2D:
+      return Async<MemcpyD2D>(f, [&](MemcpyD2D& q) { return backend_->CopyD2D(q.dst, q.src, q.size, q.stream); });
+    case Op::kMemset:
+      return Async<Memset>(f, [&](Memset& q) {
+        return backend_->Memset(q.dst, static_cast<uint8_t>(q.value), q.size, q.stream);
+      });
+    case Op::kMemcpy2D:
+      return Sync<Memcpy2D>(f, [&](Memcpy2D& q) -> Status {
+        Data d;
+        Result r;
+        if (q.kind < 1 || q.kind > 3) {
+          r = Err(kErrInvalidMemcpyDirection, fmt::format("2-D copy kind {}", q.kind));
+        } else if (q.kind == static_cast<uint8_t>(CopyKind::kDeviceToHost)) {
+          if (q.width * q.height > kCopyChunkBytes * 64) {
+            return Status::InvalidArgument("Memcpy2D reply too large");
+          }
+          staging_.resize(q.width * q.height);
+          r = backend_->Copy2D(q, staging_.data());
+          if (r.ok()) d.data = staging_;
+        } else {
+          r = backend_->Copy2D(q, nullptr);
+        }
+        return SendReply(f.op, r, d, d.data);
+      });
+    case Op::kRegisterModule:
+      return Async<RegisterModule>(f, [&](RegisterModule& q) { return backend_->LoadModule(q.module, q.image); });
+    case Op::kRegisterFunction:
+      return Async<RegisterFunction>(f, [&](RegisterFunction& q) {
+        return backend_->RegisterFunction(q.module, q.func, q.name);
+      });
+    case Op::kRegisterVar:
+      return Async<RegisterVar>(f, [&](RegisterVar& q) {
+        return backend_->RegisterVar(q.module, q.var, q.name, q.size, q.constant != 0);
+      });
+    case Op::kUnregisterModule:
+      return Async<UnregisterModule>(f, [&](UnregisterModule& q) { return backend_->UnloadModule(q.module); });
+    case Op::kGetParamInfo:
+      return Sync<GetParamInfo>(f, [&](GetParamInfo& q) {
+        ParamInfo p;
+        Result r = backend_->GetParamInfo(q.func, &p);
+        return SendReply(f.op, r, p);
+      });
+    case Op::kLaunch:
+      return Async<Launch>(f, [&](Launch& q) {
+        uint64_t ns = 0;
+        Result r = backend_->Launch(q, &ns);
+        ++stats_.launches;
+        stats_.kernel_ns += ns;
+        return r;
+      });
+    case Op::kStreamCreate:
+      return Async<StreamCreate>(f, [&](StreamCreate& q) {
+        return backend_->StreamCreate(q.device, q.stream, q.flags, q.priority);
+      });
+    case Op::kStreamDestroy:
+      return Async<StreamDestroy>(f, [&](StreamDestroy& q) { return backend_->StreamDestroy(q.stream); });
+    case Op::kStreamSync:
+      return Sync<StreamSync>(f, [&](StreamSync& q) {
+        return SendReply(f.op, backend_->StreamSync(q.device, q.stream), none);
+      });
+    case Op::kStreamQuery:
+      return Sync<StreamQuery>(f, [&](StreamQuery& q) {
+        return SendReply(f.op, backend_->StreamQuery(q.device, q.stream), none);
+      });
+    case Op::kStreamWaitEvent:
+      return Async<StreamWaitEvent>(f, [&](StreamWaitEvent& q) {
+        return backend_->StreamWaitEvent(q.device, q.stream, q.event);
+      });
+    case Op::kEventCreate:
+      return Async<EventCreate>(f, [&](EventCreate& q) { return backend_->EventCreate(q.device, q.event, q.flags); });
+    case Op::kEventRecord:
+      return Async<EventRecord>(f, [&](EventRecord& q) { return backend_->EventRecord(q.device, q.event, q.stream); });
+    case Op::kEventSync:
+      return Sync<EventSync>(f, [&](EventSync& q) { return SendReply(f.op, backend_->EventSync(q.event), none); });
+    case Op::kEventQuery:
+      return Sync<EventQuery>(f, [&](EventQuery& q) { return SendReply(f.op, backend_->EventQuery(q.event), none); });
+    case Op::kEventElapsed:
+      return Sync<EventElapsed>(f, [&](EventElapsed& q) {
+        FloatValue v;
+        Result r = backend_->EventElapsed(q.start, q.end, &v.value);
+        return SendReply(f.op, r, v);
+      });
+    case Op::kEventDestroy:
+      return Async<EventDestroy>(f, [&](EventDestroy& q) { return backend_->EventDestroy(q.event); });
+    case Op::kDeviceSync:
+      return Sync<DeviceSync>(f, [&](DeviceSync& q) { return SendReply(f.op, backend_->DeviceSync(q.device), none); });
+    case Op::kDeviceReset:
+      return Sync<DeviceReset>(f, [&](DeviceReset& q) {
+        Result r = backend_->DeviceSync(q.device);
+        return SendReply(f.op, r, none);
+      });
+    case Op::kFuncAttributes:
+      return Sync<FuncAttributes>(f, [&](FuncAttributes& q) {
+        FuncAttrs a;
+        Result r = backend_->FuncAttributes(q.func, &a);
+        return SendReply(f.op, r, a);
+      });
+    case Op::kOccupancy:
+      return Sync<Occupancy>(f, [&](Occupancy& q) {
+        IntValue v;
+        Result r = backend_->Occupancy(q.func, q.block_size, q.shmem, &v.value);
+        return SendReply(f.op, r, v);
+      });
+    case Op::kGetSymbol:
+      return Sync<GetSymbol>(f, [&](GetSymbol& q) {
+        Symbol s;
+        Result r = backend_->GetSymbol(q.var, &s.ptr, &s.size);
+        return SendReply(f.op, r, s);
+      });
+    case Op::kHello:
+    case Op::kAttach:
+    case Op::kMaxOp:
+      break;
+  }
+  return Status::InvalidArgument(fmt::format("op {} not valid in a session", OpName(f.op)));
+}
+
+}  // namespace gpool::remote::server

@@ -1,0 +1,60 @@
+// One client session in a GPU server worker: reads batched requests from the data connection,
+// runs them on the backend in order, replies to the synchronous ones, and enforces the session's
+// limits.
+//
+// Asynchronous requests (launches, async copies, registrations, ...) get no reply; the first one
+// that fails is remembered and returned with the next reply, as CUDA reports asynchronous errors
+// at the next synchronizing call. A malformed message ends this session only (the worker exits).
+// Thread safety: Run() owns the connection and backend; one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "remote/protocol/messages.h"
+#include "remote/server/backend.h"
+#include "remote/transport/transport.h"
+
+namespace gpool::remote::server {
+
+struct SessionLimits {
+  uint64_t memory_bytes = 0;  // 0 = no limit
+  double compute_share = 1.0;  // accounted (reported), not enforced; see docs/remoting.md
+};
+
+struct SessionStats {
+  uint64_t requests = 0, launches = 0, kernel_ns = 0, bytes_in = 0, bytes_out = 0;
+  uint64_t peak_memory = 0;
+};
+
+class Session {
+ public:
+  Session(uint64_t id, std::unique_ptr<Connection> conn, Backend* backend, SessionLimits limits);
+  // Serves until the client disconnects (OK) or sends a malformed message (InvalidArgument).
+  Status Run();
+  const SessionStats& stats() const { return stats_; }
+
+ private:
+  Status Handle(const proto::Frame& f);
+  template <class Req, class Fn>
+  Status Sync(const proto::Frame& f, Fn fn);
+  template <class Req, class Fn>
+  Status Async(const proto::Frame& f, Fn fn);
+  Status SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail = {});
+  void Defer(const char* op, Result r);
+
+  uint64_t id_;
+  std::unique_ptr<Connection> conn_;
+  Backend* backend_;
+  SessionLimits limits_;
+  SessionStats stats_;
+  uint64_t memory_in_use_ = 0;
+  std::unordered_map<uint64_t, uint64_t> allocations_;  // ptr -> size
+  Result deferred_;
+  proto::BatchWriter out_;
+  std::vector<std::byte> staging_;
+};
+
+}  // namespace gpool::remote::server
