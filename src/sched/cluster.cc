@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <bit>
 #include <climits>
 #include <cmath>
@@ -173,19 +174,23 @@ void ClusterState::Contribute(NodeId n, int sign) {
   const size_t i = n.value();
   const NodeSpec& node = spec_.nodes[i];
   int64_t milli = 0, partial = 0;
+  std::array<int8_t, 11> deciles{};
   for (int g = 0; g < node.gpus; ++g) {
     const int32_t f = gpu_free_milli_[gpu_offset_[i] + g];
     milli += f;
     if (f > 0 && f < 1000) ++partial;
+    ++deciles[f / 100];
   }
   const size_t nm = std::max<size_t>(1, spec_.gpu_models.size());
   for (DomainId d : ancestors_[i]) {
     if (node.gpus > 0) {
       ModelAggregate& a = agg_[d.value() * nm + static_cast<size_t>(node.gpu_model)];
       a.nodes_by_free[free_whole_[i]] += sign;
+      for (int g = 1; g <= free_whole_[i]; ++g) a.tasks_by_size[g] += sign * (free_whole_[i] / g);
       a.free_whole_gpus += sign * free_whole_[i];
       a.free_milli += sign * milli;
       a.partial_gpus += sign * partial;
+      for (int b = 0; b <= 10; ++b) a.gpus_by_free_decile[b] += sign * deciles[b];
     }
     dom_free_cpu_[d.value()] += sign * free_cpu_[i];
     if (sign > 0) {
@@ -211,9 +216,11 @@ int64_t ClusterState::TaskCapacityBound(DomainId d, const TaskRequest& t, ModelM
     if (!ModelAllowed(models, static_cast<int>(m))) continue;
     const ModelAggregate& a = agg_[d.value() * nm + m];
     if (t.fractional()) {
-      bound += a.free_milli / t.gpu_milli;
+      for (int b = t.gpu_milli / 100; b <= 10; ++b) {
+        bound += int64_t{a.gpus_by_free_decile[b]} * (std::min(1000, 100 * b + 99) / t.gpu_milli);
+      }
     } else {
-      for (int k = t.gpus; k <= kMaxGpusPerNode; ++k) bound += int64_t{a.nodes_by_free[k]} * (k / t.gpus);
+      bound += a.tasks_by_size[t.gpus];
     }
   }
   return bound;

@@ -41,6 +41,12 @@ struct RunningJob {
 struct ModelAggregate {
   // nodes_by_free[k] = schedulable nodes of this model with exactly k wholly free GPUs.
   std::array<int32_t, kMaxGpusPerNode + 1> nodes_by_free{};
+  // tasks_by_size[g] = sum over nodes of floor(free whole GPUs / g): how many g-GPU tasks fit,
+  // kept up to date so a capacity check is one load instead of a histogram sum.
+  std::array<int32_t, kMaxGpusPerNode + 1> tasks_by_size{};
+  // gpus_by_free_decile[b] = GPUs with free milli in [100b, 100b+99] (b = 10: wholly free).
+  // Bounds fractional capacity without counting crumbs smaller than the task.
+  std::array<int32_t, 11> gpus_by_free_decile{};
   int64_t free_whole_gpus = 0;
   int64_t free_milli = 0;       // sum of free milli over all GPUs (whole and partial)
   int64_t partial_gpus = 0;     // GPUs with 0 < free < 1000

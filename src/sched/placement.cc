@@ -21,7 +21,11 @@ struct NodeFree {
 class Placer {
  public:
   Placer(const ClusterState& s, const JobSpec& job, const PlacementOptions& o)
-      : s_(s), job_(job), t_(job.task), o_(o) {}
+      : s_(s), job_(job), t_(job.task), o_(o) {
+    for (size_t m = 0; m < s.num_models(); ++m) {
+      if (job.gpu_models & (ModelMask{1} << m)) models_.push_back(static_cast<int>(m));
+    }
+  }
 
   // Places up to `want` tasks under domain d; returns how many it placed.
   int32_t PlaceUpTo(DomainId d, int32_t want) {
@@ -120,7 +124,22 @@ class Placer {
     return PlaceOnNodes(one, want) == want;
   }
 
-  int64_t Bound(DomainId d) const { return s_.TaskCapacityBound(d, t_, job_.gpu_models); }
+  // ClusterState::TaskCapacityBound, inlined for the hot loop over every leaf.
+  int64_t Bound(DomainId d) const {
+    if (t_.gpus == 0) return s_.TaskCapacityBound(d, t_, job_.gpu_models);
+    int64_t bound = 0;
+    if (t_.fractional()) {
+      for (int m : models_) {
+        const ModelAggregate& a = s_.aggregate(d, m);
+        for (int b = t_.gpu_milli / 100; b <= 10; ++b) {
+          bound += int64_t{a.gpus_by_free_decile[b]} * (std::min(1000, 100 * b + 99) / t_.gpu_milli);
+        }
+      }
+      return bound;
+    }
+    for (int m : models_) bound += s_.aggregate(d, m).tasks_by_size[t_.gpus];
+    return bound;
+  }
   Placement TakePlacement() { return std::move(out_); }
   void Reset() {
     out_.tasks.clear();
@@ -261,6 +280,7 @@ class Placer {
   const JobSpec& job_;
   const TaskRequest& t_;
   const PlacementOptions& o_;
+  std::vector<int> models_;  // allowed model indices
   Placement out_;
   std::vector<NodeFree> taken_;
   std::unordered_map<uint32_t, size_t> index_;
@@ -325,23 +345,63 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
     }
   }
 
+  // Fewest children a gang needs in d (largest capacity first): a pod whose leaves hold the
+  // gang in 3 leaves beats one that needs 5, even if the latter is fuller.
+  auto children_needed = [&](DomainId d) -> int {
+    if (state.domain(d).level == Level::kLeaf) return 1;
+    std::vector<int64_t> caps;
+    for (DomainId c : state.children(d)) caps.push_back(p.Bound(c));
+    std::sort(caps.rbegin(), caps.rend());
+    int64_t sum = 0;
+    int k = 0;
+    for (int64_t c : caps) {
+      if (sum >= n) break;
+      sum += c;
+      ++k;
+    }
+    return k;
+  };
   struct Cand {
     int tier;
+    int needed;
     int64_t room;
     DomainId d;
   };
+  auto better = [](const Cand& a, const Cand& b) {
+    if (a.tier != b.tier) return a.tier < b.tier;
+    if (a.needed != b.needed) return a.needed < b.needed;
+    if (a.room != b.room) return a.room < b.room;
+    return a.d < b.d;
+  };
+  // Nothing fits anywhere by the aggregates: stop before looking at any leaf.
+  int64_t total_bound = 0;
+  bool some_fabric = false;
+  for (DomainId f : state.domains_at(Level::kFabric)) {
+    const int64_t b = p.Bound(f);
+    total_bound += b;
+    some_fabric |= b >= n;
+  }
+  if (!some_fabric && !(job.allow_split && !job.locality.required && total_bound >= n)) {
+    return std::nullopt;
+  }
   std::vector<Cand> cands;
   for (Level l = Level::kLeaf; l <= top; l = static_cast<Level>(static_cast<int>(l) + 1)) {
-    cands.clear();
+    // Usually the best candidate works: find it in one pass and try it; only on failure collect
+    // the rest and try them best first.
+    std::optional<Cand> first;
     for (DomainId d : state.domains_at(l)) {
       if (p.Bound(d) < n) continue;
-      cands.push_back({Degraded(state.domain(d)) ? 1 : 0, DomainRoom(state, d, job), d});
+      const Cand c{Degraded(state.domain(d)) ? 1 : 0, children_needed(d), DomainRoom(state, d, job), d};
+      if (!first || better(c, *first)) first = c;
     }
-    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
-      if (a.tier != b.tier) return a.tier < b.tier;
-      if (a.room != b.room) return a.room < b.room;
-      return a.d < b.d;
-    });
+    if (!first) continue;
+    if (try_domain(first->d)) return p.TakePlacement();
+    cands.clear();
+    for (DomainId d : state.domains_at(l)) {
+      if (d == first->d || p.Bound(d) < n) continue;
+      cands.push_back({Degraded(state.domain(d)) ? 1 : 0, children_needed(d), DomainRoom(state, d, job), d});
+    }
+    std::sort(cands.begin(), cands.end(), better);
     for (const Cand& c : cands) {
       if (try_domain(c.d)) return p.TakePlacement();
     }

@@ -1,8 +1,9 @@
 // Gang placement in two levels.
 //
 // Level one picks the fabric domain: the smallest level (leaf, then pod, then fabric) at which
-// some domain can hold the whole gang, and among those the one left with the least free
-// capacity afterwards (best fit), so whole domains stay free for future big gangs. A domain that
+// some domain can hold the whole gang; among those, the one that needs the fewest children
+// (leaves of a pod, pods of a fabric), then the one left with the least free capacity
+// afterwards (best fit), so whole domains stay free for future big gangs. A domain that
 // lost bandwidth to failed links ranks after healthy ones. When a gang must span several
 // children (a pod-level gang over leaves), it takes the fewest children: largest capacity
 // first, the last one the smallest that covers the rest.
