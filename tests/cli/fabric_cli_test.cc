@@ -1,0 +1,221 @@
+// End-to-end tests of `gpool fabric`: run the built binary (GPOOL_BIN, set by CTest) the way a
+// user or script would, and check exit status, JSON output and error messages.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class FabricCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("GPOOL_BIN");
+    ASSERT_NE(bin, nullptr) << "GPOOL_BIN must name the gpool binary (CTest sets it)";
+    bin_ = bin;
+    dir_ = fs::temp_directory_path() /
+           ("gpool-fabric-cli-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs `gpool ARGS` through the shell (ARGS are quoted by the caller where needed).
+  Result Run(const std::string& args) {
+    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    std::string cmd = "'" + bin_ + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
+    int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    return r;
+  }
+  Json RunJson(const std::string& args) {
+    Result r = Run(args);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+    Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(j.is_discarded()) << args << ": not one JSON document:\n" << r.out;
+    return j;
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string bin_;
+  fs::path dir_;
+};
+
+// A 2-level fat-tree of 8-port switches: 8 leaves x 4 HCAs, 4 spines.
+TEST_F(FabricCliTest, GenLoadRouteAnalyzeFailExport) {
+  std::string topo = Path("ft.topo");
+  Json gen = RunJson("fabric gen fat-tree --levels 2 --radix 8 --out " + topo + " -o json");
+  EXPECT_EQ(gen["switches"], 12);
+  EXPECT_EQ(gen["cas"], 32);
+  EXPECT_EQ(gen["links"], 32 + 8 * 4);
+  ASSERT_TRUE(fs::exists(topo));
+
+  Json load = RunJson("fabric load " + topo + " -o json");
+  EXPECT_EQ(load["format"], "ibnetdiscover");
+  EXPECT_EQ(load["switches"], 12);
+  EXPECT_EQ(load["cas"], 32);
+  EXPECT_EQ(load["links"], 64);
+  EXPECT_EQ(load["levels"], 2);
+  EXPECT_EQ(load["levels_inferred"], true);  // ibnetdiscover carries no levels
+  EXPECT_EQ(load["leaves"], 8);
+
+  std::string lfts = Path("lfts.dump");
+  Json route = RunJson("fabric route " + topo + " --engine ftree --lft-out " + lfts + " -o json");
+  EXPECT_EQ(route["engine"], "ftree");
+  EXPECT_EQ(route["verify"]["ok"], true);
+  EXPECT_EQ(route["verify"]["unreachable"], 0);
+  EXPECT_EQ(route["verify"]["pairs_checked"], 32 * 31);
+  std::string dump = Slurp(lfts);
+  size_t blocks = 0;
+  for (size_t p = dump.find("Unicast lids"); p != std::string::npos; p = dump.find("Unicast lids", p + 1))
+    ++blocks;
+  EXPECT_EQ(blocks, 12u);
+
+  Json an = RunJson("fabric analyze " + topo + " --engine ftree --pattern all-to-all -o json");
+  EXPECT_EQ(an["load"]["flows"], 32 * 31);
+  EXPECT_EQ(an["load"]["unroutable"], 0);
+  EXPECT_GT(an["load"]["max_flows_per_link"].get<int>(), 0);
+  EXPECT_DOUBLE_EQ(an["bisection"]["ratio"].get<double>(), 1.0);
+  EXPECT_FALSE(an["load"]["histogram"].empty());
+
+  Json shift = RunJson("fabric analyze " + topo + " --engine minhop --pattern shift -o json");
+  EXPECT_EQ(shift["load"]["shift"]["evaluated"], 31);
+  EXPECT_EQ(shift["load"]["flows"], 31 * 32);
+
+  Json ring = RunJson("fabric analyze " + topo + " --engine updn --pattern ring:4 -o json");
+  EXPECT_EQ(ring["load"]["pattern"], "ring:4");
+  EXPECT_EQ(ring["load"]["flows"], 4);
+
+  Json fail = RunJson("fabric fail " + topo + " --link leaf-0[5] --engine ftree -o json");
+  EXPECT_EQ(fail["kind"], "link");
+  EXPECT_GT(fail["pairs_affected"].get<int>(), 0);
+  EXPECT_EQ(fail["pairs_unreachable_after"], 0);
+  EXPECT_EQ(fail["after"]["unroutable"], 0);
+  EXPECT_GT(fail["affected_destinations"].get<int>(), 0);
+
+  Json sw = RunJson("fabric fail " + topo + " --switch spine-1 --engine minhop -o json");
+  EXPECT_EQ(sw["kind"], "switch");
+  EXPECT_EQ(sw["pairs_unreachable_after"], 0);
+
+  Result dot = Run("fabric export " + topo + " --format dot");
+  EXPECT_EQ(dot.code, 0) << dot.err;
+  EXPECT_NE(dot.out.find("graph"), std::string::npos);
+  Result slurm = Run("fabric export " + topo + " --format slurm --out " + Path("topology.conf"));
+  EXPECT_EQ(slurm.code, 0) << slurm.err;
+  EXPECT_NE(Slurp(Path("topology.conf")).find("SwitchName="), std::string::npos);
+  Json js = RunJson("fabric export " + topo + " --format json");
+  EXPECT_EQ(js["switches"], 12);
+  EXPECT_EQ(js["cas"], 32);
+}
+
+TEST_F(FabricCliTest, HumanTablesNameTheCounts) {
+  std::string topo = Path("ft.topo");
+  ASSERT_EQ(Run("fabric gen fat-tree --levels 2 --radix 4 --out " + topo).code, 0);
+  Result r = Run("fabric load " + topo);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("switches"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cas"), std::string::npos);
+  r = Run("fabric analyze " + topo + " --engine minhop");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("max flows/link"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bisection"), std::string::npos) << r.out;
+}
+
+TEST_F(FabricCliTest, ThreeLevelTreeAndTorus) {
+  std::string ft = Path("ft3.topo");
+  Json gen = RunJson("fabric gen fat-tree --levels 3 --radix 4 --out " + ft + " -o json");
+  EXPECT_EQ(gen["levels"], 3);
+  Json load = RunJson("fabric load " + ft + " -o json");
+  EXPECT_EQ(load["levels"], 3);
+  EXPECT_EQ(load["pods"], gen["pods"]);
+  Json an = RunJson("fabric analyze " + ft + " --engine ftree -o json");
+  EXPECT_EQ(an["load"]["unroutable"], 0);
+
+  std::string torus = Path("torus.topo");
+  Json tg = RunJson("fabric gen torus --dims 3x3x2 --out " + torus + " -o json");
+  EXPECT_EQ(tg["switches"], 18);
+  Json route = RunJson("fabric route " + torus + " --engine dor -o json");
+  EXPECT_EQ(route["verify"]["unreachable"], 0);
+  EXPECT_EQ(route["verify"]["deadlock_free"], true);
+}
+
+TEST_F(FabricCliTest, GenWithoutOutWritesTheFabricToStdout) {
+  Result r = Run("fabric gen fat-tree --levels 2 --radix 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Switch"), std::string::npos);
+  EXPECT_NE(r.out.find("Ca"), std::string::npos);
+}
+
+TEST_F(FabricCliTest, LoadsARealDump) {
+  Json j = RunJson("fabric load testdata/cli/jabl_3.topo -o json");
+  EXPECT_EQ(j["format"], "ibnetdiscover");
+  EXPECT_GT(j["switches"].get<int>(), 0);
+  EXPECT_GT(j["cas"].get<int>(), 0);
+  Json r = RunJson("fabric route testdata/cli/jabl_3.topo --engine minhop -o json");
+  EXPECT_EQ(r["verify"]["unreachable"], 0);
+}
+
+TEST_F(FabricCliTest, BadInputFailsWithAClearMessage) {
+  Result r = Run("fabric load " + Path("missing.topo"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("missing.topo"), std::string::npos) << r.err;
+
+  r = Run("fabric load testdata/cli/broken.topo");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("broken.topo:"), std::string::npos) << r.err;  // file:line
+  EXPECT_TRUE(r.out.empty());
+
+  std::string topo = Path("ft.topo");
+  ASSERT_EQ(Run("fabric gen fat-tree --levels 2 --radix 4 --out " + topo).code, 0);
+  r = Run("fabric analyze " + topo + " --engine minhop --pattern butterfly");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--pattern 'butterfly'"), std::string::npos) << r.err;
+  r = Run("fabric analyze " + topo + " --engine minhop --pattern ring:nosuch,other");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("'nosuch'"), std::string::npos) << r.err;
+  r = Run("fabric fail " + topo + " --link 'leaf-0[99]' --engine minhop");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("leaf-0[99]"), std::string::npos) << r.err;
+  r = Run("fabric fail " + topo + " --switch nosuch --engine minhop");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("'nosuch'"), std::string::npos) << r.err;
+  r = Run("fabric fail " + topo + " --engine minhop");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--link"), std::string::npos) << r.err;
+  r = Run("fabric route " + topo + " --engine fastest");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--engine"), std::string::npos) << r.err;
+  r = Run("fabric gen fat-tree --levels 2 --radix 4 --rate 4xFAST");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--rate '4xFAST'"), std::string::npos) << r.err;
+  r = Run("fabric gen torus --dims 3xAx2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--dims"), std::string::npos) << r.err;
+}
+
+}  // namespace
