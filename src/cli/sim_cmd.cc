@@ -1,0 +1,220 @@
+// `gpool sim`: replays a trace or a synthetic workload on a cluster under gpool's policy and the
+// baselines, and writes metrics.json, timeline.csv and report.html (docs/simulator.md).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "common/file.h"
+#include "fabric/load.h"
+#include "sim/baselines.h"
+#include "sim/cluster.h"
+#include "sim/engine.h"
+#include "sim/metrics.h"
+#include "sim/report.h"
+#include "sim/trace.h"
+#include "sim/workload_gen.h"
+
+namespace gpool::cli {
+namespace {
+
+struct SimFlags {
+  std::string trace, trace_format, nodes, fabric, policy, compare, out, policy_config, output;
+  uint64_t seed = 1;
+  int gpus_per_host = 8;
+  double host_gbps = 1600;
+  double min_cycle_s = 0;
+  double arrival_scale = 1;
+  bool quiet = false;
+  std::vector<std::string> argv;
+};
+
+StatusOr<sim::Workload> LoadWorkload(const SimFlags& f, const sim::SimCluster& cluster) {
+  std::string format = f.trace_format;
+  if (format.rfind("synthetic", 0) == 0) {
+    std::string spec = format.size() > 9 && format[9] == ':' ? format.substr(10) : "";
+    sim::SyntheticOptions base;
+    base.seed = f.seed;
+    GPOOL_ASSIGN_OR_RETURN(sim::SyntheticOptions o, sim::ParseSyntheticSpec(spec, base));
+    GPOOL_ASSIGN_OR_RETURN(std::string text, ReadFile(f.trace));
+    GPOOL_ASSIGN_OR_RETURN(auto runtimes, sim::ReadRuntimes(text, f.trace));
+    return sim::GenerateSynthetic(o, runtimes, cluster.total_gpus());
+  }
+  if (format.empty()) {
+    // Sniff: an openb header, a .jsonl name, else the generic CSV.
+    GPOOL_ASSIGN_OR_RETURN(std::string text, ReadFile(f.trace));
+    if (text.rfind("name,cpu_milli", 0) == 0) {
+      format = "openb";
+    } else if (f.trace.size() > 6 && f.trace.substr(f.trace.size() - 6) == ".jsonl") {
+      format = "jobs-jsonl";
+    } else {
+      format = "jobs-csv";
+    }
+  }
+  GPOOL_ASSIGN_OR_RETURN(sim::TraceFormat tf, sim::ParseTraceFormat(format));
+  return sim::ReadTrace(f.trace, tf);
+}
+
+StatusOr<sim::SimCluster> LoadCluster(const SimFlags& f) {
+  if (f.nodes.empty() == f.fabric.empty()) {
+    return Status::InvalidArgument("give exactly one of --nodes FILE or --fabric FILE");
+  }
+  if (f.gpus_per_host < 1 || f.gpus_per_host > 16) {
+    return Status::InvalidArgument("--gpus-per-host: must be 1..16");
+  }
+  if (!f.nodes.empty()) {
+    sim::ClosCsvOptions o;
+    o.gpus_per_host = f.gpus_per_host;
+    o.net.host_gbps = f.host_gbps;
+    return sim::ReadNodesFile(f.nodes, o);
+  }
+  GPOOL_ASSIGN_OR_RETURN(fabric::Fabric fab, fabric::LoadFabric(f.fabric));
+  sim::FabricClusterOptions o;
+  o.gpus_per_host = f.gpus_per_host;
+  GPOOL_ASSIGN_OR_RETURN(sim::SimCluster c, sim::ClusterFromFabric(fab, o));
+  c.description = f.fabric + ": " + c.description;
+  return c;
+}
+
+StatusOr<std::vector<std::string>> PolicyList(const SimFlags& f) {
+  if (!f.policy.empty() && !f.compare.empty()) {
+    return Status::InvalidArgument("give --policy or --compare, not both");
+  }
+  if (f.compare.empty()) return std::vector<std::string>{f.policy.empty() ? "gpool" : f.policy};
+  if (f.compare == "all") return sim::PolicyNames();
+  std::vector<std::string> out;
+  for (auto p : Split(f.compare, ',')) {
+    std::string name(Trim(p));
+    if (name.empty()) continue;
+    const auto& known = sim::PolicyNames();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return Status::InvalidArgument(fmt::format(
+          "--compare: unknown policy '{}' (expected gpool, fifo, slurm, tiresias or fgd)", name));
+    }
+    out.push_back(name);
+  }
+  if (out.empty()) return Status::InvalidArgument("--compare: no policies named");
+  return out;
+}
+
+Status RunSim(const SimFlags& f) {
+  GPOOL_ASSIGN_OR_RETURN(std::vector<std::string> policies, PolicyList(f));
+  GPOOL_ASSIGN_OR_RETURN(sim::SimCluster cluster, LoadCluster(f));
+  GPOOL_ASSIGN_OR_RETURN(sim::Workload work, LoadWorkload(f, cluster));
+  if (!(f.arrival_scale > 0)) return Status::InvalidArgument("--arrival-scale: must be > 0");
+  work.ScaleArrivals(f.arrival_scale);
+  if (!f.quiet) {
+    std::fprintf(stderr, "sim: %s\nsim: %s\n", work.description.c_str(), cluster.description.c_str());
+    for (const auto& s : work.skipped) {
+      std::fprintf(stderr, "sim: skipped %lld rows: %s (first at %s)\n",
+                   static_cast<long long>(s.count), s.reason.c_str(), s.example.c_str());
+    }
+  }
+  sim::SimFeedback feedback;
+  sim::PolicyContext ctx;
+  ctx.feedback = &feedback;
+  ctx.gpool_config = f.policy_config;
+  for (const auto& p : policies) {
+    if (p == "fgd") {
+      GPOOL_ASSIGN_OR_RETURN(ctx.target, sim::TargetWorkload(cluster, work));
+    }
+  }
+  std::vector<sim::RunResult> runs;
+  std::vector<sim::Metrics> metrics;
+  for (const auto& name : policies) {
+    GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy, sim::MakePolicy(name, ctx));
+    sim::EngineOptions eo;
+    eo.seed = f.seed;
+    eo.feedback = &feedback;
+    eo.min_cycle_interval_s = f.min_cycle_s;
+    if (!f.quiet) {
+      eo.progress = [&name](double t, int64_t done, int64_t total) {
+        std::fprintf(stderr, "sim[%s]: t=%.0fs finished %lld/%lld jobs\n", name.c_str(), t,
+                     static_cast<long long>(done), static_cast<long long>(total));
+      };
+    }
+    GPOOL_ASSIGN_OR_RETURN(sim::RunResult r, sim::RunSimulation(cluster, work, *policy, eo));
+    metrics.push_back(sim::ComputeMetrics(r));
+    if (!f.quiet) {
+      const auto& m = metrics.back();
+      std::fprintf(stderr, "sim[%s]: done in %.2fs wall (%lld cycles, %lld finished, %lld rejected, %lld unfinished)\n",
+                   name.c_str(), r.wall_s, static_cast<long long>(r.cycles),
+                   static_cast<long long>(m.finished), static_cast<long long>(m.rejected),
+                   static_cast<long long>(m.unfinished));
+      for (const auto& ex : r.rejected_examples) std::fprintf(stderr, "sim[%s]: rejected %s\n", name.c_str(), ex.c_str());
+    }
+    runs.push_back(std::move(r));
+  }
+  sim::RunInfo info;
+  info.workload = work.description;
+  info.cluster = cluster.description;
+  info.seed = f.seed;
+  info.skipped = work.skipped;
+  for (size_t i = 0; i < f.argv.size(); ++i) info.command += (i ? " " : "") + f.argv[i];
+  GPOOL_RETURN_IF_ERROR(sim::WriteOutputs(f.out, info, runs, metrics));
+  if (f.output == "json") {
+    std::puts(sim::MetricsDocument(info, metrics).dump(2).c_str());
+  } else {
+    std::printf("%-9s %11s %11s %11s %9s %9s %12s %8s %11s\n", "policy", "avg_jct_s", "p50_jct_s",
+                "p99_jct_s", "unalloc", "alloc", "makespan_s", "preempt", "energy_kwh");
+    for (const auto& m : metrics) {
+      std::printf("%-9s %11.0f %11.0f %11.0f %9.1f %9.3f %12.0f %8lld %11.0f\n", m.policy.c_str(),
+                  m.avg_jct_s, m.p50_jct_s, m.p99_jct_s, m.unallocated_gpus, m.allocation_rate,
+                  m.makespan_s, static_cast<long long>(m.preemptions), m.energy_kwh);
+    }
+    std::printf("wrote %s/metrics.json, timeline.csv, report.html\n", f.out.c_str());
+  }
+  return Status::Ok();
+}
+
+void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
+  auto f = std::make_shared<SimFlags>();
+  CLI::App* cmd = app.add_subcommand("sim", "replay a workload on a cluster under scheduling policies");
+  cmd->add_option("--trace", f->trace, "trace file (for synthetic: the run-time list to sample)")->required();
+  cmd->add_option("--trace-format", f->trace_format,
+                  "openb | jobs-csv | jobs-jsonl | synthetic:key=value,... (default: sniffed)");
+  cmd->add_option("--nodes", f->nodes, "node file: openb node list or Clos CSV (ip,DSW,PSW,ASW)");
+  cmd->add_option("--fabric", f->fabric, "fabric file (any format gpool fabric load reads)");
+  cmd->add_option("--policy", f->policy, "gpool | fifo | slurm | tiresias | fgd (default gpool)");
+  cmd->add_option("--compare", f->compare, "all, or a comma-separated list of policies");
+  cmd->add_option("--policy-config", f->policy_config, "gpool policy config, key=value,...");
+  cmd->add_option("--seed", f->seed, "seed (synthetic workloads, policies)");
+  cmd->add_option("--gpus-per-host", f->gpus_per_host, "GPUs per host for Clos CSV and fabrics (default 8)");
+  cmd->add_option("--host-gbps", f->host_gbps, "host NIC bandwidth for node files (default 1600)");
+  cmd->add_option("--min-cycle-s", f->min_cycle_s, "merge scheduling cycles closer than this (default 0)");
+  cmd->add_option("--arrival-scale", f->arrival_scale,
+                  "multiply submit times by this (0.01 = arrivals 100x as fast; default 1)");
+  cmd->add_option("--out", f->out, "output directory")->required();
+  cmd->add_option("-o,--output", f->output, "json: print metrics.json to stdout");
+  cmd->add_flag("-q,--quiet", f->quiet, "no progress on stderr");
+  cmd->callback([f, exit_code, &app] {
+    f->argv = {"gpool", "sim"};
+    for (const auto& [flag, val] : std::vector<std::pair<std::string, std::string>>{
+             {"--trace", f->trace}, {"--trace-format", f->trace_format}, {"--nodes", f->nodes},
+             {"--fabric", f->fabric}, {"--policy", f->policy}, {"--compare", f->compare},
+             {"--policy-config", f->policy_config}, {"--out", f->out}}) {
+      if (!val.empty()) {
+        f->argv.push_back(flag);
+        f->argv.push_back(val);
+      }
+    }
+    if (f->arrival_scale != 1) f->argv.push_back(fmt::format("--arrival-scale {}", f->arrival_scale));
+    if (f->min_cycle_s != 0) f->argv.push_back(fmt::format("--min-cycle-s {}", f->min_cycle_s));
+    f->argv.push_back(fmt::format("--seed {}", f->seed));
+    (void)app;
+    Status s = RunSim(*f);
+    if (!s.ok()) {
+      std::fprintf(stderr, "gpool sim: %s\n", s.ToString().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace
+
+GPOOL_REGISTER_COMMAND(Register);
+
+}  // namespace gpool::cli

@@ -1,0 +1,366 @@
+#include "sim/baselines.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sched/backfill.h"
+#include "sched/fairshare.h"
+#include "sched/placement.h"
+#include "sim/adapter.h"
+
+namespace gpool::sim {
+
+namespace {
+
+using sched::ClusterState;
+using sched::Decisions;
+using sched::DomainId;
+using sched::JobSpec;
+using sched::Level;
+using sched::NodeId;
+using sched::Placement;
+using sched::SchedulingInput;
+using sched::TaskBinding;
+
+// Free GPU capacity (milli) of the whole cluster: a cheap filter before trying a placement.
+int64_t FreeMilli(const ClusterState& s) { return s.total_gpus() * 1000 - s.used_milli(); }
+
+bool Bind(ClusterState* work, const JobSpec& job, Placement p, int64_t now, Decisions* d,
+          bool backfilled = false) {
+  if (!work->Bind(job, p, now).ok()) return false;
+  d->binds.push_back({.job = job.id, .placement = std::move(p), .backfilled = backfilled});
+  return true;
+}
+
+std::vector<size_t> ByArrival(const std::vector<JobSpec>& pending) {
+  std::vector<size_t> order(pending.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto &x = pending[a], &y = pending[b];
+    return x.submit_ns != y.submit_ns ? x.submit_ns < y.submit_ns : x.id < y.id;
+  });
+  return order;
+}
+
+// ---------------------------------------------------------------------------------------------
+class FifoPolicy final : public sched::Policy {
+ public:
+  std::string_view name() const override { return "fifo"; }
+  StatusOr<Decisions> Schedule(const SchedulingInput& in) const override {
+    Decisions d;
+    ClusterState work = *in.state;
+    for (size_t i : ByArrival(*in.pending)) {
+      const JobSpec& job = (*in.pending)[i];
+      if (job.total_milli_gpus() > FreeMilli(work)) continue;
+      auto p = sched::PlaceFirstFit(work, job, {});
+      if (p) Bind(&work, job, std::move(*p), in.now_ns, &d);
+    }
+    return d;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+class SlurmPolicy final : public sched::Policy {
+ public:
+  std::string_view name() const override { return "slurm"; }
+
+  StatusOr<Decisions> Schedule(const SchedulingInput& in) const override {
+    const auto& pending = *in.pending;
+    Decisions d;
+    ClusterState work = *in.state;
+    std::vector<double> prio(pending.size());
+    const double total = std::max<double>(1, static_cast<double>(work.total_gpus()) * 1000);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const JobSpec& j = pending[i];
+      double age = std::min(1.0, static_cast<double>(in.now_ns - j.submit_ns) / 1e9 / (7 * 86400.0));
+      double share = sched::DominantShare(*in.state, in.usage, *in.queues, j.queue);
+      const auto& q = (*in.queues)[j.queue.value()];
+      double norm = std::max(1e-6, static_cast<double>(q.guaranteed_gpus) * 1000 / total);
+      double fs = std::exp2(-share / norm);
+      double size = static_cast<double>(j.total_milli_gpus()) / total;
+      prio[i] = 1000 * age + 1000 * fs + 1000 * size + 1000 * j.priority;
+    }
+    std::vector<size_t> order(pending.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (prio[a] != prio[b]) return prio[a] > prio[b];
+      return pending[a].id < pending[b].id;
+    });
+    std::vector<uint8_t> excluded;
+    bool reserved = false;
+    for (size_t i : order) {
+      const JobSpec& job = pending[i];
+      std::optional<Placement> p;
+      if (job.total_milli_gpus() <= FreeMilli(work)) p = Place(work, job, excluded);
+      if (p) {
+        Bind(&work, job, std::move(*p), in.now_ns, &d, reserved);
+        continue;
+      }
+      if (!reserved) {
+        // EASY: the top blocked job gets a reservation; later jobs only fill around it.
+        sched::PlacementOptions po;
+        auto r = sched::ComputeReservation(work, job, po, in.now_ns);
+        if (r) {
+          sched::ExcludeReserved(*r, &excluded);
+          d.reservations.push_back(std::move(*r));
+        }
+        reserved = true;
+      }
+    }
+    return d;
+  }
+
+ private:
+  // topology/tree: the lowest level with a domain that holds the gang, best fit by free GPUs.
+  static std::optional<Placement> Place(const ClusterState& s, const JobSpec& job,
+                                        const std::vector<uint8_t>& excluded) {
+    sched::PlacementOptions po;
+    if (!excluded.empty()) po.excluded_nodes = &excluded;
+    if (job.task.fractional()) return PlaceExclusiveFraction(s, job, excluded);
+    const int64_t need = int64_t{job.task.gpus} * job.num_tasks;
+    for (Level l : {Level::kLeaf, Level::kPod, Level::kFabric}) {
+      std::vector<std::pair<int64_t, DomainId>> fits;
+      for (DomainId dom : s.domains_at(l)) {
+        int64_t free = s.FreeWholeGpus(dom, job.gpu_models);
+        if (need == 0 || free >= need) fits.emplace_back(free, dom);
+      }
+      std::sort(fits.begin(), fits.end());
+      for (const auto& [free, dom] : fits) {
+        auto p = sched::PlaceInDomain(s, job, dom, job.num_tasks, po);
+        if (p) return p;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // A fractional task on a wholly free GPU of the node with the fewest free GPUs (GRES GPUs are
+  // exclusive; the rest of the GPU stays unused, as it would under Slurm without MPS shards).
+  static std::optional<Placement> PlaceExclusiveFraction(const ClusterState& s, const JobSpec& job,
+                                                         const std::vector<uint8_t>& excluded) {
+    sched::TaskRequest whole = job.task;
+    whole.gpu_milli = 0;
+    int best = -1;
+    int32_t best_free = INT32_MAX;
+    for (size_t n = 0; n < s.num_nodes(); ++n) {
+      NodeId id(static_cast<uint32_t>(n));
+      if (!excluded.empty() && excluded[n]) continue;
+      int32_t free = s.free_whole_gpus(id);
+      if (free <= 0 || free >= best_free) continue;
+      if (s.TasksThatFit(id, whole, job.gpu_models) < 1) continue;
+      best = static_cast<int>(n);
+      best_free = free;
+    }
+    if (best < 0) return std::nullopt;
+    NodeId id(static_cast<uint32_t>(best));
+    uint32_t mask = s.free_whole_mask(id);
+    TaskBinding b{.node = id, .gpu_mask = mask & (~mask + 1), .gpu_milli = job.task.gpu_milli,
+                  .gpu_memory_bytes = job.task.gpu_memory_bytes};
+    if (!s.CheckBinding(b, job.task).ok()) return std::nullopt;
+    return Placement{.tasks = {b}};
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+class TiresiasPolicy final : public sched::Policy {
+ public:
+  explicit TiresiasPolicy(const SimFeedback* fb) : fb_(fb) {}
+  std::string_view name() const override { return "tiresias"; }
+
+  StatusOr<Decisions> Schedule(const SchedulingInput& in) const override {
+    const auto& pending = *in.pending;
+    const double now_s = static_cast<double>(in.now_ns) / 1e9;
+    Decisions d;
+    ClusterState work = *in.state;
+    auto level_of_pending = [&](const JobSpec& j) {
+      if (now_s - static_cast<double>(j.submit_ns) / 1e9 > kStarveS) return 0;
+      return Attained(j.id) >= kThresholdMilliS ? 1 : 0;
+    };
+    std::vector<size_t> order = ByArrival(pending);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return level_of_pending(pending[a]) < level_of_pending(pending[b]);
+    });
+    std::vector<uint64_t> victims;
+    for (size_t i : order) {
+      const JobSpec& job = pending[i];
+      std::optional<Placement> p;
+      if (job.total_milli_gpus() <= FreeMilli(work)) p = sched::PlaceFirstFit(work, job, {});
+      if (!p && level_of_pending(job) == 0 && d.preemptions.size() < kMaxVictims) {
+        p = Preempt(&work, job, in.now_ns, &d);
+      }
+      if (p) Bind(&work, job, std::move(*p), in.now_ns, &d);
+    }
+    return d;
+  }
+
+ private:
+  static constexpr double kThresholdMilliS = 3600.0 * 1000;  // one GPU-hour
+  static constexpr double kStarveS = 8 * 3600.0;
+  static constexpr double kMinRunS = 600;  // don't preempt a job that just started
+  static constexpr size_t kMaxVictims = 8;
+
+  double Attained(sched::JobId id) const {
+    return fb_ && id.value() < fb_->attained_milli_s.size() ? fb_->attained_milli_s[id.value()] : 0;
+  }
+
+  // Releases lower-queue running jobs (most attained service first) until `job` fits.
+  std::optional<Placement> Preempt(ClusterState* work, const JobSpec& job, int64_t now,
+                                   Decisions* d) const {
+    std::vector<std::pair<double, sched::JobId>> cands;
+    for (const auto& r : work->running()) {
+      double ran = static_cast<double>(now - r.start_ns) / 1e9;
+      if (ran < kMinRunS) continue;
+      double att = Attained(r.spec.id) + ran * static_cast<double>(r.spec.total_milli_gpus());
+      if (att >= kThresholdMilliS) cands.emplace_back(-att, r.spec.id);
+    }
+    std::sort(cands.begin(), cands.end());
+    ClusterState trial = *work;
+    std::vector<sched::JobId> chosen;
+    for (const auto& [neg, id] : cands) {
+      if (d->preemptions.size() + chosen.size() >= kMaxVictims) break;
+      if (!trial.Release(id, now).ok()) continue;
+      chosen.push_back(id);
+      if (job.total_milli_gpus() > FreeMilli(trial)) continue;
+      auto p = sched::PlaceFirstFit(trial, job, {});
+      if (p) {
+        for (auto v : chosen) {
+          d->preemptions.push_back({.victim = v, .for_job = job.id, .reason = "least attained service"});
+        }
+        *work = std::move(trial);
+        return p;
+      }
+    }
+    return std::nullopt;
+  }
+
+  const SimFeedback* fb_;
+};
+
+// ---------------------------------------------------------------------------------------------
+class FgdPolicy final : public sched::Policy {
+ public:
+  explicit FgdPolicy(std::shared_ptr<const sched::WorkloadDistribution> w) : target_(std::move(w)) {}
+  std::string_view name() const override { return "fgd"; }
+
+  StatusOr<Decisions> Schedule(const SchedulingInput& in) const override {
+    Decisions d;
+    ClusterState work = *in.state;
+    for (size_t i : ByArrival(*in.pending)) {
+      const JobSpec& job = (*in.pending)[i];
+      if (job.total_milli_gpus() > FreeMilli(work)) continue;
+      auto p = Place(work, job);
+      if (p) Bind(&work, job, std::move(*p), in.now_ns, &d);
+    }
+    return d;
+  }
+
+ private:
+  // Each task in turn on the binding whose fragmentation increase is least.
+  std::optional<Placement> Place(const ClusterState& s, const JobSpec& job) const {
+    ClusterState trial = s;
+    Placement p;
+    for (int32_t t = 0; t < job.num_tasks; ++t) {
+      std::optional<TaskBinding> best;
+      double best_delta = 0;
+      for (size_t n = 0; n < trial.num_nodes(); ++n) {
+        NodeId id(static_cast<uint32_t>(n));
+        if (trial.TasksThatFit(id, job.task, job.gpu_models) < 1) continue;
+        for (const TaskBinding& b : Candidates(trial, id, job)) {
+          if (!trial.CheckBinding(b, job.task).ok()) continue;
+          double delta = sched::FragmentationDelta(trial, b, job.task, *target_);
+          if (!best || delta < best_delta) {
+            best = b;
+            best_delta = delta;
+          }
+        }
+      }
+      if (!best) return std::nullopt;
+      trial.Apply(*best, job.task, +1, 0);
+      p.tasks.push_back(*best);
+    }
+    return p;
+  }
+
+  static std::vector<TaskBinding> Candidates(const ClusterState& s, NodeId n, const JobSpec& job) {
+    std::vector<TaskBinding> out;
+    const auto& node = s.node(n);
+    if (job.task.gpus == 0) {
+      out.push_back({.node = n});
+    } else if (job.task.fractional()) {
+      // GPUs with the same free share give the same fragmentation: try one of each.
+      std::vector<int32_t> seen;
+      for (int g = 0; g < node.gpus; ++g) {
+        int32_t free = s.gpu_free_milli(n, g);
+        if (std::find(seen.begin(), seen.end(), free) != seen.end()) continue;
+        seen.push_back(free);
+        if (free >= job.task.gpu_milli) {
+          out.push_back({.node = n, .gpu_mask = 1u << g, .gpu_milli = job.task.gpu_milli,
+                         .gpu_memory_bytes = job.task.gpu_memory_bytes});
+        }
+      }
+    } else {
+      uint32_t mask = s.free_whole_mask(n), pick = 0;
+      for (int g = 0, k = 0; g < node.gpus && k < job.task.gpus; ++g) {
+        if (mask & (1u << g)) {
+          pick |= 1u << g;
+          ++k;
+        }
+      }
+      if (std::popcount(pick) == job.task.gpus) {
+        out.push_back({.node = n, .gpu_mask = pick, .gpu_milli = 1000});
+      }
+    }
+    return out;
+  }
+
+  std::shared_ptr<const sched::WorkloadDistribution> target_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& PolicyNames() {
+  static const std::vector<std::string> names = {"gpool", "fifo", "slurm", "tiresias", "fgd"};
+  return names;
+}
+
+StatusOr<std::shared_ptr<const sched::WorkloadDistribution>> TargetWorkload(
+    const SimCluster& cluster, const Workload& workload) {
+  sched::ClusterSpec spec = ToClusterSpec(cluster);
+  TenantQueues q = MakeTenantQueues(workload, cluster.total_gpus());
+  int32_t max_gpus = 0;
+  for (const auto& h : cluster.hosts) max_gpus = std::max(max_gpus, h.gpus);
+  std::vector<JobSpec> jobs;
+  jobs.reserve(workload.jobs.size());
+  for (const auto& j : workload.jobs) {
+    GPOOL_ASSIGN_OR_RETURN(JobSpec s, ToJobSpec(j, spec, q, max_gpus));
+    // Classes by GPU shape only: CPU and memory shapes multiply the classes (150 on openb) and
+    // the cost of every fragmentation evaluation, for little change in where GPUs go.
+    s.task.cpu_milli = 0;
+    s.task.memory_bytes = 0;
+    jobs.push_back(std::move(s));
+  }
+  return std::make_shared<const sched::WorkloadDistribution>(
+      sched::WorkloadDistribution::FromJobs(jobs));
+}
+
+StatusOr<std::unique_ptr<sched::Policy>> MakePolicy(std::string_view name, const PolicyContext& ctx) {
+  if (name == "gpool") {
+    // The simulator runs gpool with power management on: it is part of the default policy's job.
+    std::string text = "power.enabled=true";
+    if (!ctx.gpool_config.empty()) text += "," + ctx.gpool_config;
+    GPOOL_ASSIGN_OR_RETURN(sched::PolicyConfig cfg, sched::ParsePolicyConfig(text));
+    return sched::MakeDefaultPolicy(cfg);
+  }
+  if (name == "fifo") return std::unique_ptr<sched::Policy>(new FifoPolicy());
+  if (name == "slurm") return std::unique_ptr<sched::Policy>(new SlurmPolicy());
+  if (name == "tiresias") return std::unique_ptr<sched::Policy>(new TiresiasPolicy(ctx.feedback));
+  if (name == "fgd") {
+    if (!ctx.target) return Status::InvalidArgument("policy 'fgd' needs a target workload");
+    return std::unique_ptr<sched::Policy>(new FgdPolicy(ctx.target));
+  }
+  return Status::InvalidArgument(
+      fmt::format("unknown policy '{}' (expected gpool, fifo, slurm, tiresias or fgd)", name));
+}
+
+}  // namespace gpool::sim

@@ -1,0 +1,51 @@
+// Baseline policies, written against the sched library's Policy interface and building blocks,
+// so they run in the same harness as gpool's default policy:
+//
+//   fifo      Kubernetes-default-like: arrival order, first fit over nodes in id order, no
+//             head-of-line blocking (every pending job is tried each cycle), no preemption.
+//   slurm     Slurm-like: multifactor priority (age, fair share 2^(-usage/share), job size,
+//             QOS), EASY backfill behind one reservation for the top job, topology/tree switch
+//             selection (the lowest-level switch domain that fits, best fit by free GPUs).
+//             GPUs are exclusive as with GRES: a fractional request takes a wholly free GPU and
+//             nothing else shares it.
+//   tiresias  Tiresias-like: discretized two-queue least attained service (GPU-seconds; the
+//             engine's SimFeedback gives service from earlier runs), FIFO within a queue,
+//             starving jobs promoted, preemption of jobs in the lower queue for jobs in the
+//             higher one, first-fit placement.
+//   fgd       FGD-like: arrival order; each task goes where the FGD fragmentation of the target
+//             workload (the whole trace's task shapes) grows least (sched/fragmentation.h).
+//   gpool     sched::MakeDefaultPolicy (with power management on unless configured off).
+//
+// Thread safety: Schedule is const and reentrant, as sched::Policy requires.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "sched/fragmentation.h"
+#include "sched/scheduler.h"
+#include "sim/cluster.h"
+#include "sim/engine.h"
+
+namespace gpool::sim {
+
+// What a policy may need beyond the per-cycle snapshot.
+struct PolicyContext {
+  const SimFeedback* feedback = nullptr;             // tiresias: attained service
+  // fgd: the target workload (task shapes of the whole trace); see TargetWorkload.
+  std::shared_ptr<const sched::WorkloadDistribution> target;
+  std::string gpool_config;                          // "key=value,..." for sched::ParsePolicyConfig
+};
+
+// Names accepted by MakePolicy, in comparison order.
+const std::vector<std::string>& PolicyNames();
+// The task-shape distribution of a workload on a cluster (for FGD).
+StatusOr<std::shared_ptr<const sched::WorkloadDistribution>> TargetWorkload(
+    const SimCluster& cluster, const Workload& workload);
+
+StatusOr<std::unique_ptr<sched::Policy>> MakePolicy(std::string_view name, const PolicyContext& ctx);
+
+}  // namespace gpool::sim

@@ -1,0 +1,121 @@
+// The discrete-event engine: replays a workload on a cluster under one sched::Policy.
+//
+// Events (arrival, finish, node booted, node shut down) are processed in (time, sequence) order;
+// after all events of one instant the engine runs a scheduling cycle through the same interface
+// the controller uses: it keeps a sched::ClusterState current, hands the policy a snapshot
+// (state, pending jobs, queues, usage ledger, time), and applies the decisions it returns:
+// preemptions first (the victim's progress is kept, as after a checkpoint, plus a restart
+// overhead), then binds, then power actions. A decision that doesn't apply (a bind that doesn't
+// fit, a suspend of a busy node) is an error naming the policy and the job or node: policies are
+// checked, never trusted.
+//
+// Run times come from the performance model (perf_model.h), fixed at each start. Energy comes
+// from a node power model (idle, busy per GPU, off). No job is lost: every job ends finished,
+// or is reported as rejected (it can never fit the cluster) or unfinished (a policy left it
+// waiting with nothing left to happen).
+//
+// Deterministic: same inputs and seed, same result (no wall clock or unordered iteration enters
+// the simulation; the wall clock only drives progress messages).
+//
+// Thread safety: RunSimulation is reentrant; runs of different policies may go in parallel.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sched/scheduler.h"
+#include "sim/cluster.h"
+#include "sim/job.h"
+
+namespace gpool::sim {
+
+// Node power model, per host (watts).
+struct PowerModel {
+  double host_idle_w = 400;   // CPUs, memory, NICs, fans of a powered-on host
+  double gpu_idle_w = 60;     // per GPU, powered on and idle
+  double gpu_busy_w = 400;    // per GPU fully allocated (fractions scale linearly)
+  double host_off_w = 15;     // suspended (BMC only)
+};
+
+// What the engine tells policies that need history the snapshot lacks (Tiresias' attained
+// service). Updated by the engine before each cycle; read-only to policies.
+struct SimFeedback {
+  // Milli-GPU-seconds each job has received in earlier runs (before preemptions), by job id.
+  std::vector<double> attained_milli_s;
+};
+
+struct EngineOptions {
+  uint64_t seed = 1;
+  PowerModel power;
+  double preempt_overhead_s = 30;   // added to a preempted job's remaining run time
+  double shutdown_s = 30;           // suspend takes this long before the node draws off power
+  // Cycles closer together than this are merged (0 = a cycle at every event instant).
+  double min_cycle_interval_s = 0;
+  // A stalled queue (jobs waiting, nothing scheduled to happen) is retried this often, at most
+  // max_stalled_retries times in a row, before the rest is reported unfinished.
+  double stall_retry_s = 300;
+  int max_stalled_retries = 3;
+  SimFeedback* feedback = nullptr;  // filled by the engine when set
+  // Called about every `progress_every_s` of wall time with (sim time, finished, total).
+  std::function<void(double, int64_t, int64_t)> progress;
+  double progress_every_s = 2;
+};
+
+struct JobOutcome {
+  double submit_s = 0;
+  double start_s = -1;     // first start; -1 never started
+  double finish_s = -1;    // -1 not finished
+  double slowdown = 1;     // of its last run
+  int32_t gpus = 0;
+  int32_t gpu_milli = 1000;
+  int32_t preemptions = 0;
+  int32_t leaves = 0;      // leaf domains its last placement touched
+  int32_t tenant = 0;
+  bool rejected = false;   // can never fit the cluster
+  double wait_s() const { return start_s - submit_s; }
+  double jct_s() const { return finish_s - submit_s; }
+};
+
+struct TimelinePoint {
+  double t = 0;
+  int64_t used_milli = 0;
+  int32_t running = 0;
+  int32_t pending = 0;
+  int32_t nodes_on = 0;
+  double power_w = 0;
+};
+
+struct RunResult {
+  std::string policy;
+  std::vector<JobOutcome> jobs;          // by job id
+  std::vector<TimelinePoint> timeline;   // after every cycle
+  int64_t total_gpu_milli = 0;
+  double energy_j = 0;
+  int64_t preemptions = 0;
+  // Inconsistent decisions absorbed: a victim named twice in one cycle, or a job bound and
+  // preempted in the same cycle (it stays pending).
+  int64_t duplicate_preemptions = 0;
+  int64_t cycles = 0;
+  // First cycle that left a job waiting while every node was powered on (a placement failure,
+  // not a wait for boot), and the unallocated GPUs then.
+  double first_fail_s = -1;
+  double unallocated_gpus_at_first_fail = 0;
+  double blocked_s = 0;                  // time with jobs waiting
+  double blocked_unallocated_gpu_s = 0;  // integral of unallocated powered-on GPUs over it
+  std::vector<std::string> tenants;
+  std::vector<double> tenant_entitlement;
+  std::vector<double> tenant_gpu_s;      // GPU-seconds allocated per tenant
+  std::vector<std::string> rejected_examples;  // "source: why" for the first few
+  int64_t rejected = 0, unfinished = 0;
+  double start_s = 0, end_s = 0;         // first submit, last finish
+  double wall_s = 0;
+};
+
+// Runs `workload` on `cluster` under `policy`.
+StatusOr<RunResult> RunSimulation(const SimCluster& cluster, const Workload& workload,
+                                  const sched::Policy& policy, const EngineOptions& options);
+
+}  // namespace gpool::sim

@@ -1,0 +1,204 @@
+#include "sim/engine.h"
+
+#include <gtest/gtest.h>
+
+#include "common/file.h"
+#include "sim/baselines.h"
+#include "sim/cluster.h"
+#include "sim/metrics.h"
+#include "sim/workload_gen.h"
+
+namespace gpool::sim {
+namespace {
+
+// One leaf of `hosts` hosts with 8 GPUs each.
+SimCluster OneLeaf(int hosts) {
+  SimCluster c;
+  c.pod_names = {"p0"};
+  c.leaf_names = {"l0"};
+  for (int h = 0; h < hosts; ++h) {
+    c.hosts.push_back({.name = "h" + std::to_string(h), .gpus = 8, .cpu_milli = 64000,
+                       .mem_mib = 512 * 1024, .model = "A100", .leaf = 0, .pod = 0,
+                       .nic_gbps = 1600});
+  }
+  c.leaf_uplink_gbps = {1600.0 * hosts};
+  c.pod_uplink_gbps = {1600.0 * hosts};
+  return c;
+}
+
+SimJob Job(double submit, double run, int gpus, double comm = 0) {
+  SimJob j;
+  j.name = "j" + std::to_string(static_cast<int>(submit));
+  j.submit_s = submit;
+  j.run_s = run;
+  j.num_gpus = gpus;
+  j.comm_fraction = comm;
+  j.source = "test";
+  return j;
+}
+
+Workload Jobs(std::vector<SimJob> jobs) {
+  Workload w;
+  w.jobs = std::move(jobs);
+  w.Finalize();
+  return w;
+}
+
+StatusOr<RunResult> RunPolicy(const SimCluster& c, const Workload& w, const std::string& policy,
+                        SimFeedback* fb = nullptr) {
+  PolicyContext ctx;
+  ctx.feedback = fb;
+  if (policy == "fgd") {
+    GPOOL_ASSIGN_OR_RETURN(ctx.target, TargetWorkload(c, w));
+  }
+  GPOOL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, ctx));
+  EngineOptions o;
+  o.feedback = fb;
+  return RunSimulation(c, w, *p, o);
+}
+
+// Hand-checked under FIFO (no head-of-line blocking): A (8 GPUs, 100 s) at 0 runs 0-100; B (16
+// GPUs, 50 s) at 10 waits for A; C (8 GPUs, 10 s) at 20 runs 20-30; B runs 100-150.
+TEST(Engine, FifoTinyWorkloadHandChecked) {
+  SimCluster c = OneLeaf(2);
+  Workload w = Jobs({Job(0, 100, 8), Job(10, 50, 16), Job(20, 10, 8)});
+  auto r = RunPolicy(c, w, "fifo");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->jobs.size(), 3u);
+  EXPECT_DOUBLE_EQ(r->jobs[0].start_s, 0);
+  EXPECT_DOUBLE_EQ(r->jobs[0].finish_s, 100);
+  EXPECT_DOUBLE_EQ(r->jobs[1].start_s, 100);
+  EXPECT_DOUBLE_EQ(r->jobs[1].finish_s, 150);
+  EXPECT_DOUBLE_EQ(r->jobs[2].start_s, 20);
+  EXPECT_DOUBLE_EQ(r->jobs[2].finish_s, 30);
+  Metrics m = ComputeMetrics(*r);
+  EXPECT_EQ(m.finished, 3);
+  EXPECT_DOUBLE_EQ(m.avg_jct_s, (100 + 140 + 10) / 3.0);
+  EXPECT_DOUBLE_EQ(m.p50_jct_s, 100);
+  EXPECT_DOUBLE_EQ(m.p99_jct_s, 140);
+  EXPECT_DOUBLE_EQ(m.makespan_s, 150);
+  // Allocated GPU-seconds: 8*20 + 16*10 + 8*70 + 16*50 = 1680 of 16*150.
+  EXPECT_NEAR(m.allocation_rate, 1680.0 / 2400.0, 1e-12);
+  // First failed placement at t=10 with 8 GPUs unallocated.
+  EXPECT_DOUBLE_EQ(m.first_failed_placement_s, 10);
+  EXPECT_DOUBLE_EQ(m.unallocated_gpus, 8);
+  // Energy: 2 hosts idle (400 + 8*60 W each) for 150 s, plus 340 W per busy GPU-second.
+  EXPECT_NEAR(m.energy_kwh, (2 * 880.0 * 150 + 340.0 * 1680) / 3.6e6, 1e-9);
+  EXPECT_EQ(m.preemptions, 0);
+  // Wait by gang size: "2-8" has A (0) and C (0); "9-64" has B (90).
+  ASSERT_EQ(m.wait_by_gang.size(), 2u);
+  EXPECT_EQ(m.wait_by_gang[0].label, "2-8");
+  EXPECT_EQ(m.wait_by_gang[1].label, "9-64");
+  EXPECT_DOUBLE_EQ(m.wait_by_gang[1].avg_wait_s, 90);
+}
+
+// A 16-GPU ring over two hosts whose leaves are joined by half a NIC of uplink runs its
+// communication at half speed: 100 s * (0.5 + 0.5 * 2) = 150 s.
+TEST(Engine, PlacementStretchesRunTime) {
+  SimCluster c = OneLeaf(2);
+  c.leaf_names = {"l0", "l1"};
+  c.hosts[1].leaf = 1;
+  c.leaf_uplink_gbps = {800, 800};
+  Workload w = Jobs({Job(0, 100, 16, 0.5)});
+  auto r = RunPolicy(c, w, "fifo");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_DOUBLE_EQ(r->jobs[0].slowdown, 1.5);
+  EXPECT_DOUBLE_EQ(r->jobs[0].finish_s, 150);
+  EXPECT_EQ(r->jobs[0].leaves, 2);
+}
+
+TEST(Engine, JobsThatCanNeverFitAreRejectedNotLost) {
+  SimCluster c = OneLeaf(2);
+  Workload w = Jobs({Job(0, 10, 8), Job(1, 10, 64)});
+  auto r = RunPolicy(c, w, "fifo");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rejected, 1);
+  EXPECT_TRUE(r->jobs[1].rejected);
+  EXPECT_EQ(r->unfinished, 0);
+  ASSERT_EQ(r->rejected_examples.size(), 1u);
+  EXPECT_NE(r->rejected_examples[0].find("64 GPUs"), std::string::npos);
+}
+
+std::vector<double> Runtimes() {
+  return *ReadRuntimes(*ReadFile("testdata/sim/philly_runtime_sample.csv"), "philly");
+}
+
+SimCluster Lingjun() {
+  return *ParseClosCsv(*ReadFile("testdata/sim/lingjun_sample.csv"), "lingjun", {});
+}
+
+Workload Synthetic(uint64_t seed, int64_t jobs = 300) {
+  SyntheticOptions o;
+  o.jobs = jobs;
+  o.max_gpus = 128;
+  o.load = 1.2;
+  o.frac_share = 0.1;
+  o.seed = seed;
+  return *GenerateSynthetic(o, Runtimes(), 320);
+}
+
+TEST(Engine, NoJobLostUnderAnyPolicy) {
+  SimCluster c = Lingjun();
+  Workload w = Synthetic(3);
+  for (const auto& name : PolicyNames()) {
+    SimFeedback fb;
+    auto r = RunPolicy(c, w, name, &fb);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    int64_t finished = 0;
+    for (const auto& j : r->jobs) {
+      if (j.finish_s >= 0) {
+        ++finished;
+        EXPECT_GE(j.start_s, j.submit_s) << name;
+        EXPECT_GE(j.finish_s, j.start_s) << name;
+      }
+    }
+    EXPECT_EQ(r->unfinished, 0) << name;
+    EXPECT_EQ(finished + r->rejected, static_cast<int64_t>(w.jobs.size())) << name;
+    EXPECT_GT(r->energy_j, 0) << name;
+  }
+}
+
+TEST(Engine, DeterministicGivenSeed) {
+  SimCluster c = Lingjun();
+  Workload w = Synthetic(11);
+  for (const char* name : {"gpool", "tiresias"}) {
+    SimFeedback fa, fb;
+    auto a = RunPolicy(c, w, name, &fa);
+    auto b = RunPolicy(c, w, name, &fb);
+    ASSERT_TRUE(a.ok()) << name << ": " << a.status().ToString();
+    ASSERT_TRUE(b.ok()) << name << ": " << b.status().ToString();
+    ASSERT_EQ(a->jobs.size(), b->jobs.size());
+    for (size_t i = 0; i < a->jobs.size(); ++i) {
+      EXPECT_EQ(a->jobs[i].start_s, b->jobs[i].start_s) << name << " job " << i;
+      EXPECT_EQ(a->jobs[i].finish_s, b->jobs[i].finish_s) << name << " job " << i;
+    }
+    EXPECT_EQ(a->energy_j, b->energy_j);
+    EXPECT_EQ(a->preemptions, b->preemptions);
+  }
+}
+
+// A policy that binds a job twice: the engine must refuse, naming the policy.
+class BadPolicy final : public sched::Policy {
+ public:
+  std::string_view name() const override { return "bad"; }
+  StatusOr<sched::Decisions> Schedule(const sched::SchedulingInput& in) const override {
+    sched::Decisions d;
+    if (in.pending->empty()) return d;
+    sched::TaskBinding b{.node = sched::NodeId(0), .gpu_mask = 0xff, .gpu_milli = 1000};
+    d.binds.push_back({.job = (*in.pending)[0].id, .placement = {.tasks = {b}}});
+    d.binds.push_back({.job = (*in.pending)[0].id, .placement = {.tasks = {b}}});
+    return d;
+  }
+};
+
+TEST(Engine, PolicyDecisionsAreChecked) {
+  SimCluster c = OneLeaf(1);
+  Workload w = Jobs({Job(0, 10, 8)});
+  BadPolicy p;
+  auto r = RunSimulation(c, w, p, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("policy 'bad'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpool::sim

@@ -1,0 +1,85 @@
+#include "sim/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/report.h"
+
+namespace gpool::sim {
+namespace {
+
+TEST(Metrics, PercentileIsNearestRank) {
+  std::vector<double> v = {10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
+  EXPECT_DOUBLE_EQ(Percentile(&v, 50), 5);
+  EXPECT_DOUBLE_EQ(Percentile(&v, 99), 10);
+  EXPECT_DOUBLE_EQ(Percentile(&v, 10), 1);
+  std::vector<double> empty;
+  EXPECT_DOUBLE_EQ(Percentile(&empty, 50), 0);
+}
+
+TEST(Metrics, GangBuckets) {
+  EXPECT_EQ(GangBucketLabel(1, 500), "<1");
+  EXPECT_EQ(GangBucketLabel(1, 1000), "1");
+  EXPECT_EQ(GangBucketLabel(8, 1000), "2-8");
+  EXPECT_EQ(GangBucketLabel(64, 1000), "9-64");
+  EXPECT_EQ(GangBucketLabel(1024, 1000), "257-1024");
+}
+
+RunResult Handmade() {
+  RunResult r;
+  r.policy = "p";
+  r.total_gpu_milli = 4000;
+  r.start_s = 0;
+  r.end_s = 100;
+  r.jobs = {{.submit_s = 0, .start_s = 0, .finish_s = 100, .gpus = 2},
+            {.submit_s = 0, .start_s = 50, .finish_s = 60, .gpus = 2},
+            {.submit_s = 0, .rejected = true}};
+  // 2 GPUs from 0 to 50, 4 from 50 to 60, 2 from 60 to 100: 100 + 40 + 80 = 220 GPU-s.
+  r.timeline = {{.t = 0, .used_milli = 2000}, {.t = 50, .used_milli = 4000}, {.t = 60, .used_milli = 2000}};
+  r.energy_j = 3.6e6;
+  r.tenants = {"a", "b"};
+  r.tenant_entitlement = {0.5, 0.5};
+  r.tenant_gpu_s = {150, 50};
+  r.rejected = 1;
+  return r;
+}
+
+TEST(Metrics, ComputedFromRun) {
+  Metrics m = ComputeMetrics(Handmade());
+  EXPECT_EQ(m.jobs, 3);
+  EXPECT_EQ(m.finished, 2);
+  EXPECT_EQ(m.rejected, 1);
+  EXPECT_DOUBLE_EQ(m.avg_jct_s, 80);
+  EXPECT_DOUBLE_EQ(m.avg_wait_s, 25);
+  EXPECT_DOUBLE_EQ(m.allocation_rate, 220.0 / 400.0);
+  EXPECT_DOUBLE_EQ(m.energy_kwh, 1.0);
+  ASSERT_EQ(m.tenants.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.tenants[0].share, 0.75);
+  EXPECT_DOUBLE_EQ(m.tenants[1].entitlement, 0.5);
+  auto j = MetricsToJson(m);
+  for (const char* k : {"avg_jct_s", "p50_jct_s", "p99_jct_s", "unallocated_gpus",
+                        "allocation_rate", "makespan_s", "preemptions", "energy_kwh"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+}
+
+TEST(Report, HtmlHasPlotsAndCsvIsThinned) {
+  RunResult r = Handmade();
+  std::vector<RunResult> runs = {r};
+  std::vector<Metrics> ms = {ComputeMetrics(r)};
+  RunInfo info{.workload = "w <x>", .cluster = "c"};
+  std::string html = ReportHtml(info, runs, ms);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("w &lt;x&gt;"), std::string::npos);  // escaped
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org"));  // only the SVG namespace
+  for (int i = 0; i < 5000; ++i) runs[0].timeline.push_back({.t = 100.0 + i});
+  std::string csv = TimelineCsv(runs, 100);
+  size_t lines = std::count(csv.begin(), csv.end(), '\n');
+  EXPECT_LE(lines, 102u);
+  EXPECT_EQ(csv.rfind("policy,t_s,", 0), 0u);
+  auto doc = MetricsDocument(info, ms);
+  EXPECT_TRUE(doc["policies"].contains("p"));
+}
+
+}  // namespace
+}  // namespace gpool::sim

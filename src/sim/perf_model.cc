@@ -1,0 +1,74 @@
+#include "sim/perf_model.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpool::sim {
+
+NetModel::NetModel(const SimCluster& c) : cluster_(&c) {
+  leaf_base_ = 2 * c.hosts.size();
+  pod_base_ = leaf_base_ + 2 * c.leaf_names.size();
+  capacity_.resize(pod_base_ + 2 * c.pod_names.size());
+  for (size_t h = 0; h < c.hosts.size(); ++h) {
+    capacity_[HostUp(h)] = capacity_[HostDown(h)] = c.hosts[h].nic_gbps;
+  }
+  for (size_t l = 0; l < c.leaf_names.size(); ++l) {
+    capacity_[LeafUp(l)] = capacity_[LeafDown(l)] = c.leaf_uplink_gbps[l];
+  }
+  for (size_t p = 0; p < c.pod_names.size(); ++p) {
+    capacity_[PodUp(p)] = capacity_[PodDown(p)] = c.pod_uplink_gbps[p];
+  }
+  flows_.assign(capacity_.size(), 0);
+}
+
+template <typename Fn>
+void NetModel::ForEachLink(uint32_t a, uint32_t b, Fn&& fn) const {
+  const SimHost& ha = cluster_->hosts[a];
+  const SimHost& hb = cluster_->hosts[b];
+  fn(HostUp(a));
+  if (ha.leaf != hb.leaf) {
+    fn(LeafUp(ha.leaf));
+    if (ha.pod != hb.pod) {
+      fn(PodUp(ha.pod));
+      fn(PodDown(hb.pod));
+    }
+    fn(LeafDown(hb.leaf));
+  }
+  fn(HostDown(b));
+}
+
+void NetModel::AddRing(const std::vector<uint32_t>& hosts, int sign) {
+  if (hosts.size() < 2) return;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    uint32_t a = hosts[i], b = hosts[(i + 1) % hosts.size()];
+    ForEachLink(a, b, [&](size_t link) { flows_[link] += sign; });
+  }
+}
+
+double NetModel::RingRateGbps(const std::vector<uint32_t>& hosts) const {
+  double rate = std::numeric_limits<double>::infinity();
+  if (hosts.size() < 2) return rate;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    uint32_t a = hosts[i], b = hosts[(i + 1) % hosts.size()];
+    rate = std::min(rate, std::min(cluster_->hosts[a].nic_gbps, cluster_->hosts[b].nic_gbps));
+    ForEachLink(a, b, [&](size_t link) {
+      rate = std::min(rate, capacity_[link] / std::max(flows_[link], 1));
+    });
+  }
+  return rate;
+}
+
+double NetModel::Slowdown(double comm_fraction, const std::vector<uint32_t>& hosts) const {
+  if (hosts.size() < 2 || comm_fraction <= 0) return 1.0;
+  double nic = std::numeric_limits<double>::infinity();
+  for (uint32_t h : hosts) nic = std::min(nic, cluster_->hosts[h].nic_gbps);
+  double rate = RingRateGbps(hosts);
+  if (!(rate > 0)) return 1e6;  // no bandwidth at all: effectively never finishes
+  return (1 - comm_fraction) + comm_fraction * std::max(1.0, nic / rate);
+}
+
+bool NetModel::idle() const {
+  return std::all_of(flows_.begin(), flows_.end(), [](int32_t f) { return f == 0; });
+}
+
+}  // namespace gpool::sim

@@ -1,0 +1,36 @@
+// Outputs of `gpool sim`: metrics.json, timeline.csv and a self-contained report.html whose plots
+// are inline SVG generated here (no scripts, no network): allocation over time, JCT CDF per
+// policy, wait per gang size, energy. Thread safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "sim/engine.h"
+#include "sim/metrics.h"
+
+namespace gpool::sim {
+
+struct RunInfo {
+  std::string workload;  // description
+  std::string cluster;
+  std::string command;   // the command line, for reproducibility
+  uint64_t seed = 0;
+  std::vector<SkippedRows> skipped;
+};
+
+// {"workload":..., "cluster":..., "seed":..., "skipped_rows":[...], "policies":{name:{...}}}
+nlohmann::json MetricsDocument(const RunInfo& info, const std::vector<Metrics>& metrics);
+// policy,t_s,allocated_gpus,running_jobs,pending_jobs,nodes_on,power_w; at most `max_rows` rows
+// per policy (evenly thinned, the last point kept).
+std::string TimelineCsv(const std::vector<RunResult>& runs, size_t max_rows = 2000);
+std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
+                       const std::vector<Metrics>& metrics);
+// Writes the three files into `dir` (created if missing).
+Status WriteOutputs(const std::string& dir, const RunInfo& info, const std::vector<RunResult>& runs,
+                    const std::vector<Metrics>& metrics);
+
+}  // namespace gpool::sim
