@@ -214,7 +214,8 @@ StatusOr<Fabric> GenerateTorus(const TorusOptions& o) {
   int ports = link_ports + o.hcas_per_switch;
   if (ports < 1 || ports > 254)
     return Status::InvalidArgument(fmt::format("torus switches would need {} ports", ports));
-  const auto [X, Y, Z] = o.dims;
+  // Plain locals, not a structured binding: clang 14 cannot capture those in a lambda.
+  const int X = o.dims[0], Y = o.dims[1], Z = o.dims[2];
   auto index = [&](int x, int y, int z) { return (z * Y + y) * X + x; };
   FabricBuilder b;
   std::vector<NodeId> sw(static_cast<size_t>(X) * Y * Z);
