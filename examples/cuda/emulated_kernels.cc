@@ -1,0 +1,140 @@
+// CPU implementations of the samples' kernels for gpool's emulated GPU backend
+// (gpool gpu-server --backend emulated --emulated-kernels libgpool_example_kernels.so).
+// Each loops over the whole grid; parameters are read at the offsets of the kernel's real
+// parameter layout, so this also checks that the client packed them byte-exact.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+
+#include "remote/server/emulated_kernels.h"
+
+namespace {
+
+template <class Fn>
+void ForEachThread(const gpool_emu_launch* l, Fn fn) {
+  uint64_t bx = l->block.x, gx = l->grid.x;
+  for (uint64_t b = 0; b < gx * l->grid.y * l->grid.z; ++b) {
+    for (uint64_t t = 0; t < bx * l->block.y * l->block.z; ++t) fn(b % gx * bx + t % bx);
+  }
+}
+
+int Fail(const gpool_emu_launch* l, const char* why) {
+  std::snprintf(l->error, l->error_capacity, "%s", why);
+  return 1;
+}
+
+bool Sizes(const gpool_emu_launch* l, std::initializer_list<unsigned> sizes) {
+  if (l->param_count != sizes.size()) return false;
+  unsigned i = 0;
+  for (unsigned s : sizes) {
+    if (l->param_sizes[i++] != s) return false;
+  }
+  return true;
+}
+
+// vectorAdd(const float* a, const float* b, float* c, int n)
+int VectorAdd(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8, 8, 4})) return Fail(l, "vectorAdd: unexpected parameter layout");
+  auto a = gpool_emu_param<const float*>(l, 0);
+  auto b = gpool_emu_param<const float*>(l, 1);
+  auto c = gpool_emu_param<float*>(l, 2);
+  int n = gpool_emu_param<int>(l, 3);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i < uint64_t(n)) c[i] = a[i] + b[i];
+  });
+  return 0;
+}
+
+// applyParams(Params p, Wide w, char c, float* out): structs as the GPU lays them out.
+struct Params {
+  char tag;
+  double scale;
+  int dims[3];
+  short small;
+};
+struct alignas(16) Wide {
+  float v[5];
+};
+int ApplyParams(const gpool_emu_launch* l) {
+  if (!Sizes(l, {sizeof(Params), sizeof(Wide), 1, 8})) {
+    return Fail(l, "applyParams: unexpected parameter layout");
+  }
+  auto p = gpool_emu_param<Params>(l, 0);
+  auto w = gpool_emu_param<Wide>(l, 1);
+  auto c = gpool_emu_param<char>(l, 2);
+  auto out = gpool_emu_param<float*>(l, 3);
+  out[0] = p.tag;
+  out[1] = static_cast<float>(p.scale);
+  out[2] = p.dims[0] + p.dims[1] * 10 + p.dims[2] * 100;
+  out[3] = p.small;
+  out[4] = w.v[0] + w.v[4];
+  out[5] = c;
+  return 0;
+}
+
+// scale(float* x, float f, int n)
+int Scale(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 4, 4})) return Fail(l, "scale: unexpected parameter layout");
+  auto x = gpool_emu_param<float*>(l, 0);
+  float f = gpool_emu_param<float>(l, 1);
+  int n = gpool_emu_param<int>(l, 2);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i < uint64_t(n)) x[i] *= f;
+  });
+  return 0;
+}
+
+// polynomial(const float* x, float* y, int n) with __constant__ kCoeffs[4], __device__ gCounter
+int Polynomial(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8, 4})) return Fail(l, "polynomial: unexpected parameter layout");
+  auto* k = static_cast<const float*>(l->symbol(l->ctx, "kCoeffs"));
+  auto* counter = static_cast<int*>(l->symbol(l->ctx, "gCounter"));
+  if (!k || !counter) return Fail(l, "polynomial: symbols kCoeffs/gCounter not registered");
+  auto x = gpool_emu_param<const float*>(l, 0);
+  auto y = gpool_emu_param<float*>(l, 1);
+  int n = gpool_emu_param<int>(l, 2);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i < uint64_t(n)) {
+      float v = x[i];
+      y[i] = k[0] + v * (k[1] + v * (k[2] + v * k[3]));
+      ++*counter;
+    }
+  });
+  return 0;
+}
+
+// fill(int* x, int value, int n)
+int FillKernel(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 4, 4})) return Fail(l, "fill: unexpected parameter layout");
+  auto x = gpool_emu_param<int*>(l, 0);
+  int value = gpool_emu_param<int>(l, 1);
+  int n = gpool_emu_param<int>(l, 2);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i < uint64_t(n)) x[i] = value + static_cast<int>(i);
+  });
+  return 0;
+}
+
+// alwaysFails(int*): stands for a kernel that faults on the GPU.
+int AlwaysFails(const gpool_emu_launch* l) { return Fail(l, "illegal address (emulated fault)"); }
+
+// A kernel that does nothing: the benchmark's launch-rate probe, noop(int).
+int Noop(const gpool_emu_launch*) { return 0; }
+
+const gpool_emu_kernel kKernels[] = {
+    {"_Z9vectorAddPKfS0_Pfi", VectorAdd},
+    {"_Z11applyParams6Params4WidecPf", ApplyParams},
+    {"_Z5scalePffi", Scale},
+    {"_Z10polynomialPKfPfi", Polynomial},
+    {"_Z4fillPiii", FillKernel},
+    {"_Z11alwaysFailsPi", AlwaysFails},
+    {"_Z4noopi", Noop},
+};
+
+}  // namespace
+
+extern "C" const gpool_emu_kernel* gpool_emulated_kernels(size_t* count) {
+  *count = sizeof(kKernels) / sizeof(kKernels[0]);
+  return kKernels;
+}

@@ -1,0 +1,86 @@
+// The error paths, one mode per run (argv[1]); each prints "PASS error_paths <mode>" when the
+// runtime behaves as CUDA would, and the tests check the messages gpool prints on stderr.
+//   oom          a cudaMalloc beyond the session's memory limit fails, smaller ones still work
+//   launch-fail  a kernel that fails is reported at the next synchronizing call
+//   no-kernel    a kernel the server cannot run is reported at the next synchronizing call
+//   bad-pointer  cudaFree and cudaMemcpy of pointers that were never allocated fail
+//   unsupported  calls gpool does not implement fail with cudaErrorNotSupported
+//   refused      the server refuses the session (bad lease): the first call needing it fails
+//   hold MiB     allocates MiB, prints READY, sleeps (a test kills it mid-run)
+//   server-dies  allocates, prints READY, waits for a line on stdin, then expects the lost
+//                server to be reported (the test kills the server in between)
+#include <unistd.h>
+#include <cstring>
+#include <string>
+#include "common.h"
+
+__global__ void alwaysFails(int* x) { x[0] = 1; }
+__global__ void noCpuImplementation(int* x) { x[0] = 2; }
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "oom") {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, size_t{64} << 30);
+    EXPECT(e == cudaErrorMemoryAllocation);
+    EXPECT(cudaGetLastError() == cudaErrorMemoryAllocation);
+    EXPECT(cudaGetLastError() == cudaSuccess);
+    CHECK(cudaMalloc(&p, 1 << 20));
+    CHECK(cudaFree(p));
+  } else if (mode == "launch-fail" || mode == "no-kernel") {
+    int* d;
+    CHECK(cudaMalloc(&d, sizeof(int)));
+    if (mode == "launch-fail") {
+      alwaysFails<<<1, 1>>>(d);
+    } else {
+      noCpuImplementation<<<1, 1>>>(d);
+    }
+    CHECK(cudaGetLastError());  // the launch itself is asynchronous: no error yet
+    cudaError_t e = cudaDeviceSynchronize();
+    EXPECT(e == (mode == "launch-fail" ? cudaErrorLaunchFailure : cudaErrorInvalidDeviceFunction));
+  } else if (mode == "bad-pointer") {
+    int x = 0;
+    EXPECT(cudaFree(reinterpret_cast<void*>(0x1234)) == cudaErrorInvalidValue);
+    int* d;
+    CHECK(cudaMalloc(&d, 16));
+    // 64 bytes from a 16-byte allocation: the server refuses, reported at the next sync.
+    int big[16];
+    CHECK(cudaMemcpy(d, big, sizeof big, cudaMemcpyHostToDevice));
+    EXPECT(cudaDeviceSynchronize() == cudaErrorInvalidValue);
+    CHECK(cudaMemcpy(&x, d, sizeof x, cudaMemcpyDeviceToHost));
+  } else if (mode == "unsupported") {
+    void* p = nullptr;
+    EXPECT(cudaMallocManaged(&p, 16) == cudaErrorNotSupported);
+    cudaGraph_t g;
+    EXPECT(cudaGraphCreate(&g, 0) == cudaErrorNotSupported);
+    EXPECT(cudaGetLastError() == cudaErrorNotSupported);
+  } else if (mode == "refused") {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, 16);
+    EXPECT(e == cudaErrorNotPermitted || e == cudaErrorDevicesUnavailable);
+  } else if (mode == "hold") {
+    size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 64;
+    void* p;
+    CHECK(cudaMalloc(&p, mib << 20));
+    CHECK(cudaMemset(p, 1, mib << 20));
+    CHECK(cudaDeviceSynchronize());
+    std::printf("READY\n");
+    std::fflush(stdout);
+    for (;;) pause();
+  } else if (mode == "server-dies") {
+    void* p;
+    CHECK(cudaMalloc(&p, 1 << 20));
+    std::printf("READY\n");
+    std::fflush(stdout);
+    char line[16];
+    if (!std::fgets(line, sizeof line, stdin)) return 2;
+    cudaError_t e = cudaDeviceSynchronize();
+    EXPECT(e == cudaErrorDevicesUnavailable);
+    EXPECT(cudaMalloc(&p, 16) == cudaErrorDevicesUnavailable);  // fails fast, no hang
+  } else {
+    std::fprintf(stderr, "usage: error_paths MODE (see the file's comment)\n");
+    return 2;
+  }
+  std::printf("PASS error_paths %s\n", mode.c_str());
+  return 0;
+}

@@ -1,0 +1,49 @@
+// Aggregation: every device the program sees (GPUs of several servers) runs a kernel on its own
+// data, then data moves between devices with cudaMemcpyPeer (relayed through the client when
+// the devices sit on different servers).
+#include <vector>
+#include "common.h"
+
+__global__ void fill(int* x, int value, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = value + i;
+}
+
+int main(int argc, char** argv) {
+  int want = argc > 1 ? std::atoi(argv[1]) : 2;
+  int count = 0;
+  CHECK(cudaGetDeviceCount(&count));
+  EXPECT(count >= want);
+  const int n = 1 << 18;
+  std::vector<int*> bufs(count);
+  for (int d = 0; d < count; ++d) {
+    CHECK(cudaSetDevice(d));
+    int cur = -1;
+    CHECK(cudaGetDevice(&cur));
+    EXPECT(cur == d);
+    CHECK(cudaMalloc(&bufs[d], n * sizeof(int)));
+    fill<<<(n + 255) / 256, 256>>>(bufs[d], d * 1000000, n);
+    CHECK(cudaGetLastError());
+  }
+  for (int d = 0; d < count; ++d) {
+    CHECK(cudaSetDevice(d));
+    CHECK(cudaDeviceSynchronize());
+  }
+  std::vector<int> h(n);
+  for (int d = 0; d < count; ++d) {
+    int next = (d + 1) % count;
+    int* tmp;
+    CHECK(cudaSetDevice(next));
+    CHECK(cudaMalloc(&tmp, n * sizeof(int)));
+    CHECK(cudaMemcpyPeer(tmp, next, bufs[d], d, n * sizeof(int)));
+    CHECK(cudaMemcpy(h.data(), tmp, n * sizeof(int), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; ++i) EXPECT(h[i] == d * 1000000 + i);
+    CHECK(cudaFree(tmp));
+  }
+  for (int d = 0; d < count; ++d) {
+    CHECK(cudaSetDevice(d));
+    CHECK(cudaFree(bufs[d]));
+  }
+  std::printf("PASS multi_device devices=%d\n", count);
+  return 0;
+}
