@@ -187,7 +187,7 @@ TEST(Policy, QueueLimitsHold) {
 }
 
 TEST(Policy, SuspendsIdleNodesKeepingTheWarmBuffer) {
-  // 8 nodes in 2 leaves, all idle since t=0; node 5 busy. Warm buffer 16 GPUs: of 56 free GPUs,
+  // 8 nodes in 2 leaves, all idle since t=0 but node 0 (busy). Warm buffer 16 GPUs: of 56 free GPUs,
   // 40 may go; the fully idle leaf (0) goes first.
   ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
   Start(s, Job(99, 1, 8), 0);  // lands on node 0 (best fit, lowest id)
