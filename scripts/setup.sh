@@ -10,6 +10,8 @@ PACKAGES=(
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libzstd-dev liblz4-dev libsqlite3-dev libssl-dev
   libucx-dev ucx-utils                 # UCX transport (tcp, shared memory, verbs)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev  # control plane
+  curl python3                         # control-plane e2e test and demo
 )
 
 missing=()

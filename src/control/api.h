@@ -1,0 +1,61 @@
+// The controller's network surfaces: the gpool.v1 gRPC services and the HTTP endpoint
+// (/metrics in Prometheus text format, /api/state as JSON for the dashboard to come).
+//
+// No authentication and no TLS yet (docs/control-plane.md): listen on loopback or a trusted
+// network only.
+//
+// Thread safety: ApiServer's Start/Shutdown from one thread; the services themselves run on
+// gRPC's and httplib's threads and only call the (thread-safe) Controller.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "control/controller.h"
+
+namespace grpc {
+class Server;
+class Status;
+}  // namespace grpc
+namespace httplib {
+class Server;
+}
+
+namespace gpool::control {
+
+// Maps a gpool Status to the gRPC status with the same meaning.
+grpc::Status ToGrpc(const Status& s);
+// And back, for clients: the message is kept, prefixed by nothing.
+Status FromGrpc(const grpc::Status& s);
+
+struct ApiOptions {
+  std::string grpc_listen = "127.0.0.1:7070";  // HOST:PORT; port 0 picks a free port
+  std::string http_listen;                      // HOST:PORT; empty = no HTTP endpoint
+};
+
+class ApiServer {
+ public:
+  explicit ApiServer(Controller* controller);
+  ~ApiServer();
+  Status Start(const ApiOptions& options);
+  void Shutdown();
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_port_; }
+
+ private:
+  struct Services;
+  Controller* controller_;
+  std::unique_ptr<Services> services_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+};
+
+// Splits "HOST:PORT"; errors name `what` (the flag).
+Status ParseHostPort(const std::string& what, const std::string& text, std::string* host, int* port);
+
+}  // namespace gpool::control

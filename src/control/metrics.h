@@ -1,0 +1,39 @@
+// Minimal Prometheus text-format metrics for the controller's /metrics endpoint.
+//
+// Only what the controller exports: histograms with fixed buckets (seconds). Gauges are written
+// directly by the caller when the page is rendered, from the controller's state.
+//
+// Thread safety: a Histogram is thread-safe (one mutex; observations are rare: one per
+// scheduling cycle or store commit).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gpool::control {
+
+class Histogram {
+ public:
+  // `bounds`: upper bounds of the buckets in seconds, ascending; +Inf is implicit.
+  Histogram(std::string name, std::string help, std::vector<double> bounds);
+  void Observe(double seconds);
+  // Appends "# HELP", "# TYPE", the _bucket lines (cumulative), _sum and _count.
+  void Render(std::string* out) const;
+  uint64_t count() const;
+
+ private:
+  const std::string name_, help_;
+  const std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // per bucket, not cumulative; last = +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// Appends one gauge sample; `labels` is "" or e.g. `state="free"`.
+void RenderGauge(std::string* out, const std::string& name, const std::string& help,
+                 const std::vector<std::pair<std::string, double>>& labelled_values);
+
+}  // namespace gpool::control
