@@ -4,8 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <numeric>
@@ -185,6 +191,43 @@ TEST_P(TransportTest, PeerDeathMakesRecvUnavailable) {
   EXPECT_EQ(send.code(), StatusCode::kUnavailable) << send.ToString();
 }
 
+// The peer is a real process that exits without closing anything (as a crash would): this test
+// binary re-executed with GPOOL_TRANSPORT_CHILD set runs ChildProcess.ConnectSendAndExit below.
+TEST_P(TransportTest, PeerProcessExitMakesRecvUnavailable) {
+  auto l = transport_->Listen("127.0.0.1:0");
+  ASSERT_TRUE(l.ok());
+  listener_ = std::move(*l);
+  std::string addr = listener_->address();
+  std::vector<std::string> env_strings = {"GPOOL_TRANSPORT_CHILD=" + addr,
+                                          "GPOOL_CHILD_TRANSPORT=" + GetParam().transport,
+                                          "GPOOL_CHILD_UCX_TLS=" + GetParam().ucx_tls};
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string filter = "--gtest_filter=ChildProcess.ConnectSendAndExit";
+  char exe[] = "/proc/self/exe";
+  char* argv[] = {exe, filter.data(), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, exe, &actions, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ASSERT_EQ(rc, 0);
+  auto conn = listener_->Accept();
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  std::vector<std::byte> got;
+  Status first = (*conn)->Recv(&got);
+  EXPECT_TRUE(first.ok()) << first.ToString();
+  EXPECT_TRUE(got == Pattern(1000, 99));
+  ASSERT_TRUE((*conn)->Send(AsBytes(Pattern(1, 1))).ok());  // tells the child to die now
+  Status second = (*conn)->Recv(&got);  // the child has exited (or is about to)
+  EXPECT_EQ(second.code(), StatusCode::kUnavailable) << second.ToString();
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
+}
+
 TEST_P(TransportTest, CloseFromAnotherThreadUnblocksRecvAndAccept) {
   ConnectPair(transport_.get(), transport_.get());
   ASSERT_NE(client_, nullptr);
@@ -285,6 +328,23 @@ INSTANTIATE_TEST_SUITE_P(
                     Variant{.label = "ucx_tcp", .transport = "ucx", .ucx_tls = "tcp"},
                     Variant{.label = "ucx_shm", .transport = "ucx", .ucx_tls = "posix,sysv,self"}),
     Label);
+
+// Runs only as the child of PeerProcessExitMakesRecvUnavailable: connect, send one message,
+// wait for the parent's ack, and exit without Close or destructors.
+TEST(ChildProcess, ConnectSendAndExit) {
+  const char* addr = std::getenv("GPOOL_TRANSPORT_CHILD");
+  if (addr == nullptr) GTEST_SKIP() << "only runs as a child process";
+  TransportOptions o;
+  o.ucx_tls = std::getenv("GPOOL_CHILD_UCX_TLS") ? std::getenv("GPOOL_CHILD_UCX_TLS") : "";
+  auto t = MakeTransport(std::getenv("GPOOL_CHILD_TRANSPORT"), o);
+  if (!t.ok()) _exit(2);
+  auto c = (*t)->Connect(addr);
+  if (!c.ok()) _exit(3);
+  if (!(*c)->Send(AsBytes(Pattern(1000, 99))).ok()) _exit(4);
+  std::vector<std::byte> ack;
+  if (!(*c)->Recv(&ack).ok()) _exit(5);
+  _exit(0);
+}
 
 TEST(MakeTransportTest, UnknownNameIsInvalid) {
   EXPECT_EQ(MakeTransport("carrier-pigeon", {}).status().code(), StatusCode::kInvalidArgument);
