@@ -8,7 +8,7 @@ set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 ran=0
-for part in demo-fabric demo-sim demo-pool; do
+for part in demo-fabric demo-sim demo-pool demo-cluster; do
   if [ -x "$here/$part.sh" ]; then
     echo
     echo "=================== $part ==================="
