@@ -1,0 +1,241 @@
+// `gpool gpu-server` (serve local GPUs, or emulated ones, to remote CUDA programs) and
+// `gpool run` (run an unmodified CUDA program on pooled GPUs through the client runtime).
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "common/units.h"
+#include "remote/server/server.h"
+
+#include <nlohmann/json.hpp>
+
+#include "remote/lease/lease.h"
+
+namespace gpool::cli {
+namespace {
+
+using remote::server::GpuServer;
+using remote::server::ServerOptions;
+using remote::server::SessionLimits;
+
+struct ServerFlags {
+  std::string backend = "emulated";
+  std::string kernels;
+  int emulated_devices = 1;
+  std::string emulated_memory = "16GiB";
+  std::string listen;
+  std::string transport = "tcp";
+  std::string key_file;
+  bool insecure = false;
+  std::string session_mem;
+  std::string advertise;
+};
+
+// Lease check for a Hello: GPOOL_LEASE may hold several comma-separated tokens (one per GPU of
+// an aggregated program); the first one signed with our key, unexpired, and naming a GPU of this
+// server (its advertised HOST:PORT) opens the session and sets its limits.
+std::function<Status(const std::string&, SessionLimits*)> MakeAuthorizer(
+    remote::LeaseAuthority authority, std::shared_ptr<const std::string> advertised) {
+  return [authority = std::move(authority), advertised](const std::string& tokens,
+                                                        SessionLimits* limits) -> Status {
+    const std::string& advertise = *advertised;
+    if (tokens.empty()) return Status::PermissionDenied("no lease token (set GPOOL_LEASE or --lease)");
+    std::string last = "no token names this server";
+    size_t at = 0;
+    while (at <= tokens.size()) {
+      size_t comma = tokens.find(',', at);
+      std::string token = tokens.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      at = comma == std::string::npos ? tokens.size() + 1 : comma + 1;
+      // The GPU named inside the payload; the signature check below is what makes it trusted.
+      std::string gpu;
+      size_t d1 = token.find('.'), d2 = token.rfind('.');
+      if (d1 != std::string::npos && d2 > d1) {
+        auto payload = remote::Base64UrlDecode(token.substr(d1 + 1, d2 - d1 - 1));
+        if (payload.ok()) {
+          auto j = nlohmann::json::parse(*payload, nullptr, false);
+          if (j.is_object() && j.contains("gpu") && j["gpu"].is_string()) gpu = j["gpu"];
+        }
+      }
+      if (gpu.rfind(advertise + "/", 0) != 0) {
+        gpu = advertise + "/0";  // let Verify say what is wrong with it
+      }
+      auto lease = authority.Verify(token, gpu, *remote::UnixClock::Default());
+      if (!lease.ok()) {
+        last = lease.status().message();
+        continue;
+      }
+      if (lease->memory_bytes) limits->memory_bytes = lease->memory_bytes;
+      limits->compute_share = lease->compute_milli / 1000.0;
+      return Status::Ok();
+    }
+    return Status::PermissionDenied(last);
+  };
+}
+
+GpuServer* g_server = nullptr;
+void OnSignal(int) {
+  if (g_server) g_server->Stop();
+}
+
+int RunServer(const ServerFlags& f) {
+  ServerOptions o;
+  o.listen = f.listen;
+  o.transport = f.transport;
+  o.backend = f.backend;
+  o.emulated.devices = f.emulated_devices;
+  o.emulated.kernels_plugin = f.kernels;
+  auto mem = ParseBytes(f.emulated_memory);
+  if (!mem.ok()) {
+    fmt::print(stderr, "gpool gpu-server: --emulated-memory: {}\n", mem.status().ToString());
+    return 2;
+  }
+  o.emulated.memory_bytes = *mem;
+  if (!f.session_mem.empty()) {
+    auto lim = ParseBytes(f.session_mem);
+    if (!lim.ok()) {
+      fmt::print(stderr, "gpool gpu-server: --session-mem-limit: {}\n", lim.status().ToString());
+      return 2;
+    }
+    o.default_limits.memory_bytes = *lim;
+  }
+  if (f.insecure == !f.key_file.empty()) {
+    fmt::print(stderr, "gpool gpu-server: give exactly one of --key FILE or --insecure\n");
+    return 2;
+  }
+  if (f.backend == "emulated" && !f.kernels.empty() && !std::filesystem::exists(f.kernels)) {
+    fmt::print(stderr, "gpool gpu-server: --emulated-kernels {}: no such file\n", f.kernels);
+    return 2;
+  }
+  // What leases must name; the bound address unless --advertise says otherwise (set after Start).
+  auto advertise = std::make_shared<std::string>(f.advertise);
+  if (f.insecure) {
+    fmt::print(stderr,
+               "gpool gpu-server: WARNING: --insecure: any client that reaches {} gets the GPUs "
+               "without a lease. Use this only on a laptop or in a test.\n", f.listen);
+  } else {
+    auto key = remote::LoadLeaseKey(f.key_file);
+    if (!key.ok()) {
+      fmt::print(stderr, "gpool gpu-server: --key {}: {}\n", f.key_file, key.status().ToString());
+      return 2;
+    }
+    auto authority = remote::LeaseAuthority::Create(std::move(*key));
+    if (!authority.ok()) {
+      fmt::print(stderr, "gpool gpu-server: --key {}: {}\n", f.key_file,
+                 authority.status().ToString());
+      return 2;
+    }
+    o.authorize = MakeAuthorizer(std::move(*authority), advertise);
+  }
+  GpuServer server(o);
+  Status s = server.Start();
+  if (!s.ok()) {
+    fmt::print(stderr, "gpool gpu-server: {}\n", s.ToString());
+    return 1;
+  }
+  if (advertise->empty()) *advertise = server.address();
+  fmt::print("gpool gpu-server: listening on {} (backend {}, transport {})\n", server.address(),
+             f.backend, f.transport);
+  std::fflush(stdout);
+  g_server = &server;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  s = server.Serve();
+  g_server = nullptr;
+  if (!s.ok()) {
+    fmt::print(stderr, "gpool gpu-server: {}\n", s.ToString());
+    return 1;
+  }
+  return 0;
+}
+
+// The directory holding the client runtime (libcudart.so.13): $GPOOL_CLIENT_LIB_DIR, else
+// <dir of gpool>/../lib as the build and install trees lay it out.
+std::string ClientLibDir() {
+  if (const char* d = std::getenv("GPOOL_CLIENT_LIB_DIR")) return d;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return (exe.parent_path().parent_path() / "lib").string();
+}
+
+int RunProgram(std::string devices, std::string lease, std::string transport,
+               std::vector<std::string> argv) {
+  if (argv.empty()) {
+    fmt::print(stderr, "gpool run: no program given (gpool run [flags] -- PROGRAM [ARGS...])\n");
+    return 2;
+  }
+  if (devices.empty()) {
+    if (const char* d = std::getenv("GPOOL_DEVICES")) devices = d;
+  }
+  if (devices.empty()) {
+    fmt::print(stderr, "gpool run: no GPUs: give --devices HOST:PORT/INDEX,... or set "
+                       "GPOOL_DEVICES\n");
+    return 2;
+  }
+  if (lease.empty()) {
+    if (const char* l = std::getenv("GPOOL_LEASE")) lease = l;
+  }
+  std::string dir = ClientLibDir();
+  if (dir.empty() || !std::filesystem::exists(dir + "/libcudart.so.13")) {
+    fmt::print(stderr, "gpool run: the client runtime {}/libcudart.so.13 is missing (set "
+                       "GPOOL_CLIENT_LIB_DIR)\n", dir);
+    return 2;
+  }
+  std::string ld = dir;
+  if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) ld += std::string(":") + old;
+  setenv("LD_LIBRARY_PATH", ld.c_str(), 1);
+  setenv("GPOOL_DEVICES", devices.c_str(), 1);
+  setenv("GPOOL_TRANSPORT", transport.c_str(), 1);
+  if (!lease.empty()) setenv("GPOOL_LEASE", lease.c_str(), 1);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  fmt::print(stderr, "gpool run: cannot run {}: {}\n", argv[0], std::strerror(errno));
+  return 127;
+}
+
+void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
+  auto f = std::make_shared<ServerFlags>();
+  auto* srv = app.add_subcommand("gpu-server", "serve GPUs (real or emulated) to remote CUDA programs");
+  srv->add_option("--backend", f->backend, "cuda or emulated")->check(CLI::IsMember({"cuda", "emulated"}));
+  srv->add_option("--emulated-kernels", f->kernels, "plugin .so with CPU kernels for --backend emulated");
+  srv->add_option("--emulated-devices", f->emulated_devices, "number of emulated GPUs");
+  srv->add_option("--emulated-memory", f->emulated_memory, "memory per emulated GPU");
+  srv->add_option("--listen", f->listen, "HOST:PORT for clients (port 0 picks one)")->required();
+  srv->add_option("--transport", f->transport, "data transport: tcp or ucx")->check(CLI::IsMember({"tcp", "ucx"}));
+  srv->add_option("--key", f->key_file, "lease key file; clients need a lease signed with it");
+  srv->add_flag("--insecure", f->insecure, "accept clients without a lease (tests, laptops)");
+  srv->add_option("--advertise", f->advertise,
+                  "HOST:PORT that leases name for this server (default: the --listen address)");
+  srv->add_option("--session-mem-limit", f->session_mem, "GPU memory per session unless its lease says");
+  srv->callback([f, exit_code] { *exit_code = RunServer(*f); });
+
+  struct RunFlags {
+    std::string devices, lease, transport = "tcp";
+    std::vector<std::string> argv;
+  };
+  auto r = std::make_shared<RunFlags>();
+  auto* run = app.add_subcommand("run", "run a CUDA program (built with nvcc -cudart shared) on pooled GPUs");
+  run->add_option("--devices", r->devices, "HOST:PORT/INDEX,... (default $GPOOL_DEVICES)");
+  run->add_option("--lease", r->lease, "lease token(s), comma-separated (default $GPOOL_LEASE)");
+  run->add_option("--transport", r->transport, "tcp or ucx")->check(CLI::IsMember({"tcp", "ucx"}));
+  run->add_option("program", r->argv, "PROGRAM [ARGS...] after --");
+  run->callback([r, exit_code] { *exit_code = RunProgram(r->devices, r->lease, r->transport, r->argv); });
+}
+
+GPOOL_REGISTER_COMMAND(Register);
+
+}  // namespace
+}  // namespace gpool::cli
