@@ -9,6 +9,7 @@ build=${1:-build}
 GPOOL=$build/bin/gpool
 [ -x "$GPOOL" ] || { echo "demo-cluster: $GPOOL not built" >&2; exit 1; }
 seconds=${DEMO_SECONDS:-30}
+end=$((SECONDS + seconds))  # counted from the start, setup included
 tmp=$(mktemp -d)
 ctl= agent=
 cleanup() {
@@ -47,13 +48,13 @@ for i in $(seq 60); do submit --tenant interns --gpus 1 --duration $((3 + i % 7)
 submit --tenant prod --gpus 1024 --duration 10s -- python pretrain.py
 echo "submitted 135 jobs"
 
-end=$((SECONDS + seconds))
 while [ $SECONDS -lt $end ]; do
-  sleep 5
+  sleep 4
   echo "--- t=${SECONDS}s: $("$GPOOL" jobs --controller "$addr" | tail -1); $("$GPOOL" nodes --controller "$addr" | tail -1)"
 done
 echo
-"$GPOOL" jobs --controller "$addr" | head -12
+jobs_out=$("$GPOOL" jobs --controller "$addr")  # whole output first: head would SIGPIPE it
+echo "$jobs_out" | head -12
 echo "..."
 "$GPOOL" tenants --controller "$addr"
 curl -sf "${http}metrics" | grep -E '^gpool_(queue_length|gpus|nodes|scheduling_cycle_seconds_(count|sum))' || true

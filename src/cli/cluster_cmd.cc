@@ -178,9 +178,15 @@ Status Submit(const ClusterFlags& f) {
 
 std::string Placement(const v1::Job& j) {
   std::string out;
+  int shown = 0;
   for (const auto& a : j.allocations()) {
+    if (shown == 2) {  // gangs span many nodes; -o json has them all
+      out += fmt::format(",+{} more", j.allocations_size() - shown);
+      break;
+    }
     if (!out.empty()) out += ",";
     out += fmt::format("{}:{:#x}", a.node(), a.gpu_mask());
+    ++shown;
   }
   return out.empty() ? "-" : out;
 }
