@@ -2,8 +2,9 @@
 # `make demo`: gpool's main job as far as it exists today, on embedded defaults.
 #   1. Fabric: the brief's 2,048-GPU NDR fat-tree, generated, routed, analysed, with a failure.
 #   2. Scheduler: the simulator replays a workload under gpool's policy and the baselines.
-# The control plane (controller + hollow agents + dashboard) will replace this as the main job
-# once it exists (issue "Control plane").
+#   3. Control plane, the main job: a controller on embedded SQLite, a hollow cluster of 2,048
+#      GPUs over the real gRPC protocol, a job mix from three tenants, and the HTTP endpoints.
+#      (The web dashboard is not written yet; /api/state is its data source.)
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
