@@ -104,6 +104,8 @@ class SlurmPolicy final : public sched::Policy {
         auto r = sched::ComputeReservation(work, job, po, in.now_ns);
         if (r) {
           sched::ExcludeReserved(*r, &excluded);
+          // ExcludeReserved sizes the mask only up to the last reserved node.
+          excluded.resize(work.num_nodes(), 0);
           d.reservations.push_back(std::move(*r));
         }
         reserved = true;
@@ -145,7 +147,7 @@ class SlurmPolicy final : public sched::Policy {
     int32_t best_free = INT32_MAX;
     for (size_t n = 0; n < s.num_nodes(); ++n) {
       NodeId id(static_cast<uint32_t>(n));
-      if (!excluded.empty() && excluded[n]) continue;
+      if (n < excluded.size() && excluded[n]) continue;
       int32_t free = s.free_whole_gpus(id);
       if (free <= 0 || free >= best_free) continue;
       if (s.TasksThatFit(id, whole, job.gpu_models) < 1) continue;
