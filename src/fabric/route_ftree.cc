@@ -182,7 +182,7 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
 
   std::vector<uint32_t> dist(n, kInf), anc, cand_off;
   std::vector<const SwitchEdge*> cand;
-  std::vector<uint32_t> routed(n, 0), best_gen(n, 0), rr(n, 0);
+  std::vector<uint32_t> routed(n, 0), best_gen(n, 0), rr(n, 0), hops(n, 0);
   std::vector<const SwitchEdge*> best(n, nullptr);
   std::vector<uint32_t> main_path, frontier, below;
   uint32_t gen = 0;
@@ -222,6 +222,7 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
       ++gen;
       t->set_out_port(g.nodes[leaf], d.lid, static_cast<uint8_t>(d.port));
       routed[leaf] = gen;
+      hops[leaf] = 0;
       // 1. Main path.
       main_path.assign(1, leaf);
       for (uint32_t x = leaf;;) {
@@ -234,6 +235,7 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
         ++use[e->peer_gport];
         ++main_use[e->peer_gport];
         routed[y] = gen;
+        hops[y] = static_cast<uint32_t>(main_path.size());
         main_path.push_back(y);
         x = y;
       }
@@ -250,36 +252,43 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
         t->set_out_port(g.nodes[x], d.lid, static_cast<uint8_t>(e->port));
         ++use[e->gport];
         routed[x] = gen;
+        hops[x] = dist[x];
       }
-      // 3a. Level by level below the main path's top: a switch under a switch of the main line
-      // (main path or already routed up towards it) goes up to one of them, least-used port.
-      frontier.assign(1, main_path.back());
-      for (int lv = level[main_path.back()]; lv >= 1; --lv) {
-        below.clear();
-        for (uint32_t x : frontier)
-          for (const SwitchEdge* e : down(x)) {
-            uint32_t y = e->peer;
-            if (routed[y] == gen) continue;
-            if (best_gen[y] != gen) {
-              best_gen[y] = gen;
-              best[y] = e;
-              below.push_back(y);
-            } else if (use[e->peer_gport] < use[best[y]->peer_gport] ||
-                       (use[e->peer_gport] == use[best[y]->peer_gport] &&
-                        e->peer_port < best[y]->peer_port)) {
-              best[y] = e;
+      // An incremental re-route skips 3a: a destination displaced by a failure has lost the
+      // link its main line came down (or up) by, and sending every source through one new top
+      // switch would double that switch's down link into the leaf. 3b instead spreads the
+      // sources over the least-used equal-cost uplinks, as OpenSM's per-port counters do.
+      if (lids.all()) {
+        // 3a. Level by level below the main path's top: a switch under a switch of the main line
+        // (main path or already routed up towards it) goes up to one of them, least-used port.
+        frontier.assign(1, main_path.back());
+        for (int lv = level[main_path.back()]; lv >= 1; --lv) {
+          below.clear();
+          for (uint32_t x : frontier)
+            for (const SwitchEdge* e : down(x)) {
+              uint32_t y = e->peer;
+              if (routed[y] == gen) continue;
+              if (best_gen[y] != gen) {
+                best_gen[y] = gen;
+                best[y] = e;
+                below.push_back(y);
+              } else if (use[e->peer_gport] < use[best[y]->peer_gport] ||
+                         (use[e->peer_gport] == use[best[y]->peer_gport] &&
+                          e->peer_port < best[y]->peer_port)) {
+                best[y] = e;
+              }
             }
+          frontier.clear();
+          for (uint32_t y : below) {
+            const SwitchEdge* e = best[y];
+            t->set_out_port(g.nodes[y], d.lid, static_cast<uint8_t>(e->peer_port));
+            ++use[e->peer_gport];
+            routed[y] = gen;
+            frontier.push_back(y);
           }
-        frontier.clear();
-        for (uint32_t y : below) {
-          const SwitchEdge* e = best[y];
-          t->set_out_port(g.nodes[y], d.lid, static_cast<uint8_t>(e->peer_port));
-          ++use[e->peer_gport];
-          routed[y] = gen;
-          frontier.push_back(y);
+          size_t mp = static_cast<size_t>(lv - 1 - level[leaf]);
+          if (lv - 1 >= level[leaf] && mp < main_path.size()) frontier.push_back(main_path[mp]);
         }
-        size_t mp = static_cast<size_t>(lv - 1 - level[leaf]);
-        if (lv - 1 >= level[leaf] && mp < main_path.size()) frontier.push_back(main_path[mp]);
       }
       // 3b. The rest (off every CA's path to d unless the tree is degraded) go up to any upper
       // neighbour that has a route: least-used for CA-facing switches, round-robin otherwise.
@@ -287,7 +296,19 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
         if (routed[s] == gen) continue;
         auto u = up(s);
         const SwitchEdge* e = nullptr;
-        if (!g.ca_dests(s).empty()) {
+        if (!lids.all()) {
+          // Fewest hops to d first, then the least-used port; ties rotate with the switch and
+          // the LID so that the sources of one destination do not all take the same port.
+          uint32_t fewest = kInf;
+          for (const SwitchEdge* x : u)
+            if (routed[x->peer] == gen) fewest = std::min(fewest, hops[x->peer]);
+          const size_t start = s + d.lid;
+          for (size_t j = 0; fewest != kInf && j < u.size(); ++j) {
+            const SwitchEdge* x = u[(start + j) % u.size()];
+            if (routed[x->peer] != gen || hops[x->peer] != fewest) continue;
+            if (!e || use[x->gport] < use[e->gport]) e = x;
+          }
+        } else if (!g.ca_dests(s).empty()) {
           e = LeastUsed(u, use, [&](const SwitchEdge& x) { return routed[x.peer] == gen; },
                         [](const SwitchEdge& x) { return x.gport; });
         } else {
@@ -310,6 +331,7 @@ Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, Routin
         t->set_out_port(g.nodes[s], d.lid, static_cast<uint8_t>(e->port));
         ++use[e->gport];
         routed[s] = gen;
+        hops[s] = hops[e->peer] + 1;
       }
     }
   }

@@ -125,10 +125,17 @@ void AssignBalanced(const SwitchGraph& g, uint32_t dst, const std::vector<uint32
     const uint32_t n = e - b;
     for (uint32_t k = 0; k < n; ++k) counts[k] = (*usage)[cand[b + k]->gport];
     const NodeId sw = g.nodes[s];
+    // Ties go to the lowest port on a full route. On an incremental re-route the scan starts at
+    // a port that rotates with the switch and the destination switch: the few LIDs displaced
+    // by a failure would otherwise leave every source switch through its lowest tied port and
+    // meet on one link (all sources' counts are equal there).
+    const uint32_t rot = lids.all() ? 0 : (s + dst) % n;
     auto pick = [&]() {
-      uint32_t best = 0;
-      for (uint32_t k = 1; k < n; ++k)
+      uint32_t best = rot;
+      for (uint32_t j = 1; j < n; ++j) {
+        uint32_t k = (rot + j) % n;
         if (counts[k] < counts[best]) best = k;
+      }
       return best;
     };
     // Repeated least-used choice (ties: lowest port), done in rounds: at the current minimum
@@ -139,7 +146,8 @@ void AssignBalanced(const SwitchGraph& g, uint32_t dst, const std::vector<uint32
       while (di < dests.size() && !lids.contains(dests[di].lid)) ++di;
       if (di == dests.size()) break;
       uint32_t m = counts[pick()];
-      for (uint32_t k = 0; k < n && di < dests.size(); ++k) {
+      for (uint32_t j = 0; j < n && di < dests.size(); ++j) {
+        const uint32_t k = (rot + j) % n;
         if (counts[k] != m) continue;
         ++counts[k];
         t->set_out_port(sw, dests[di].lid, static_cast<uint8_t>(cand[b + k]->port));

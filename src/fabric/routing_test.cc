@@ -4,8 +4,11 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "fabric/analysis.h"
+#include "fabric/failure.h"
 #include "fabric/generators.h"
 #include "fabric/load.h"
 
@@ -154,6 +157,71 @@ TEST(RoutingTest, RerouteChangesOnlyTheGivenDestinations) {
     VerifyReport r = Verify(f, *t, {.check_deadlock = e != Engine::kMinhop});
     EXPECT_TRUE(r.ok()) << EngineName(e) << ": " << (r.problems.empty() ? "" : r.problems[0]);
     ASSERT_TRUE(f.SetLinkUp(link, true).ok());
+  }
+}
+
+// After one leaf uplink fails, an incremental re-route must spread the displaced destinations
+// over the leaf's surviving uplinks (OpenSM counts routes per port for this), not pile them onto
+// one, and must leave every other destination's entries as they were.
+TEST(RoutingTest, RerouteSpreadsDisplacedDestinationsOverSurvivingUplinks) {
+  for (int levels : {2, 3}) {
+    Fabric f = SmallFatTree(levels);
+    for (Engine e : {Engine::kFtree, Engine::kMinhop, Engine::kUpdn}) {
+      SCOPED_TRACE(fmt::format("{}-level, {}", levels, EngineName(e)));
+      auto t = Route(f, {.engine = e});
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      const RoutingTables before = *t;
+      auto traffic = ParsePattern(f, "all-to-all");
+      ASSERT_TRUE(traffic.ok());
+      auto load_before = AnalyzeLoad(f, before, *traffic, {});
+      ASSERT_TRUE(load_before.ok());
+      NodeId leaf = *f.FindByName(levels == 2 ? "leaf-0" : "leaf-p0-0");
+      const uint8_t failed_port = 5;  // the first uplink (ports 1-4 face the CAs)
+      auto target = ResolveLink(f, fmt::format("{}[{}]", f.node(leaf).name, failed_port));
+      ASSERT_TRUE(target.ok()) << target.status().ToString();
+      std::vector<Lid> affected = AffectedDestinations(f, before, *target);
+      ASSERT_FALSE(affected.empty());
+      ASSERT_TRUE(f.SetLinkUp(target->link, false).ok());
+      ASSERT_TRUE(Reroute(f, affected, {.engine = e}, &*t).ok());
+
+      std::vector<uint8_t> is_affected(f.max_lid() + 1, 0);
+      for (Lid d : affected) is_affected[d] = 1;
+      for (NodeId s : f.switches())
+        for (Lid d = 1; d <= f.max_lid(); ++d)
+          if (!is_affected[d]) {
+            ASSERT_EQ(t->out_port(s, d), before.out_port(s, d));
+          }
+      VerifyReport r = Verify(f, *t, {.check_deadlock = e != Engine::kMinhop});
+      EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+
+      // Routes per surviving uplink of the leaf.
+      int total = 0, most = 0, surviving = 0;
+      for (auto& [key, c] : UplinkCounts(f, *t)) {
+        if (key.first != leaf.value() || key.second == failed_port) continue;
+        ++surviving;
+        total += c;
+        most = std::max(most, c);
+      }
+      ASSERT_GT(surviving, 0);
+      EXPECT_LE(most, (total + surviving - 1) / surviving + 1)
+          << total << " destinations over " << surviving << " uplinks";
+
+      // All-to-all: on two levels the busiest link gains at most its share of one lost link's
+      // flows. On three, balancing route counts per port does not balance flows exactly (the
+      // cores' down links into the leaf's pod see uneven numbers of sources); it must still
+      // stay well below the doubling that one new top switch per destination gives.
+      auto load_after = AnalyzeLoad(f, *t, *traffic, {});
+      ASSERT_TRUE(load_after.ok());
+      EXPECT_EQ(load_after->unroutable, 0u);
+      uint64_t share = levels == 2 ? (load_before->max_flows + surviving - 1) / surviving
+                                   : load_before->max_flows * 3 / 5;
+      EXPECT_LE(load_after->max_flows, load_before->max_flows + share)
+          << "before " << load_before->max_flows << ", now on "
+          << f.node(f.port(f.link(load_after->worst_link).a).node).name << " - "
+          << f.node(f.port(f.link(load_after->worst_link).b).node).name << " a_to_b "
+          << load_after->worst_a_to_b;
+      ASSERT_TRUE(f.SetLinkUp(target->link, true).ok());
+    }
   }
 }
 
