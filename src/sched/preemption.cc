@@ -54,6 +54,7 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
   std::vector<Cand> cands;
   for (const RunningJob& r : state.running()) {
     if (!PastMinRuntime(r, now_ns) || !Useful(state, r, job)) continue;
+    if (options.not_victims != nullptr && options.not_victims->count(r.spec.id)) continue;
     const bool by_priority = options.priority && r.spec.priority < job.priority;
     const size_t rq = r.spec.queue.value();
     const bool by_reclaim = options.reclaim && in_quota && rq < nq && rq != jq &&

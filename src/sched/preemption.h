@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <unordered_set>
 #include <vector>
 
 #include "sched/cluster.h"
@@ -35,6 +36,10 @@ struct PreemptionOptions {
   bool reclaim = true;
   int max_victims = 16;
   PlacementOptions placement;
+  // Running jobs that must not be chosen as victims (may be null): the scheduler passes the
+  // jobs it bound earlier in the same cycle, so that victims are only jobs that were running
+  // when the cycle began and no job is both bound and preempted in one set of decisions.
+  const std::unordered_set<JobId>* not_victims = nullptr;
 };
 
 // Cost of preempting `r` at now_ns (milli-GPU-seconds lost).

@@ -208,6 +208,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     any_over_quota |= work.queue_used_milli(QueueId(static_cast<uint32_t>(q))) > QueueQuotaMilli(work, queues[q]);
   }
   std::vector<uint8_t> held;
+  std::unordered_set<JobId> bound_now;  // bound this cycle: never victims in the same cycle
   int preemptions = 0;
   int64_t demand_gpus = 0;
   bool blocked = false;  // strict order when backfill is off
@@ -242,7 +243,8 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       PreemptionOptions po{.priority = c_.priority_preemption,
                            .reclaim = c_.reclaim,
                            .max_victims = c_.max_preemptions_per_cycle - preemptions,
-                           .placement = popts};
+                           .placement = popts,
+                           .not_victims = &bound_now};
       if (std::optional<PreemptionPlan> plan = PlanPreemption(work, job, queues, now, po)) {
         for (size_t v = 0; v < plan->victims.size(); ++v) {
           const RunningJob* r = work.FindRunning(plan->victims[v]);
@@ -261,6 +263,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     }
     if (placement) {
       GPOOL_RETURN_IF_ERROR(work.Bind(job, *placement, now));
+      bound_now.insert(job.id);
       ++running_jobs[q];
       out.binds.push_back({.job = job.id,
                            .placement = std::move(*placement),

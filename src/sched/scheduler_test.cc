@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "sched/backfill.h"
 #include "sched/power.h"
 #include "sched/test_util.h"
@@ -150,6 +152,28 @@ TEST(Policy, ReclaimsBorrowedGpusAfterMinRuntime) {
   queues[1].guaranteed_gpus = 16;
   Decisions none = RunPolicy(*Make(), s, pending, queues, Sec(100));
   EXPECT_TRUE(none.preemptions.empty());
+}
+
+TEST(Policy, NeverPreemptsAJobBoundInTheSameCycle) {
+  // Queue b (no quota) already borrows node 0. Its starved job 2 is ordered first and binds on
+  // node 1 at `now`, so it costs nothing to preempt. Queue a's job 1 then reclaims: the victim
+  // must be job 10, which was running when the cycle began, never job 2 bound a moment earlier.
+  ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 8}, {.name = "b"}};
+  Start(s, Job(10, 1, 8, 1), 0);
+  std::vector<JobSpec> pending = {Job(1, 1, 8, 0), Job(2, 1, 8, 1)};
+  pending[0].submit_ns = Sec(100);
+  pending[1].submit_ns = 0;
+  Decisions d = RunPolicy(*Make({.starvation_age_s = 10}), s, pending, queues, Sec(100));
+  std::set<uint64_t> bound;
+  for (const auto& b : d.binds) bound.insert(b.job.value());
+  for (const auto& p : d.preemptions) {
+    EXPECT_EQ(bound.count(p.victim.value()), 0u) << "job " << p.victim.value() << " bound and preempted";
+    EXPECT_NE(s.FindRunning(p.victim), nullptr) << "victim " << p.victim.value() << " was not running";
+  }
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim, JobId(10));
+  EXPECT_EQ(bound, (std::set<uint64_t>{1, 2}));
 }
 
 TEST(Policy, HigherPriorityPreemptsWholeGangsOfLeastCost) {
