@@ -212,13 +212,16 @@ int64_t ClusterState::TaskCapacityBound(DomainId d, const TaskRequest& t, ModelM
   }
   int64_t bound = 0;
   const size_t nm = spec_.gpu_models.size();
+  // Tasks one GPU with b tenths free takes depend only on b: divide once per decile, not once
+  // per decile and model (backfill calls this for every end time it steps through).
+  std::array<int64_t, 11> per_gpu{};
+  const int lo = t.fractional() ? t.gpu_milli / 100 : 11;
+  for (int b = lo; b <= 10; ++b) per_gpu[b] = std::min(1000, 100 * b + 99) / t.gpu_milli;
   for (size_t m = 0; m < nm; ++m) {
     if (!ModelAllowed(models, static_cast<int>(m))) continue;
     const ModelAggregate& a = agg_[d.value() * nm + m];
     if (t.fractional()) {
-      for (int b = t.gpu_milli / 100; b <= 10; ++b) {
-        bound += int64_t{a.gpus_by_free_decile[b]} * (std::min(1000, 100 * b + 99) / t.gpu_milli);
-      }
+      for (int b = lo; b <= 10; ++b) bound += int64_t{a.gpus_by_free_decile[b]} * per_gpu[b];
     } else {
       bound += a.tasks_by_size[t.gpus];
     }

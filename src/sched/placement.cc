@@ -124,8 +124,17 @@ class Placer {
     return PlaceOnNodes(one, want) == want;
   }
 
-  // ClusterState::TaskCapacityBound, inlined for the hot loop over every leaf.
-  int64_t Bound(DomainId d) const {
+  // ClusterState::TaskCapacityBound, inlined for the hot loop over every leaf, and memoized:
+  // PlaceGang asks for the same domains several times (each level's scan, children_needed of
+  // every parent, a rescan when the best candidate fails), and the state is const for the
+  // Placer's life, so each domain's bound is computed once per Placer.
+  int64_t Bound(DomainId d) {
+    if (bound_memo_.empty()) bound_memo_.assign(s_.num_domains(), -1);
+    int64_t& memo = bound_memo_[d.value()];
+    if (memo < 0) memo = ComputeBound(d);
+    return memo;
+  }
+  int64_t ComputeBound(DomainId d) const {
     if (t_.gpus == 0) return s_.TaskCapacityBound(d, t_, job_.gpu_models);
     int64_t bound = 0;
     if (t_.fractional()) {
@@ -281,6 +290,7 @@ class Placer {
   const TaskRequest& t_;
   const PlacementOptions& o_;
   std::vector<int> models_;  // allowed model indices
+  std::vector<int64_t> bound_memo_;  // per domain; -1 = not computed yet
   Placement out_;
   std::vector<NodeFree> taken_;
   std::unordered_map<uint32_t, size_t> index_;
