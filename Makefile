@@ -3,6 +3,9 @@ JOBS ?= 2
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
+# Release by default: CI builds everything twice on 2 cores, and debug info doubles link time.
+# Use BUILD_TYPE=RelWithDebInfo (or Debug) when you need a debugger.
+BUILD_TYPE ?= Release
 
 .PHONY: all setup build test demo bench asan test-asan fuzz clean
 
@@ -12,7 +15,7 @@ setup:
 	@scripts/setup.sh
 
 $(BUILD)/build.ninja: | setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
 
 build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -27,8 +30,8 @@ bench: build
 	scripts/bench.sh $(BUILD)
 
 $(ASAN_BUILD)/build.ninja: | setup
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPOOL_SANITIZE=ON -DGPOOL_BENCH=OFF \
-	  -DCMAKE_CXX_FLAGS="-O1" $(CMAKE_FLAGS)
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=None -DGPOOL_SANITIZE=ON -DGPOOL_BENCH=OFF \
+	  -DCMAKE_CXX_FLAGS="-O1 -g1" $(CMAKE_FLAGS)
 
 # The whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: setup $(ASAN_BUILD)/build.ninja
