@@ -107,6 +107,9 @@ StatusOr<std::string> Base64UrlDecode(std::string_view text) {
                           static_cast<int>(std_b64.size()));
   if (n < 0) return Status::InvalidArgument("base64url: undecodable");
   out.resize(static_cast<size_t>(n) - pad);  // EVP_DecodeBlock counts the padding as zeros
+  // Only the canonical encoding is accepted: otherwise the unused low bits of the last character
+  // let several distinct token strings carry the same signature (a malleable token).
+  if (Base64UrlEncode(out) != text) return Status::InvalidArgument("base64url: non-canonical encoding");
   return out;
 }
 

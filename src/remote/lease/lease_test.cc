@@ -150,6 +150,12 @@ TEST(Base64UrlTest, RoundTripsAndUsesTheUrlAlphabet) {
   }
   EXPECT_FALSE(Base64UrlDecode("abcde").ok());
   EXPECT_FALSE(Base64UrlDecode("ab+c").ok());
+  // "aGVsbG8_Pg" ends in 'g' (100000): its low 4 bits are unused. 'h' sets one of them; a lenient
+  // decoder would give the same bytes, so two token strings would share one signature.
+  ASSERT_TRUE(Base64UrlDecode("aGVsbG8_Pg").ok());
+  auto lenient = Base64UrlDecode("aGVsbG8_Ph");
+  ASSERT_FALSE(lenient.ok());
+  EXPECT_NE(lenient.status().message().find("non-canonical"), std::string::npos);
 }
 
 class KeyFileTest : public testing::Test {
