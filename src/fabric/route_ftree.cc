@@ -72,24 +72,6 @@ std::vector<int> FatTreeLevels(const SwitchGraph& g, std::string* why) {
 
 namespace {
 
-std::vector<uint32_t> Components(const SwitchGraph& g) {
-  std::vector<uint32_t> comp(g.size(), kInf), queue;
-  uint32_t c = 0;
-  for (uint32_t s = 0; s < g.size(); ++s) {
-    if (comp[s] != kInf) continue;
-    comp[s] = c;
-    queue.assign(1, s);
-    for (size_t h = 0; h < queue.size(); ++h)
-      for (const SwitchEdge& e : g.adj(queue[h]))
-        if (comp[e.peer] == kInf) {
-          comp[e.peer] = c;
-          queue.push_back(e.peer);
-        }
-    ++c;
-  }
-  return comp;
-}
-
 // Least-used entry among edges accepted by `ok`, by the usage of the port `port_of` names.
 template <typename Ok, typename PortOf>
 const SwitchEdge* LeastUsed(std::span<const SwitchEdge* const> edges, const Usage& usage, Ok ok,

@@ -101,4 +101,7 @@ Status RouteDor(const SwitchGraph& g, const LidSet& lids, RoutingTables* t);
 // from the CA-facing switches. Empty with *why set when the links do not form levels.
 std::vector<int> FatTreeLevels(const SwitchGraph& g, std::string* why);
 
+// Connected component id of every switch over the graph's usable links.
+std::vector<uint32_t> Components(const SwitchGraph& g);
+
 }  // namespace gpool::fabric::internal

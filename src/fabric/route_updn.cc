@@ -143,20 +143,7 @@ void RouteAll(const SwitchGraph& g, const Ranking& rk, const LidSet& lids, Usage
 
 // Counts (CA-facing switch, CA LID) entries left unrouted though both ends are connected.
 size_t Unrouted(const SwitchGraph& g, const LidSet& lids, const RoutingTables& t) {
-  std::vector<uint32_t> comp(g.size(), kInf), queue;
-  uint32_t c = 0;
-  for (uint32_t s = 0; s < g.size(); ++s) {
-    if (comp[s] != kInf) continue;
-    comp[s] = c;
-    queue.assign(1, s);
-    for (size_t h = 0; h < queue.size(); ++h)
-      for (const SwitchEdge& e : g.adj(queue[h]))
-        if (comp[e.peer] == kInf) {
-          comp[e.peer] = c;
-          queue.push_back(e.peer);
-        }
-    ++c;
-  }
+  const std::vector<uint32_t> comp = Components(g);
   size_t missing = 0;
   for (uint32_t s = 0; s < g.size(); ++s) {
     if (g.ca_dests(s).empty()) continue;

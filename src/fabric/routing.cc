@@ -161,6 +161,24 @@ void AssignBalanced(const SwitchGraph& g, uint32_t dst, const std::vector<uint32
   }
 }
 
+std::vector<uint32_t> Components(const SwitchGraph& g) {
+  std::vector<uint32_t> comp(g.size(), kInf), queue;
+  uint32_t c = 0;
+  for (uint32_t s = 0; s < g.size(); ++s) {
+    if (comp[s] != kInf) continue;
+    comp[s] = c;
+    queue.assign(1, s);
+    for (size_t h = 0; h < queue.size(); ++h)
+      for (const SwitchEdge& e : g.adj(queue[h]))
+        if (comp[e.peer] == kInf) {
+          comp[e.peer] = c;
+          queue.push_back(e.peer);
+        }
+    ++c;
+  }
+  return comp;
+}
+
 }  // namespace internal
 
 namespace {
