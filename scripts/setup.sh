@@ -12,6 +12,12 @@ PACKAGES=(
   libucx-dev ucx-utils                 # UCX transport (tcp, shared memory, verbs)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev  # control plane
   curl python3                         # control-plane e2e test and demo
+  # InfiniBand management plane in software (ibsim) with the real SM and diags; verbs and hwloc
+  # for the agent's discovery.
+  ibsim-utils opensm infiniband-diags rdma-core libibumad-dev libibmad-dev libibnetdisc-dev
+  libopensm-dev libibverbs-dev libhwloc-dev
+  etcd-server etcd-client              # HA store backend, tested against a real 3-member cluster
+  chromium                             # dashboard test in headless Chromium
 )
 
 missing=()
