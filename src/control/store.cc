@@ -2,12 +2,26 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "control/etcd_store.h"
 #include "control/sqlite_store.h"
 
 namespace gpool::control {
 namespace {
 
-constexpr std::string_view kUrlForms = "expected sqlite:PATH or etcd://HOST:PORT";
+constexpr std::string_view kUrlForms = "expected sqlite:PATH or etcd://HOST:PORT[,HOST:PORT...]";
+
+std::string Quote(std::string_view key) {
+  // Keys are bytes; show them readably in messages without dumping binary.
+  std::string out;
+  for (char c : key.substr(0, 200)) {
+    auto u = static_cast<unsigned char>(c);
+    out += (u >= 0x20 && u < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  if (key.size() > 200) out += "...";
+  return fmt::format("'{}'", out);
+}
 
 }  // namespace
 
@@ -52,13 +66,55 @@ StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url, const StoreOpti
       return Status::InvalidArgument(
           fmt::format("store URL '{}': etcd URLs look like etcd://HOST:PORT", url));
     }
-    return Status::Unimplemented(fmt::format(
-        "store URL '{}': the etcd v3 backend is not implemented yet (later issue \"Control plane: "
-        "etcd store\"); use sqlite:PATH",
-        url));
+    return EtcdStore::Open(rest.substr(2), options);
   }
   return Status::InvalidArgument(
       fmt::format("store URL '{}' has unknown scheme '{}'; {}", url, scheme, kUrlForms));
+}
+
+Status ValidateTxnRequest(const TxnRequest& request, const StoreOptions& options) {
+  for (size_t i = 0; i < request.compares.size(); ++i) {
+    const Compare& c = request.compares[i];
+    if (c.key.empty()) return Status::InvalidArgument(fmt::format("txn compare {}: empty key", i));
+    if (c.mod_revision < 0) {
+      return Status::InvalidArgument(fmt::format("txn compare {} on {}: negative mod_revision {}",
+                                                 i, Quote(c.key), c.mod_revision));
+    }
+  }
+  std::vector<std::pair<std::string_view, size_t>> point_keys;  // (key, op index)
+  std::vector<std::pair<std::string_view, size_t>> prefixes;
+  for (size_t i = 0; i < request.ops.size(); ++i) {
+    const Op& op = request.ops[i];
+    if (op.type == Op::Type::kDeletePrefix) {
+      prefixes.emplace_back(op.key, i);
+      continue;
+    }
+    if (op.key.empty()) return Status::InvalidArgument(fmt::format("txn op {}: empty key", i));
+    if (op.value.size() > options.max_value_bytes) {
+      return Status::InvalidArgument(
+          fmt::format("txn op {}: value of {} is {} bytes, more than the limit of {}", i,
+                      Quote(op.key), op.value.size(), options.max_value_bytes));
+    }
+    point_keys.emplace_back(op.key, i);
+  }
+  std::sort(point_keys.begin(), point_keys.end());
+  for (size_t i = 1; i < point_keys.size(); ++i) {
+    if (point_keys[i].first == point_keys[i - 1].first) {
+      return Status::InvalidArgument(fmt::format("txn ops {} and {}: key {} written twice",
+                                                 point_keys[i - 1].second, point_keys[i].second,
+                                                 Quote(point_keys[i].first)));
+    }
+  }
+  for (const auto& [prefix, pi] : prefixes) {
+    for (const auto& [key, ki] : point_keys) {
+      if (key.starts_with(prefix) && request.ops[ki].type == Op::Type::kPut) {
+        return Status::InvalidArgument(
+            fmt::format("txn op {}: put of {} falls under delete-prefix {} (op {})", ki,
+                        Quote(key), Quote(prefix), pi));
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 std::string PrefixEnd(std::string_view prefix) {

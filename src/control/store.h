@@ -161,9 +161,14 @@ class Store {
   StatusOr<Revision> Put(std::string key, std::string value);
 };
 
+// Checks a Txn against the rules above (empty keys, negative revisions, a key written twice, a
+// put under a delete-prefix of the same Txn, values over options.max_value_bytes): InvalidArgument
+// naming the compare/op index and key. Shared by the backends so they refuse the same Txns.
+Status ValidateTxnRequest(const TxnRequest& request, const StoreOptions& options);
+
 // Opens a store by URL:
 //   sqlite:PATH        SQLite database file at PATH (created if missing), WAL mode
-//   etcd://HOST:PORT   etcd v3 (not yet implemented: returns Unimplemented)
+//   etcd://HOST:PORT[,HOST:PORT...]   etcd v3 cluster members (etcd_store.h)
 // A malformed URL gets InvalidArgument naming what was wrong.
 StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url, const StoreOptions& options = {});
 

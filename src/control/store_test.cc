@@ -1,5 +1,6 @@
 // The shared Store test suite: every backend must pass it unchanged. It is parameterized over
-// store URLs; the etcd backend joins by adding a StoreBackend to the instantiation at the end.
+// store URLs: SQLite in a fresh directory, and a real single-member etcd started per test on free
+// loopback ports (EtcdTestCluster), so that revisions start at 0 each time.
 #include "control/store.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "control/etcd_test_util.h"
 #include "control/store_test_util.h"
 
 namespace gpool::control {
@@ -20,7 +22,7 @@ using std::chrono::milliseconds;
 
 struct StoreBackend {
   std::string name;
-  std::string scheme;  // "sqlite"; the URL is built in a fresh temporary directory
+  std::string scheme;  // "sqlite" (a fresh temporary directory) or "etcd" (a fresh etcd)
   StoreOptions options;
 };
 
@@ -28,8 +30,17 @@ class StoreTest : public ::testing::TestWithParam<StoreBackend> {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("store_test");
-    ASSERT_EQ(GetParam().scheme, "sqlite") << "no URL recipe for backend " << GetParam().name;
-    auto s = OpenStore("sqlite:" + dir_ + "/state.db", GetParam().options);
+    std::string url;
+    if (GetParam().scheme == "sqlite") {
+      url = "sqlite:" + dir_ + "/state.db";
+    } else {
+      ASSERT_EQ(GetParam().scheme, "etcd") << "no URL recipe for backend " << GetParam().name;
+      auto cluster = EtcdTestCluster::Start({});
+      ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+      etcd_ = std::move(*cluster);
+      url = etcd_->Url();
+    }
+    auto s = OpenStore(url, GetParam().options);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
   }
@@ -39,6 +50,7 @@ class StoreTest : public ::testing::TestWithParam<StoreBackend> {
       EXPECT_TRUE(integrity.ok()) << integrity.ToString();
     }
     store_.reset();
+    etcd_.reset();
     std::filesystem::remove_all(dir_);
   }
 
@@ -82,6 +94,7 @@ class StoreTest : public ::testing::TestWithParam<StoreBackend> {
   }
 
   std::string dir_;
+  std::unique_ptr<EtcdTestCluster> etcd_;  // declared before store_: destroyed after it
   std::unique_ptr<Store> store_;
 };
 
@@ -423,7 +436,8 @@ INSTANTIATE_TEST_SUITE_P(
                       StoreBackend{"sqlite_fsync_per_txn", "sqlite",
                                    StoreOptions{.group_commit = false}},
                       StoreBackend{"sqlite_small_batches", "sqlite",
-                                   StoreOptions{.max_batch_txns = 2, .max_value_bytes = 4096}}),
+                                   StoreOptions{.max_batch_txns = 2, .max_value_bytes = 4096}},
+                      StoreBackend{"etcd", "etcd", StoreOptions{}}),
     BackendName);
 
 }  // namespace
