@@ -18,8 +18,12 @@ namespace {
 struct SimNode {
   std::string name;
   bool registered = false;
-  // Running tasks: (job, task) -> end time.
-  std::map<std::pair<std::string, int>, std::chrono::steady_clock::time_point> tasks;
+  struct Task {
+    std::chrono::steady_clock::time_point end;
+    int attempt = 0;
+  };
+  // Running tasks: (job, task) -> end time and bind attempt.
+  std::map<std::pair<std::string, int>, Task> tasks;
   std::vector<v1::TaskRef> finished;  // to report on the next heartbeat
 };
 
@@ -33,7 +37,11 @@ Status RunHollowAgent(const HollowOptions& options, const std::atomic<bool>* sto
   std::string host;
   int port = 0;
   GPOOL_RETURN_IF_ERROR(control::ParseHostPort("--controller", options.controller, &host, &port));
-  auto channel = grpc::CreateChannel(options.controller, grpc::InsecureChannelCredentials());
+  control::ClientOptions co;
+  co.address = options.controller;
+  co.token = options.token;
+  co.tls_ca_file = options.tls_ca_file;
+  GPOOL_ASSIGN_OR_RETURN(auto channel, control::MakeChannel(co));
   auto stub = v1::NodeService::NewStub(channel);
 
   std::vector<SimNode> nodes(options.nodes);
@@ -48,6 +56,7 @@ Status RunHollowAgent(const HollowOptions& options, const std::atomic<bool>* sto
       if (!n.registered) {
         grpc::ClientContext ctx;
         ctx.set_deadline(deadline());
+        control::AttachToken(&ctx, options.token);
         v1::RegisterNodeRequest req;
         v1::Node* spec = req.mutable_node();
         spec->set_name(n.name);
@@ -60,7 +69,9 @@ Status RunHollowAgent(const HollowOptions& options, const std::atomic<bool>* sto
         grpc::Status s = stub->Register(&ctx, req, &resp);
         if (!s.ok()) {
           GPOOL_LOG_WARN("register {}: {}", n.name, s.error_message());
-          if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+          if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+              s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+              s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
             return control::FromGrpc(s);
           }
           continue;
@@ -69,6 +80,7 @@ Status RunHollowAgent(const HollowOptions& options, const std::atomic<bool>* sto
       }
       grpc::ClientContext ctx;
       ctx.set_deadline(deadline());
+      control::AttachToken(&ctx, options.token);
       v1::HeartbeatRequest req;
       req.set_node(n.name);
       for (int g = 0; g < options.gpus_per_node; ++g) {
@@ -91,17 +103,20 @@ Status RunHollowAgent(const HollowOptions& options, const std::atomic<bool>* sto
       for (const v1::TaskAssignment& t : resp.tasks()) {
         auto key = std::make_pair(t.job_id(), t.task());
         listed.insert(key);
-        if (!n.tasks.count(key)) {
-          n.tasks[key] = now + std::chrono::milliseconds(static_cast<int64_t>(t.duration_s() * 1000));
+        auto have = n.tasks.find(key);
+        if (have == n.tasks.end() || have->second.attempt != t.attempt()) {  // new or re-bound
+          n.tasks[key] = {now + std::chrono::milliseconds(static_cast<int64_t>(t.duration_s() * 1000)),
+                          t.attempt()};
         }
       }
       for (auto it = n.tasks.begin(); it != n.tasks.end();) {
         if (!listed.count(it->first)) {
           it = n.tasks.erase(it);  // cancelled or preempted
-        } else if (it->second <= now) {
+        } else if (it->second.end <= now) {
           v1::TaskRef ref;
           ref.set_job_id(it->first.first);
           ref.set_task(it->first.second);
+          ref.set_attempt(it->second.attempt);
           n.finished.push_back(ref);
           it = n.tasks.erase(it);
         } else {

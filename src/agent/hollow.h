@@ -26,6 +26,8 @@ struct HollowOptions {
   std::string gpu_model = "H100";
   std::string name_prefix = "hollow";   // node names: <prefix>-0000, <prefix>-0001, ...
   std::chrono::milliseconds heartbeat_interval{500};
+  std::string token;        // cluster (agent) token; empty = none
+  std::string tls_ca_file;  // PEM roots for a TLS controller; empty = plaintext
 };
 
 // Returns when *stop is set (OK) or on a non-retryable error (bad options). An unreachable

@@ -1,8 +1,15 @@
 // Cluster commands: `gpool controller`, `gpool agent`, and the clients `gpool submit`,
-// `gpool jobs [ls|describe ID|cancel ID]`, `gpool nodes`, `gpool tenants` (docs/control-plane.md).
+// `gpool jobs [ls|describe ID|cancel ID|watch|leases ID]`, `gpool nodes`, `gpool tenants`,
+// `gpool top` (docs/control-plane.md, docs/cli.md).
+#include <unistd.h>
+
+#include <cmath>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -13,11 +20,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include "agent/hollow.h"
+#include "remote/lease/lease.h"
 #include "cli/command.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "control/api.h"
+#include "control/auth.h"
 #include "control/controller.h"
+#include "control/job_spec.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
 namespace gpool::cli {
@@ -33,6 +44,17 @@ void InstallSignals() {
 struct ClusterFlags {
   std::string controller = "127.0.0.1:7070";
   std::string output;
+  // client auth / TLS
+  std::string token, token_file, tls_ca, tls_server_name;
+  // controller auth / TLS / policy
+  std::string auth_tokens, tls_cert, tls_key, lease_key_file, lost_node_policy = "requeue";
+  int node_settle_ms = 0;
+  // submit: the sched::JobSpec shape
+  std::string spec_file, gpu_fraction, gpu_mem, job_gpu_model, locality = "any", min_runtime, kind;
+  bool locality_required = false, non_preemptible = false;
+  // top / watch
+  int refresh_ms = 1000, iterations = 0;
+  double ttl_s = 3600;
   // controller
   std::string store, listen = "127.0.0.1:7070", http, fabric, policy_config;
   std::vector<std::string> quotas;
@@ -44,6 +66,7 @@ struct ClusterFlags {
   // submit
   int gpus = 0, priority = 0;
   std::string tenant = "default", duration = "60s", request_id;
+  std::string tenant_filter, state_filter;
   std::vector<std::string> command;
   std::string id;
 };
@@ -62,16 +85,37 @@ Status CheckOutput(const std::string& o) {
   return Status::Ok();
 }
 
-std::shared_ptr<grpc::Channel> Channel(const ClusterFlags& f) {
-  return grpc::CreateChannel(f.controller, grpc::InsecureChannelCredentials());
+// A channel to the controller with the flags' TLS settings; the token goes on each call.
+struct Client {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string token;
+};
+
+StatusOr<Client> Connect(const ClusterFlags& f) {
+  control::ClientOptions o;
+  o.address = f.controller;
+  o.tls_ca_file = f.tls_ca;
+  o.tls_server_name = f.tls_server_name;
+  GPOOL_ASSIGN_OR_RETURN(std::string token, control::ResolveToken(f.token, f.token_file));
+  GPOOL_ASSIGN_OR_RETURN(auto ch, control::MakeChannel(o));
+  return Client{ch, token};
 }
 
-void Deadline(grpc::ClientContext* ctx) {
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+// Deadline and token on one call.
+void Prepare(grpc::ClientContext* ctx, const Client& c, int seconds = 10) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  control::AttachToken(ctx, c.token);
 }
 
 Status Rpc(const grpc::Status& s, const ClusterFlags& f) {
   if (s.ok()) return Status::Ok();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return Status::Unavailable(fmt::format(
+        "cannot reach the controller at {} ({}); is `gpool controller` running there? Point "
+        "--controller at it{}", f.controller, s.error_message(),
+        f.tls_ca.empty() ? "" : ", and check that --tls-ca matches its certificate"));
+  }
   return control::FromGrpc(s).WithContext(fmt::format("controller {}", f.controller));
 }
 
@@ -85,6 +129,15 @@ Status RunController(const ClusterFlags& f) {
   o.schedule_interval = std::chrono::milliseconds(f.interval_ms);
   o.node_timeout = std::chrono::milliseconds(f.node_timeout_ms);
   o.policy_config = f.policy_config;
+  o.node_settle = std::chrono::milliseconds(f.node_settle_ms);
+  GPOOL_ASSIGN_OR_RETURN(o.lost_node_policy, control::ParseLostNodePolicy(f.lost_node_policy));
+  if (!f.lease_key_file.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(o.lease_key, remote::LoadLeaseKey(f.lease_key_file));
+  }
+  std::optional<control::TokenAuth> auth;
+  if (!f.auth_tokens.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(auth, control::TokenAuth::Load(f.auth_tokens));
+  }
   for (const std::string& q : f.quotas) {
     size_t eq = q.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -101,6 +154,10 @@ Status RunController(const ClusterFlags& f) {
   control::ApiOptions ao;
   ao.grpc_listen = f.listen;
   ao.http_listen = f.http;
+  ao.auth = auth ? &*auth : nullptr;
+  ao.tls_cert_file = f.tls_cert;
+  ao.tls_key_file = f.tls_key;
+  if (!auth) GPOOL_LOG_WARN("no --auth-tokens: the gRPC API is open to anyone who can reach it");
   InstallSignals();
   GPOOL_RETURN_IF_ERROR(api.Start(ao));
   controller->Start();
@@ -137,6 +194,8 @@ Status RunAgent(const ClusterFlags& f) {
   o.name_prefix = f.prefix;
   o.gpu_model = f.gpu_model;
   o.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_ms);
+  GPOOL_ASSIGN_OR_RETURN(o.token, control::ResolveToken(f.token, f.token_file));
+  o.tls_ca_file = f.tls_ca;
   InstallSignals();
   return agent::RunHollowAgent(o, &g_stop);
 }
@@ -146,23 +205,64 @@ std::string RandomRequestId() {
   return fmt::format("cli-{:016x}", (static_cast<uint64_t>(rd()) << 32) | rd());
 }
 
-Status Submit(const ClusterFlags& f) {
+Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
-  GPOOL_ASSIGN_OR_RETURN(double duration, ParseDurationSeconds(f.duration));
   v1::SubmitJobRequest req;
-  // One id for all retries of this invocation, so a retried submit is not a second job.
-  req.set_client_request_id(f.request_id.empty() ? RandomRequestId() : f.request_id);
-  req.set_tenant(f.tenant);
-  req.set_gpus(f.gpus);
-  req.set_priority(f.priority);
-  req.set_duration_s(duration);
+  if (!f.spec_file.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(std::string text, ReadFile(f.spec_file));
+    GPOOL_ASSIGN_OR_RETURN(req, control::ParseJobSpecYaml(text, f.spec_file));
+    // Flags given explicitly override the file.
+    if (gpus_given) req.set_gpus(f.gpus);
+    if (tenant_given) req.set_tenant(f.tenant);
+    if (!f.command.empty()) req.clear_command();
+  } else {
+    if (!gpus_given && f.gpu_fraction.empty()) {
+      return Status::InvalidArgument("--gpus: required (or --gpu-fraction, or -f SPEC.yaml)");
+    }
+    GPOOL_ASSIGN_OR_RETURN(double duration, ParseDurationSeconds(f.duration));
+    req.set_tenant(f.tenant);
+    req.set_gpus(f.gpus);
+    req.set_priority(f.priority);
+    req.set_duration_s(duration);
+    req.set_gpu_model(f.job_gpu_model);
+    req.set_locality(f.locality);
+    req.set_locality_required(f.locality_required);
+    if (f.non_preemptible) req.set_preemptible(false);
+    req.set_kind(f.kind);
+    if (!f.min_runtime.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(double m, ParseDurationSeconds(f.min_runtime));
+      req.set_min_runtime_s(m);
+    }
+    if (!f.gpu_fraction.empty()) {
+      double fr = 0;
+      try {
+        fr = std::stod(f.gpu_fraction);
+      } catch (const std::exception&) {
+        fr = -1;
+      }
+      if (!(fr > 0 && fr < 1)) {
+        return Status::InvalidArgument(
+            fmt::format("--gpu-fraction: want a number in (0, 1), got '{}'", f.gpu_fraction));
+      }
+      req.set_gpu_milli(static_cast<int32_t>(std::lround(fr * 1000)));
+      if (!gpus_given) req.set_gpus(1);
+    }
+    if (!f.gpu_mem.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(uint64_t b, ParseBytes(f.gpu_mem));
+      req.set_gpu_memory_bytes(b);
+    }
+  }
   for (const auto& c : f.command) req.add_command(c);
-  auto stub = v1::JobService::NewStub(Channel(f));
+  // One id for all retries of this invocation, so a retried submit is not a second job.
+  if (!f.request_id.empty()) req.set_client_request_id(f.request_id);
+  if (req.client_request_id().empty()) req.set_client_request_id(RandomRequestId());
+  GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
+  auto stub = v1::JobService::NewStub(c.channel);
   v1::Job job;
   grpc::Status s;
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  for (int attempt = 0; attempt < 6; ++attempt) {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    Prepare(&ctx, c);
     s = stub->Submit(&ctx, req, &job);
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200 << attempt));
@@ -191,12 +291,20 @@ std::string Placement(const v1::Job& j) {
   return out.empty() ? "-" : out;
 }
 
+std::string GpuText(const v1::Job& j) {
+  if (j.gpu_milli() > 0) return fmt::format("{:.3g}", j.gpu_milli() / 1000.0);
+  return std::to_string(j.gpus());
+}
+
 Status JobsList(const ClusterFlags& f) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
-  auto stub = v1::JobService::NewStub(Channel(f));
+  GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
+  auto stub = v1::JobService::NewStub(c.channel);
   grpc::ClientContext ctx;
-  Deadline(&ctx);
+  Prepare(&ctx, c);
   v1::ListJobsRequest req;
+  req.set_tenant(f.tenant_filter);
+  req.set_state(f.state_filter);
   v1::ListJobsResponse resp;
   GPOOL_RETURN_IF_ERROR(Rpc(stub->List(&ctx, req, &resp), f));
   if (f.output == "json") {
@@ -208,8 +316,9 @@ Status JobsList(const ClusterFlags& f) {
               "DURATION", "PLACEMENT");
   for (const v1::Job& j : resp.jobs()) {
     ++by_state[j.state()];
-    std::printf("%-10s %-10s %5d %4d %-9s %7.0fs  %s\n", j.id().c_str(), j.tenant().c_str(),
-                j.gpus(), j.priority(), j.state().c_str(), j.duration_s(), Placement(j).c_str());
+    std::printf("%-10s %-10s %5s %4d %-9s %7.0fs  %s\n", j.id().c_str(), j.tenant().c_str(),
+                GpuText(j).c_str(), j.priority(), j.state().c_str(), j.duration_s(),
+                Placement(j).c_str());
   }
   std::string summary;
   for (const auto& [st, n] : by_state) summary += fmt::format(" {} {}", n, st);
@@ -217,11 +326,56 @@ Status JobsList(const ClusterFlags& f) {
   return Status::Ok();
 }
 
+std::string Ms(int64_t ms) {
+  if (ms == 0) return "-";
+  time_t t = ms / 1000;
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::gmtime(&t));
+  return std::string(buf) + "Z";
+}
+
+void Describe(const v1::Job& j) {
+  std::string cmd;
+  for (const auto& c : j.command()) cmd += (cmd.empty() ? "" : " ") + c;
+  std::printf("ID:          %s\nTenant:      %s\nState:       %s%s\n", j.id().c_str(),
+              j.tenant().c_str(), j.state().c_str(),
+              j.message().empty() ? "" : fmt::format(" ({})", j.message()).c_str());
+  if (j.gpu_milli() > 0) {
+    std::printf("GPUs:        %.3g of one GPU, %s GPU memory\n", j.gpu_milli() / 1000.0,
+                j.gpu_memory_bytes() ? FormatBytes(j.gpu_memory_bytes()).c_str() : "any");
+  } else {
+    std::printf("GPUs:        %d (%d task%s x %d)\n", j.gpus(), j.num_tasks(),
+                j.num_tasks() == 1 ? "" : "s", j.gpus_per_task());
+  }
+  std::printf("GPU model:   %s\nLocality:    %s (%s)\nKind:        %s\nPriority:    %d\n",
+              j.gpu_model().empty() ? "any" : j.gpu_model().c_str(), j.locality().c_str(),
+              j.locality_required() ? "required" : "preferred", j.kind().c_str(), j.priority());
+  std::printf("Preemptible: %s (min run time %.0fs), preempted %d times, requeued %d times\n",
+              j.preemptible() ? "yes" : "no", j.min_runtime_s(), j.preemptions(), j.requeues());
+  std::printf("Duration:    %.0fs\nCommand:     %s\n", j.duration_s(), cmd.c_str());
+  std::printf("Submitted:   %s\nStarted:     %s\nEnded:       %s\n", Ms(j.submit_ms()).c_str(),
+              Ms(j.start_ms()).c_str(), Ms(j.end_ms()).c_str());
+  if (j.allocations_size() > 0) {
+    std::printf("Tasks (attempt %d):\n  %-5s %-20s %-8s %s\n", j.attempt(), "TASK", "NODE",
+                "GPUS", "STATE");
+    for (const auto& a : j.allocations()) {
+      std::string gpus;
+      for (int g = 0; g < 32; ++g) {
+        if (a.gpu_mask() >> g & 1) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+      }
+      if (a.gpu_milli() > 0) gpus += fmt::format(" ({}m)", a.gpu_milli());
+      std::printf("  %-5d %-20s %-8s %s\n", a.task(), a.node().c_str(), gpus.c_str(),
+                  a.finished() ? "finished" : "running");
+    }
+  }
+}
+
 Status JobOne(const ClusterFlags& f, bool cancel) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
-  auto stub = v1::JobService::NewStub(Channel(f));
+  GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
+  auto stub = v1::JobService::NewStub(c.channel);
   grpc::ClientContext ctx;
-  Deadline(&ctx);
+  Prepare(&ctx, c);
   v1::Job job;
   if (cancel) {
     v1::CancelJobRequest req;
@@ -232,32 +386,107 @@ Status JobOne(const ClusterFlags& f, bool cancel) {
     req.set_id(f.id);
     GPOOL_RETURN_IF_ERROR(Rpc(stub->Get(&ctx, req, &job), f));
   }
-  if (f.output == "json" || !cancel) {
+  if (f.output == "json") {
     std::printf("%s\n", Json(job).c_str());
-  } else {
+  } else if (cancel) {
     std::printf("%s %s\n", job.id().c_str(), job.state().c_str());
+  } else {
+    Describe(job);
   }
   return Status::Ok();
 }
 
-Status Nodes(const ClusterFlags& f) {
+// Streams job changes until Ctrl-C (or --iterations events, for scripts).
+Status JobsWatch(const ClusterFlags& f) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
-  auto stub = v1::NodeService::NewStub(Channel(f));
+  GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
+  auto stub = v1::JobService::NewStub(c.channel);
   grpc::ClientContext ctx;
-  Deadline(&ctx);
+  control::AttachToken(&ctx, c.token);
+  v1::WatchJobsRequest req;
+  req.set_tenant(f.tenant_filter);
+  req.set_id(f.id);
+  req.set_initial(true);
+  InstallSignals();
+  std::thread canceller([&ctx] {
+    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ctx.TryCancel();
+  });
+  auto reader = stub->Watch(&ctx, req);
+  v1::JobEvent ev;
+  int n = 0;
+  while (reader->Read(&ev)) {
+    const v1::Job& j = ev.job();
+    if (f.output == "json") {
+      std::string line;
+      google::protobuf::util::JsonPrintOptions o;
+      o.preserve_proto_field_names = true;
+      (void)google::protobuf::util::MessageToJsonString(ev, &line, o);
+      std::printf("%s\n", line.c_str());
+    } else {
+      std::printf("%s %-10s %-10s %5s %-9s %s\n", ev.initial() ? "=" : "~", j.id().c_str(),
+                  j.tenant().c_str(), GpuText(j).c_str(), j.state().c_str(), Placement(j).c_str());
+    }
+    std::fflush(stdout);
+    if (f.iterations > 0 && ++n >= f.iterations) break;
+  }
+  g_stop = true;
+  canceller.join();
+  if (f.iterations > 0 && n >= f.iterations) {
+    ctx.TryCancel();
+    (void)reader->Finish();
+    return Status::Ok();
+  }
+  grpc::Status s = reader->Finish();
+  if (s.error_code() == grpc::StatusCode::CANCELLED) return Status::Ok();
+  return Rpc(s, f);
+}
+
+Status JobLeases(const ClusterFlags& f) {
+  GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
+  GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
+  auto stub = v1::LeaseService::NewStub(c.channel);
+  grpc::ClientContext ctx;
+  Prepare(&ctx, c);
+  v1::IssueLeasesRequest req;
+  req.set_job_id(f.id);
+  req.set_ttl_s(f.ttl_s);
+  v1::IssueLeasesResponse resp;
+  GPOOL_RETURN_IF_ERROR(Rpc(stub->Issue(&ctx, req, &resp), f));
+  if (f.output == "json") {
+    std::printf("%s\n", Json(resp).c_str());
+    return Status::Ok();
+  }
+  for (const auto& l : resp.leases()) {
+    std::printf("%d %s %s\n", l.task(), l.gpu().c_str(), l.token().c_str());
+  }
+  return Status::Ok();
+}
+
+StatusOr<v1::ListNodesResponse> FetchNodes(const ClusterFlags& f, const Client& c) {
+  auto stub = v1::NodeService::NewStub(c.channel);
+  grpc::ClientContext ctx;
+  Prepare(&ctx, c);
   v1::ListNodesResponse resp;
   GPOOL_RETURN_IF_ERROR(Rpc(stub->List(&ctx, v1::ListNodesRequest(), &resp), f));
+  return resp;
+}
+
+Status Nodes(const ClusterFlags& f) {
+  GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
+  GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
+  GPOOL_ASSIGN_OR_RETURN(v1::ListNodesResponse resp, FetchNodes(f, c));
   if (f.output == "json") {
     std::printf("%s\n", Json(resp).c_str());
     return Status::Ok();
   }
   int64_t gpus = 0, used = 0, ready = 0;
-  std::printf("%-16s %-6s %-8s %4s %5s\n", "NAME", "STATE", "MODEL", "GPUS", "ALLOC");
+  std::printf("%-16s %-8s %-8s %4s %5s\n", "NAME", "STATE", "MODEL", "GPUS", "ALLOC");
   for (const v1::Node& n : resp.nodes()) {
     gpus += n.gpus();
     used += n.gpus_allocated();
     ready += n.state() == "ready";
-    std::printf("%-16s %-6s %-8s %4d %5d\n", n.name().c_str(), n.state().c_str(),
+    std::printf("%-16s %-8s %-8s %4d %5d\n", n.name().c_str(), n.state().c_str(),
                 n.gpu_model().c_str(), n.gpus(), n.gpus_allocated());
   }
   std::printf("%d nodes (%ld ready), %ld GPUs, %ld allocated\n", resp.nodes_size(), ready, gpus,
@@ -265,21 +494,95 @@ Status Nodes(const ClusterFlags& f) {
   return Status::Ok();
 }
 
-Status Tenants(const ClusterFlags& f) {
-  GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
-  auto stub = v1::TenantService::NewStub(Channel(f));
+StatusOr<v1::ListTenantsResponse> FetchTenants(const ClusterFlags& f, const Client& c) {
+  auto stub = v1::TenantService::NewStub(c.channel);
   grpc::ClientContext ctx;
-  Deadline(&ctx);
+  Prepare(&ctx, c);
   v1::ListTenantsResponse resp;
   GPOOL_RETURN_IF_ERROR(Rpc(stub->List(&ctx, v1::ListTenantsRequest(), &resp), f));
-  if (f.output == "json") {
-    std::printf("%s\n", Json(resp).c_str());
-    return Status::Ok();
-  }
+  return resp;
+}
+
+void PrintTenants(const v1::ListTenantsResponse& resp) {
   std::printf("%-12s %6s %7s %8s %8s\n", "TENANT", "QUOTA", "IN_USE", "RUNNING", "PENDING");
   for (const v1::Tenant& t : resp.tenants()) {
     std::printf("%-12s %6ld %7ld %8d %8d\n", t.name().c_str(), t.quota_gpus(), t.gpus_in_use(),
                 t.running_jobs(), t.pending_jobs());
+  }
+}
+
+Status Tenants(const ClusterFlags& f) {
+  GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
+  GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
+  GPOOL_ASSIGN_OR_RETURN(v1::ListTenantsResponse resp, FetchTenants(f, c));
+  if (f.output == "json") {
+    std::printf("%s\n", Json(resp).c_str());
+    return Status::Ok();
+  }
+  PrintTenants(resp);
+  return Status::Ok();
+}
+
+// A live view: cluster totals, tenants, and the newest active jobs, redrawn every --refresh-ms
+// (on a terminal; otherwise one frame per refresh, separated, for logs). --iterations N stops
+// after N frames.
+Status Top(const ClusterFlags& f) {
+  GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
+  if (f.refresh_ms < 100) return Status::InvalidArgument("--refresh-ms: at least 100");
+  GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
+  InstallSignals();
+  bool tty = isatty(fileno(stdout));
+  for (int frame = 0; !g_stop && (f.iterations == 0 || frame < f.iterations); ++frame) {
+    if (frame > 0) {
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(f.refresh_ms);
+      while (!g_stop && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (g_stop) break;
+    }
+    GPOOL_ASSIGN_OR_RETURN(v1::ListNodesResponse nodes, FetchNodes(f, c));
+    GPOOL_ASSIGN_OR_RETURN(v1::ListTenantsResponse tenants, FetchTenants(f, c));
+    auto stub = v1::JobService::NewStub(c.channel);
+    grpc::ClientContext ctx;
+    Prepare(&ctx, c);
+    v1::ListJobsResponse jobs;
+    GPOOL_RETURN_IF_ERROR(Rpc(stub->List(&ctx, v1::ListJobsRequest(), &jobs), f));
+    std::map<std::string, int> node_states, job_states;
+    double gpus = 0, alloc = 0, util = 0;
+    int util_n = 0;
+    for (const auto& n : nodes.nodes()) {
+      ++node_states[n.state()];
+      gpus += n.gpus();
+      alloc += n.gpus_allocated();
+      for (const auto& t : n.telemetry()) {
+        util += t.utilization();
+        ++util_n;
+      }
+    }
+    for (const auto& j : jobs.jobs()) ++job_states[j.state()];
+    if (tty) std::printf("\033[H\033[2J");
+    time_t now = time(nullptr);
+    char ts[32];
+    std::strftime(ts, sizeof ts, "%H:%M:%S", std::localtime(&now));
+    std::printf("gpool top  %s  controller %s\n", ts, f.controller.c_str());
+    std::string ns, js;
+    for (const auto& [s, n] : node_states) ns += fmt::format(" {} {}", n, s);
+    for (const auto& [s, n] : job_states) js += fmt::format(" {} {}", n, s);
+    std::printf("nodes:%s | GPUs %.0f, allocated %.0f (%.0f%%), mean util %.0f%%\njobs:%s\n\n",
+                ns.c_str(), gpus, alloc, gpus > 0 ? 100 * alloc / gpus : 0.0,
+                util_n ? 100 * util / util_n : 0.0, js.c_str());
+    PrintTenants(tenants);
+    std::printf("\n%-10s %-10s %5s %-9s %s\n", "ID", "TENANT", "GPUS", "STATE", "PLACEMENT");
+    int shown = 0;
+    for (int i = jobs.jobs_size() - 1; i >= 0 && shown < 15; --i) {
+      const v1::Job& j = jobs.jobs(i);
+      if (j.state() != "running" && j.state() != "pending") continue;
+      std::printf("%-10s %-10s %5s %-9s %s\n", j.id().c_str(), j.tenant().c_str(),
+                  GpuText(j).c_str(), j.state().c_str(), Placement(j).c_str());
+      ++shown;
+    }
+    if (!tty) std::printf("----\n");
+    std::fflush(stdout);
   }
   return Status::Ok();
 }
@@ -295,9 +598,17 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
       }
     };
   };
-  auto client = [f](CLI::App* c) {
+  auto auth = [f](CLI::App* c) {
+    c->add_option("--token", f->token, "bearer token (default: --token-file, else $GPOOL_TOKEN)");
+    c->add_option("--token-file", f->token_file, "file whose first word is the token");
+    c->add_option("--tls-ca", f->tls_ca, "PEM CA certificate(s): use TLS, verify the controller");
+    c->add_option("--tls-server-name", f->tls_server_name,
+                  "name expected in the controller's certificate (default: its host)");
+  };
+  auto client = [f, auth](CLI::App* c) {
     c->add_option("--controller", f->controller, "controller HOST:PORT (default 127.0.0.1:7070)");
     c->add_option("-o,--output", f->output, "json: machine-readable output");
+    auth(c);
   };
 
   CLI::App* ctl = app.add_subcommand("controller", "run the control plane (gRPC + HTTP)");
@@ -308,7 +619,17 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   ctl->add_option("--quota", f->quotas, "TENANT=GPUS guaranteed quota (repeatable)");
   ctl->add_option("--interval-ms", f->interval_ms, "scheduling interval (default 200)");
   ctl->add_option("--node-timeout-ms", f->node_timeout_ms, "heartbeat timeout (default 10000)");
+  ctl->add_option("--node-settle-ms", f->node_settle_ms,
+                  "a node back from down is schedulable after this long (default: the timeout)");
+  ctl->add_option("--lost-node-policy", f->lost_node_policy,
+                  "jobs of a lost node: requeue (default) or fail");
   ctl->add_option("--policy-config", f->policy_config, "key=value,... for the gpool policy");
+  ctl->add_option("--auth-tokens", f->auth_tokens,
+                  "token file: lines 'TOKEN admin|agent' or 'TOKEN tenant NAME' (default: open)");
+  ctl->add_option("--tls-cert", f->tls_cert, "PEM certificate chain: serve gRPC over TLS");
+  ctl->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert");
+  ctl->add_option("--lease-key", f->lease_key_file,
+                  "key file shared with the GPU servers, to issue leases (LeaseService)");
   ctl->callback(run("controller", RunController));
 
   CLI::App* ag = app.add_subcommand("agent", "run a node agent (hollow: simulated nodes)");
@@ -319,23 +640,47 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   ag->add_option("--prefix", f->prefix, "node name prefix (default hollow)");
   ag->add_option("--heartbeat-ms", f->heartbeat_ms, "heartbeat interval (default 500)");
   ag->add_option("--fabric", f->fabric, "fabric file (not implemented yet)");
+  auth(ag);
   ag->callback(run("agent", RunAgent));
 
-  CLI::App* sub = app.add_subcommand("submit", "submit a job: gpool submit --gpus N -- COMMAND");
+  CLI::App* sub = app.add_subcommand(
+      "submit", "submit a job: gpool submit --gpus N [flags] -- COMMAND, or -f SPEC.yaml");
   client(sub);
-  sub->add_option("--gpus", f->gpus, "whole GPUs (<= 8, or a multiple of 8)")->required();
-  sub->add_option("--tenant", f->tenant, "tenant (default 'default')");
+  auto* gpus_opt = sub->add_option("--gpus", f->gpus, "whole GPUs (<= 8, or a multiple of 8)");
+  auto* tenant_opt = sub->add_option("--tenant", f->tenant, "tenant (default 'default')");
+  sub->add_option("-f,--file", f->spec_file, "YAML job spec (docs/cli.md); flags override it");
+  sub->add_option("--gpu-fraction", f->gpu_fraction, "a share of one GPU, e.g. 0.25");
+  sub->add_option("--gpu-mem", f->gpu_mem, "GPU memory for a fraction, e.g. 20GiB");
+  sub->add_option("--gpu-model", f->job_gpu_model, "GPU model, e.g. H100 or 'A100|H100' (default any)");
+  sub->add_option("--locality", f->locality, "node, leaf, pod or any (default any)");
+  sub->add_flag("--locality-required", f->locality_required,
+                "never place outside one --locality domain (default: preferred)");
+  sub->add_flag("--non-preemptible", f->non_preemptible, "never preempt this job");
+  sub->add_option("--min-runtime", f->min_runtime, "not preempted before running this long");
+  sub->add_option("--kind", f->kind, "training (default), inference or interactive");
   sub->add_option("--priority", f->priority, "priority class (higher first)");
   sub->add_option("--duration", f->duration, "run time, e.g. 60s, 5m (default 60s)");
   sub->add_option("--request-id", f->request_id, "idempotency key (default: random per call)");
   sub->add_option("command", f->command, "the command (after --)");
-  sub->callback(run("submit", Submit));
+  sub->callback([f, exit_code, gpus_opt, tenant_opt] {
+    Status s = Submit(*f, gpus_opt->count() > 0, tenant_opt->count() > 0);
+    if (!s.ok()) {
+      std::fprintf(stderr, "gpool submit: %s\n", s.ToString().c_str());
+      *exit_code = 1;
+    }
+  });
 
-  CLI::App* jobs = app.add_subcommand("jobs", "list, describe and cancel jobs");
+  CLI::App* jobs = app.add_subcommand("jobs", "list, describe, cancel and watch jobs");
   client(jobs);
+  auto filters = [f](CLI::App* c) {
+    c->add_option("--tenant", f->tenant_filter, "only this tenant's jobs");
+    c->add_option("--state", f->state_filter, "only jobs in this state (pending, running, ...)");
+  };
+  filters(jobs);
   CLI::App* ls = jobs->add_subcommand("ls", "list jobs (the default)");
   client(ls);
-  CLI::App* desc = jobs->add_subcommand("describe", "one job as JSON");
+  filters(ls);
+  CLI::App* desc = jobs->add_subcommand("describe", "one job in detail");
   client(desc);
   desc->add_option("id", f->id, "job id")->required();
   desc->callback(run("jobs describe", [](const ClusterFlags& x) { return JobOne(x, false); }));
@@ -343,6 +688,17 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   client(cancel);
   cancel->add_option("id", f->id, "job id")->required();
   cancel->callback(run("jobs cancel", [](const ClusterFlags& x) { return JobOne(x, true); }));
+  CLI::App* watch = jobs->add_subcommand("watch", "stream job changes (until Ctrl-C)");
+  client(watch);
+  watch->add_option("id", f->id, "only this job");
+  watch->add_option("--tenant", f->tenant_filter, "only this tenant's jobs");
+  watch->add_option("--count", f->iterations, "stop after this many events");
+  watch->callback(run("jobs watch", JobsWatch));
+  CLI::App* leases = jobs->add_subcommand("leases", "GPU-server lease tokens for a running job");
+  client(leases);
+  leases->add_option("id", f->id, "job id")->required();
+  leases->add_option("--ttl", f->ttl_s, "lifetime in seconds (default 3600)");
+  leases->callback(run("jobs leases", JobLeases));
   ls->callback(run("jobs ls", JobsList));
   jobs->callback([jobs, run] {
     if (jobs->get_subcommands().empty()) run("jobs", JobsList)();
@@ -354,6 +710,11 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   CLI::App* tenants = app.add_subcommand("tenants", "list tenants with usage vs quota");
   client(tenants);
   tenants->callback(run("tenants", Tenants));
+  CLI::App* top = app.add_subcommand("top", "live view of nodes, tenants and jobs");
+  client(top);
+  top->add_option("--refresh-ms", f->refresh_ms, "redraw interval (default 1000)");
+  top->add_option("--iterations", f->iterations, "stop after N frames (default: until Ctrl-C)");
+  top->callback(run("top", Top));
 }
 
 GPOOL_REGISTER_COMMAND(Register);

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
+#include "common/file.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
 namespace gpool::control {
@@ -36,6 +37,12 @@ Status FromGrpc(const grpc::Status& s) {
     case C::NOT_FOUND: return Status::NotFound(s.error_message());
     case C::UNAVAILABLE: return Status::Unavailable(s.error_message());
     case C::DEADLINE_EXCEEDED: return Status(StatusCode::kDeadlineExceeded, s.error_message());
+    case C::PERMISSION_DENIED: return Status::PermissionDenied(s.error_message());
+    case C::UNAUTHENTICATED:
+      return Status::PermissionDenied("unauthenticated: " + s.error_message());
+    case C::FAILED_PRECONDITION: return Status::FailedPrecondition(s.error_message());
+    case C::ALREADY_EXISTS: return Status::AlreadyExists(s.error_message());
+    case C::RESOURCE_EXHAUSTED: return Status::ResourceExhausted(s.error_message());
     default: return Status::Internal(fmt::format("rpc: {} ({})", s.error_message(),
                                                  static_cast<int>(s.error_code())));
   }
@@ -50,71 +57,217 @@ grpc::Status Reply(StatusOr<T> r, T* out) {
   return grpc::Status::OK;
 }
 
+}  // namespace
+
+// Who may call what. With no TokenAuth everyone is admin.
+struct Gate {
+  const TokenAuth* auth = nullptr;
+
+  // UNAUTHENTICATED for a missing/unknown token, PERMISSION_DENIED for a role not in `allowed`.
+  grpc::Status Check(grpc::ServerContext* ctx, std::initializer_list<Role> allowed,
+                     Principal* who, const char* method) const {
+    if (auth == nullptr) {
+      *who = Principal{Role::kAdmin, ""};
+      return grpc::Status::OK;
+    }
+    const auto& md = ctx->client_metadata();
+    auto it = md.find(kAuthMetadataKey);
+    if (it == md.end()) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          fmt::format("{}: missing 'authorization: Bearer TOKEN' metadata (pass "
+                                      "--token, --token-file or $GPOOL_TOKEN)", method));
+    }
+    auto p = auth->Lookup(BearerToken(std::string_view(it->second.data(), it->second.size())));
+    if (!p) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          fmt::format("{}: unknown token", method));
+    }
+    for (Role r : allowed) {
+      if (p->role == r) {
+        *who = *p;
+        return grpc::Status::OK;
+      }
+    }
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        fmt::format("{}: not allowed for a {} token", method, RoleName(p->role)));
+  }
+};
+
+namespace {
+
+constexpr auto kPeople = {Role::kAdmin, Role::kTenant};
+
+// A tenant's view of a job: another tenant's job does not exist for it.
+bool Visible(const Principal& who, const v1::Job& j) {
+  return who.role != Role::kTenant || j.tenant() == who.tenant;
+}
+// A tenant may only name its own tenant (or none, meaning its own).
+grpc::Status ScopeTenant(const Principal& who, std::string* tenant, const char* field) {
+  if (who.role != Role::kTenant) return grpc::Status::OK;
+  if (tenant->empty()) {
+    *tenant = who.tenant;
+  } else if (*tenant != who.tenant) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        fmt::format("{}: a token of tenant {} cannot act for tenant {}", field,
+                                    who.tenant, *tenant));
+  }
+  return grpc::Status::OK;
+}
+grpc::Status JobNotFound(const std::string& id) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, fmt::format("job {} not found", id));
+}
+
+#define GPOOL_GATE(roles, method)                              \
+  Principal who;                                               \
+  if (auto gs = gate_->Check(ctx, roles, &who, method); !gs.ok()) return gs
+
 class NodeServiceImpl final : public v1::NodeService::Service {
  public:
-  explicit NodeServiceImpl(Controller* c) : c_(c) {}
-  grpc::Status Register(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
+  NodeServiceImpl(Controller* c, const Gate* g) : c_(c), gate_(g) {}
+  grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterNodeRequest* req,
                         v1::RegisterNodeResponse* resp) override {
+    GPOOL_GATE((std::initializer_list<Role>{Role::kAgent, Role::kAdmin}), "NodeService.Register");
     return Reply(c_->RegisterNode(*req), resp);
   }
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override {
+    GPOOL_GATE((std::initializer_list<Role>{Role::kAgent, Role::kAdmin}), "NodeService.Heartbeat");
     return Reply(c_->Heartbeat(*req), resp);
   }
-  grpc::Status List(grpc::ServerContext*, const v1::ListNodesRequest*,
+  grpc::Status List(grpc::ServerContext* ctx, const v1::ListNodesRequest*,
                     v1::ListNodesResponse* resp) override {
+    GPOOL_GATE(kPeople, "NodeService.List");
     *resp = c_->ListNodes();
     return grpc::Status::OK;
   }
 
  private:
   Controller* c_;
+  const Gate* gate_;
 };
 
 class JobServiceImpl final : public v1::JobService::Service {
  public:
-  explicit JobServiceImpl(Controller* c) : c_(c) {}
-  grpc::Status Submit(grpc::ServerContext*, const v1::SubmitJobRequest* req,
+  JobServiceImpl(Controller* c, const Gate* g) : c_(c), gate_(g) {}
+  grpc::Status Submit(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                       v1::Job* resp) override {
-    return Reply(c_->Submit(*req), resp);
+    GPOOL_GATE(kPeople, "JobService.Submit");
+    v1::SubmitJobRequest r = *req;
+    if (auto s = ScopeTenant(who, r.mutable_tenant(), "tenant"); !s.ok()) return s;
+    if (who.role == Role::kTenant && !r.client_request_id().empty()) {
+      // Request ids are global: scope them so one tenant cannot fetch another's job by id.
+      r.set_client_request_id(who.tenant + "/" + r.client_request_id());
+    }
+    return Reply(c_->Submit(r), resp);
   }
-  grpc::Status Get(grpc::ServerContext*, const v1::GetJobRequest* req, v1::Job* resp) override {
-    return Reply(c_->GetJob(req->id()), resp);
+  grpc::Status Get(grpc::ServerContext* ctx, const v1::GetJobRequest* req, v1::Job* resp) override {
+    GPOOL_GATE(kPeople, "JobService.Get");
+    auto j = c_->GetJob(req->id());
+    if (j.ok() && !Visible(who, *j)) return JobNotFound(req->id());
+    return Reply(std::move(j), resp);
   }
-  grpc::Status List(grpc::ServerContext*, const v1::ListJobsRequest* req,
+  grpc::Status List(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                     v1::ListJobsResponse* resp) override {
-    *resp = c_->ListJobs(*req);
+    GPOOL_GATE(kPeople, "JobService.List");
+    v1::ListJobsRequest r = *req;
+    if (auto s = ScopeTenant(who, r.mutable_tenant(), "tenant"); !s.ok()) return s;
+    *resp = c_->ListJobs(r);
     return grpc::Status::OK;
   }
-  grpc::Status Cancel(grpc::ServerContext*, const v1::CancelJobRequest* req,
+  grpc::Status Cancel(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                       v1::Job* resp) override {
+    GPOOL_GATE(kPeople, "JobService.Cancel");
+    if (who.role == Role::kTenant) {
+      auto j = c_->GetJob(req->id());
+      if (!j.ok()) return ToGrpc(j.status());
+      if (!Visible(who, *j)) return JobNotFound(req->id());  // a job's tenant never changes
+    }
     return Reply(c_->Cancel(req->id()), resp);
+  }
+  grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchJobsRequest* req,
+                     grpc::ServerWriter<v1::JobEvent>* writer) override {
+    GPOOL_GATE(kPeople, "JobService.Watch");
+    v1::WatchJobsRequest f = *req;
+    if (auto s = ScopeTenant(who, f.mutable_tenant(), "tenant"); !s.ok()) return s;
+    uint64_t cursor = 0;
+    std::vector<v1::Job> snap = c_->SnapshotJobs(f, &cursor);
+    v1::JobEvent ev;
+    if (f.initial()) {
+      for (v1::Job& j : snap) {
+        *ev.mutable_job() = std::move(j);
+        ev.set_initial(true);
+        if (!writer->Write(ev)) return grpc::Status::OK;
+      }
+    }
+    ev.set_initial(false);
+    while (!ctx->IsCancelled()) {
+      auto evs = c_->WaitJobEvents(f, &cursor, std::chrono::milliseconds(200));
+      if (!evs.ok()) {
+        return grpc::Status(grpc::StatusCode::DATA_LOSS, evs.status().message() +
+                                                             "; watch again with initial=true");
+      }
+      for (v1::Job& j : *evs) {
+        *ev.mutable_job() = std::move(j);
+        if (!writer->Write(ev)) return grpc::Status::OK;
+      }
+    }
+    return grpc::Status::OK;
   }
 
  private:
   Controller* c_;
+  const Gate* gate_;
 };
 
 class TenantServiceImpl final : public v1::TenantService::Service {
  public:
-  explicit TenantServiceImpl(Controller* c) : c_(c) {}
-  grpc::Status List(grpc::ServerContext*, const v1::ListTenantsRequest*,
+  TenantServiceImpl(Controller* c, const Gate* g) : c_(c), gate_(g) {}
+  grpc::Status List(grpc::ServerContext* ctx, const v1::ListTenantsRequest*,
                     v1::ListTenantsResponse* resp) override {
-    *resp = c_->ListTenants();
+    GPOOL_GATE(kPeople, "TenantService.List");
+    v1::ListTenantsResponse all = c_->ListTenants();
+    for (const v1::Tenant& t : all.tenants()) {
+      if (who.role != Role::kTenant || t.name() == who.tenant) *resp->add_tenants() = t;
+    }
     return grpc::Status::OK;
   }
 
  private:
   Controller* c_;
+  const Gate* gate_;
 };
+
+class LeaseServiceImpl final : public v1::LeaseService::Service {
+ public:
+  LeaseServiceImpl(Controller* c, const Gate* g) : c_(c), gate_(g) {}
+  grpc::Status Issue(grpc::ServerContext* ctx, const v1::IssueLeasesRequest* req,
+                     v1::IssueLeasesResponse* resp) override {
+    GPOOL_GATE(kPeople, "LeaseService.Issue");
+    if (who.role == Role::kTenant) {
+      auto j = c_->GetJob(req->job_id());
+      if (!j.ok()) return ToGrpc(j.status());
+      if (!Visible(who, *j)) return JobNotFound(req->job_id());
+    }
+    return Reply(c_->IssueLeases(*req), resp);
+  }
+
+ private:
+  Controller* c_;
+  const Gate* gate_;
+};
+
+#undef GPOOL_GATE
 
 }  // namespace
 
 struct ApiServer::Services {
-  explicit Services(Controller* c) : nodes(c), jobs(c), tenants(c) {}
+  explicit Services(Controller* c)
+      : nodes(c, &gate), jobs(c, &gate), tenants(c, &gate), leases(c, &gate) {}
+  Gate gate;
   NodeServiceImpl nodes;
   JobServiceImpl jobs;
   TenantServiceImpl tenants;
+  LeaseServiceImpl leases;
 };
 
 Status ParseHostPort(const std::string& what, const std::string& text, std::string* host,
@@ -143,11 +296,25 @@ Status ApiServer::Start(const ApiOptions& options) {
   std::string host;
   int port = 0;
   GPOOL_RETURN_IF_ERROR(ParseHostPort("--listen", options.grpc_listen, &host, &port));
+  services_->gate.auth = options.auth;
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return Status::InvalidArgument("--tls-cert and --tls-key: give both or neither");
+  }
+  if (!options.tls_cert_file.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    GPOOL_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(options.tls_cert_file));
+    GPOOL_ASSIGN_OR_RETURN(pair.private_key, ReadFile(options.tls_key_file));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    creds = grpc::SslServerCredentials(ssl);
+  }
   grpc::ServerBuilder b;
-  b.AddListeningPort(options.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port_);
+  b.AddListeningPort(options.grpc_listen, creds, &grpc_port_);
   b.RegisterService(&services_->nodes);
   b.RegisterService(&services_->jobs);
   b.RegisterService(&services_->tenants);
+  b.RegisterService(&services_->leases);
   grpc_ = b.BuildAndStart();
   if (!grpc_ || grpc_port_ == 0) {
     return Status::Unavailable(fmt::format("--listen: cannot listen on {}", options.grpc_listen));

@@ -1,8 +1,11 @@
 // The controller's network surfaces: the gpool.v1 gRPC services and the HTTP endpoint
 // (/metrics in Prometheus text format, /api/state as JSON for the dashboard to come).
 //
-// No authentication and no TLS yet (docs/control-plane.md): listen on loopback or a trusted
-// network only.
+// Auth (auth.h): with ApiOptions::auth set, every gRPC call must carry a known bearer token and
+// stays inside its role (tenant tokens: own jobs only; agent tokens: Register and Heartbeat
+// only). Without it the API is open: listen on loopback or a trusted network only. TLS: set
+// tls_cert_file and tls_key_file. The HTTP endpoint (/metrics, /api/state) has no auth: bind it
+// to loopback or put it behind a proxy.
 //
 // Thread safety: ApiServer's Start/Shutdown from one thread; the services themselves run on
 // gRPC's and httplib's threads and only call the (thread-safe) Controller.
@@ -13,6 +16,7 @@
 #include <thread>
 
 #include "common/status.h"
+#include "control/auth.h"
 #include "control/controller.h"
 
 namespace grpc {
@@ -33,6 +37,8 @@ Status FromGrpc(const grpc::Status& s);
 struct ApiOptions {
   std::string grpc_listen = "127.0.0.1:7070";  // HOST:PORT; port 0 picks a free port
   std::string http_listen;                      // HOST:PORT; empty = no HTTP endpoint
+  const TokenAuth* auth = nullptr;              // nullptr = no authentication (open API)
+  std::string tls_cert_file, tls_key_file;      // PEM; both or neither
 };
 
 class ApiServer {
@@ -48,6 +54,7 @@ class ApiServer {
   struct Services;
   Controller* controller_;
   std::unique_ptr<Services> services_;
+  const TokenAuth* auth_ = nullptr;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_;

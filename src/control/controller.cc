@@ -1,22 +1,16 @@
 #include "control/controller.h"
 
 #include <algorithm>
-#include <set>
 
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "remote/lease/lease.h"
 
 namespace gpool::control {
 namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string ToJson(const google::protobuf::Message& m) {
   std::string out;
@@ -33,13 +27,39 @@ Status FromJson(const std::string& json, google::protobuf::Message* m, const std
 }
 
 uint64_t JobNumber(const std::string& id) { return std::stoull(id.substr(1)); }
+std::string JobIdOf(uint64_t n) { return fmt::format("j{:08d}", n); }
 
 bool Active(const v1::Job& j) { return j.state() == "pending" || j.state() == "running"; }
 
 const std::vector<double> kLatencyBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                             0.05,   0.1,   0.25,   0.5,   1,    2.5};
+                                             0.05,   0.1,   0.25,   0.5,   1,    2.5, 10, 60};
+const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+
+constexpr size_t kMaxCommandBytes = 64 * 1024;
+constexpr size_t kMaxNameBytes = 128;
+constexpr size_t kMaxEvents = 65536;
+
+Status CheckName(std::string_view what, std::string_view v) {
+  GPOOL_RETURN_IF_ERROR(keys::CheckKeyPart(what, v));
+  if (v.size() > kMaxNameBytes) {
+    return Status::InvalidArgument(
+        fmt::format("{}: at most {} bytes, got {}", what, kMaxNameBytes, v.size()));
+  }
+  return Status::Ok();
+}
+
+bool Matches(const v1::WatchJobsRequest& f, const v1::Job& j) {
+  return (f.tenant().empty() || f.tenant() == j.tenant()) && (f.id().empty() || f.id() == j.id());
+}
 
 }  // namespace
+
+StatusOr<LostNodePolicy> ParseLostNodePolicy(std::string_view s) {
+  if (s == "requeue") return LostNodePolicy::kRequeue;
+  if (s == "fail") return LostNodePolicy::kFail;
+  return Status::InvalidArgument(
+      fmt::format("--lost-node-policy: want requeue or fail, got '{}'", s));
+}
 
 Status SplitGpus(int32_t gpus, int32_t* num_tasks, int32_t* gpus_per_task) {
   if (gpus < 1) return Status::InvalidArgument(fmt::format("gpus: must be >= 1, got {}", gpus));
@@ -59,15 +79,27 @@ Status SplitGpus(int32_t gpus, int32_t* num_tasks, int32_t* gpus_per_task) {
 
 Controller::Controller(const ControllerOptions& options)
     : options_(options),
+      clock_(options.clock ? options.clock : remote::UnixClock::Default()),
       sched_latency_("gpool_scheduling_cycle_seconds", "Time of one scheduling cycle.",
                      kLatencyBuckets),
       commit_latency_("gpool_store_commit_seconds", "Time of one controller store commit.",
-                      kLatencyBuckets) {}
+                      kLatencyBuckets),
+      bind_latency_("gpool_job_bind_latency_seconds",
+                    "Scheduling latency: from submit to the job's first bind.", kLatencyBuckets),
+      commit_batch_("gpool_store_commit_batch_changes",
+                    "Controller changes merged into one store commit (a count, not seconds).",
+                    kBatchBuckets) {}
 
 Controller::~Controller() { Stop(); }
 
+int64_t Controller::NowMs() const { return clock_->NowNanos() / 1000000; }
+
 StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& options) {
   std::unique_ptr<Controller> c(new Controller(options));
+  if (!options.lease_key.empty() && options.lease_key.size() < remote::kMinLeaseKeyBytes) {
+    return Status::InvalidArgument(fmt::format("lease key: at least {} bytes, got {}",
+                                               remote::kMinLeaseKeyBytes, options.lease_key.size()));
+  }
   GPOOL_ASSIGN_OR_RETURN(c->store_, OpenStore(options.store_url));
   GPOOL_ASSIGN_OR_RETURN(sched::PolicyConfig pc, sched::ParsePolicyConfig(options.policy_config));
   GPOOL_ASSIGN_OR_RETURN(c->policy_, sched::MakeDefaultPolicy(pc));
@@ -93,27 +125,95 @@ Status Controller::Recover() {
     GPOOL_RETURN_IF_ERROR(FromJson(kv.value, &j, kv.key));
     next_job_ = std::max(next_job_, JobNumber(j.id()) + 1);
     if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
-    jobs_[j.id()] = j;
+    SetJobLocked(std::move(j));
   }
   GPOOL_LOG_INFO("controller recovered {} nodes, {} jobs", nodes_.size(), jobs_.size());
   return Status::Ok();
 }
 
-Status Controller::Persist(const std::vector<const v1::Job*>& jobs,
-                           const std::vector<const v1::Node*>& nodes) {
-  if (jobs.empty() && nodes.empty()) return Status::Ok();
-  TxnRequest t;
-  for (const v1::Job* j : jobs) t.Put(keys::Job(j->id()), ToJson(*j));
+void Controller::SetJobLocked(v1::Job j) {
+  auto it = jobs_.find(j.id());
+  if (it != jobs_.end()) {
+    for (const auto& a : it->second.allocations()) node_jobs_[a.node()].erase(j.id());
+  }
+  if (j.state() == "running") {
+    for (const auto& a : j.allocations()) node_jobs_[a.node()].insert(j.id());
+  }
+  std::string id = j.id();
+  jobs_[id] = std::move(j);
+}
+
+// ---- Commit pipeline ----
+
+StatusOr<uint64_t> Controller::EnqueueLocked(const std::vector<const v1::Job*>& jobs,
+                                             const std::vector<const v1::Node*>& nodes) {
+  std::lock_guard<std::mutex> cl(commit_mu_);
+  if (!broken_.ok()) return broken_;
+  if (jobs.empty() && nodes.empty()) return enqueued_seq_;
+  QueuedCommit c;
+  c.seq = ++enqueued_seq_;
+  for (const v1::Job* j : jobs) {
+    c.puts.emplace_back(keys::Job(j->id()), ToJson(*j));
+    c.jobs.push_back(*j);
+  }
   for (const v1::Node* n : nodes) {
     v1::Node copy = *n;
     copy.clear_telemetry();  // telemetry is live data, not state
-    t.Put(keys::Node(n->name()), ToJson(copy));
+    c.puts.emplace_back(keys::Node(n->name()), ToJson(copy));
   }
-  auto start = std::chrono::steady_clock::now();
-  GPOOL_ASSIGN_OR_RETURN(TxnResult r, store_->Txn(t));
-  commit_latency_.Observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (!r.succeeded) return Status::Internal("store commit: unconditional txn failed");
+  commit_queue_.push_back(std::move(c));
+  return enqueued_seq_;
+}
+
+Status Controller::WaitDurable(uint64_t seq) {
+  std::unique_lock<std::mutex> cl(commit_mu_);
+  while (durable_seq_ < seq) {
+    if (!broken_.ok()) return broken_;
+    if (committing_) {
+      commit_cv_.wait(cl);
+      continue;
+    }
+    if (commit_queue_.empty()) {  // cannot happen: seq > durable_seq_ is queued or committing
+      return Status::Internal(fmt::format("commit {} is neither queued nor durable", seq));
+    }
+    // Become the committer for everything queued so far.
+    committing_ = true;
+    std::deque<QueuedCommit> batch;
+    batch.swap(commit_queue_);
+    cl.unlock();
+    uint64_t last = batch.back().seq;
+    std::map<std::string, std::string> merged;  // a later write of a key wins
+    for (QueuedCommit& c : batch) {
+      for (auto& [k, v] : c.puts) merged[k] = std::move(v);
+    }
+    TxnRequest t;
+    for (auto& [k, v] : merged) t.Put(k, std::move(v));
+    auto start = std::chrono::steady_clock::now();
+    StatusOr<TxnResult> r = store_->Txn(t);
+    commit_latency_.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    commit_batch_.Observe(static_cast<double>(batch.size()));
+    Status s = r.ok() ? (r->succeeded ? Status::Ok()
+                                      : Status::Internal("store commit: unconditional txn failed"))
+                      : r.status();
+    if (s.ok()) {
+      std::lock_guard<std::mutex> wl(watch_mu_);
+      for (QueuedCommit& c : batch) {
+        for (v1::Job& j : c.jobs) events_.emplace_back(next_event_++, std::move(j));
+      }
+      while (events_.size() > kMaxEvents) events_.pop_front();
+    }
+    watch_cv_.notify_all();
+    cl.lock();
+    committing_ = false;
+    if (s.ok()) {
+      durable_seq_ = last;
+    } else {
+      broken_ = s.WithContext("controller store commit failed; restart the controller");
+      GPOOL_LOG_ERROR("{}", broken_.ToString());
+    }
+    commit_cv_.notify_all();
+  }
   return Status::Ok();
 }
 
@@ -121,91 +221,150 @@ Status Controller::Persist(const std::vector<const v1::Job*>& jobs,
 
 StatusOr<v1::RegisterNodeResponse> Controller::RegisterNode(const v1::RegisterNodeRequest& req) {
   const v1::Node& in = req.node();
-  GPOOL_RETURN_IF_ERROR(keys::CheckKeyPart("node.name", in.name()));
+  GPOOL_RETURN_IF_ERROR(CheckName("node.name", in.name()));
   if (in.gpus() < 1 || in.gpus() > sched::kMaxGpusPerNode) {
     return Status::InvalidArgument(
         fmt::format("node.gpus: must be 1..{}, got {}", sched::kMaxGpusPerNode, in.gpus()));
   }
   if (in.gpu_model().empty()) return Status::InvalidArgument("node.gpu_model: must not be empty");
+  if (in.gpu_model().size() > kMaxNameBytes || in.gpu_model().find('|') != std::string::npos) {
+    return Status::InvalidArgument("node.gpu_model: at most 128 bytes and no '|'");
+  }
   if (in.cpu_milli() < 0) return Status::InvalidArgument("node.cpu_milli: must be >= 0");
-  std::lock_guard<std::mutex> l(mu_);
-  v1::Node n = in;
-  n.set_state("ready");
-  n.set_last_heartbeat_ms(NowMs());
-  n.set_gpus_allocated(0);
-  GPOOL_RETURN_IF_ERROR(Persist({}, {&n}));
-  nodes_[n.name()] = n;
+  if (!in.gpu_server().empty()) {
+    GPOOL_RETURN_IF_ERROR(remote::ValidateGpuAddress(in.gpu_server() + "/0")
+                              .WithContext("node.gpu_server"));
+  }
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto old = nodes_.find(in.name());
+    if (old != nodes_.end() && in.gpus() < old->second.gpus()) {
+      for (const std::string& id : node_jobs_[in.name()]) {
+        for (const auto& a : jobs_.at(id).allocations()) {
+          if (a.node() == in.name() && !a.finished() && (a.gpu_mask() >> in.gpus()) != 0) {
+            return Status::FailedPrecondition(fmt::format(
+                "node.gpus: {} re-registers with {} GPUs but job {} holds GPUs above that",
+                in.name(), in.gpus(), id));
+          }
+        }
+      }
+    }
+    v1::Node n = in;
+    n.set_state("ready");
+    n.set_last_heartbeat_ms(NowMs());
+    n.set_gpus_allocated(0);
+    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({}, {&n}));
+    nodes_[n.name()] = n;
+  }
+  GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
   v1::RegisterNodeResponse resp;
   resp.set_heartbeat_interval_ms(options_.heartbeat_interval.count());
   return resp;
 }
 
+std::string Controller::NodeStateLocked(const v1::Node& n, int64_t now_ms) const {
+  if (now_ms - n.last_heartbeat_ms() > options_.node_timeout.count()) return "down";
+  auto it = node_life_.find(n.name());
+  if (it != node_life_.end() && it->second.was_down) {
+    int64_t settle = options_.node_settle.count() > 0 ? options_.node_settle.count()
+                                                      : options_.node_timeout.count();
+    // Settled only once it has heartbeated `settle` after coming back: time alone is not
+    // enough (a node that came back and went silent again must not look ready meanwhile).
+    if (n.last_heartbeat_ms() - it->second.back_ms < settle) return "settling";
+  }
+  return "ready";
+}
+
 StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest& req) {
   if (req.node().empty()) return Status::InvalidArgument("node: must not be empty");
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = nodes_.find(req.node());
-  if (it == nodes_.end()) {
-    return Status::NotFound(fmt::format("node {} is not registered", req.node()));
-  }
-  v1::Node& node = it->second;
-  node.set_last_heartbeat_ms(NowMs());
-  node.set_state("ready");
-  *node.mutable_telemetry() = req.telemetry();
+  v1::HeartbeatResponse resp;
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = nodes_.find(req.node());
+    if (it == nodes_.end()) {
+      return Status::NotFound(fmt::format("node {} is not registered", req.node()));
+    }
+    v1::Node& node = it->second;
+    int64_t now = NowMs();
+    NodeLife& life = node_life_[node.name()];
+    if (NodeStateLocked(node, now) == "down" || node.state() == "down") {
+      life.was_down = true;  // back after a silence: settle before taking work again
+      life.back_ms = now;
+    }
+    node.set_last_heartbeat_ms(now);
+    node.set_state(NodeStateLocked(node, now));
+    if (node.state() == "ready") life.was_down = false;
+    *node.mutable_telemetry() = req.telemetry();
 
-  // Finished tasks: mark them; a gang finishes when all its tasks have.
-  std::vector<v1::Job> changed;
-  for (const v1::TaskRef& ref : req.finished()) {
-    auto jt = jobs_.find(ref.job_id());
-    if (jt == jobs_.end() || jt->second.state() != "running") continue;  // cancelled, stale
-    v1::Job j = jt->second;
-    bool hit = false;
-    for (v1::Allocation& a : *j.mutable_allocations()) {
-      if (a.task() == ref.task() && a.node() == req.node() && !a.finished()) {
-        a.set_finished(true);
-        hit = true;
+    // Finished tasks: mark them; a gang finishes when all its tasks have.
+    std::vector<v1::Job> changed;
+    for (const v1::TaskRef& ref : req.finished()) {
+      auto jt = jobs_.find(ref.job_id());
+      if (jt == jobs_.end() || jt->second.state() != "running") continue;  // cancelled, stale
+      if (ref.attempt() != jt->second.attempt()) continue;  // about an earlier placement
+      v1::Job j = jt->second;
+      bool hit = false;
+      for (v1::Allocation& a : *j.mutable_allocations()) {
+        if (a.task() == ref.task() && a.node() == req.node() && !a.finished()) {
+          a.set_finished(true);
+          hit = true;
+        }
       }
+      if (!hit) continue;
+      bool all = std::all_of(j.allocations().begin(), j.allocations().end(),
+                             [](const v1::Allocation& a) { return a.finished(); });
+      if (all) {
+        j.set_state("finished");
+        j.set_end_ms(now);
+      }
+      SetJobLocked(j);
+      changed.push_back(std::move(j));
     }
-    if (!hit) continue;
-    bool all = std::all_of(j.allocations().begin(), j.allocations().end(),
-                           [](const v1::Allocation& a) { return a.finished(); });
-    if (all) {
-      j.set_state("finished");
-      j.set_end_ms(NowMs());
-    }
-    changed.push_back(std::move(j));
-  }
-  if (!changed.empty()) {
     std::vector<const v1::Job*> ptrs;
     for (const auto& j : changed) ptrs.push_back(&j);
-    GPOOL_RETURN_IF_ERROR(Persist(ptrs, {}));
-    for (auto& j : changed) jobs_[j.id()] = std::move(j);
-  }
+    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, {}));
 
-  v1::HeartbeatResponse resp;
-  for (const auto& [id, j] : jobs_) {
-    if (j.state() != "running") continue;
-    for (const v1::Allocation& a : j.allocations()) {
-      if (a.node() != req.node() || a.finished()) continue;
-      v1::TaskAssignment* t = resp.add_tasks();
-      t->set_job_id(id);
-      t->set_task(a.task());
-      t->set_gpu_mask(a.gpu_mask());
-      t->set_duration_s(j.duration_s());
-      *t->mutable_command() = j.command();
+    for (const std::string& id : node_jobs_[req.node()]) {
+      const v1::Job& j = jobs_.at(id);
+      for (const v1::Allocation& a : j.allocations()) {
+        if (a.node() != req.node() || a.finished()) continue;
+        v1::TaskAssignment* t = resp.add_tasks();
+        t->set_job_id(id);
+        t->set_task(a.task());
+        t->set_gpu_mask(a.gpu_mask());
+        t->set_duration_s(j.duration_s());
+        *t->mutable_command() = j.command();
+        t->set_attempt(j.attempt());
+        t->set_gpu_milli(a.gpu_milli());
+        t->set_gpu_memory_bytes(a.gpu_memory_bytes());
+        t->set_tenant(j.tenant());
+      }
     }
   }
+  // The task list may include binds still being committed: answer once they are durable.
+  GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
   return resp;
 }
 
 void Controller::RefreshNodeStates(int64_t now_ms) {
-  std::map<std::string, int32_t> used;
-  for (const auto& [id, j] : jobs_) {
-    if (j.state() != "running") continue;
-    for (const auto& a : j.allocations()) used[a.node()] += __builtin_popcount(a.gpu_mask());
-  }
   for (auto& [name, n] : nodes_) {
-    n.set_state(now_ms - n.last_heartbeat_ms() > options_.node_timeout.count() ? "down" : "ready");
-    n.set_gpus_allocated(used[name]);
+    std::string st = NodeStateLocked(n, now_ms);
+    if (st == "down") {
+      NodeLife& life = node_life_[name];
+      life.was_down = true;
+    } else if (st == "ready") {
+      node_life_[name].was_down = false;
+    }
+    n.set_state(st);
+    int32_t used = 0;
+    for (const std::string& id : node_jobs_[name]) {
+      for (const auto& a : jobs_.at(id).allocations()) {
+        if (a.node() == name) used += __builtin_popcount(a.gpu_mask());
+      }
+    }
+    n.set_gpus_allocated(used);
   }
 }
 
@@ -219,68 +378,175 @@ v1::ListNodesResponse Controller::ListNodes() {
 
 // ---- Jobs ----
 
-StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
-  GPOOL_RETURN_IF_ERROR(keys::CheckKeyPart("tenant", req.tenant()));
-  int32_t num_tasks = 0, per_task = 0;
-  GPOOL_RETURN_IF_ERROR(SplitGpus(req.gpus(), &num_tasks, &per_task));
-  if (req.duration_s() < 0) {
-    return Status::InvalidArgument(fmt::format("duration_s: must be >= 0, got {}", req.duration_s()));
-  }
-  std::lock_guard<std::mutex> l(mu_);
-  if (!req.client_request_id().empty()) {
-    auto it = request_ids_.find(req.client_request_id());
-    if (it != request_ids_.end()) return jobs_.at(it->second);
+StatusOr<v1::Job> Controller::NewJobFromRequest(const v1::SubmitJobRequest& req) const {
+  GPOOL_RETURN_IF_ERROR(CheckName("tenant", req.tenant()));
+  if (req.client_request_id().size() > kMaxNameBytes) {
+    return Status::InvalidArgument(fmt::format("client_request_id: at most {} bytes, got {}",
+                                               kMaxNameBytes, req.client_request_id().size()));
   }
   v1::Job j;
-  j.set_id(fmt::format("j{:08d}", next_job_));
+  int32_t num_tasks = 0, per_task = 0;
+  if (req.gpu_milli() < 0 || req.gpu_milli() > 1000) {
+    return Status::InvalidArgument(
+        fmt::format("gpu_milli: must be 0 (whole GPUs) or 1..1000, got {}", req.gpu_milli()));
+  }
+  if (req.gpu_milli() > 0 && req.gpu_milli() < 1000) {
+    if (req.gpus() > 1 || req.gpus() < 0) {
+      return Status::InvalidArgument(fmt::format(
+          "gpus: a fractional request (gpu_milli {}) takes a share of one GPU; gpus must be 1, "
+          "got {}", req.gpu_milli(), req.gpus()));
+    }
+    num_tasks = 1;
+    per_task = 1;
+    j.set_gpu_milli(req.gpu_milli());
+    j.set_gpu_memory_bytes(req.gpu_memory_bytes());
+  } else {
+    GPOOL_RETURN_IF_ERROR(SplitGpus(req.gpus(), &num_tasks, &per_task));
+    if (req.gpu_memory_bytes() != 0) {
+      return Status::InvalidArgument(
+          "gpu_memory_bytes: only for a fractional request (gpu_milli 1..999); whole GPUs come "
+          "with all their memory");
+    }
+  }
+  if (!(req.duration_s() >= 0) || req.duration_s() > 1e9) {
+    return Status::InvalidArgument(
+        fmt::format("duration_s: must be 0..1e9 seconds, got {}", req.duration_s()));
+  }
+  if (!(req.min_runtime_s() >= 0) || req.min_runtime_s() > 1e9) {
+    return Status::InvalidArgument(
+        fmt::format("min_runtime_s: must be 0..1e9 seconds, got {}", req.min_runtime_s()));
+  }
+  if (req.priority() < -1000 || req.priority() > 1000) {
+    return Status::InvalidArgument(
+        fmt::format("priority: must be -1000..1000, got {}", req.priority()));
+  }
+  size_t command_bytes = 0;
+  for (const auto& c : req.command()) command_bytes += c.size();
+  if (command_bytes > kMaxCommandBytes) {
+    return Status::InvalidArgument(
+        fmt::format("command: at most {} bytes, got {}", kMaxCommandBytes, command_bytes));
+  }
+  std::string locality = req.locality().empty() ? "any" : req.locality();
+  auto level = sched::ParseLevel(locality);
+  if (!level.ok()) return level.status().WithContext("locality");
+  if (req.locality_required() && *level == sched::Level::kNode && num_tasks > 1) {
+    return Status::InvalidArgument(fmt::format(
+        "locality: a gang of {} tasks cannot all be on one node (required node locality)",
+        num_tasks));
+  }
+  std::string kind = req.kind().empty() ? "training" : req.kind();
+  auto k = sched::ParseJobKind(kind);
+  if (!k.ok()) return k.status().WithContext("kind");
+  if (req.gpu_model().size() > 1024) return Status::InvalidArgument("gpu_model: too long");
+
   j.set_client_request_id(req.client_request_id());
   j.set_tenant(req.tenant());
   j.set_priority(req.priority());
-  j.set_gpus(req.gpus());
+  j.set_gpus(j.gpu_milli() > 0 ? 1 : req.gpus());
   j.set_num_tasks(num_tasks);
   j.set_gpus_per_task(per_task);
   j.set_duration_s(req.duration_s());
   *j.mutable_command() = req.command();
+  j.set_gpu_model(req.gpu_model());
+  j.set_locality(std::string(sched::LevelName(*level)) == "fabric" ? "any"
+                                                                    : std::string(locality));
+  j.set_locality_required(req.locality_required());
+  j.set_preemptible(req.has_preemptible() ? req.preemptible() : true);
+  j.set_min_runtime_s(req.min_runtime_s());
+  j.set_kind(std::string(sched::JobKindName(*k)));
   j.set_state("pending");
-  j.set_submit_ms(NowMs());
-  GPOOL_RETURN_IF_ERROR(Persist({&j}, {}));
-  ++next_job_;
-  if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
-  jobs_[j.id()] = j;
-  cv_.notify_all();
+  return j;
+}
+
+StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
+  GPOOL_ASSIGN_OR_RETURN(v1::Job j, NewJobFromRequest(req));
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!req.gpu_model().empty()) {
+      // Every model named must exist among the registered nodes, so a typo fails now.
+      sched::ClusterSpec models;
+      for (const auto& [name, n] : nodes_) {
+        if (sched::FindGpuModel(models, n.gpu_model()) < 0) models.gpu_models.push_back(n.gpu_model());
+      }
+      auto mask = sched::ParseGpuModels(models, req.gpu_model());
+      if (!mask.ok()) {
+        std::string known;
+        for (const auto& m : models.gpu_models) known += (known.empty() ? "" : ", ") + m;
+        return Status::InvalidArgument(fmt::format("gpu_model: {} (registered models: {})",
+                                                   mask.status().message(),
+                                                   known.empty() ? "none" : known));
+      }
+    }
+    auto dup = req.client_request_id().empty() ? request_ids_.end()
+                                                : request_ids_.find(req.client_request_id());
+    if (dup != request_ids_.end()) {
+      j = jobs_.at(dup->second);
+      seq = LastEnqueuedLocked();  // the first submit may still be committing
+    } else {
+      j.set_id(JobIdOf(next_job_));
+      j.set_submit_ms(NowMs());
+      GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({&j}, {}));
+      ++next_job_;
+      if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
+      SetJobLocked(j);
+    }
+  }
+  if (options_.schedule_on_submit) cv_.notify_all();
+  GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
   return j;
 }
 
 StatusOr<v1::Job> Controller::GetJob(const std::string& id) {
   if (id.empty()) return Status::InvalidArgument("id: must not be empty");
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return Status::NotFound(fmt::format("job {} not found", id));
-  return it->second;
+  v1::Job j;
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return Status::NotFound(fmt::format("job {} not found", id));
+    j = it->second;
+    seq = LastEnqueuedLocked();
+  }
+  GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
+  return j;
 }
 
 v1::ListJobsResponse Controller::ListJobs(const v1::ListJobsRequest& req) {
-  std::lock_guard<std::mutex> l(mu_);
   v1::ListJobsResponse r;
-  for (const auto& [id, j] : jobs_) {
-    if (!req.tenant().empty() && j.tenant() != req.tenant()) continue;
-    if (!req.state().empty() && j.state() != req.state()) continue;
-    *r.add_jobs() = j;
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [id, j] : jobs_) {
+      if (!req.tenant().empty() && j.tenant() != req.tenant()) continue;
+      if (!req.state().empty() && j.state() != req.state()) continue;
+      *r.add_jobs() = j;
+    }
+    seq = LastEnqueuedLocked();
   }
+  (void)WaitDurable(seq);  // on a broken store, what memory holds is the best answer
   return r;
 }
 
 StatusOr<v1::Job> Controller::Cancel(const std::string& id) {
   if (id.empty()) return Status::InvalidArgument("id: must not be empty");
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return Status::NotFound(fmt::format("job {} not found", id));
-  if (!Active(it->second)) return it->second;  // already over: cancel is a no-op
-  v1::Job j = it->second;
-  j.set_state("cancelled");
-  j.set_end_ms(NowMs());
-  GPOOL_RETURN_IF_ERROR(Persist({&j}, {}));
-  it->second = j;
+  v1::Job j;
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return Status::NotFound(fmt::format("job {} not found", id));
+    j = it->second;
+    if (!Active(j)) {
+      seq = LastEnqueuedLocked();  // already over: cancel is a no-op
+    } else {
+      j.set_state("cancelled");
+      j.set_end_ms(NowMs());
+      GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({&j}, {}));
+      SetJobLocked(j);
+    }
+  }
+  GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
   return j;
 }
 
@@ -291,12 +557,13 @@ v1::ListTenantsResponse Controller::ListTenantsLocked() {
     t[name].set_quota_gpus(q);
   }
   for (const auto& [id, j] : jobs_) {
+    if (!Active(j)) continue;
     v1::Tenant& x = t[j.tenant()];
     x.set_name(j.tenant());
     if (j.state() == "running") {
       x.set_running_jobs(x.running_jobs() + 1);
       x.set_gpus_in_use(x.gpus_in_use() + j.gpus());
-    } else if (j.state() == "pending") {
+    } else {
       x.set_pending_jobs(x.pending_jobs() + 1);
     }
   }
@@ -310,129 +577,304 @@ v1::ListTenantsResponse Controller::ListTenants() {
   return ListTenantsLocked();
 }
 
+// ---- Leases ----
+
+StatusOr<v1::IssueLeasesResponse> Controller::IssueLeases(const v1::IssueLeasesRequest& req) {
+  if (req.job_id().empty()) return Status::InvalidArgument("job_id: must not be empty");
+  if (!(req.ttl_s() >= 0) || req.ttl_s() > 7 * 24 * 3600) {
+    return Status::InvalidArgument(fmt::format("ttl_s: must be 0..604800, got {}", req.ttl_s()));
+  }
+  if (options_.lease_key.empty()) {
+    return Status::FailedPrecondition(
+        "leases: the controller was started without a lease key (--lease-key FILE)");
+  }
+  GPOOL_ASSIGN_OR_RETURN(remote::LeaseAuthority auth,
+                         remote::LeaseAuthority::Create(options_.lease_key));
+  v1::Job j;
+  std::map<std::string, std::string> servers;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = jobs_.find(req.job_id());
+    if (it == jobs_.end()) return Status::NotFound(fmt::format("job {} not found", req.job_id()));
+    j = it->second;
+    for (const auto& a : j.allocations()) {
+      auto n = nodes_.find(a.node());
+      servers[a.node()] = n == nodes_.end() ? "" : n->second.gpu_server();
+    }
+  }
+  if (j.state() != "running") {
+    return Status::FailedPrecondition(
+        fmt::format("job {} is {}, leases are for running jobs", j.id(), j.state()));
+  }
+  v1::IssueLeasesResponse resp;
+  double ttl = req.ttl_s() > 0 ? req.ttl_s() : 3600;
+  for (const auto& a : j.allocations()) {
+    if (a.finished()) continue;
+    const std::string& server = servers[a.node()];
+    if (server.empty()) {
+      return Status::FailedPrecondition(
+          fmt::format("node {} advertises no gpu_server: no leases for job {}", a.node(), j.id()));
+    }
+    for (int g = 0; g < sched::kMaxGpusPerNode; ++g) {
+      if (!(a.gpu_mask() >> g & 1)) continue;
+      remote::LeaseRequest lr;
+      lr.gpu = fmt::format("{}/{}", server, g);
+      lr.memory_bytes = a.gpu_memory_bytes();
+      lr.compute_milli = a.gpu_milli() > 0 ? a.gpu_milli() : 1000;
+      lr.tenant = j.tenant();
+      lr.job = j.id();
+      lr.ttl_seconds = ttl;
+      GPOOL_ASSIGN_OR_RETURN(std::string token, auth.Issue(lr, *clock_));
+      v1::GpuLease* out = resp.add_leases();
+      out->set_task(a.task());
+      out->set_gpu(lr.gpu);
+      out->set_token(token);
+      out->set_expires_ms(NowMs() + static_cast<int64_t>(ttl * 1000));
+    }
+  }
+  return resp;
+}
+
+// ---- Watch ----
+
+std::vector<v1::Job> Controller::SnapshotJobs(const v1::WatchJobsRequest& filter,
+                                              uint64_t* cursor) {
+  std::vector<v1::Job> out;
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [id, j] : jobs_) {
+    if (Matches(filter, j)) out.push_back(j);
+  }
+  std::lock_guard<std::mutex> wl(watch_mu_);
+  *cursor = next_event_;  // everything published before is in memory, hence in the snapshot
+  return out;
+}
+
+StatusOr<std::vector<v1::Job>> Controller::WaitJobEvents(const v1::WatchJobsRequest& filter,
+                                                         uint64_t* cursor,
+                                                         std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> wl(watch_mu_);
+  watch_cv_.wait_for(wl, timeout, [&] { return next_event_ > *cursor || stop_.load(); });
+  std::vector<v1::Job> out;
+  if (next_event_ <= *cursor) return out;
+  if (events_.empty() || events_.front().first > *cursor) {
+    return Status::FailedPrecondition("watch: fell behind the kept job history");
+  }
+  size_t start = *cursor - events_.front().first;
+  for (size_t i = start; i < events_.size(); ++i) {
+    if (Matches(filter, events_[i].second)) out.push_back(events_[i].second);
+  }
+  *cursor = next_event_;
+  return out;
+}
+
 // ---- Scheduling ----
+
+std::vector<v1::Job> Controller::HandleLostNodesLocked(int64_t now_ms) {
+  std::vector<v1::Job> changed;
+  std::set<std::string> victims;
+  for (const auto& [name, n] : nodes_) {
+    if (n.state() != "down") continue;
+    for (const std::string& id : node_jobs_[name]) {
+      for (const auto& a : jobs_.at(id).allocations()) {
+        if (a.node() == name && !a.finished()) victims.insert(id);
+      }
+    }
+  }
+  for (const std::string& id : victims) {
+    v1::Job j = jobs_.at(id);
+    std::string lost;
+    for (const auto& a : j.allocations()) {
+      if (!a.finished() && nodes_.at(a.node()).state() == "down") {
+        lost = a.node();
+        break;
+      }
+    }
+    if (options_.lost_node_policy == LostNodePolicy::kFail) {
+      j.set_state("failed");
+      j.set_end_ms(now_ms);
+      j.set_message(fmt::format("node {} was lost (no heartbeat for {} ms)", lost,
+                                options_.node_timeout.count()));
+    } else {
+      j.set_state("pending");
+      j.clear_allocations();
+      j.set_start_ms(0);
+      j.set_requeues(j.requeues() + 1);
+      j.set_message(fmt::format("requeued: node {} was lost", lost));
+    }
+    GPOOL_LOG_WARN("job {}: node {} lost, job {}", id, lost, j.state());
+    SetJobLocked(j);
+    changed.push_back(std::move(j));
+  }
+  return changed;
+}
 
 Status Controller::ScheduleOnce() {
   auto start = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> l(mu_);
-  int64_t now_ms = NowMs();
-  int64_t now_ns = now_ms * 1000000;
-  RefreshNodeStates(now_ms);
+  uint64_t seq = 0;
+  std::vector<double> bind_latencies;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    int64_t now_ms = NowMs();
+    int64_t now_ns = now_ms * 1000000;
+    RefreshNodeStates(now_ms);
+    std::map<std::string, v1::Job> changed;
+    for (v1::Job& j : HandleLostNodesLocked(now_ms)) changed[j.id()] = std::move(j);
 
-  sched::ClusterSpec spec;
-  std::map<std::string, int> node_index;
-  for (const auto& [name, n] : nodes_) {
-    int model = sched::FindGpuModel(spec, n.gpu_model());
-    if (model < 0) {
-      spec.gpu_models.push_back(n.gpu_model());
-      model = static_cast<int>(spec.gpu_models.size()) - 1;
-    }
-    sched::NodeSpec ns;
-    ns.name = name;
-    ns.gpus = n.gpus();
-    ns.gpu_model = model;
-    ns.gpu_memory_bytes = n.gpu_memory_bytes();
-    ns.cpu_milli = n.cpu_milli();
-    ns.memory_bytes = n.memory_bytes();
-    node_index[name] = static_cast<int>(spec.nodes.size());
-    spec.nodes.push_back(std::move(ns));
-  }
-  bool any_pending = std::any_of(jobs_.begin(), jobs_.end(),
-                                 [](const auto& kv) { return kv.second.state() == "pending"; });
-  if (spec.nodes.empty() || !any_pending) {
-    sched_latency_.Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    return Status::Ok();
-  }
-  GPOOL_RETURN_IF_ERROR(sched::BuildUniformTopology({}, &spec));
-  GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state, sched::ClusterState::Create(std::move(spec)));
-
-  // Queues: one per tenant, in name order.
-  std::vector<sched::QueueSpec> queues;
-  std::map<std::string, int> queue_of;
-  auto queue = [&](const std::string& tenant) {
-    auto it = queue_of.find(tenant);
-    if (it != queue_of.end()) return it->second;
-    sched::QueueSpec q;
-    q.name = tenant;
-    q.tenant = tenant;
-    auto qt = options_.tenant_quotas.find(tenant);
-    q.guaranteed_gpus = qt == options_.tenant_quotas.end() ? 0 : qt->second;
-    queues.push_back(q);
-    return queue_of[tenant] = static_cast<int>(queues.size()) - 1;
-  };
-  for (const auto& [name, q] : options_.tenant_quotas) queue(name);
-
-  auto to_spec = [&](const v1::Job& j) {
-    sched::JobSpec s;
-    s.id = sched::JobId(JobNumber(j.id()));
-    s.name = j.id();
-    s.tenant = j.tenant();
-    s.queue = sched::QueueId(queue(j.tenant()));
-    s.priority = j.priority();
-    s.num_tasks = j.num_tasks();
-    s.task.gpus = j.gpus_per_task();
-    s.est_runtime_s = j.duration_s();
-    s.submit_ns = j.submit_ms() * 1000000;
-    return s;
-  };
-  std::vector<sched::JobSpec> pending;
-  for (const auto& [id, j] : jobs_) {
-    if (j.state() == "pending") {
-      pending.push_back(to_spec(j));
-    } else if (j.state() == "running") {
-      sched::Placement p;
-      for (const auto& a : j.allocations()) {
-        auto ni = node_index.find(a.node());
-        if (ni == node_index.end()) {
-          return Status::Internal(fmt::format("job {}: allocated on unknown node {}", id, a.node()));
-        }
-        p.tasks.push_back({.node = sched::NodeId(ni->second), .gpu_mask = a.gpu_mask(),
-                           .gpu_milli = 1000, .gpu_memory_bytes = 0});
+    sched::ClusterSpec spec;
+    std::map<std::string, int> node_index;
+    for (const auto& [name, n] : nodes_) {
+      int model = sched::FindGpuModel(spec, n.gpu_model());
+      if (model < 0) {
+        spec.gpu_models.push_back(n.gpu_model());
+        model = static_cast<int>(spec.gpu_models.size()) - 1;
       }
-      Status s = state.Bind(to_spec(j), p, j.start_ms() * 1000000);
-      if (!s.ok()) return s.WithContext(fmt::format("re-binding running job {}", id));
+      sched::NodeSpec ns;
+      ns.name = name;
+      ns.gpus = n.gpus();
+      ns.gpu_model = model;
+      ns.gpu_memory_bytes = n.gpu_memory_bytes();
+      ns.cpu_milli = n.cpu_milli();
+      ns.memory_bytes = n.memory_bytes();
+      node_index[name] = static_cast<int>(spec.nodes.size());
+      spec.nodes.push_back(std::move(ns));
     }
-  }
-  for (const auto& [name, n] : nodes_) {
-    if (n.state() == "down") state.SetHealth(sched::NodeId(node_index[name]), sched::Health::kUnhealthy);
-  }
-  ledger_.Advance(state, now_ns);
-  sched::SchedulingInput in{.state = &state, .pending = &pending, .queues = &queues,
-                            .usage = &ledger_, .now_ns = now_ns, .seed = 0};
-  GPOOL_ASSIGN_OR_RETURN(sched::Decisions d, policy_->Schedule(in));
+    bool any_pending = std::any_of(jobs_.begin(), jobs_.end(),
+                                   [](const auto& kv) { return kv.second.state() == "pending"; });
+    if (!spec.nodes.empty() && any_pending) {
+      GPOOL_RETURN_IF_ERROR(sched::BuildUniformTopology({}, &spec));
+      GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state,
+                             sched::ClusterState::Create(std::move(spec)));
 
-  auto job_id = [](sched::JobId id) { return fmt::format("j{:08d}", id.value()); };
-  std::map<std::string, v1::Job> changed;
-  for (const auto& p : d.preemptions) {
-    v1::Job j = jobs_.at(job_id(p.victim));
-    j.set_state("pending");
-    j.clear_allocations();
-    j.set_start_ms(0);
-    j.set_preemptions(j.preemptions() + 1);
-    changed[j.id()] = std::move(j);
-  }
-  for (const auto& b : d.binds) {
-    std::string id = job_id(b.job);
-    v1::Job j = changed.count(id) ? changed[id] : jobs_.at(id);
-    j.set_state("running");
-    j.set_start_ms(now_ms);
-    j.clear_allocations();
-    for (size_t t = 0; t < b.placement.tasks.size(); ++t) {
-      v1::Allocation* a = j.add_allocations();
-      a->set_task(static_cast<int32_t>(t));
-      a->set_node(state.node(b.placement.tasks[t].node).name);
-      a->set_gpu_mask(b.placement.tasks[t].gpu_mask);
+      // Queues: one per tenant, in name order.
+      std::vector<sched::QueueSpec> queues;
+      std::map<std::string, int> queue_of;
+      auto queue = [&](const std::string& tenant) {
+        auto it = queue_of.find(tenant);
+        if (it != queue_of.end()) return it->second;
+        sched::QueueSpec q;
+        q.name = tenant;
+        q.tenant = tenant;
+        auto qt = options_.tenant_quotas.find(tenant);
+        q.guaranteed_gpus = qt == options_.tenant_quotas.end() ? 0 : qt->second;
+        queues.push_back(q);
+        return queue_of[tenant] = static_cast<int>(queues.size()) - 1;
+      };
+      for (const auto& [name, q] : options_.tenant_quotas) queue(name);
+
+      auto to_spec = [&](const v1::Job& j) -> StatusOr<sched::JobSpec> {
+        sched::JobSpec s;
+        s.id = sched::JobId(JobNumber(j.id()));
+        s.name = j.id();
+        s.tenant = j.tenant();
+        s.queue = sched::QueueId(queue(j.tenant()));
+        s.priority = j.priority();
+        s.num_tasks = j.num_tasks();
+        s.task.gpus = j.gpus_per_task();
+        s.task.gpu_milli = j.gpu_milli();
+        s.task.gpu_memory_bytes = j.gpu_memory_bytes();
+        GPOOL_ASSIGN_OR_RETURN(s.gpu_models, sched::ParseGpuModels(state.spec(), j.gpu_model()));
+        GPOOL_ASSIGN_OR_RETURN(s.locality.level,
+                               sched::ParseLevel(j.locality().empty() ? "any" : j.locality()));
+        s.locality.required = j.locality_required();
+        s.est_runtime_s = j.duration_s();
+        s.preemptible = j.preemptible();
+        s.min_runtime_s = j.min_runtime_s();
+        GPOOL_ASSIGN_OR_RETURN(s.kind, sched::ParseJobKind(j.kind().empty() ? "training" : j.kind()));
+        s.submit_ns = j.submit_ms() * 1000000;
+        return s;
+      };
+      std::vector<sched::JobSpec> pending;
+      for (const auto& [id, j0] : jobs_) {
+        const v1::Job& j = changed.count(id) ? changed.at(id) : j0;
+        if (j.state() == "pending") {
+          auto s = to_spec(j);
+          Status ok = s.ok() ? sched::ValidateJob(*s, state.spec(), queues.size()) : s.status();
+          if (!ok.ok()) {
+            // E.g. its GPU model's nodes are all gone: it waits, saying why.
+            if (j.message() != ok.message()) {
+              v1::Job w = j;
+              w.set_message(ok.message());
+              SetJobLocked(w);
+              changed[id] = std::move(w);
+            }
+            continue;
+          }
+          pending.push_back(std::move(*s));
+        } else if (j.state() == "running") {
+          GPOOL_ASSIGN_OR_RETURN(sched::JobSpec s, to_spec(j));
+          sched::Placement p;
+          for (const auto& a : j.allocations()) {
+            auto ni = node_index.find(a.node());
+            if (ni == node_index.end()) {
+              return Status::Internal(
+                  fmt::format("job {}: allocated on unknown node {}", id, a.node()));
+            }
+            p.tasks.push_back({.node = sched::NodeId(ni->second), .gpu_mask = a.gpu_mask(),
+                               .gpu_milli = a.gpu_milli() > 0 ? a.gpu_milli() : 1000,
+                               .gpu_memory_bytes = a.gpu_memory_bytes()});
+          }
+          Status s2 = state.Bind(s, p, j.start_ms() * 1000000);
+          if (!s2.ok()) return s2.WithContext(fmt::format("re-binding running job {}", id));
+        }
+      }
+      for (const auto& [name, n] : nodes_) {
+        if (n.state() != "ready") {
+          state.SetHealth(sched::NodeId(node_index[name]), sched::Health::kUnhealthy);
+        }
+      }
+      ledger_.Advance(state, now_ns);
+      sched::SchedulingInput in{.state = &state, .pending = &pending, .queues = &queues,
+                                .usage = &ledger_, .now_ns = now_ns, .seed = 0};
+      GPOOL_ASSIGN_OR_RETURN(sched::Decisions d, policy_->Schedule(in));
+
+      auto job_id = [](sched::JobId id) { return JobIdOf(id.value()); };
+      for (const auto& p : d.preemptions) {
+        std::string id = job_id(p.victim);
+        v1::Job j = changed.count(id) ? changed[id] : jobs_.at(id);
+        j.set_state("pending");
+        j.clear_allocations();
+        j.set_start_ms(0);
+        j.set_preemptions(j.preemptions() + 1);
+        j.set_message(fmt::format("preempted ({}) for {}", p.reason, job_id(p.for_job)));
+        SetJobLocked(j);
+        changed[id] = std::move(j);
+      }
+      for (const auto& b : d.binds) {
+        std::string id = job_id(b.job);
+        v1::Job j = changed.count(id) ? changed[id] : jobs_.at(id);
+        j.set_state("running");
+        j.set_start_ms(now_ms);
+        j.set_attempt(j.attempt() + 1);
+        j.clear_message();
+        if (j.first_bind_ms() == 0) {
+          j.set_first_bind_ms(now_ms);
+          bind_latencies.push_back(static_cast<double>(now_ms - j.submit_ms()) / 1000);
+        }
+        j.clear_allocations();
+        for (size_t t = 0; t < b.placement.tasks.size(); ++t) {
+          const sched::TaskBinding& tb = b.placement.tasks[t];
+          v1::Allocation* a = j.add_allocations();
+          a->set_task(static_cast<int32_t>(t));
+          a->set_node(state.node(tb.node).name);
+          a->set_gpu_mask(tb.gpu_mask);
+          if (tb.gpu_milli > 0 && tb.gpu_milli < 1000) {
+            a->set_gpu_milli(tb.gpu_milli);
+            a->set_gpu_memory_bytes(tb.gpu_memory_bytes);
+          }
+        }
+        SetJobLocked(j);
+        changed[id] = std::move(j);
+      }
     }
-    changed[id] = std::move(j);
+    std::vector<const v1::Job*> ptrs;
+    for (const auto& [id, j] : changed) ptrs.push_back(&j);
+    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, {}));
   }
-  std::vector<const v1::Job*> ptrs;
-  for (const auto& [id, j] : changed) ptrs.push_back(&j);
-  GPOOL_RETURN_IF_ERROR(Persist(ptrs, {}));
-  for (auto& [id, j] : changed) jobs_[id] = std::move(j);
+  Status s = WaitDurable(seq);
+  for (double b : bind_latencies) bind_latency_.Observe(b);
   sched_latency_.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return Status::Ok();
+  return s;
 }
 
 void Controller::Start() {
@@ -453,6 +895,7 @@ void Controller::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  watch_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
 }
 
@@ -461,32 +904,58 @@ void Controller::Stop() {
 std::string Controller::MetricsText() {
   std::string out;
   sched_latency_.Render(&out);
+  bind_latency_.Render(&out);
   commit_latency_.Render(&out);
+  commit_batch_.Render(&out);
   std::lock_guard<std::mutex> l(mu_);
   RefreshNodeStates(NowMs());
-  double pending = 0, running = 0;
+  std::map<std::string, double> by_state;
+  std::map<std::string, double> queued, gpus_tenant;
+  for (const char* s : {"pending", "running", "finished", "cancelled", "failed"}) by_state[s] = 0;
+  for (const auto& [name, q] : options_.tenant_quotas) queued[name] = gpus_tenant[name] = 0;
   for (const auto& [id, j] : jobs_) {
-    if (j.state() == "pending") ++pending;
-    if (j.state() == "running") ++running;
+    ++by_state[j.state()];
+    if (j.state() == "pending") ++queued[j.tenant()];
+    if (j.state() == "running") {
+      double g = j.gpu_milli() > 0 ? j.gpu_milli() / 1000.0 : j.gpus();
+      gpus_tenant[j.tenant()] += g;
+      queued.try_emplace(j.tenant(), 0);
+    }
   }
-  double ready = 0, down = 0, alloc = 0, free = 0, down_gpus = 0;
+  double ready = 0, down = 0, settling = 0, alloc = 0, free = 0, down_gpus = 0;
   for (const auto& [name, n] : nodes_) {
     if (n.state() == "down") {
       ++down;
       down_gpus += n.gpus();
+    } else if (n.state() == "settling") {
+      ++settling;
+      down_gpus += n.gpus() - n.gpus_allocated();
     } else {
       ++ready;
       free += n.gpus() - n.gpus_allocated();
     }
     alloc += n.gpus_allocated();
   }
-  RenderGauge(&out, "gpool_queue_length", "Pending jobs.", {{"", pending}});
-  RenderGauge(&out, "gpool_running_jobs", "Running jobs.", {{"", running}});
+  auto labelled = [](const char* label, const std::map<std::string, double>& m) {
+    std::vector<std::pair<std::string, double>> v;
+    for (const auto& [k, x] : m) v.emplace_back(fmt::format("{}=\"{}\"", label, k), x);
+    return v;
+  };
+  RenderGauge(&out, "gpool_queue_length", "Pending jobs.", {{"", by_state["pending"]}});
+  RenderGauge(&out, "gpool_tenant_queue_length", "Pending jobs by tenant.",
+              labelled("tenant", queued));
+  RenderGauge(&out, "gpool_running_jobs", "Running jobs.", {{"", by_state["running"]}});
+  RenderGauge(&out, "gpool_jobs", "Jobs by state.", labelled("state", by_state));
   RenderGauge(&out, "gpool_nodes", "Registered nodes by state.",
-              {{"state=\"ready\"", ready}, {"state=\"down\"", down}});
-  RenderGauge(&out, "gpool_gpus", "GPUs by state (allocated counts GPUs on down nodes too).",
+              {{"state=\"ready\"", ready}, {"state=\"settling\"", settling},
+               {"state=\"down\"", down}});
+  RenderGauge(&out, "gpool_gpus",
+              "GPUs by state (allocated counts GPUs on down nodes too; down counts unallocated "
+              "GPUs of settling nodes).",
               {{"state=\"allocated\"", alloc}, {"state=\"free\"", free},
                {"state=\"down\"", down_gpus}});
+  RenderGauge(&out, "gpool_tenant_gpus", "GPUs in use by tenant (fractions count as fractions).",
+              labelled("tenant", gpus_tenant));
   return out;
 }
 

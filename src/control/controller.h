@@ -1,34 +1,54 @@
 // Controller: the control plane's state machine — nodes, jobs, allocations — backed by a Store.
 //
 // Every acknowledged change (a registered node, a submitted or cancelled job, a bind, a finished
-// task) is committed to the Store before the call returns, as JSON of the gpool.v1 messages under
-// keys::Node / keys::Job. A job's allocations live inside its record, so a bind is one Txn per
-// cycle and a restarted controller (Open) recovers jobs and their allocations exactly: nothing
-// is allocated twice, and pending jobs stay pending.
+// task) is durable in the Store before the call returns, as JSON of the gpool.v1 messages under
+// keys::Node / keys::Job. A job's allocations live inside its record, so a restarted controller
+// (Open) recovers jobs and their allocations exactly: nothing is allocated twice, and pending
+// jobs stay pending.
+//
+// Commits (why they are not under the state lock): a change is applied to the in-memory state
+// under `mu_` and its records are queued with a sequence number in the same critical section,
+// so queue order is state order. The caller then leaves `mu_` and waits until its sequence
+// number is durable. Whoever waits while no commit is running becomes the committer: it takes
+// every queued change, merges them into one Store Txn (a later write of a key wins), commits,
+// and wakes the waiters (group commit at the controller level: one fsync for many submits,
+// and the state lock is free while the disk works). Reads (Get, List, Heartbeat's task list)
+// wait until what they saw is durable, so no one ever sees or acts on a change that a crash
+// could still undo. If a commit fails the controller stops accepting changes (every later
+// change returns the error) because memory is then ahead of the store; restart it to recover.
 //
 // Scheduling: ScheduleOnce rebuilds a sched::ClusterState from the registered nodes and the
 // running jobs (cheap at thousands of nodes), runs the default `gpool` policy, and applies its
-// preemptions (the victim goes back to pending) and binds. Nodes have no fabric position yet:
-// they are laid out in a uniform tree of 16-node leaves in name order (docs/control-plane.md).
-// Jobs ask for whole GPUs: up to 8 GPUs is one task; more must be a multiple of 8 (8-GPU tasks).
+// preemptions (the victim goes back to pending) and binds. Jobs carry the sched::JobSpec shape:
+// whole GPUs (up to 8 is one task, more is a gang of 8-GPU tasks) or a fraction of one GPU
+// (milli-GPU + GPU memory), a GPU model constraint, locality, preemptibility, min run time and
+// kind. Nodes have no fabric position yet: they are laid out in a uniform tree of 16-node
+// leaves in name order (docs/control-plane.md).
 //
-// Liveness: a node that has not heartbeated for node_timeout is "down" (unschedulable; its
-// running jobs are kept). After a restart every recovered node gets a fresh grace period.
+// Liveness: a node that has not heartbeated for node_timeout is "down" (unschedulable). The
+// scheduling cycle that first sees it down applies the lost-node policy to the jobs that had an
+// unfinished task on it: requeue (back to pending, `requeues` + 1) or fail. A down node that
+// heartbeats again is "settling" for node_settle before it is schedulable again, so a flapping
+// node does not attract, lose and requeue jobs at every flap. Every bind bumps the job's
+// `attempt`; finished reports carry it, so a late report about an earlier placement is ignored.
+// After a restart every recovered node gets a fresh grace period.
 //
-// Thread safety: thread-safe. One mutex guards the state; Store commits happen under it, so
-// commits are serialized (the store's group commit does not help here; fine at this scale).
+// Thread safety: thread-safe. Lock order: mu_ -> commit_mu_ -> watch_mu_.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "control/metrics.h"
 #include "control/store.h"
@@ -38,13 +58,29 @@
 
 namespace gpool::control {
 
+// What happens to the jobs of a node that stops heartbeating.
+enum class LostNodePolicy { kRequeue, kFail };
+StatusOr<LostNodePolicy> ParseLostNodePolicy(std::string_view s);  // "requeue" | "fail"
+
 struct ControllerOptions {
   std::string store_url;  // e.g. "sqlite:/var/lib/gpool/state.db"
   std::chrono::milliseconds schedule_interval{200};
   std::chrono::milliseconds node_timeout{10000};
+  // How long a node that was down must heartbeat before it is schedulable again; 0 = as long as
+  // node_timeout.
+  std::chrono::milliseconds node_settle{0};
   std::chrono::milliseconds heartbeat_interval{1000};  // told to agents at Register
+  LostNodePolicy lost_node_policy = LostNodePolicy::kRequeue;
   std::map<std::string, int64_t> tenant_quotas;         // guaranteed GPUs per tenant
   std::string policy_config;                            // sched::ParsePolicyConfig text
+  // Raw key (>= 32 bytes) for signing GPU-server leases (src/remote/lease); empty = the lease
+  // RPC answers FAILED_PRECONDITION.
+  std::string lease_key;
+  // Wall clock with the Unix epoch (timestamps in records, heartbeat ages, lease expiry).
+  // nullptr = the real one. Tests pass a ManualClock.
+  const Clock* clock = nullptr;
+  // false: don't wake the scheduling loop on every submit (benchmarks of pure submit rate).
+  bool schedule_on_submit = true;
 };
 
 class Controller {
@@ -64,6 +100,18 @@ class Controller {
   v1::ListJobsResponse ListJobs(const v1::ListJobsRequest& req);
   StatusOr<v1::Job> Cancel(const std::string& id);
   v1::ListTenantsResponse ListTenants();
+  // One lease per GPU of each task of a running job (FailedPrecondition when the controller has
+  // no lease key, the job is not running, or a node advertises no gpu_server).
+  StatusOr<v1::IssueLeasesResponse> IssueLeases(const v1::IssueLeasesRequest& req);
+
+  // Watching job changes. Snapshot returns the matching jobs now and the cursor to watch from;
+  // WaitJobEvents returns the durable changes after *cursor (advancing it), waiting up to
+  // `timeout` for one. FailedPrecondition when the cursor fell out of the kept history (take a
+  // new snapshot). Delivery is at least once: a change may appear in a snapshot and again as an
+  // event.
+  std::vector<v1::Job> SnapshotJobs(const v1::WatchJobsRequest& filter, uint64_t* cursor);
+  StatusOr<std::vector<v1::Job>> WaitJobEvents(const v1::WatchJobsRequest& filter,
+                                               uint64_t* cursor, std::chrono::milliseconds timeout);
 
   // One scheduling cycle (the loop calls it; tests may call it directly).
   Status ScheduleOnce();
@@ -75,26 +123,66 @@ class Controller {
   std::string StateJson();  // {"nodes":[...],"jobs":[...],"tenants":[...]}
 
  private:
+  struct NodeLife {
+    bool was_down = false;      // seen down since its last settle
+    int64_t back_ms = 0;        // first heartbeat after being down
+  };
+  struct QueuedCommit {
+    uint64_t seq = 0;
+    std::vector<std::pair<std::string, std::string>> puts;  // key, value
+    std::vector<v1::Job> jobs;  // for watchers, once durable
+  };
+
   explicit Controller(const ControllerOptions& options);
   Status Recover();
-  // Commits the given jobs (and nodes) in one Txn, timing it.
-  Status Persist(const std::vector<const v1::Job*>& jobs, const std::vector<const v1::Node*>& nodes);
+  int64_t NowMs() const;
+  // Replaces a job in jobs_ and keeps node_jobs_ (the per-node index) in step.
+  void SetJobLocked(v1::Job j);
+  // Queues the records of these jobs and nodes for commit; returns the sequence to wait for.
+  // Caller holds mu_. Returns the error of an earlier failed commit, if any.
+  StatusOr<uint64_t> EnqueueLocked(const std::vector<const v1::Job*>& jobs,
+                                   const std::vector<const v1::Node*>& nodes);
+  // Waits until `seq` is durable (committing queued changes if no one else is).
+  Status WaitDurable(uint64_t seq);
+  uint64_t LastEnqueuedLocked() const { return enqueued_seq_; }
+  std::string NodeStateLocked(const v1::Node& n, int64_t now_ms) const;
   void RefreshNodeStates(int64_t now_ms);
+  // Applies the lost-node policy to jobs on down nodes; returns the changed jobs.
+  std::vector<v1::Job> HandleLostNodesLocked(int64_t now_ms);
   v1::ListTenantsResponse ListTenantsLocked();
+  StatusOr<v1::Job> NewJobFromRequest(const v1::SubmitJobRequest& req) const;
 
   const ControllerOptions options_;
+  const Clock* clock_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<sched::Policy> policy_;
   sched::UsageLedger ledger_;
 
   std::mutex mu_;
   std::map<std::string, v1::Node> nodes_;            // by name
+  std::map<std::string, NodeLife> node_life_;        // by name
   std::map<std::string, v1::Job> jobs_;              // by id (ids sort by submit order)
+  std::map<std::string, std::set<std::string>> node_jobs_;  // node -> running jobs on it
   std::map<std::string, std::string> request_ids_;   // client_request_id -> job id
   uint64_t next_job_ = 1;
+  uint64_t enqueued_seq_ = 0;  // under mu_ and commit_mu_ (written with both held)
+
+  std::mutex commit_mu_;
+  std::condition_variable commit_cv_;
+  std::deque<QueuedCommit> commit_queue_;
+  uint64_t durable_seq_ = 0;
+  bool committing_ = false;
+  Status broken_;  // a commit failed: no more changes
+
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  std::deque<std::pair<uint64_t, v1::Job>> events_;  // durable job changes, in commit order
+  uint64_t next_event_ = 1;
 
   Histogram sched_latency_;
   Histogram commit_latency_;
+  Histogram bind_latency_;   // submit -> first bind, per job
+  Histogram commit_batch_;   // changes per store commit (not seconds: a count)
   std::atomic<bool> stop_{false};
   std::condition_variable cv_;
   std::thread loop_;

@@ -1,0 +1,295 @@
+// The gRPC surface, in process on an ephemeral loopback port: token roles and tenant scoping,
+// the job watch stream, malformed requests as INVALID_ARGUMENT, and 1,000 concurrent submits.
+#include "control/api.h"
+
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "control/auth.h"
+#include "control/store_test_util.h"
+#include "gpool/v1/gpool.grpc.pb.h"
+
+namespace gpool::control {
+namespace {
+
+constexpr const char* kTokens = R"(# test tokens
+admin-token-0123456789 admin
+tenant-a-token-0123456 tenant a
+tenant-b-token-0123456 tenant b
+agent-token-0123456789 agent
+)";
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("api_test");
+    auto auth = TokenAuth::Parse(kTokens, "tokens");
+    ASSERT_TRUE(auth.ok()) << auth.status().ToString();
+    auth_ = std::make_unique<TokenAuth>(std::move(*auth));
+  }
+  void Start(bool with_auth) {
+    ControllerOptions o;
+    o.store_url = "sqlite:" + dir_ + "/state.db";
+    o.schedule_interval = std::chrono::milliseconds(20);
+    auto c = Controller::Open(o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    controller_ = std::move(*c);
+    api_ = std::make_unique<ApiServer>(controller_.get());
+    ApiOptions ao;
+    ao.grpc_listen = "127.0.0.1:0";
+    ao.auth = with_auth ? auth_.get() : nullptr;
+    Status s = api_->Start(ao);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    channel_ = grpc::CreateChannel(fmt::format("127.0.0.1:{}", api_->grpc_port()),
+                                   grpc::InsecureChannelCredentials());
+    jobs_ = v1::JobService::NewStub(channel_);
+    nodes_ = v1::NodeService::NewStub(channel_);
+    tenants_ = v1::TenantService::NewStub(channel_);
+  }
+  void TearDown() override {
+    if (api_) api_->Shutdown();
+    if (controller_) controller_->Stop();
+    api_.reset();
+    controller_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  grpc::Status SubmitAs(const std::string& token, const std::string& tenant, v1::Job* out,
+                        int gpus = 1) {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, token);
+    v1::SubmitJobRequest r;
+    r.set_tenant(tenant);
+    r.set_gpus(gpus);
+    return jobs_->Submit(&ctx, r, out);
+  }
+
+  std::string dir_;
+  std::unique_ptr<TokenAuth> auth_;
+  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<ApiServer> api_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::NodeService::Stub> nodes_;
+  std::unique_ptr<v1::TenantService::Stub> tenants_;
+};
+
+TEST(TokenAuthTest, FileErrorsNameTheLine) {
+  auto a = TokenAuth::Parse("admin-token-0123456789 admin\nshort admin\n", "tok.txt");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("tok.txt:2: token"), std::string::npos)
+      << a.status().message();
+  a = TokenAuth::Parse("admin-token-0123456789 root\n", "tok.txt");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("tok.txt:1: role 'root'"), std::string::npos);
+  a = TokenAuth::Parse("# nothing\n", "tok.txt");
+  EXPECT_FALSE(a.ok());
+  a = TokenAuth::Parse(kTokens, "t");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->Lookup("tenant-a-token-0123456")->tenant, "a");
+  EXPECT_FALSE(a->Lookup("tenant-a-token-012345").has_value());
+  EXPECT_EQ(BearerToken("Bearer xyz"), "xyz");
+  EXPECT_EQ(BearerToken("Basic xyz"), "");
+}
+
+TEST_F(ApiTest, TokensScopeEveryCall) {
+  Start(/*with_auth=*/true);
+  v1::Job ja, jb, j;
+  // No token, unknown token.
+  grpc::Status s = SubmitAs("", "a", &j);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  s = SubmitAs("nope-nope-nope-nope-nope", "a", &j);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // A tenant acts for itself only; an empty tenant means its own.
+  ASSERT_TRUE(SubmitAs("tenant-a-token-0123456", "a", &ja).ok());
+  s = SubmitAs("tenant-a-token-0123456", "b", &j);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  ASSERT_TRUE(SubmitAs("tenant-b-token-0123456", "", &jb).ok());
+  EXPECT_EQ(jb.tenant(), "b");
+  // Agents don't submit; admins submit for anyone.
+  s = SubmitAs("agent-token-0123456789", "a", &j);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_TRUE(SubmitAs("admin-token-0123456789", "c", &j).ok());
+
+  auto list = [&](const std::string& token) {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, token);
+    v1::ListJobsResponse resp;
+    EXPECT_TRUE(jobs_->List(&ctx, v1::ListJobsRequest(), &resp).ok());
+    std::set<std::string> t;
+    for (const auto& x : resp.jobs()) t.insert(x.tenant());
+    return t;
+  };
+  EXPECT_EQ(list("tenant-a-token-0123456"), std::set<std::string>{"a"});
+  EXPECT_EQ(list("admin-token-0123456789"), (std::set<std::string>{"a", "b", "c"}));
+  // Another tenant's job does not exist for a: Get and Cancel say NOT_FOUND, nothing changes.
+  {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, "tenant-a-token-0123456");
+    v1::GetJobRequest g;
+    g.set_id(jb.id());
+    EXPECT_EQ(jobs_->Get(&ctx, g, &j).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, "tenant-a-token-0123456");
+    v1::CancelJobRequest c;
+    c.set_id(jb.id());
+    EXPECT_EQ(jobs_->Cancel(&ctx, c, &j).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(controller_->GetJob(jb.id())->state(), "pending");
+  }
+  {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, "tenant-b-token-0123456");
+    v1::CancelJobRequest c;
+    c.set_id(jb.id());
+    ASSERT_TRUE(jobs_->Cancel(&ctx, c, &j).ok());
+    EXPECT_EQ(j.state(), "cancelled");
+  }
+  // Nodes: agents register and heartbeat; tenants may not.
+  v1::RegisterNodeRequest reg;
+  reg.mutable_node()->set_name("n0");
+  reg.mutable_node()->set_gpus(8);
+  reg.mutable_node()->set_gpu_model("H100");
+  v1::RegisterNodeResponse rr;
+  {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, "tenant-a-token-0123456");
+    EXPECT_EQ(nodes_->Register(&ctx, reg, &rr).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, "agent-token-0123456789");
+    EXPECT_TRUE(nodes_->Register(&ctx, reg, &rr).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, "agent-token-0123456789");
+    v1::ListNodesResponse ln;
+    EXPECT_EQ(nodes_->List(&ctx, v1::ListNodesRequest(), &ln).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Tenants see their own row only.
+  {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, "tenant-a-token-0123456");
+    v1::ListTenantsResponse lt;
+    ASSERT_TRUE(tenants_->List(&ctx, v1::ListTenantsRequest(), &lt).ok());
+    ASSERT_EQ(lt.tenants_size(), 1);
+    EXPECT_EQ(lt.tenants(0).name(), "a");
+  }
+  // A tenant's watch is scoped too.
+  {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, "tenant-a-token-0123456");
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::WatchJobsRequest w;
+    w.set_tenant("b");
+    auto reader = jobs_->Watch(&ctx, w);
+    v1::JobEvent ev;
+    EXPECT_FALSE(reader->Read(&ev));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+}
+
+TEST_F(ApiTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
+  Start(/*with_auth=*/false);
+  v1::Job j;
+  grpc::ClientContext ctx;
+  v1::SubmitJobRequest r;
+  r.set_tenant("t");
+  r.set_gpus(3);
+  r.set_gpu_milli(100);
+  grpc::Status s = jobs_->Submit(&ctx, r, &j);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("gpus"), std::string::npos) << s.error_message();
+  grpc::ClientContext ctx2;
+  v1::HeartbeatRequest hb;
+  v1::HeartbeatResponse hr;
+  s = nodes_->Heartbeat(&ctx2, hb, &hr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node"), std::string::npos);
+}
+
+TEST_F(ApiTest, WatchStreamsSubmitAndBind) {
+  Start(/*with_auth=*/false);
+  v1::RegisterNodeRequest reg;
+  reg.mutable_node()->set_name("n0");
+  reg.mutable_node()->set_gpus(8);
+  reg.mutable_node()->set_gpu_model("H100");
+  ASSERT_TRUE(controller_->RegisterNode(reg).ok());
+  controller_->Start();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::WatchJobsRequest w;
+  w.set_initial(true);
+  auto reader = jobs_->Watch(&ctx, w);
+  v1::Job j;
+  grpc::ClientContext sctx;
+  v1::SubmitJobRequest r;
+  r.set_tenant("t");
+  r.set_gpus(8);
+  ASSERT_TRUE(jobs_->Submit(&sctx, r, &j).ok());
+  v1::JobEvent ev;
+  std::vector<std::string> states;
+  while (reader->Read(&ev)) {
+    if (ev.job().id() != j.id()) continue;
+    states.push_back(ev.job().state());
+    if (ev.job().state() == "running") break;
+  }
+  ctx.TryCancel();
+  (void)reader->Finish();
+  ASSERT_FALSE(states.empty());
+  EXPECT_EQ(states.back(), "running");
+  EXPECT_EQ(states.front(), "pending");
+}
+
+TEST_F(ApiTest, ThousandConcurrentSubmitsAllAcknowledgedUniqueAndPersisted) {
+  Start(/*with_auth=*/false);
+  constexpr int kThreads = 40, kPerThread = 25;  // 1,000 submits, 40 in flight at a time
+  std::vector<std::vector<std::string>> ids(kThreads);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        v1::SubmitJobRequest r;
+        r.set_tenant(fmt::format("t{}", t % 3));
+        r.set_gpus(1 + i % 8);
+        r.set_client_request_id(fmt::format("c{}-{}", t, i));
+        v1::Job j;
+        grpc::Status s = jobs_->Submit(&ctx, r, &j);
+        if (s.ok()) {
+          ids[t].push_back(j.id());
+        } else {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::set<std::string> all;
+  for (const auto& v : ids) all.insert(v.begin(), v.end());
+  EXPECT_EQ(all.size(), 1000u);
+  // Persisted: a fresh controller on the same store has exactly these jobs.
+  api_->Shutdown();
+  controller_.reset();
+  ControllerOptions o;
+  o.store_url = "sqlite:" + dir_ + "/state.db";
+  auto c = Controller::Open(o);
+  ASSERT_TRUE(c.ok());
+  std::set<std::string> recovered;
+  v1::ListJobsResponse jobs = (*c)->ListJobs({});
+  for (const auto& j : jobs.jobs()) recovered.insert(j.id());
+  EXPECT_EQ(recovered, all);
+}
+
+}  // namespace
+}  // namespace gpool::control

@@ -1,0 +1,137 @@
+#include "control/job_spec.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "common/units.h"
+
+namespace gpool::control {
+namespace {
+
+struct Ctx {
+  std::string_view source;
+  Status Err(const YAML::Node& n, std::string_view key, const std::string& what) const {
+    return Status::InvalidArgument(
+        fmt::format("{}:{}: {}: {}", source, n.Mark().line + 1, key, what));
+  }
+};
+
+template <typename T>
+StatusOr<T> Scalar(const Ctx& c, const YAML::Node& n, std::string_view key, const char* want) {
+  if (!n.IsScalar()) return c.Err(n, key, fmt::format("want {}", want));
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    return c.Err(n, key, fmt::format("want {}, got '{}'", want, n.Scalar()));
+  }
+}
+
+}  // namespace
+
+StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::string_view source) {
+  Ctx c{source};
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    return Status::InvalidArgument(
+        fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
+  }
+  if (!root.IsMap()) {
+    return Status::InvalidArgument(fmt::format("{}: want a mapping of job fields", source));
+  }
+  v1::SubmitJobRequest r;
+  r.set_tenant("default");
+  bool whole = false, fraction = false;
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    if (key == "tenant") {
+      GPOOL_ASSIGN_OR_RETURN(*r.mutable_tenant(), Scalar<std::string>(c, v, key, "a name"));
+    } else if (key == "gpus") {
+      GPOOL_ASSIGN_OR_RETURN(int g, Scalar<int>(c, v, key, "a whole number"));
+      r.set_gpus(g);
+      whole = true;
+    } else if (key == "gpu_fraction") {
+      GPOOL_ASSIGN_OR_RETURN(double f, Scalar<double>(c, v, key, "a number in (0, 1)"));
+      if (!(f > 0 && f < 1)) return c.Err(v, key, fmt::format("want a number in (0, 1), got {}", f));
+      r.set_gpu_milli(static_cast<int32_t>(std::lround(f * 1000)));
+      fraction = true;
+    } else if (key == "gpu_milli") {
+      GPOOL_ASSIGN_OR_RETURN(int m, Scalar<int>(c, v, key, "milli-GPU, 1..999"));
+      r.set_gpu_milli(m);
+      fraction = true;
+    } else if (key == "gpu_memory") {
+      GPOOL_ASSIGN_OR_RETURN(std::string s, Scalar<std::string>(c, v, key, "bytes, e.g. 20GiB"));
+      auto b = ParseBytes(s);
+      if (!b.ok()) return c.Err(v, key, b.status().message());
+      r.set_gpu_memory_bytes(*b);
+    } else if (key == "gpu_model") {
+      GPOOL_ASSIGN_OR_RETURN(*r.mutable_gpu_model(), Scalar<std::string>(c, v, key, "a model"));
+    } else if (key == "locality") {
+      GPOOL_ASSIGN_OR_RETURN(*r.mutable_locality(),
+                             Scalar<std::string>(c, v, key, "node, leaf, pod or any"));
+    } else if (key == "locality_required") {
+      GPOOL_ASSIGN_OR_RETURN(bool b, Scalar<bool>(c, v, key, "true or false"));
+      r.set_locality_required(b);
+    } else if (key == "preemptible") {
+      GPOOL_ASSIGN_OR_RETURN(bool b, Scalar<bool>(c, v, key, "true or false"));
+      r.set_preemptible(b);
+    } else if (key == "min_runtime" || key == "duration") {
+      GPOOL_ASSIGN_OR_RETURN(std::string s, Scalar<std::string>(c, v, key, "a duration, e.g. 10m"));
+      auto d = ParseDurationSeconds(s);
+      if (!d.ok()) return c.Err(v, key, d.status().message());
+      if (key == "duration") {
+        r.set_duration_s(*d);
+      } else {
+        r.set_min_runtime_s(*d);
+      }
+    } else if (key == "kind") {
+      GPOOL_ASSIGN_OR_RETURN(*r.mutable_kind(),
+                             Scalar<std::string>(c, v, key, "training, inference or interactive"));
+    } else if (key == "priority") {
+      GPOOL_ASSIGN_OR_RETURN(int p, Scalar<int>(c, v, key, "a whole number"));
+      r.set_priority(p);
+    } else if (key == "request_id") {
+      GPOOL_ASSIGN_OR_RETURN(*r.mutable_client_request_id(),
+                             Scalar<std::string>(c, v, key, "a string"));
+    } else if (key == "command") {
+      if (v.IsSequence()) {
+        for (const auto& part : v) {
+          GPOOL_ASSIGN_OR_RETURN(std::string s, Scalar<std::string>(c, part, key, "strings"));
+          r.add_command(s);
+        }
+      } else {
+        GPOOL_ASSIGN_OR_RETURN(std::string s, Scalar<std::string>(c, v, key, "a list or string"));
+        size_t i = 0;
+        while (i < s.size()) {
+          while (i < s.size() && s[i] == ' ') ++i;
+          size_t j = s.find(' ', i);
+          if (j == std::string::npos) j = s.size();
+          if (j > i) r.add_command(s.substr(i, j - i));
+          i = j;
+        }
+      }
+    } else {
+      return c.Err(kv.first, key,
+                   "unknown key (want tenant, gpus, gpu_fraction, gpu_milli, gpu_memory, "
+                   "gpu_model, locality, locality_required, preemptible, min_runtime, kind, "
+                   "priority, duration, request_id, command)");
+    }
+  }
+  if (fraction) {
+    if (whole && r.gpus() != 1) {
+      return Status::InvalidArgument(
+          fmt::format("{}: gpus: a fractional request takes a share of one GPU (gpus: 1)", source));
+    }
+    r.set_gpus(1);
+  } else if (!whole) {
+    return Status::InvalidArgument(
+        fmt::format("{}: gpus: required (or gpu_fraction / gpu_milli)", source));
+  }
+  return r;
+}
+
+}  // namespace gpool::control

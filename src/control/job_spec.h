@@ -1,0 +1,35 @@
+// Job spec files for `gpool submit -f job.yaml`: a YAML mapping turned into a SubmitJobRequest.
+//
+//   tenant: research
+//   gpus: 16                 # whole GPUs (<= 8, or a multiple of 8: a gang of 8-GPU tasks)
+//   # or a fraction of one GPU:
+//   # gpu_fraction: 0.25     # or gpu_milli: 250
+//   # gpu_memory: 20GiB
+//   gpu_model: H100          # or "A100|H100"; default any
+//   locality: leaf           # node | leaf | pod | any
+//   locality_required: true  # default false (preferred)
+//   preemptible: false       # default true
+//   min_runtime: 10m
+//   kind: training           # training | inference | interactive
+//   priority: 10
+//   duration: 2h             # expected run time (hollow agents "run" jobs this long)
+//   request_id: nightly-42   # idempotency key
+//   command: [python, train.py]   # or one string (split on spaces)
+//
+// Unknown keys and bad values are errors naming FILE:LINE and the key. Only the request's shape
+// is checked here; the controller validates the values (and names the field) on submit.
+//
+// Thread safety: free functions, no state.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "gpool/v1/gpool.pb.h"
+
+namespace gpool::control {
+
+StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::string_view source);
+
+}  // namespace gpool::control

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Auth and TLS end to end: a controller with a token file and an openssl-made self-signed
+# certificate, a hollow agent with the cluster (agent) token, and the CLI with tenant and admin
+# tokens. Checks: a tenant token acts only for its tenant and sees only its jobs; an agent token
+# cannot submit; no token is refused; a plaintext client cannot talk to the TLS port; the agent
+# registers and jobs run over TLS; `jobs describe`, `jobs watch`, `top` work; an unreachable
+# controller gets a clear message.
+# Usage: auth_tls_test.sh PATH/TO/gpool
+set -euo pipefail
+GPOOL=${1:?usage: auth_tls_test.sh GPOOL_BINARY}
+TMP=$(mktemp -d)
+CTL_PID= AGENT_PID=
+cleanup() {
+  for p in $AGENT_PID $CTL_PID; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; echo "--- controller log" >&2; cat "$TMP"/ctl.log >&2 || true; exit 1; }
+
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+  -keyout "$TMP/key.pem" -out "$TMP/cert.pem" 2>/dev/null || fail "openssl could not make a certificate"
+cat >"$TMP/tokens" <<TOK
+# role tokens for the test
+admin-0123456789abcdef admin
+research-0123456789abc tenant research
+prod-0123456789abcdefg tenant prod
+agent-0123456789abcdef agent
+TOK
+echo "research-0123456789abc" >"$TMP/research.token"
+
+"$GPOOL" controller --store "sqlite:$TMP/state.db" --listen 127.0.0.1:0 --interval-ms 100 \
+  --auth-tokens "$TMP/tokens" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" >"$TMP/ctl.log" 2>&1 &
+CTL_PID=$!
+for _ in $(seq 100); do
+  grep -q "grpc" "$TMP/ctl.log" 2>/dev/null && break
+  kill -0 "$CTL_PID" 2>/dev/null || fail "controller exited"
+  sleep 0.1
+done
+ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$TMP/ctl.log")
+[ -n "$ADDR" ] || fail "controller printed no address"
+TLS=(--controller "$ADDR" --tls-ca "$TMP/cert.pem")
+ADMIN=(--token admin-0123456789abcdef)
+RESEARCH=(--token-file "$TMP/research.token")
+
+"$GPOOL" agent "${TLS[@]}" --token agent-0123456789abcdef --hollow 2 --heartbeat-ms 100 >"$TMP/agent.log" 2>&1 &
+AGENT_PID=$!
+n=0
+for _ in $(seq 100); do
+  n=$("$GPOOL" nodes -o json "${TLS[@]}" "${ADMIN[@]}" | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("nodes",[])))') || true
+  [ "$n" = 2 ] && break; sleep 0.1
+done
+[ "$n" = 2 ] || fail "agent with the cluster token did not register over TLS: $(cat "$TMP/agent.log")"
+
+# No token / unknown token / wrong role.
+if "$GPOOL" submit --gpus 1 "${TLS[@]}" -- true 2>"$TMP/err"; then fail "submit without a token accepted"; fi
+grep -qi "unauthenticated" "$TMP/err" || fail "no-token error: $(cat "$TMP/err")"
+if "$GPOOL" submit --gpus 1 "${TLS[@]}" --token not-a-real-token-at-all -- true 2>"$TMP/err"; then fail "unknown token accepted"; fi
+if "$GPOOL" submit --gpus 1 "${TLS[@]}" --token agent-0123456789abcdef -- true 2>"$TMP/err"; then fail "agent token submitted"; fi
+grep -q "agent token" "$TMP/err" || fail "agent-token error: $(cat "$TMP/err")"
+# Plaintext client against the TLS port.
+if "$GPOOL" jobs --controller "$ADDR" "${ADMIN[@]}" 2>"$TMP/err"; then fail "plaintext client talked to TLS"; fi
+grep -q "cannot reach the controller" "$TMP/err" || fail "plaintext error: $(cat "$TMP/err")"
+
+# A tenant acts for itself only.
+mine=$("$GPOOL" submit --gpus 8 --duration 1s --tenant research "${TLS[@]}" "${RESEARCH[@]}" -- train)
+if "$GPOOL" submit --gpus 1 --tenant prod "${TLS[@]}" "${RESEARCH[@]}" -- true 2>"$TMP/err"; then fail "research submitted for prod"; fi
+grep -q "cannot act for tenant prod" "$TMP/err" || fail "cross-tenant error: $(cat "$TMP/err")"
+theirs=$(GPOOL_TOKEN=prod-0123456789abcdefg "$GPOOL" submit --gpus 8 --duration 600s --tenant prod "${TLS[@]}" -- serve)
+seen=$("$GPOOL" jobs -o json "${TLS[@]}" "${RESEARCH[@]}" | python3 -c 'import json,sys; print(sorted({j["tenant"] for j in json.load(sys.stdin).get("jobs",[])}))')
+[ "$seen" = "['research']" ] || fail "research token sees tenants $seen"
+if "$GPOOL" jobs describe "$theirs" "${TLS[@]}" "${RESEARCH[@]}" 2>"$TMP/err"; then fail "research described prod's job"; fi
+grep -q "not found" "$TMP/err" || fail "describe other tenant: $(cat "$TMP/err")"
+if "$GPOOL" jobs cancel "$theirs" "${TLS[@]}" "${RESEARCH[@]}" 2>/dev/null; then fail "research cancelled prod's job"; fi
+all=$("$GPOOL" jobs -o json "${TLS[@]}" "${ADMIN[@]}" | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("jobs",[])))')
+[ "$all" = 2 ] || fail "admin sees $all jobs, want 2"
+
+# Jobs run over TLS; watch sees the research job finish; describe shows its tasks.
+"$GPOOL" jobs watch "$mine" --count 10 -o json "${TLS[@]}" "${RESEARCH[@]}" >"$TMP/watch" &
+WATCH_PID=$!
+for _ in $(seq 100); do grep -q '"finished"' "$TMP/watch" && break; sleep 0.1; done
+kill "$WATCH_PID" 2>/dev/null || true; wait "$WATCH_PID" 2>/dev/null || true
+grep -q '"finished"' "$TMP/watch" || fail "watch did not see $mine finish: $(cat "$TMP/watch")"
+"$GPOOL" jobs describe "$mine" "${TLS[@]}" "${RESEARCH[@]}" >"$TMP/desc"
+grep -q "State: *finished" "$TMP/desc" || fail "describe: $(cat "$TMP/desc")"
+grep -q "hollow-000" "$TMP/desc" || fail "describe lacks tasks: $(cat "$TMP/desc")"
+"$GPOOL" top --iterations 1 "${TLS[@]}" "${ADMIN[@]}" >"$TMP/top"
+grep -q "GPUs 16, allocated 8" "$TMP/top" || fail "top: $(cat "$TMP/top")"
+
+# Unreachable controller: a clear message, non-zero exit, no hang.
+kill -9 "$CTL_PID"; wait "$CTL_PID" 2>/dev/null || true; CTL_PID=
+if "$GPOOL" nodes --controller 127.0.0.1:1 2>"$TMP/err"; then fail "nodes on a dead address succeeded"; fi
+grep -q "cannot reach the controller at 127.0.0.1:1" "$TMP/err" || fail "unreachable: $(cat "$TMP/err")"
+echo "control auth/tls e2e: OK"
