@@ -87,7 +87,7 @@ wire::ByteSpan BatchWriter::Finish() {
   return wire::ByteSpan(buf_.data(), buf_.size());
 }
 
-StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message) {
+StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message, size_t detached_tail) {
   wire::Reader r(message);
   uint32_t magic = r.Get<uint32_t>("magic");
   uint16_t version = r.Get<uint16_t>("version");
@@ -115,13 +115,15 @@ StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message) {
     if (flags != 0) {
       return Status::InvalidArgument(fmt::format("frame {}: reserved flags 0x{:x} set", i, flags));
     }
-    if (len > r.remaining()) {
+    size_t detached = i + 1 == count ? detached_tail : 0;
+    if (len > r.remaining() + detached || len < detached) {
       return Status::InvalidArgument(
           fmt::format("frame {} ({}): length {} exceeds the {} bytes left", i, OpName(f.op), len,
-                      r.remaining()));
+                      r.remaining() + detached));
     }
-    f.payload = message.subspan(r.position(), len);
-    r.Skip(len, "payload");
+    f.payload = message.subspan(r.position(), len - detached);
+    f.detached = detached;
+    r.Skip(len - detached, "payload");
     frames.push_back(f);
   }
   if (r.remaining() != 0) {

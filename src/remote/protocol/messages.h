@@ -437,7 +437,7 @@ class BatchWriter {
   template <class Msg>
   void AddRequestWithTail(Msg& m, wire::ByteSpan blob) {
     size_t at = BeginFrame(static_cast<uint16_t>(Msg::kOp));
-    TailVisitor v{&w_, blob};
+    TailVisitor v{{&w_}, blob};
     m.Visit(v);
     PatchLength(at, w_.size() - at - kFrameHeader + blob.size());
     ++frames_;
@@ -446,7 +446,7 @@ class BatchWriter {
   template <class Body>
   void AddReplyWithTail(uint16_t op, ReplyHead& head, Body& body, wire::ByteSpan blob) {
     size_t at = BeginFrame(op | kReply);
-    TailVisitor v{&w_, blob};
+    TailVisitor v{{&w_}, blob};
     head.Visit(v);
     body.Visit(v);
     PatchLength(at, w_.size() - at - kFrameHeader + blob.size());
@@ -479,10 +479,16 @@ class BatchWriter {
 struct Frame {
   uint16_t op = 0;  // with kReply set for replies
   wire::ByteSpan payload;
+  // Bytes at the end of the payload that are not in `payload` because the receiver placed them
+  // elsewhere (the contents of the frame's final blob; see ParseMessage's detached_tail).
+  size_t detached = 0;
 };
 
 // Splits a transport message into frames, checking magic, version, counts and lengths.
-StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message);
+// `detached_tail` bytes of the last frame's payload are not in `message`: the receiver took the
+// message's last bytes straight into their destination (Connection::RecvSplit). Decode such a
+// frame with DecodeReplyDetached.
+StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message, size_t detached_tail = 0);
 
 // Decodes a request body, requiring the payload to be consumed exactly.
 template <class Msg>
@@ -499,6 +505,29 @@ template <class Body>
 Status DecodeReply(const Frame& f, ReplyHead* head, Body* body) {
   wire::Reader r(f.payload);
   DecodeVisitor v{&r};
+  head->Visit(v);
+  body->Visit(v);
+  if (r.ok() && r.remaining() != 0) r.Fail("trailing bytes");
+  if (!r.ok()) return r.status().WithContext(std::string("decoding reply to ") + OpName(f.op));
+  return Status::Ok();
+}
+// Decodes a reply whose body ends in a blob of exactly f.detached bytes that were received
+// elsewhere: that blob decodes as an empty span, and its length prefix must equal f.detached.
+template <class Body>
+Status DecodeReplyDetached(const Frame& f, ReplyHead* head, Body* body) {
+  struct Visitor : DecodeVisitor {
+    size_t detached;
+    using DecodeVisitor::operator();
+    void operator()(wire::ByteSpan& b, const char* field) {
+      uint64_t n = r->Get<uint64_t>(field);
+      if (r->ok() && (n != detached || r->remaining() != 0)) {
+        r->Fail(std::string("detached blob '") + field + "' does not end the frame");
+      }
+      b = {};
+    }
+  };
+  wire::Reader r(f.payload);
+  Visitor v{{&r}, f.detached};
   head->Visit(v);
   body->Visit(v);
   if (r.ok() && r.remaining() != 0) r.Fail("trailing bytes");

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -178,6 +180,45 @@ StatusOr<Fd> AcceptTcp(int listen_fd) {
     if (errno == EINTR || errno == ECONNABORTED) continue;
     return Status::Unavailable("accept: " + Errno(errno));
   }
+}
+
+WakeableListenSocket::WakeableListenSocket(Fd fd, Fd wake_read, Fd wake_write)
+    : fd_(std::move(fd)),
+      wake_read_(std::move(wake_read)),
+      wake_write_(std::move(wake_write)),
+      address_(LocalAddress(fd_.get())) {}
+
+StatusOr<std::unique_ptr<WakeableListenSocket>> WakeableListenSocket::Listen(
+    std::string_view address) {
+  GPOOL_ASSIGN_OR_RETURN(Fd fd, ListenTcp(address));
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return Status::IoError("pipe: " + Errno(errno));
+  return std::unique_ptr<WakeableListenSocket>(
+      new WakeableListenSocket(std::move(fd), Fd(pipefd[0]), Fd(pipefd[1])));
+}
+
+StatusOr<Fd> WakeableListenSocket::Accept() {
+  for (;;) {
+    if (closed_.load()) return Status::Unavailable(fmt::format("listener {} closed", address_));
+    pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
+    int rc = ::poll(fds, 2, -1);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError(fmt::format("poll on {}: {}", address_, Errno(errno)));
+    }
+    if (fds[1].revents != 0 || closed_.load()) {
+      return Status::Unavailable(fmt::format("listener {} closed", address_));
+    }
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    StatusOr<Fd> sock = AcceptTcp(fd_.get());
+    if (sock.ok()) return sock;
+  }
+}
+
+void WakeableListenSocket::Close() {
+  if (closed_.exchange(true)) return;
+  char b = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &b, 1);
 }
 
 std::string LocalAddress(int fd) {

@@ -7,8 +7,10 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,6 +57,27 @@ StatusOr<Fd> AcceptTcp(int listen_fd);
 Status SetNoDelay(int fd);
 // Sets SO_RCVTIMEO/SO_SNDTIMEO; 0 clears them.
 Status SetTimeouts(int fd, int timeout_ms);
+
+// A listening TCP socket whose blocking Accept() another thread can end with Close(): the TCP
+// and UCX listeners both accept their (bootstrap) sockets through it. Accept is single-threaded;
+// Close may be called from any thread, any number of times.
+class WakeableListenSocket {
+ public:
+  static StatusOr<std::unique_ptr<WakeableListenSocket>> Listen(std::string_view address);
+  ~WakeableListenSocket() { Close(); }
+  // Blocks until a connection is accepted (TCP_NODELAY set), or returns Unavailable once closed.
+  // A client that went away between poll and accept is skipped.
+  StatusOr<Fd> Accept();
+  void Close();
+  bool closed() const { return closed_.load(); }
+  const std::string& address() const { return address_; }
+
+ private:
+  WakeableListenSocket(Fd fd, Fd wake_read, Fd wake_write);
+  Fd fd_, wake_read_, wake_write_;
+  std::string address_;
+  std::atomic<bool> closed_{false};
+};
 
 // "127.0.0.1:5000" for the socket's local or remote end; "?" when unknown.
 std::string LocalAddress(int fd);

@@ -124,6 +124,13 @@ class TcpConnection final : public Connection {
   }
 
   Status Recv(std::vector<std::byte>* message) override {
+    bool split;
+    return RecvSplit(message, {}, &split);
+  }
+
+  Status RecvSplit(std::vector<std::byte>* message, std::span<std::byte> tail,
+                   bool* split) override {
+    *split = false;
     if (closed_.load()) return Closed();
     uint8_t header[8];
     Status s = net::ReadAll(control_.get(), header, sizeof(header), peer_);
@@ -142,9 +149,20 @@ class TcpConnection final : public Connection {
       return Status::InvalidArgument(
           fmt::format("striped frame from {} on a connection without data streams", peer_));
     }
-    message->resize(total);
-    std::byte* base = message->data();
-    if (!striped) return Fail(net::ReadAll(control_.get(), base, total, peer_));
+    *split = !tail.empty() && total >= tail.size();
+    const size_t head_len = *split ? total - tail.size() : total;
+    message->resize(head_len);
+    // Reads bytes [off, off+len) of the message from `fd`: the part before head_len into
+    // *message, the rest into `tail`.
+    auto read_range = [&, base = message->data()](int fd, size_t off, size_t len) {
+      size_t in_head = off < head_len ? std::min(len, head_len - off) : 0;
+      Status r = net::ReadAll(fd, base + off, in_head, peer_);
+      if (r.ok() && len > in_head) {
+        r = net::ReadAll(fd, tail.data() + (off + in_head - head_len), len - in_head, peer_);
+      }
+      return r;
+    };
+    if (!striped) return Fail(read_range(control_.get(), 0, total));
 
     std::vector<Status> results(data_.size());
     std::vector<std::thread> threads;
@@ -152,11 +170,11 @@ class TcpConnection final : public Connection {
     for (size_t i = 0; i < data_.size(); ++i) {
       auto [off, len] = Slice(total, i + 1);
       threads.emplace_back([&, i, off = off, len = len] {
-        results[i] = net::ReadAll(data_[i].get(), base + off, len, peer_);
+        results[i] = read_range(data_[i].get(), off, len);
       });
     }
     auto [off0, len0] = Slice(total, 0);
-    s = net::ReadAll(control_.get(), base + off0, len0, peer_);
+    s = read_range(control_.get(), off0, len0);
     for (auto& t : threads) t.join();
     for (const Status& r : results) {
       if (s.ok() && !r.ok()) s = r;
@@ -204,42 +222,20 @@ class TcpConnection final : public Connection {
 
 class TcpListener final : public Listener {
  public:
-  TcpListener(Fd fd, Fd wake_read, Fd wake_write, const TransportOptions& options)
-      : fd_(std::move(fd)),
-        wake_read_(std::move(wake_read)),
-        wake_write_(std::move(wake_write)),
-        options_(options),
-        address_(net::LocalAddress(fd_.get())) {}
-  ~TcpListener() override { Close(); }
+  TcpListener(std::unique_ptr<net::WakeableListenSocket> socket, const TransportOptions& options)
+      : socket_(std::move(socket)), options_(options) {}
 
   StatusOr<std::unique_ptr<Connection>> Accept() override {
     for (;;) {
-      if (closed_.load()) return Status::Unavailable(fmt::format("listener {} closed", address_));
-      pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-      int rc = ::poll(fds, 2, -1);
-      if (rc < 0) {
-        if (errno == EINTR) continue;
-        return Status::IoError(fmt::format("poll on {}: {}", address_, std::strerror(errno)));
-      }
-      if (fds[1].revents != 0 || closed_.load()) {
-        return Status::Unavailable(fmt::format("listener {} closed", address_));
-      }
-      if ((fds[0].revents & POLLIN) == 0) continue;
-      StatusOr<Fd> sock = net::AcceptTcp(fd_.get());
-      if (!sock.ok()) continue;  // a client that went away between poll and accept
-      StatusOr<std::unique_ptr<Connection>> conn = Handshake(std::move(*sock));
+      GPOOL_ASSIGN_OR_RETURN(Fd sock, socket_->Accept());
+      StatusOr<std::unique_ptr<Connection>> conn = Handshake(std::move(sock));
       // A bad handshake is the client's problem, not the listener's: keep accepting.
       if (conn.ok() && *conn != nullptr) return conn;
     }
   }
 
-  void Close() override {
-    if (closed_.exchange(true)) return;
-    char b = 1;
-    [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &b, 1);
-  }
-
-  std::string address() const override { return address_; }
+  void Close() override { socket_->Close(); }
+  std::string address() const override { return socket_->address(); }
 
  private:
   struct Pending {
@@ -287,11 +283,8 @@ class TcpListener final : public Listener {
         new TcpConnection(std::move(p.control), std::move(p.data), options_));
   }
 
-  Fd fd_;
-  Fd wake_read_, wake_write_;
+  std::unique_ptr<net::WakeableListenSocket> socket_;
   TransportOptions options_;
-  std::string address_;
-  std::atomic<bool> closed_{false};
   std::map<uint64_t, Pending> pending_;
   std::mt19937_64 rng_{std::random_device{}()};
 };
@@ -302,13 +295,8 @@ class TcpTransport final : public Transport {
   std::string_view name() const override { return "tcp"; }
 
   StatusOr<std::unique_ptr<Listener>> Listen(std::string_view address) override {
-    GPOOL_ASSIGN_OR_RETURN(Fd fd, net::ListenTcp(address));
-    int pipefd[2];
-    if (::pipe2(pipefd, O_CLOEXEC) != 0) {
-      return Status::IoError(fmt::format("pipe: {}", std::strerror(errno)));
-    }
-    return std::unique_ptr<Listener>(
-        new TcpListener(std::move(fd), Fd(pipefd[0]), Fd(pipefd[1]), options_));
+    GPOOL_ASSIGN_OR_RETURN(auto socket, net::WakeableListenSocket::Listen(address));
+    return std::unique_ptr<Listener>(new TcpListener(std::move(socket), options_));
   }
 
   StatusOr<std::unique_ptr<Connection>> Connect(std::string_view address) override {

@@ -34,6 +34,16 @@ class Connection {
   // Blocks until one whole message arrives and stores it in *message (resized to fit; the
   // buffer's capacity is reused). Returns Unavailable when the peer closed or died.
   virtual Status Recv(std::vector<std::byte>* message) = 0;
+  // Receives one message like Recv, but when `tail` is non-empty and the message has at least
+  // tail.size() bytes, its last tail.size() bytes are written straight into `tail`, the rest into
+  // *head, and *split is set (zero-copy receive of a reply's bulk data into its destination).
+  // Otherwise the whole message goes to *head and *split is false. The default implementation
+  // never splits.
+  virtual Status RecvSplit(std::vector<std::byte>* head, std::span<std::byte> /*tail*/,
+                           bool* split) {
+    *split = false;
+    return Recv(head);
+  }
   // Closes both directions; pending and later calls return Unavailable.
   virtual void Close() = 0;
   // The peer's address for error messages ("127.0.0.1:5000").

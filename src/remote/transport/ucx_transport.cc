@@ -209,6 +209,13 @@ class UcxConnection final : public Connection {
   }
 
   Status Recv(std::vector<std::byte>* message) override {
+    bool split;
+    return RecvSplit(message, {}, &split);
+  }
+
+  Status RecvSplit(std::vector<std::byte>* message, std::span<std::byte> tail,
+                   bool* split) override {
+    *split = false;
     Backoff backoff;
     Clock::time_point gone_since{};
     for (;;) {
@@ -223,10 +230,23 @@ class UcxConnection final : public Connection {
               "message of {} bytes from {} exceeds the {} byte limit; connection closed",
               info.length, peer_, options_.max_message_bytes));
         }
-        message->resize(info.length);
+        *split = !tail.empty() && info.length >= tail.size();
+        message->resize(*split ? info.length - tail.size() : info.length);
         ucp_request_param_t param{};
-        ucs_status_ptr_t req =
-            ucp_tag_msg_recv_nbx(worker_, message->data(), message->size(), msg, &param);
+        ucs_status_ptr_t req;
+        ucp_dt_iov_t iov[2];  // must outlive the request (Wait below)
+        if (*split) {
+          // Scatter: the head into *message, the rest straight into `tail`.
+          iov[0] = {message->data(), message->size()};
+          iov[1] = {tail.data(), tail.size()};
+          param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+          param.datatype = ucp_dt_make_iov();
+          ucp_dt_iov_t* first = message->empty() ? &iov[1] : &iov[0];
+          size_t count = message->empty() ? 1 : 2;
+          req = ucp_tag_msg_recv_nbx(worker_, first, count, msg, &param);
+        } else {
+          req = ucp_tag_msg_recv_nbx(worker_, message->data(), message->size(), msg, &param);
+        }
         ucs_status_t st = Wait(req, /*is_send=*/false, message);
         if (st != UCS_OK) {
           return closed_.load() ? Gone()
@@ -419,51 +439,26 @@ class UcxConnection final : public Connection {
 
 class UcxListener final : public Listener {
  public:
-  UcxListener(std::shared_ptr<Context> ctx, Fd fd, Fd wake_read, Fd wake_write,
+  UcxListener(std::shared_ptr<Context> ctx, std::unique_ptr<net::WakeableListenSocket> socket,
               const TransportOptions& options)
-      : ctx_(std::move(ctx)),
-        fd_(std::move(fd)),
-        wake_read_(std::move(wake_read)),
-        wake_write_(std::move(wake_write)),
-        options_(options),
-        address_(net::LocalAddress(fd_.get())) {}
-  ~UcxListener() override { Close(); }
+      : ctx_(std::move(ctx)), socket_(std::move(socket)), options_(options) {}
 
   StatusOr<std::unique_ptr<Connection>> Accept() override {
     for (;;) {
-      if (closed_.load()) return Status::Unavailable(fmt::format("listener {} closed", address_));
-      pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-      int rc = ::poll(fds, 2, -1);
-      if (rc < 0) {
-        if (errno == EINTR) continue;
-        return Status::IoError(fmt::format("poll on {}: {}", address_, std::strerror(errno)));
-      }
-      if (fds[1].revents != 0 || closed_.load()) {
-        return Status::Unavailable(fmt::format("listener {} closed", address_));
-      }
-      if ((fds[0].revents & POLLIN) == 0) continue;
-      StatusOr<Fd> sock = net::AcceptTcp(fd_.get());
-      if (!sock.ok()) continue;
-      auto conn = std::make_unique<UcxConnection>(ctx_, std::move(*sock), options_);
+      GPOOL_ASSIGN_OR_RETURN(Fd sock, socket_->Accept());
+      auto conn = std::make_unique<UcxConnection>(ctx_, std::move(sock), options_);
       // A client that fails its handshake is dropped; the listener keeps going.
       if (conn->Start().ok()) return std::unique_ptr<Connection>(std::move(conn));
     }
   }
 
-  void Close() override {
-    if (closed_.exchange(true)) return;
-    char b = 1;
-    [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &b, 1);
-  }
-
-  std::string address() const override { return address_; }
+  void Close() override { socket_->Close(); }
+  std::string address() const override { return socket_->address(); }
 
  private:
   std::shared_ptr<Context> ctx_;
-  Fd fd_, wake_read_, wake_write_;
+  std::unique_ptr<net::WakeableListenSocket> socket_;
   TransportOptions options_;
-  std::string address_;
-  std::atomic<bool> closed_{false};
 };
 
 class UcxTransport final : public Transport {
@@ -473,13 +468,8 @@ class UcxTransport final : public Transport {
   std::string_view name() const override { return "ucx"; }
 
   StatusOr<std::unique_ptr<Listener>> Listen(std::string_view address) override {
-    GPOOL_ASSIGN_OR_RETURN(Fd fd, net::ListenTcp(address));
-    int pipefd[2];
-    if (::pipe2(pipefd, O_CLOEXEC) != 0) {
-      return Status::IoError(fmt::format("pipe: {}", std::strerror(errno)));
-    }
-    return std::unique_ptr<Listener>(
-        new UcxListener(ctx_, std::move(fd), Fd(pipefd[0]), Fd(pipefd[1]), options_));
+    GPOOL_ASSIGN_OR_RETURN(auto socket, net::WakeableListenSocket::Listen(address));
+    return std::unique_ptr<Listener>(new UcxListener(ctx_, std::move(socket), options_));
   }
 
   StatusOr<std::unique_ptr<Connection>> Connect(std::string_view address) override {
