@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -62,7 +63,10 @@ Status GpuServer::Start() {
     uint64_t port = std::strtoull(a.substr(a.rfind(':') + 1).c_str(), nullptr, 10);
     o_.emulated.address_hint = (uint64_t{16} << 40) + (port % 1024) * (uint64_t{64} << 30);
   }
-  // Workers are reaped by the kernel; the server never waits for them.
+  // Compute shares are enforced across the workers through state they inherit at fork.
+  GPOOL_ASSIGN_OR_RETURN(arbiter_, ShareArbiter::Create({}));
+  // Workers are reaped by the kernel; the server never waits for them (and the arbiter sees a
+  // dead worker's pid gone at once).
   struct sigaction sa {};
   sa.sa_handler = SIG_IGN;
   sa.sa_flags = SA_NOCLDWAIT;
@@ -221,15 +225,23 @@ void GpuServer::RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, Session
   w.AddReply(static_cast<uint16_t>(proto::Op::kAttach), head, none);
   if (!conn->Send(w.Finish()).ok()) _exit(0);
 
-  Session s(session, std::move(conn), backend->get(), limits);
+  uint32_t share_milli = static_cast<uint32_t>(std::lround(limits.compute_share * 1000));
+  auto slot = arbiter_->Join(share_milli);
+  if (!slot.ok()) {
+    GPOOL_LOG_WARN("gpu-server: session {}: {}; its compute share is not enforced", session,
+                   slot.status().ToString());
+  }
+  Session s(session, std::move(conn), backend->get(), limits, slot.ok() ? arbiter_.get() : nullptr,
+            slot.ok() ? *slot : -1);
   Status st = s.Run();
+  if (slot.ok()) arbiter_->Leave(*slot);
   const SessionStats& stats = s.stats();
   if (!st.ok()) GPOOL_LOG_WARN("gpu-server: session {} closed: {}", session, st.ToString());
   GPOOL_LOG_INFO(
       "gpu-server: session {} ended: {} requests, {} launches, {:.3f} s kernel time "
-      "(compute share {:.2f}, accounted), peak memory {} bytes",
+      "(compute share {:.2f}, {} launches waited their turn), peak memory {} bytes",
       session, stats.requests, stats.launches, stats.kernel_ns / 1e9, limits.compute_share,
-      stats.peak_memory);
+      stats.share_waits, stats.peak_memory);
   // Exit without running destructors of state inherited from the parent.
   _exit(st.ok() ? 0 : 3);
 }

@@ -22,6 +22,7 @@
 #include "common/status.h"
 #include "remote/server/backend.h"
 #include "remote/server/session.h"
+#include "remote/server/share_arbiter.h"
 #include "remote/transport/transport.h"
 
 namespace gpool::remote::server {
@@ -54,6 +55,7 @@ class GpuServer {
   ServerOptions o_;
   std::unique_ptr<Transport> control_transport_;
   std::unique_ptr<Listener> listener_;
+  std::unique_ptr<ShareArbiter> arbiter_;  // shared with the workers (created before any fork)
   std::atomic<bool> stop_{false};
   uint64_t next_session_ = 1;
 };

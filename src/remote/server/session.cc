@@ -9,8 +9,13 @@ namespace gpool::remote::server {
 using namespace proto;  // NOLINT: the op structs read better unqualified here
 
 Session::Session(uint64_t id, std::unique_ptr<Connection> conn, Backend* backend,
-                 SessionLimits limits)
-    : id_(id), conn_(std::move(conn)), backend_(backend), limits_(limits) {}
+                 SessionLimits limits, ShareArbiter* arbiter, int arbiter_slot)
+    : id_(id),
+      conn_(std::move(conn)),
+      backend_(backend),
+      limits_(limits),
+      arbiter_(arbiter),
+      arbiter_slot_(arbiter_slot) {}
 
 Status Session::Run() {
   std::vector<std::byte> msg;
@@ -29,6 +34,11 @@ Status Session::Run() {
         if (hs.code() == StatusCode::kUnavailable) return Status::Ok();
         return hs.WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
       }
+    }
+    // Nothing queued any more: other sessions need not wait for this one while it is idle.
+    if (share_active_) {
+      arbiter_->Idle(arbiter_slot_);
+      share_active_ = false;
     }
   }
 }
@@ -199,17 +209,32 @@ Status Session::Handle(const Frame& f) {
     case Op::kLaunch:
       return Async<Launch>(f, [&](Launch& q) {
         uint64_t ns = 0;
+        uint32_t dev = q.device;
+        if (q.stream != 0) {
+          auto it = stream_devices_.find(q.stream);
+          if (it != stream_devices_.end()) dev = it->second;
+        }
+        if (arbiter_ != nullptr) {
+          if (arbiter_->Admit(arbiter_slot_, dev)) ++stats_.share_waits;
+          share_active_ = true;
+        }
         Result r = backend_->Launch(q, &ns);
         ++stats_.launches;
         stats_.kernel_ns += ns;
+        if (arbiter_ != nullptr) arbiter_->Charge(arbiter_slot_, dev, ns);
         return r;
       });
     case Op::kStreamCreate:
       return Async<StreamCreate>(f, [&](StreamCreate& q) {
-        return backend_->StreamCreate(q.device, q.stream, q.flags, q.priority);
+        Result r = backend_->StreamCreate(q.device, q.stream, q.flags, q.priority);
+        if (r.ok()) stream_devices_[q.stream] = q.device;
+        return r;
       });
     case Op::kStreamDestroy:
-      return Async<StreamDestroy>(f, [&](StreamDestroy& q) { return backend_->StreamDestroy(q.stream); });
+      return Async<StreamDestroy>(f, [&](StreamDestroy& q) {
+        stream_devices_.erase(q.stream);
+        return backend_->StreamDestroy(q.stream);
+      });
     case Op::kStreamSync:
       return Sync<StreamSync>(f, [&](StreamSync& q) {
         return SendReply(f.op, backend_->StreamSync(q.device, q.stream), none);

@@ -15,23 +15,29 @@
 
 #include "remote/protocol/messages.h"
 #include "remote/server/backend.h"
+#include "remote/server/share_arbiter.h"
 #include "remote/transport/transport.h"
 
 namespace gpool::remote::server {
 
 struct SessionLimits {
   uint64_t memory_bytes = 0;  // 0 = no limit
-  double compute_share = 1.0;  // accounted (reported), not enforced; see docs/remoting.md
+  // Fraction of each GPU's kernel time this session gets while others compete for it; enforced
+  // by the server's ShareArbiter (see share_arbiter.h for how and its limits).
+  double compute_share = 1.0;
 };
 
 struct SessionStats {
   uint64_t requests = 0, launches = 0, kernel_ns = 0, bytes_in = 0, bytes_out = 0;
   uint64_t peak_memory = 0;
+  uint64_t share_waits = 0;  // launches that waited for other sessions' turns
 };
 
 class Session {
  public:
-  Session(uint64_t id, std::unique_ptr<Connection> conn, Backend* backend, SessionLimits limits);
+  // `arbiter` (may be null: no share enforcement) must have a slot joined for this session.
+  Session(uint64_t id, std::unique_ptr<Connection> conn, Backend* backend, SessionLimits limits,
+          ShareArbiter* arbiter = nullptr, int arbiter_slot = -1);
   // Serves until the client disconnects (OK) or sends a malformed message (InvalidArgument).
   Status Run();
   const SessionStats& stats() const { return stats_; }
@@ -52,6 +58,10 @@ class Session {
   SessionStats stats_;
   uint64_t memory_in_use_ = 0;
   std::unordered_map<uint64_t, uint64_t> allocations_;  // ptr -> size
+  std::unordered_map<uint64_t, uint32_t> stream_devices_;  // stream id -> device
+  ShareArbiter* arbiter_;
+  int arbiter_slot_;
+  bool share_active_ = false;  // launched since the last Idle()
   Result deferred_;
   proto::BatchWriter out_;
   std::vector<std::byte> staging_;
