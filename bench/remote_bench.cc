@@ -137,6 +137,7 @@ void BM_NoopRoundTrip(benchmark::State& state) {
   proto::Ping ping;
   proto::ReplyHead h;
   proto::Empty none;
+  std::lock_guard<std::mutex> lk(l->mu());  // as the runtime does (the link's pump try-locks it)
   for (auto _ : state) {
     if (!l->Call(ping, &h, &none).ok()) state.SkipWithError("ping failed");
   }
@@ -146,6 +147,7 @@ void BM_NoopRoundTrip(benchmark::State& state) {
 void BM_AsyncOps(benchmark::State& state) {
   auto l = Link(state, static_cast<int>(state.range(0)));
   if (!l) return;
+  std::lock_guard<std::mutex> lk(l->mu());
   proto::Malloc m{.size = 4096};
   proto::Pointer p;
   proto::ReplyHead h;
@@ -196,6 +198,7 @@ void BM_Copy(benchmark::State& state) {
   if (!l) return;
   size_t total = static_cast<size_t>(state.range(1));
   bool d2h = state.range(2) != 0;
+  std::lock_guard<std::mutex> lk(l->mu());
   proto::Malloc m{.size = total};
   proto::Pointer p;
   proto::ReplyHead h;

@@ -42,6 +42,15 @@ int main() {
   CHECK(cudaMemcpyAsync(out.data(), d1, bytes, cudaMemcpyDeviceToHost, s1));
   CHECK(cudaStreamSynchronize(s1));
   for (int i = 0; i < n; ++i) EXPECT(out[i] == 6.0f * i);
+  // Into pinned memory a device-to-host cudaMemcpyAsync is truly asynchronous, and stream order
+  // holds: the kernel queued after it does not change what it copied, and the data is in place
+  // once an event recorded after it has completed.
+  for (int i = 0; i < n; ++i) host[i] = -1.0f;
+  CHECK(cudaMemcpyAsync(host, d1, bytes, cudaMemcpyDeviceToHost, s1));
+  scale<<<(n + 255) / 256, 256, 0, s1>>>(d1, 0.5f, n);
+  CHECK(cudaEventRecord(done, s1));
+  CHECK(cudaEventSynchronize(done));
+  for (int i = 0; i < n; ++i) EXPECT(host[i] == 6.0f * i);
   // Many launches in a row, queued without waiting; the sync at the end sees them all.
   CHECK(cudaMemset(d0, 0, bytes));
   for (int k = 0; k < 1000; ++k) scale<<<1, 1, 0, s0>>>(d0, 1.0f, 1);

@@ -266,14 +266,29 @@ cudaError_t CopyH2D(ServerLink* l, uint64_t dst, const std::byte* src, size_t n,
   return FromStatus(l->CopyToDevice(dst, wire::ByteSpan(src, n), stream));
 }
 
-cudaError_t CopyD2H(ServerLink* l, std::byte* dst, uint64_t src, size_t n, uint64_t stream) {
+// `async`: returns once the requests are out; the data lands by the next synchronizing call.
+cudaError_t CopyD2H(ServerLink* l, std::byte* dst, uint64_t src, size_t n, uint64_t stream,
+                    bool async = false) {
   std::lock_guard<std::mutex> lk(l->mu());
   proto::ReplyHead h;
-  if (Status s = l->CopyFromDevice(dst, src, n, stream, &h); !s.ok()) return FromStatus(s);
+  if (Status s = l->CopyFromDevice(dst, src, n, stream, &h, async); !s.ok()) return FromStatus(s);
   return FromReply(h, l);
 }
 
-cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream) {
+// True when [p, p+n) lies in memory from cudaMallocHost/cudaHostAlloc ("pinned").
+bool IsPinned(const void* p, size_t n) {
+  std::lock_guard<std::mutex> lk(R().mu);
+  auto it = R().host_allocs.upper_bound(p);
+  if (it == R().host_allocs.begin()) return false;
+  --it;
+  const char* b = static_cast<const char*>(it->first);
+  return static_cast<const char*>(p) >= b && static_cast<const char*>(p) + n <= b + it->second;
+}
+
+// `async_call`: cudaMemcpyAsync and friends. As in CUDA, a device-to-host copy into pinned memory
+// is then truly asynchronous; into pageable memory it completes before the call returns.
+cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream,
+                   bool async_call = false) {
   uint64_t unused;
   int ddev = R().DeviceOf(dst, &unused), sdev = R().DeviceOf(src, &unused);
   if (kind == cudaMemcpyDefault) {
@@ -306,7 +321,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       ServerLink* l = R().Link(sdev, &err);
       if (!l) return err;
       return CopyD2H(l, static_cast<std::byte*>(dst), reinterpret_cast<uint64_t>(src), n,
-                     stream_for(sdev));
+                     stream_for(sdev), async_call && IsPinned(dst, n));
     }
     case cudaMemcpyDeviceToDevice: {
       if (sdev < 0) sdev = t_device;
@@ -1001,9 +1016,16 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
 }
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
+  std::vector<ServerLink*> links;
   {
     std::lock_guard<std::mutex> lk(R().mu);
     if (!R().host_allocs.erase(p)) return Ret(cudaErrorInvalidValue);
+    for (auto& [addr, l] : R().links) links.push_back(l.get());
+  }
+  // Like CUDA's, this synchronizes: no asynchronous copy may still be writing into the buffer.
+  for (ServerLink* l : links) {
+    std::lock_guard<std::mutex> lk(l->mu());
+    (void)l->WaitReads();
   }
   std::free(p);
   return cudaSuccess;
@@ -1049,11 +1071,11 @@ cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaM
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  return Ret(Memcpy(dst, src, count, kind, stream));
+  return Ret(Memcpy(dst, src, count, kind, stream, /*async_call=*/true));
 }
 cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
                                  enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return Ret(Memcpy(dst, src, count, kind, stream));
+  return Ret(Memcpy(dst, src, count, kind, stream, /*async_call=*/true));
 }
 cudaError_t cudaMemcpyPeer(void* dst, int, const void* src, int, size_t count) {
   return Ret(Memcpy(dst, src, count, cudaMemcpyDeviceToDevice, nullptr));

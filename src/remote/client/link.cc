@@ -7,7 +7,16 @@
 namespace gpool::remote::client {
 
 ServerLink::~ServerLink() {
+  if (pump_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(state_mu_);
+      pump_stop_ = true;
+    }
+    pump_cv_.notify_all();
+    pump_.join();
+  }
   if (conn_) {
+    std::lock_guard<std::mutex> lk(mu_);
     (void)Flush();
     conn_->Close();
   }
@@ -61,28 +70,178 @@ StatusOr<std::unique_ptr<ServerLink>> ServerLink::Connect(const LinkOptions& o) 
     return Status::PermissionDenied(fmt::format("GPU server {}: attach refused: {}", o.address,
                                                 head.message));
   }
+  link->StartPump();
   return link;
+}
+
+Status ServerLink::BrokenStatus() {
+  if (!broken_flag_.load(std::memory_order_relaxed)) return Status::Ok();
+  std::lock_guard<std::mutex> lk(state_mu_);
+  return broken_;
 }
 
 Status ServerLink::Check(Status s) {
   if (s.ok()) return s;
+  std::lock_guard<std::mutex> lk(state_mu_);
   if (broken_.ok()) {
     broken_ = Status::Unavailable(fmt::format("lost the GPU server {} ({})", address_, s.message()));
+    broken_flag_.store(true);
     conn_->Close();
+    // Nothing more will arrive: pending reads are dropped (their buffers stay as they were).
+    pending_.clear();
   }
   return broken_;
 }
 
 Status ServerLink::Flush() {
-  GPOOL_RETURN_IF_ERROR(broken_);
+  GPOOL_RETURN_IF_ERROR(BrokenStatus());
   if (batch_.empty()) return Status::Ok();
   Status s = conn_->Send(batch_.Finish());
   batch_.Reset();
+  ++batch_gen_;
   return Check(s);
 }
 
+void ServerLink::TakeAsyncFailure(proto::ReplyHead* head) {
+  std::lock_guard<std::mutex> lk(state_mu_);
+  if (async_failure_.async_error == 0) return;
+  // The earlier failure is the one to report; a later one in this reply is dropped, as CUDA
+  // reports one sticky error.
+  head->async_error = async_failure_.async_error;
+  head->async_message = std::move(async_failure_.async_message);
+  async_failure_ = proto::ReplyHead{};
+}
+
+Status ServerLink::DrainReadsLocked() {
+  for (;;) {
+    PendingRead p;
+    {
+      std::lock_guard<std::mutex> lk(state_mu_);
+      if (pending_.empty()) return Status::Ok();
+      p = pending_.front();
+    }
+    GPOOL_RETURN_IF_ERROR(BrokenStatus());
+    constexpr uint16_t kOp = static_cast<uint16_t>(proto::Op::kMemcpyD2H);
+    // Large chunks are received straight into the program's buffer: the reply's blob is its tail.
+    bool split = false;
+    std::span<std::byte> tail = p.len >= (64 << 10) ? std::span<std::byte>(p.dst, p.len)
+                                                    : std::span<std::byte>();
+    GPOOL_RETURN_IF_ERROR(Check(conn_->RecvSplit(&drain_in_, tail, &split)));
+    auto frames = proto::ParseMessage(drain_in_, split ? p.len : 0);
+    if (!frames.ok()) return Check(frames.status());
+    if (frames->size() != 1 || (*frames)[0].op != (kOp | proto::kReply)) {
+      return Check(Status::InvalidArgument(fmt::format(
+          "expected one reply to MemcpyD2H, got {} frame(s) starting with op {}", frames->size(),
+          frames->empty() ? 0 : (*frames)[0].op)));
+    }
+    proto::ReplyHead h;
+    proto::Data d;
+    if (split) {
+      // The frame ends in the blob's length prefix; its bytes already sit in p.dst.
+      GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReplyDetached((*frames)[0], &h, &d)));
+    } else {
+      GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReply((*frames)[0], &h, &d)));
+      if (h.error == 0 && d.data.size() == p.len) std::memcpy(p.dst, d.data.data(), p.len);
+    }
+    if (h.error == 0 && h.async_error == 0 && !split && d.data.size() != p.len) {
+      h.error = 999;
+      h.message = fmt::format("device-to-host chunk of {} bytes came back with {}", p.len,
+                              d.data.size());
+    }
+    std::lock_guard<std::mutex> lk(state_mu_);
+    if (h.async_error != 0 && async_failure_.async_error == 0) {
+      async_failure_.async_error = h.async_error;
+      async_failure_.async_message = std::move(h.async_message);
+    }
+    if (h.error != 0) {
+      if (p.result != nullptr) {
+        if (p.result->error == 0) *p.result = std::move(h);
+      } else if (async_failure_.async_error == 0) {
+        async_failure_.async_error = h.error;
+        async_failure_.async_message = "cudaMemcpyAsync (device to host): " + h.message;
+      }
+    }
+    if (!pending_.empty()) pending_.pop_front();
+  }
+}
+
+void ServerLink::StartPump() {
+  pump_ = std::thread([this] { PumpLoop(); });
+}
+
+void ServerLink::WakePump() {
+  {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    pump_wake_ = true;
+  }
+  pump_cv_.notify_one();
+}
+
+// One tick per kFlushTick while the link is busy: a batch seen non-empty at two consecutive
+// ticks without being sent in between is flushed (so it waited 1-2 ticks); pending reads are
+// drained as soon as they are registered. After 100 idle ticks the pump sleeps until a Post or
+// a pending read wakes it (see Post: the sleeping flag is set before the last look at the batch,
+// under mu_, so a Post that comes after that look sees it and wakes the pump).
+void ServerLink::PumpLoop() {
+  uint64_t seen_gen = UINT64_MAX;  // batch generation seen non-empty at the last tick
+  int idle_ticks = 0;
+  std::unique_lock<std::mutex> lk(state_mu_);
+  while (!pump_stop_) {
+    if (!pending_.empty() && !broken_flag_.load()) {
+      lk.unlock();
+      {
+        std::lock_guard<std::mutex> r(read_mu_);
+        (void)DrainReadsLocked();  // a failure marks the link broken; callers see it
+      }
+      lk.lock();
+      idle_ticks = 0;
+      continue;
+    }
+    if (idle_ticks >= 100) {
+      pump_sleeping_.store(true);
+      lk.unlock();
+      // try_lock: a caller holding mu_ may be blocked in a send that only our draining of
+      // replies can unblock; a held mu_ just means "busy, don't sleep".
+      bool empty = false;
+      if (mu_.try_lock()) {
+        empty = batch_.empty();
+        mu_.unlock();
+      }
+      lk.lock();
+      if (empty) pump_cv_.wait(lk, [&] { return pump_stop_ || pump_wake_ || !pending_.empty(); });
+      pump_sleeping_.store(false);
+      pump_wake_ = false;
+      idle_ticks = 0;
+      continue;
+    }
+    pump_cv_.wait_for(lk, kFlushTick, [&] { return pump_stop_ || !pending_.empty(); });
+    if (pump_stop_ || !pending_.empty()) continue;
+    lk.unlock();
+    bool busy = false;
+    if (mu_.try_lock()) {  // held: a caller is at work and sends or queues itself
+      if (!batch_.empty()) {
+        busy = true;
+        if (seen_gen == batch_gen_) {
+          (void)Flush();
+          pump_flushes_.fetch_add(1);
+          seen_gen = UINT64_MAX;
+        } else {
+          seen_gen = batch_gen_;
+        }
+      } else {
+        seen_gen = UINT64_MAX;
+      }
+      mu_.unlock();
+    } else {
+      busy = true;
+    }
+    lk.lock();
+    idle_ticks = busy ? 0 : idle_ticks + 1;
+  }
+}
+
 Status ServerLink::ReadFrame(uint16_t op) {
-  GPOOL_RETURN_IF_ERROR(broken_);
+  GPOOL_RETURN_IF_ERROR(BrokenStatus());
   GPOOL_RETURN_IF_ERROR(Check(conn_->Recv(&in_)));
   auto frames = proto::ParseMessage(in_);
   if (!frames.ok()) return Check(frames.status());
@@ -113,34 +272,37 @@ Status ServerLink::CopyToDevice(uint64_t dst, wire::ByteSpan src, uint64_t strea
 }
 
 Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64_t stream,
-                                  proto::ReplyHead* head) {
+                                  proto::ReplyHead* head, bool async) {
   *head = proto::ReplyHead{};
   if (n == 0) return Status::Ok();
+  GPOOL_RETURN_IF_ERROR(BrokenStatus());
   size_t chunks = (n + proto::kCopyChunkBytes - 1) / proto::kCopyChunkBytes;
+  {
+    // Registered before the requests leave, so every reader knows the replies ahead of its own.
+    std::lock_guard<std::mutex> lk(state_mu_);
+    for (size_t i = 0; i < chunks; ++i) {
+      size_t off = i * proto::kCopyChunkBytes;
+      pending_.push_back(PendingRead{dst + off, std::min(proto::kCopyChunkBytes, n - off),
+                                     async ? nullptr : head});
+    }
+  }
   for (size_t i = 0; i < chunks; ++i) {
     size_t off = i * proto::kCopyChunkBytes;
     proto::MemcpyD2H m{.src = src + off, .size = std::min(proto::kCopyChunkBytes, n - off),
                        .stream = stream};
-    GPOOL_RETURN_IF_ERROR(Post(m));
+    batch_.AddRequest(m);
+    if (batch_.bytes() >= kFlushBytes || batch_.frames() >= proto::kMaxFramesPerMessage - 1) {
+      GPOOL_RETURN_IF_ERROR(Flush());
+    }
   }
   GPOOL_RETURN_IF_ERROR(Flush());
-  for (size_t i = 0; i < chunks; ++i) {
-    size_t off = i * proto::kCopyChunkBytes;
-    size_t len = std::min(proto::kCopyChunkBytes, n - off);
-    proto::ReplyHead h;
-    proto::Data d;
-    GPOOL_RETURN_IF_ERROR(ReadReply(static_cast<uint16_t>(proto::Op::kMemcpyD2H), &h, &d));
-    if (h.error == 0 && h.async_error == 0 && d.data.size() != len) {
-      h.error = 999;
-      h.message = fmt::format("device-to-host chunk of {} bytes came back with {}", len,
-                              d.data.size());
-    }
-    if (h.error == 0 && h.async_error == 0) {
-      std::memcpy(dst + off, d.data.data(), len);
-    } else if (head->error == 0 && head->async_error == 0) {
-      *head = std::move(h);  // keep reading: every request has its reply
-    }
+  if (async) {
+    pump_cv_.notify_one();  // the pump receives the data as it comes
+    return Status::Ok();
   }
+  std::lock_guard<std::mutex> r(read_mu_);
+  GPOOL_RETURN_IF_ERROR(DrainReadsLocked());
+  TakeAsyncFailure(head);
   return Status::Ok();
 }
 

@@ -1,16 +1,32 @@
 // A client's connection to one GPU server session: handshake, request batching, replies.
 //
 // Asynchronous requests are appended to an outgoing batch and sent at the next synchronous call,
-// when the batch passes kFlushBytes, or on Flush(); one ordered connection keeps them in program
-// order, which is stronger than CUDA's per-stream order. Large host data travels as a separate
-// gather part, never copied into the batch. Transport failures come back as Unavailable: the
-// server or its worker is gone, and every later call fails fast the same way.
-// Thread safety: none inside; callers serialize whole operations with mu().
+// when the batch passes kFlushBytes, on Flush(), or by the link's pump thread once the batch has
+// sat for one to two ticks of kFlushTick (so queued work never waits longer than ~2 ms for the
+// program's next CUDA call). One ordered connection keeps requests in program order, which is
+// stronger than CUDA's per-stream order. Large host data travels as a separate gather part, never
+// copied into the batch. Transport failures come back as Unavailable: the server or its worker is
+// gone, and every later call fails fast the same way.
+//
+// Asynchronous device-to-host copies (CopyFromDevice with async) are registered as pending reads:
+// their replies come back in order ahead of any later reply, and are written into the program's
+// buffer by the pump thread as they arrive, or by the next caller that reads a reply (every
+// synchronizing call does, so the data is in place when a stream/event/device sync returns).
+//
+// Thread safety: callers serialize whole operations with mu() (Post, Call, Flush, copies); the
+// pump thread takes mu() only with try_lock and reads only under its own lock, so it never
+// blocks a caller for long. The pump ticks only while the batch has been non-empty recently and
+// sleeps (woken by the next Post) when the link is idle.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "remote/protocol/messages.h"
 #include "remote/transport/transport.h"
@@ -27,6 +43,7 @@ struct LinkOptions {
 class ServerLink {
  public:
   static constexpr size_t kFlushBytes = 64 << 10;
+  static constexpr std::chrono::microseconds kFlushTick{1000};
 
   static StatusOr<std::unique_ptr<ServerLink>> Connect(const LinkOptions& options);
   ~ServerLink();
@@ -39,64 +56,111 @@ class ServerLink {
   // Queues an asynchronous request.
   template <class Msg>
   Status Post(Msg& m) {
-    GPOOL_RETURN_IF_ERROR(broken_);
+    GPOOL_RETURN_IF_ERROR(BrokenStatus());
     batch_.AddRequest(m);
     if (batch_.bytes() >= kFlushBytes || batch_.frames() >= proto::kMaxFramesPerMessage - 1) {
       return Flush();
     }
+    if (pump_sleeping_.load()) WakePump();
     return Status::Ok();
   }
   // Sends queued requests plus `m`, whose last blob field is `tail`, sent uncopied.
   template <class Msg>
   Status PostWithTail(Msg& m, wire::ByteSpan tail) {
-    GPOOL_RETURN_IF_ERROR(broken_);
+    GPOOL_RETURN_IF_ERROR(BrokenStatus());
     if (batch_.frames() >= proto::kMaxFramesPerMessage - 1) GPOOL_RETURN_IF_ERROR(Flush());
     batch_.AddRequestWithTail(m, tail);
     wire::ByteSpan parts[2] = {batch_.Finish(), tail};
     Status s = conn_->Send(parts);
     batch_.Reset();
+    ++batch_gen_;
     return Check(s);
   }
   // Sends queued requests plus `m` and waits for its reply.
   template <class Msg, class Body>
   Status Call(Msg& m, proto::ReplyHead* head, Body* body) {
-    GPOOL_RETURN_IF_ERROR(broken_);
+    GPOOL_RETURN_IF_ERROR(BrokenStatus());
     batch_.AddRequest(m);
     GPOOL_RETURN_IF_ERROR(Flush());
     return ReadReply(static_cast<uint16_t>(Msg::kOp), head, body);
   }
-  // Reads the next reply, which must answer `op`. Body blobs point into an internal buffer valid
-  // until the next read.
+  // Reads the next reply, which must answer `op`, after the replies of pending asynchronous
+  // reads. Body blobs point into an internal buffer valid until the next read. An error of an
+  // earlier asynchronous read comes back as head->async_error.
   template <class Body>
   Status ReadReply(uint16_t op, proto::ReplyHead* head, Body* body) {
+    std::lock_guard<std::mutex> lk(read_mu_);
+    GPOOL_RETURN_IF_ERROR(DrainReadsLocked());
     GPOOL_RETURN_IF_ERROR(ReadFrame(op));
-    return Check(proto::DecodeReply(frame_, head, body));
+    GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReply(frame_, head, body)));
+    TakeAsyncFailure(head);
+    return Status::Ok();
   }
   Status Flush();
-  bool broken() const { return !broken_.ok(); }
+  // Waits until every pending asynchronous read has landed in its buffer.
+  Status WaitReads() {
+    std::lock_guard<std::mutex> lk(read_mu_);
+    return DrainReadsLocked();
+  }
+  bool broken() const { return broken_flag_.load(); }
+  // For tests: reads registered and not yet landed; batches the pump has sent.
+  size_t pending_reads() {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    return pending_.size();
+  }
+  uint64_t pump_flushes() const { return pump_flushes_.load(); }
 
   // Host-to-device copy, chunked (proto::kCopyChunkBytes); small ones ride in the batch, large
   // chunks go uncopied as gather parts. Asynchronous: errors come with a later reply.
   Status CopyToDevice(uint64_t dst, wire::ByteSpan src, uint64_t stream);
-  // Device-to-host copy: all chunk requests go out at once, then the replies stream back into
-  // `dst`. Returns the first reply error in *head (error or async_error non-zero).
+  // Device-to-host copy: all chunk requests go out at once and the replies stream back into
+  // `dst` (large chunks are received straight into it). Synchronous (async false): returns when
+  // `dst` is filled, with the first reply error in *head (error or async_error non-zero).
+  // Asynchronous: returns once the requests are sent; `dst` must stay valid until a later
+  // synchronizing call, by which it is filled; errors come with a later reply.
   Status CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64_t stream,
-                        proto::ReplyHead* head);
+                        proto::ReplyHead* head, bool async = false);
 
  private:
+  struct PendingRead {
+    std::byte* dst;
+    size_t len;
+    proto::ReplyHead* result;  // null: asynchronous, errors go to async_failure_
+  };
+
   ServerLink() = default;
   Status ReadFrame(uint16_t op);
   Status Check(Status s);
+  Status BrokenStatus();
+  // Reads the replies of every pending read. Caller holds read_mu_.
+  Status DrainReadsLocked();
+  void TakeAsyncFailure(proto::ReplyHead* head);
+  void StartPump();
+  void PumpLoop();
+  void WakePump();
 
   std::string address_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Connection> conn_;
   proto::HelloReply hello_;
-  proto::BatchWriter batch_;
-  std::vector<std::byte> in_;
+  proto::BatchWriter batch_;   // guarded by mu_
+  uint64_t batch_gen_ = 0;     // guarded by mu_: bumped whenever the batch is sent
+  std::vector<std::byte> in_;  // guarded by read_mu_ (sync replies)
+  std::vector<std::byte> drain_in_;  // guarded by read_mu_ (pending reads)
   proto::Frame frame_;
-  Status broken_;
   std::mutex mu_;
+  std::mutex read_mu_;  // held by whoever reads from conn_; taken after mu_ when both
+
+  std::mutex state_mu_;  // guards what follows (leaf lock)
+  Status broken_;
+  std::atomic<bool> broken_flag_{false};
+  std::deque<PendingRead> pending_;
+  proto::ReplyHead async_failure_;  // first failed asynchronous read, not yet reported
+  std::condition_variable pump_cv_;
+  bool pump_stop_ = false, pump_wake_ = false;
+  std::atomic<bool> pump_sleeping_{false};
+  std::atomic<uint64_t> pump_flushes_{0};
+  std::thread pump_;
 };
 
 }  // namespace gpool::remote::client

@@ -1,0 +1,205 @@
+// ServerLink against a real emulated GPU server (forked before any thread exists), over TCP and
+// UCX: device-to-host copies (synchronous and asynchronous, chunked, received straight into the
+// destination), their ordering with later work, errors of asynchronous reads at the next sync,
+// and the pump's flush of a batch nobody else sends. No timing is asserted: waits are bounded
+// liveness checks (a broken pump fails them after 30 s).
+#include "remote/client/link.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "remote/server/server.h"
+
+namespace gpool::remote::client {
+namespace {
+
+std::string g_addr[2];  // tcp, ucx
+pid_t g_pid[2] = {-1, -1};
+
+std::string StartServer(const std::string& transport, pid_t* pid) {
+  int fds[2];
+  if (pipe(fds) != 0) std::abort();
+  *pid = fork();
+  if (*pid == 0) {
+    close(fds[0]);
+    server::ServerOptions o;
+    o.transport = transport;
+    o.emulated.memory_bytes = uint64_t{1} << 30;
+    server::GpuServer s(o);
+    if (!s.Start().ok()) _exit(1);
+    std::string a = s.address();
+    if (write(fds[1], a.data(), a.size()) < 0) _exit(1);
+    close(fds[1]);
+    (void)s.Serve();
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[256] = {0};
+  ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  close(fds[0]);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+class Servers : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g_addr[0] = StartServer("tcp", &g_pid[0]);
+    g_addr[1] = StartServer("ucx", &g_pid[1]);
+  }
+  void TearDown() override {
+    for (pid_t p : g_pid) {
+      if (p > 0) {
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+      }
+    }
+  }
+};
+
+class LinkTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    const char* transport = GetParam() == 0 ? "tcp" : "ucx";
+    ASSERT_FALSE(g_addr[GetParam()].empty()) << "server did not start";
+    auto l = ServerLink::Connect({.address = g_addr[GetParam()], .transport = transport});
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    link_ = std::move(*l);
+  }
+  uint64_t Malloc(uint64_t size) {
+    proto::Malloc m{.size = size};
+    proto::Pointer p;
+    proto::ReplyHead h;
+    EXPECT_TRUE(link_->Call(m, &h, &p).ok());
+    EXPECT_EQ(h.error, 0) << h.message;
+    return p.ptr;
+  }
+  proto::ReplyHead Sync() {
+    proto::DeviceSync s;
+    proto::ReplyHead h;
+    proto::Empty none;
+    EXPECT_TRUE(link_->Call(s, &h, &none).ok());
+    return h;
+  }
+  std::unique_ptr<ServerLink> link_;
+};
+
+std::vector<std::byte> Pattern(size_t n, uint8_t seed) {
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = std::byte(static_cast<uint8_t>(i * 131 + seed + (i >> 12)));
+  return v;
+}
+
+TEST_P(LinkTest, SyncDeviceToHostOfManySizes) {
+  std::lock_guard<std::mutex> lk(link_->mu());
+  for (size_t n : {size_t{1}, size_t{4096}, size_t{65535}, size_t{65536}, size_t{1} << 20,
+                   (size_t{9} << 20) + 3}) {
+    uint64_t d = Malloc(n);
+    std::vector<std::byte> src = Pattern(n, static_cast<uint8_t>(n)), dst(n, std::byte{0});
+    ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());
+    proto::ReplyHead h;
+    ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h).ok());
+    ASSERT_EQ(h.error, 0) << h.message;
+    ASSERT_EQ(h.async_error, 0) << h.async_message;
+    EXPECT_TRUE(src == dst) << "size " << n;
+  }
+}
+
+// An asynchronous read is ordered before later work (the memset after it does not show in what
+// it read) and its data is in place once a synchronizing call returns.
+TEST_P(LinkTest, AsyncDeviceToHostIsOrderedAndLandsBySync) {
+  std::lock_guard<std::mutex> lk(link_->mu());
+  const size_t n = (size_t{10} << 20) + 17;  // three chunks, the last one short
+  uint64_t d = Malloc(n);
+  std::vector<std::byte> src = Pattern(n, 9), dst(n, std::byte{0}), small(100, std::byte{0});
+  ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());
+  proto::ReplyHead h;
+  ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h, /*async=*/true).ok());
+  ASSERT_TRUE(link_->CopyFromDevice(small.data(), d + 1000, small.size(), 0, &h, true).ok());
+  proto::Memset ms{.dst = d, .value = 0xEE, .size = n};
+  ASSERT_TRUE(link_->Post(ms).ok());
+  proto::ReplyHead s = Sync();
+  EXPECT_EQ(s.async_error, 0) << s.async_message;
+  EXPECT_TRUE(src == dst);
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), src.begin() + 1000));
+  // And the memset did run after them.
+  std::vector<std::byte> after(4096);
+  ASSERT_TRUE(link_->CopyFromDevice(after.data(), d, after.size(), 0, &h).ok());
+  EXPECT_EQ(after[0], std::byte{0xEE});
+  EXPECT_EQ(after[4095], std::byte{0xEE});
+}
+
+// Nobody calls the link after the asynchronous read: the pump receives it anyway.
+TEST_P(LinkTest, AsyncDeviceToHostLandsWithoutAnotherCall) {
+  const size_t n = size_t{5} << 20;
+  std::vector<std::byte> src = Pattern(n, 3), dst(n, std::byte{0});
+  {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    uint64_t d = Malloc(n);
+    ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());
+    proto::ReplyHead h;
+    ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h, true).ok());
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (link_->pending_reads() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(link_->pending_reads(), 0u);
+  EXPECT_TRUE(src == dst);
+}
+
+TEST_P(LinkTest, AsyncDeviceToHostErrorComesWithTheNextSync) {
+  std::lock_guard<std::mutex> lk(link_->mu());
+  std::vector<std::byte> dst(1 << 20);
+  proto::ReplyHead h;
+  ASSERT_TRUE(link_->CopyFromDevice(dst.data(), 0x10, dst.size(), 0, &h, true).ok());
+  EXPECT_EQ(h.error, 0);  // nothing reported yet
+  proto::ReplyHead s = Sync();
+  EXPECT_NE(s.async_error, 0);
+  EXPECT_NE(s.async_message.find("device to host"), std::string::npos) << s.async_message;
+  EXPECT_EQ(Sync().async_error, 0);  // reported once
+}
+
+// A queued request that no later call sends is sent by the pump within a couple of ticks.
+TEST_P(LinkTest, QueuedWorkIsFlushedWithoutAnotherCall) {
+  uint64_t d;
+  {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    d = Malloc(64);
+  }
+  uint64_t before = link_->pump_flushes();
+  {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    proto::Memset ms{.dst = d, .value = 0x5A, .size = 64};
+    ASSERT_TRUE(link_->Post(ms).ok());
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (link_->pump_flushes() == before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(link_->pump_flushes(), before) << "the queued memset was never sent";
+  std::lock_guard<std::mutex> lk(link_->mu());
+  std::vector<std::byte> out(64);
+  proto::ReplyHead h;
+  ASSERT_TRUE(link_->CopyFromDevice(out.data(), d, out.size(), 0, &h).ok());
+  EXPECT_EQ(out[63], std::byte{0x5A});
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, LinkTest, ::testing::Values(0, 1),
+                         [](const auto& info) { return info.param == 0 ? "tcp" : "ucx"; });
+
+}  // namespace
+}  // namespace gpool::remote::client
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new gpool::remote::client::Servers);
+  return RUN_ALL_TESTS();
+}
