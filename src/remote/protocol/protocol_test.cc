@@ -50,6 +50,35 @@ TEST(Protocol, TailBlobIsSentAsSeparatePart) {
   EXPECT_FALSE(ParseMessage(head).ok());
 }
 
+// A reply whose blob the receiver took straight into its destination (Connection::RecvSplit):
+// the message lacks the blob's bytes, ParseMessage is told how many, and the blob must end it.
+TEST(Protocol, DetachedTailReplyDecodes) {
+  BatchWriter w;
+  std::vector<std::byte> data(5000, std::byte{9});
+  ReplyHead h;
+  Data d{.data = data};
+  w.AddReplyWithTail(static_cast<uint16_t>(Op::kMemcpyD2H), h, d, data);
+  auto head = Copy(w.Finish());
+  auto frames = ParseMessage(head, data.size());
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  ASSERT_EQ(frames->size(), 1u);
+  EXPECT_EQ((*frames)[0].detached, data.size());
+  ReplyHead h2;
+  Data d2;
+  ASSERT_TRUE(DecodeReplyDetached((*frames)[0], &h2, &d2).ok());
+  EXPECT_EQ(h2.error, 0);
+  EXPECT_TRUE(d2.data.empty());
+  // A wrong detached length is refused: too long for the frame, or not the blob's length.
+  EXPECT_FALSE(ParseMessage(head, data.size() + 1).ok());
+  auto off = ParseMessage(head, data.size() - 1);
+  ASSERT_FALSE(off.ok());
+  std::vector<std::byte> longer = head;
+  longer.push_back(std::byte{9});
+  auto short_tail = ParseMessage(longer, data.size() - 1);
+  ASSERT_TRUE(short_tail.ok());
+  EXPECT_FALSE(DecodeReplyDetached((*short_tail)[0], &h2, &d2).ok());
+}
+
 TEST(Protocol, ReplyCarriesDeferredError) {
   BatchWriter w;
   ReplyHead h{.error = 0, .async_error = 719, .async_message = "kernel k failed"};
