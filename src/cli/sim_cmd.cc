@@ -1,11 +1,13 @@
 // `gpool sim`: replays a trace or a synthetic workload on a cluster under gpool's policy and the
 // baselines, and writes metrics.json, timeline.csv and report.html (docs/simulator.md).
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "common/file.h"
@@ -13,6 +15,7 @@
 #include "sim/baselines.h"
 #include "sim/cluster.h"
 #include "sim/engine.h"
+#include "sim/fill.h"
 #include "sim/metrics.h"
 #include "sim/report.h"
 #include "sim/trace.h"
@@ -29,6 +32,8 @@ struct SimFlags {
   double min_cycle_s = 0;
   double arrival_scale = 1;
   bool quiet = false;
+  bool fill = false;   // FGD's fill-until-first-failure experiment instead of a time replay
+  int fill_runs = 1;   // fill repetitions (seeds seed, seed+1, ...)
   std::vector<std::string> argv;
 };
 
@@ -100,6 +105,70 @@ StatusOr<std::vector<std::string>> PolicyList(const SimFlags& f) {
   return out;
 }
 
+// --fill: FGD's experiment (sim/fill.h), per policy over `fill_runs` seeds; writes fill.json.
+Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
+                   const sim::SimCluster& cluster, const sim::Workload& work, sim::PolicyContext ctx) {
+  if (f.fill_runs < 1 || f.fill_runs > 1000) return Status::InvalidArgument("--fill-runs: must be 1..1000");
+  // Nothing ends in a fill, so nodes never idle out: power management has nothing to do.
+  ctx.gpool_config = ctx.gpool_config.empty() ? "power.enabled=false" : "power.enabled=false," + ctx.gpool_config;
+  nlohmann::json doc;
+  doc["mode"] = "fill";
+  doc["workload"] = work.description;
+  doc["cluster"] = cluster.description;
+  doc["seed"] = f.seed;
+  doc["runs"] = f.fill_runs;
+  std::string command;
+  for (size_t i = 0; i < f.argv.size(); ++i) command += (i ? " " : "") + f.argv[i];
+  doc["command"] = command;
+  if (f.output != "json") {
+    std::printf("%-9s %14s %14s %9s %9s %12s %8s\n", "policy", "unalloc_gpus", "(min..max)",
+                "unalloc%", "placed", "preempt_end", "cpu_s");
+  }
+  for (const auto& name : policies) {
+    GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy, sim::MakePolicy(name, ctx));
+    nlohmann::json runs = nlohmann::json::array();
+    double sum = 0, lo = 1e300, hi = -1e300, placed = 0, cpu = 0, total = 0;
+    int64_t by_preemption = 0;
+    for (int k = 0; k < f.fill_runs; ++k) {
+      sim::FillOptions o;
+      o.seed = f.seed + static_cast<uint64_t>(k);
+      GPOOL_ASSIGN_OR_RETURN(sim::FillResult r, sim::RunFill(cluster, work, *policy, o));
+      sum += r.unallocated_gpus;
+      lo = std::min(lo, r.unallocated_gpus);
+      hi = std::max(hi, r.unallocated_gpus);
+      placed += static_cast<double>(r.placed_jobs);
+      cpu += r.cpu_s;
+      total = r.total_gpus;
+      by_preemption += r.ended_by_preemption ? 1 : 0;
+      runs.push_back({{"seed", o.seed}, {"unallocated_gpus", r.unallocated_gpus},
+                      {"allocated_gpus", r.allocated_gpus}, {"placed_jobs", r.placed_jobs},
+                      {"failed_job", r.failed_job}, {"ended_by_preemption", r.ended_by_preemption},
+                      {"hit_max_jobs", r.hit_max_jobs}, {"cpu_s", r.cpu_s}, {"wall_s", r.wall_s}});
+    }
+    const double n = f.fill_runs;
+    doc["policies"][name] = {{"avg_unallocated_gpus", sum / n}, {"min_unallocated_gpus", lo},
+                             {"max_unallocated_gpus", hi}, {"total_gpus", total},
+                             {"avg_placed_jobs", placed / n}, {"ended_by_preemption", by_preemption},
+                             {"cpu_s", cpu}, {"runs", runs}};
+    if (f.output != "json") {
+      std::printf("%-9s %14.1f %6.1f..%-7.1f %8.2f%% %9.0f %12lld %8.2f\n", name.c_str(), sum / n, lo, hi,
+                  total > 0 ? 100 * sum / n / total : 0.0, placed / n,
+                  static_cast<long long>(by_preemption), cpu);
+      std::fflush(stdout);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(f.out, ec);
+  if (ec) return Status::IoError(fmt::format("{}: cannot create directory: {}", f.out, ec.message()));
+  GPOOL_RETURN_IF_ERROR(WriteFileAtomic(f.out + "/fill.json", doc.dump(2) + "\n"));
+  if (f.output == "json") {
+    std::puts(doc.dump(2).c_str());
+  } else {
+    std::printf("wrote %s/fill.json\n", f.out.c_str());
+  }
+  return Status::Ok();
+}
+
 Status RunSim(const SimFlags& f) {
   GPOOL_ASSIGN_OR_RETURN(std::vector<std::string> policies, PolicyList(f));
   GPOOL_ASSIGN_OR_RETURN(sim::SimCluster cluster, LoadCluster(f));
@@ -122,6 +191,7 @@ Status RunSim(const SimFlags& f) {
       GPOOL_ASSIGN_OR_RETURN(ctx.target, sim::TargetWorkload(cluster, work));
     }
   }
+  if (f.fill) return RunFillMode(f, policies, cluster, work, ctx);
   std::vector<sim::RunResult> runs;
   std::vector<sim::Metrics> metrics;
   for (const auto& name : policies) {
@@ -190,6 +260,10 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   cmd->add_option("--out", f->out, "output directory")->required();
   cmd->add_option("-o,--output", f->output, "json: print metrics.json to stdout");
   cmd->add_flag("-q,--quiet", f->quiet, "no progress on stderr");
+  cmd->add_flag("--fill", f->fill,
+                "FGD's fragmentation experiment: submit jobs sampled from the trace, never ending, "
+                "until the first placement fails; writes fill.json");
+  cmd->add_option("--fill-runs", f->fill_runs, "with --fill: repetitions over seeds seed.. (default 1)");
   cmd->callback([f, exit_code, &app] {
     f->argv = {"gpool", "sim"};
     for (const auto& [flag, val] : std::vector<std::pair<std::string, std::string>>{
@@ -203,6 +277,7 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
     }
     if (f->arrival_scale != 1) f->argv.push_back(fmt::format("--arrival-scale {}", f->arrival_scale));
     if (f->min_cycle_s != 0) f->argv.push_back(fmt::format("--min-cycle-s {}", f->min_cycle_s));
+    if (f->fill) f->argv.push_back(fmt::format("--fill --fill-runs {}", f->fill_runs));
     f->argv.push_back(fmt::format("--seed {}", f->seed));
     (void)app;
     Status s = RunSim(*f);

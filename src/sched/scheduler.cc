@@ -208,6 +208,9 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     any_over_quota |= work.queue_used_milli(QueueId(static_cast<uint32_t>(q))) > QueueQuotaMilli(work, queues[q]);
   }
   std::vector<uint8_t> held;
+  std::vector<NodeId> held_nodes;           // nodes of this cycle's reservations
+  int64_t earliest_reserved_ns = INT64_MAX;  // earliest start among them
+  std::set<ShapeKey> failed_short;          // shapes that failed even on reserved nodes
   std::unordered_set<JobId> bound_now;  // bound this cycle: never victims in the same cycle
   int preemptions = 0;
   int64_t demand_gpus = 0;
@@ -233,6 +236,22 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       placement = PlaceGang(work, job, popts);
       if (!placement) failed.insert(key);
     }
+    // EASY backfill proper: a job whose estimated end comes before every reservation's start
+    // may use the reserved nodes too, since it is gone before the reserved gang needs them.
+    // Without this, reserved nodes stand idle until the shadow time.
+    bool unheld = false;
+    if (!placement && !held_nodes.empty() && job.est_runtime_s > 0 &&
+        static_cast<double>(now) + job.est_runtime_s * 1e9 <= static_cast<double>(earliest_reserved_ns) &&
+        !failed_short.count(key)) {
+      for (NodeId n : held_nodes) work.SetHeld(n, false);
+      unheld = true;
+      placement = PlaceGang(work, job, popts);
+      if (!placement) {
+        failed_short.insert(key);
+        for (NodeId n : held_nodes) work.SetHeld(n, true);
+        unheld = false;
+      }
+    }
     const bool may_preempt =
         (c_.priority_preemption && job.priority > min_victim_priority) ||
         (c_.reclaim && any_over_quota &&
@@ -257,12 +276,17 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
         }
         placement = std::move(plan->placement);
         failed.clear();  // room was freed: earlier failures may fit now
+        failed_short.clear();
       } else {
         failed_preempt.insert(pkey);
       }
     }
     if (placement) {
-      GPOOL_RETURN_IF_ERROR(work.Bind(job, *placement, now));
+      const Status bound = work.Bind(job, *placement, now);
+      if (unheld) {
+        for (NodeId n : held_nodes) work.SetHeld(n, true);
+      }
+      GPOOL_RETURN_IF_ERROR(bound);
       bound_now.insert(job.id);
       ++running_jobs[q];
       out.binds.push_back({.job = job.id,
@@ -279,6 +303,9 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     if (static_cast<int>(out.reservations.size()) < c_.max_reservations) {
       if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now, c_.assumed_runtime_s)) {
         for (NodeId n : r->nodes) work.SetHeld(n, true);
+        held_nodes.insert(held_nodes.end(), r->nodes.begin(), r->nodes.end());
+        earliest_reserved_ns = std::min(earliest_reserved_ns, r->start_ns);
+        failed_short.clear();  // a new reservation: the set of reserved nodes changed
         ExcludeReserved(*r, &held);
         out.reservations.push_back(std::move(*r));
       }

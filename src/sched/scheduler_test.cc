@@ -125,6 +125,41 @@ TEST(Policy, BackfillDoesNotDelayTheReservation) {
   EXPECT_EQ(again->nodes, before->nodes);
 }
 
+TEST(Policy, ShortJobsBackfillOntoReservedNodesWhenTheyEndBeforeTheShadowTime) {
+  // As above: the head (2 nodes) is reserved on nodes 0 and 2 from t=100. Job 2 asks a full node
+  // until t=101 and may not use reserved node 2; job 3 asks one for 50 s from t=10, ends at
+  // t=60, before the reservation starts, so EASY lets it use node 2.
+  ClusterState s = MakeCluster({.nodes = 4, .nodes_per_leaf = 4});
+  JobSpec ends = Job(50, 1, 8);
+  ends.est_runtime_s = 100;
+  ASSERT_TRUE(s.Bind(ends, {.tasks = {{.node = NodeId(0), .gpu_mask = 0xFF}}}, 0).ok());
+  ASSERT_TRUE(s.Bind(Job(51, 1, 8), {.tasks = {{.node = NodeId(1), .gpu_mask = 0xFF}}}, 0).ok());
+  ASSERT_TRUE(s.Bind(Job(52, 1, 4), {.tasks = {{.node = NodeId(3), .gpu_mask = 0x0F}}}, 0).ok());
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  std::vector<JobSpec> pending = {Job(1, 2, 8), Job(2, 1, 8), Job(3, 1, 8)};
+  for (size_t i = 0; i < pending.size(); ++i) pending[i].submit_ns = static_cast<int64_t>(i);
+  pending[1].est_runtime_s = 91;  // would end at t=101: too late for reserved node 2
+  pending[2].est_runtime_s = 50;  // ends at t=60: fits before the shadow time
+  const int64_t now = Sec(10);
+
+  Decisions d = RunPolicy(*Make(), s, pending, queues, now);
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].start_ns, Sec(100));
+  EXPECT_EQ(d.reservations[0].nodes, (std::vector<NodeId>{NodeId(0), NodeId(2)}));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(3));
+  EXPECT_TRUE(d.binds[0].backfilled);
+  EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(2));
+
+  // The short job doesn't delay the head: with it bound, the reservation is unchanged.
+  ClusterState after = s;
+  ASSERT_TRUE(after.Bind(pending[2], d.binds[0].placement, now).ok());
+  std::optional<Reservation> again = ComputeReservation(after, pending[0], {}, now);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->start_ns, Sec(100));
+  EXPECT_EQ(again->nodes, d.reservations[0].nodes);
+}
+
 TEST(Policy, ReclaimsBorrowedGpusAfterMinRuntime) {
   // Queue a is guaranteed 8 GPUs, b none. b borrowed both nodes. a's 8-GPU job reclaims one of
   // b's jobs, but only once that job has run its minimum run time.
