@@ -98,6 +98,8 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.backfill, ParseBool(k, v));
     } else if (k == "assumed_runtime_s") {
       GPOOL_ASSIGN_OR_RETURN(c.assumed_runtime_s, ParseSeconds(k, v));
+    } else if (k == "backfill_reserved_nodes") {
+      GPOOL_ASSIGN_OR_RETURN(c.backfill_reserved_nodes, ParseBool(k, v));
     } else if (k == "max_reservations") {
       GPOOL_ASSIGN_OR_RETURN(c.max_reservations, ParseInt<int>(k, v));
     } else if (k == "priority_preemption") {
@@ -240,7 +242,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     // may use the reserved nodes too, since it is gone before the reserved gang needs them.
     // Without this, reserved nodes stand idle until the shadow time.
     bool unheld = false;
-    if (!placement && !held_nodes.empty() && job.est_runtime_s > 0 &&
+    if (!placement && c_.backfill_reserved_nodes && !held_nodes.empty() && job.est_runtime_s > 0 &&
         static_cast<double>(now) + job.est_runtime_s * 1e9 <= static_cast<double>(earliest_reserved_ns) &&
         !failed_short.count(key)) {
       for (NodeId n : held_nodes) work.SetHeld(n, false);

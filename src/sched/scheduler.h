@@ -73,6 +73,9 @@ struct PolicyConfig {
   double starvation_age_s = 3600;
   bool backfill = true;            // EASY backfill behind the head reservation
   int max_reservations = 1;
+  // EASY proper: jobs whose estimated end precedes a reservation's start may use its nodes.
+  // false = conservative (reserved nodes only for the reserved job), for comparison.
+  bool backfill_reserved_nodes = true;
   // Run time assumed for running jobs without an estimate when computing a reservation (a time
   // limit); 0 = they never end, and a gang blocked by them gets no reservation.
   double assumed_runtime_s = 24 * 3600.0;
