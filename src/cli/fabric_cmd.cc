@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/fabric_ib_cmd.h"
 #include "common/file.h"
 #include "fabric/analysis.h"
 #include "fabric/failure.h"
@@ -113,7 +114,18 @@ void AddInputFlags(CLI::App* c, InputFlags* in, bool with_output) {
         ->check(CLI::IsMember({"table", "json"}));
 }
 
-StatusOr<RoutingTables> RouteWith(const Fabric& f, const std::string& engine, double* ms) {
+// Routes with `engine`, or, when `lfts` names a file, reads the routes OpenSM really programmed
+// from its opensm-lfts.dump (the fabric's LIDs must be the subnet's: see ReadLftDump).
+StatusOr<RoutingTables> RouteWith(const Fabric& f, const std::string& engine, double* ms,
+                                  const std::string& lfts = "") {
+  if (!lfts.empty()) {
+    auto t0 = std::chrono::steady_clock::now();
+    GPOOL_ASSIGN_OR_RETURN(std::string text, ReadFile(lfts));
+    auto t = ReadLftDump(text, f, {.source_name = lfts});
+    *ms = MsSince(t0);
+    return t;
+  }
+  if (engine.empty()) return Status::InvalidArgument("give --engine ENGINE or --lfts FILE");
   GPOOL_ASSIGN_OR_RETURN(Engine e, ParseEngine(engine));
   auto t0 = std::chrono::steady_clock::now();
   auto t = Route(f, {.engine = e});
@@ -336,6 +348,7 @@ int RunLoad(const InputFlags& in) {
 struct RouteFlags {
   InputFlags in;
   std::string engine;
+  std::string lfts;  // read OpenSM's routes instead of computing them
   std::string lft_out;
 };
 
@@ -344,7 +357,7 @@ int RunRoute(const RouteFlags& r) {
   if (!l.ok()) return Fail("route", l.status());
   const Fabric& f = l->fabric;
   double route_ms = 0;
-  auto t = RouteWith(f, r.engine, &route_ms);
+  auto t = RouteWith(f, r.engine, &route_ms, r.lfts);
   if (!t.ok()) return Fail("route", t.status());
   auto t0 = std::chrono::steady_clock::now();
   VerifyReport v = Verify(f, *t, {});
@@ -401,6 +414,7 @@ int RunRoute(const RouteFlags& r) {
 struct AnalyzeFlags {
   InputFlags in;
   std::string engine;
+  std::string lfts;  // analyse OpenSM's routes instead of computing them
   std::string pattern = "all-to-all";
   size_t shifts = 0;
   size_t top = 5;
@@ -485,7 +499,7 @@ int RunAnalyze(const AnalyzeFlags& a) {
   auto pattern = ParsePattern(f, a.pattern);
   if (!pattern.ok()) return Fail("analyze", pattern.status());
   double route_ms = 0;
-  auto t = RouteWith(f, a.engine, &route_ms);
+  auto t = RouteWith(f, a.engine, &route_ms, a.lfts);
   if (!t.ok()) return Fail("analyze", t.status());
   auto t0 = std::chrono::steady_clock::now();
   auto load = AnalyzeLoad(f, *t, *pattern, {.max_shifts = a.shifts, .keep_per_link = true});
@@ -701,21 +715,39 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   auto rf = std::make_shared<RouteFlags>();
   auto* route = fab->add_subcommand("route", "compute LFTs with an engine and verify them");
   AddInputFlags(route, &rf->in, true);
-  route->add_option("--engine", rf->engine, "minhop, updn, ftree or dor")
-      ->required()->check(CLI::IsMember(kEngines));
+  auto* re = route->add_option("--engine", rf->engine, "minhop, updn, ftree or dor")
+      ->check(CLI::IsMember(kEngines));
+  route->add_option("--lfts", rf->lfts, "verify OpenSM's routes from its opensm-lfts.dump")
+      ->excludes(re);
   route->add_option("--lft-out", rf->lft_out, "write the LFTs as an opensm-lfts.dump-like file");
-  route->callback([rf, exit_code] { *exit_code = RunRoute(*rf); });
+  route->callback([rf, exit_code] {
+    if (rf->engine.empty() && rf->lfts.empty()) {
+      fmt::print(stderr, "gpool fabric route: give --engine ENGINE or --lfts FILE\n");
+      *exit_code = 2;
+      return;
+    }
+    *exit_code = RunRoute(*rf);
+  });
 
   // analyze
   auto af = std::make_shared<AnalyzeFlags>();
   auto* an = fab->add_subcommand("analyze", "link load of a traffic pattern over the routes, and bisection");
   AddInputFlags(an, &af->in, true);
-  an->add_option("--engine", af->engine, "minhop, updn, ftree or dor")
-      ->required()->check(CLI::IsMember(kEngines));
+  auto* ae = an->add_option("--engine", af->engine, "minhop, updn, ftree or dor")
+      ->check(CLI::IsMember(kEngines));
+  an->add_option("--lfts", af->lfts, "analyse OpenSM's routes from its opensm-lfts.dump")
+      ->excludes(ae);
   an->add_option("--pattern", af->pattern, "all-to-all (default), shift, ring:all|N|CA,CA,...");
   an->add_option("--shifts", af->shifts, "shift: evaluate N shifts spread over 1..N-1 (0 = all)");
   an->add_option("--top", af->top, "hot links to list (default 5)");
-  an->callback([af, exit_code] { *exit_code = RunAnalyze(*af); });
+  an->callback([af, exit_code] {
+    if (af->engine.empty() && af->lfts.empty()) {
+      fmt::print(stderr, "gpool fabric analyze: give --engine ENGINE or --lfts FILE\n");
+      *exit_code = 2;
+      return;
+    }
+    *exit_code = RunAnalyze(*af);
+  });
 
   // fail
   auto ff = std::make_shared<FailFlags>();
@@ -745,6 +777,9 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
       ->required()->check(CLI::IsMember({"ibsim", "ibnetdiscover", "slurm", "dot", "json"}));
   ex->add_option("--out", ef->out, "write here (default stdout)");
   ex->callback([ef, exit_code] { *exit_code = RunExport(*ef); });
+
+  // discover, port (live fabric through libibnetdisc/libibmad): fabric_ib_cmd.cc
+  RegisterFabricIbCommands(fab, exit_code);
 }
 
 GPOOL_REGISTER_COMMAND(Register);

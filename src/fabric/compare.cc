@@ -32,7 +32,8 @@ Status SameFabric(const Fabric& a, const Fabric& b, const CompareOptions& o) {
     if (na.type != nb.type) return node_diff("type", NodeTypeName(na.type), NodeTypeName(nb.type));
     if (na.num_ports != nb.num_ports) return node_diff("port count", na.num_ports, nb.num_ports);
     if (o.guids && na.guid != nb.guid) return node_diff("GUID", FormatGuid(na.guid), FormatGuid(nb.guid));
-    if (o.guids && na.sysimg_guid != nb.sysimg_guid)
+    bool sysimg_unknown = o.unknown_sysimg_matches && (na.sysimg_guid == 0 || nb.sysimg_guid == 0);
+    if (o.guids && !sysimg_unknown && na.sysimg_guid != nb.sysimg_guid)
       return node_diff("system image GUID", FormatGuid(na.sysimg_guid), FormatGuid(nb.sysimg_guid));
     if (o.lids && na.type == NodeType::kSwitch && na.lid != nb.lid) return node_diff("LID", na.lid, nb.lid);
     if (o.lids && na.lmc != nb.lmc) return node_diff("LMC", na.lmc, nb.lmc);

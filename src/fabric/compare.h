@@ -20,6 +20,9 @@ struct CompareOptions {
   bool rates = true;         // link widths and speeds
   bool descriptions = false; // node descriptions
   bool levels = false;       // switch levels (formats such as ibnetdiscover do not carry them)
+  // A system image GUID of 0 (unknown: a dump without `sysimgguid=` lines, a generated switch)
+  // matches any value. A live fabric always reports one (ibsim reports the node GUID).
+  bool unknown_sysimg_matches = false;
 };
 
 // Returns OK when `a` and `b` describe the same fabric; otherwise FailedPrecondition naming the

@@ -87,3 +87,27 @@ TEST(CompareTest, NamesTheFirstDifference) {
 
 }  // namespace
 }  // namespace gpool::fabric
+
+namespace gpool::fabric {
+namespace {
+
+Fabric WithSysimg(uint64_t sysimg) {
+  FabricBuilder b;
+  NodeId sw = *b.AddNode({.type = NodeType::kSwitch, .name = "sw", .num_ports = 2, .guid = 0x10,
+                          .sysimg_guid = sysimg});
+  NodeId h = *b.AddNode({.type = NodeType::kCa, .name = "h1", .num_ports = 1, .guid = 0x20});
+  (void)b.AddLink(sw, 1, h, 1);
+  return *b.Build();
+}
+
+TEST(CompareTest, UnknownSystemImageGuidMatchesOnlyWhenAsked) {
+  EXPECT_FALSE(SameFabric(WithSysimg(0), WithSysimg(0x10)).ok());
+  EXPECT_TRUE(SameFabric(WithSysimg(0), WithSysimg(0x10), {.unknown_sysimg_matches = true}).ok());
+  EXPECT_TRUE(SameFabric(WithSysimg(0x10), WithSysimg(0), {.unknown_sysimg_matches = true}).ok());
+  // Two known, different values still differ.
+  EXPECT_FALSE(
+      SameFabric(WithSysimg(0x11), WithSysimg(0x10), {.unknown_sysimg_matches = true}).ok());
+}
+
+}  // namespace
+}  // namespace gpool::fabric

@@ -1,6 +1,7 @@
 #include "ib/ibsim.h"
 
 #include <fcntl.h>
+#include <link.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -150,6 +151,48 @@ int FreeTcpPort() {
 }
 
 std::atomic<int> g_instances{0};
+
+// The ASan runtime this process runs with (a sanitizer build), else empty.
+std::string AsanRuntime() {
+  std::string found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        std::string_view name = info->dlpi_name ? info->dlpi_name : "";
+        if (name.find("/libasan.so") != std::string_view::npos) {
+          *static_cast<std::string*>(data) = std::string(name);
+          return 1;
+        }
+        return 0;
+      },
+      &found);
+  return found;
+}
+
+// Whether `tool` (a path or a name in PATH) is linked with the ASan runtime: ASan refuses to
+// start when another preload (umad2sim) comes before its runtime, so such tools get the runtime
+// preloaded first. Looks for the runtime's soname in the first MiB, where .dynstr lives.
+bool LinksAsan(const std::string& tool) {
+  std::string path = tool;
+  if (tool.find('/') == std::string::npos) {
+    const char* env = getenv("PATH");
+    path.clear();
+    for (std::string_view dir : Split(env ? env : "", ':')) {
+      std::string cand = std::string(dir) + "/" + tool;
+      if (access(cand.c_str(), X_OK) == 0) {
+        path = cand;
+        break;
+      }
+    }
+    if (path.empty()) return false;
+  }
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string buf(1 << 20, '\0');
+  ssize_t n = read(fd, buf.data(), buf.size());
+  close(fd);
+  return n > 0 && std::string_view(buf.data(), static_cast<size_t>(n)).find("libasan.so") !=
+                      std::string_view::npos;
+}
 
 }  // namespace
 
@@ -308,6 +351,8 @@ StatusOr<ToolResult> Ibsim::Run(const std::vector<std::string>& argv, const Tool
   spec.argv = {"timeout", "-k", std::to_string(kKillGraceS), std::to_string(options.timeout_s)};
   spec.argv.insert(spec.argv.end(), argv.begin(), argv.end());
   spec.env = ClientEnv();
+  if (std::string asan = AsanRuntime(); !asan.empty() && LinksAsan(argv[0]))
+    spec.env[0] = "LD_PRELOAD=" + asan + ":" + Umad2simPath();
   if (!options.sim_host.empty()) spec.env.push_back("SIM_HOST=" + options.sim_host);
   for (const auto& [k, v] : options.env) spec.env.push_back(k + "=" + v);
   spec.cwd = dir_;
