@@ -565,6 +565,10 @@ StatusOr<std::unique_ptr<Backend>> MakeEmulatedBackend(const EmulatedOptions& op
     return Status::ResourceExhausted(fmt::format("cannot map {} bytes of emulated device memory: {}",
                                                  total, std::strerror(errno)));
   }
+  // Transparent huge pages: the first touch of device memory then faults once per 2 MiB instead
+  // of once per 4 KiB. On the (virtualized, loaded) build machine a 4 KiB fault cost ~25 us, so a
+  // first 256 MiB copy ran at ~40 MB/s on faults alone. Advisory: ignored where THP is off.
+  (void)madvise(arena, total, MADV_HUGEPAGE);
   void* plugin = nullptr;
   if (!options.kernels_plugin.empty()) {
     plugin = dlopen(options.kernels_plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
