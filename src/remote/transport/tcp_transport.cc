@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -96,6 +97,16 @@ class TcpConnection final : public Connection {
     uint8_t header[8];
     PutLe(header, total | (striped ? kStripedBit : 0), 8);
     size_t control_len = striped ? total / (data_.size() + 1) : total;
+    if (!striped && parts.size() <= 3) {
+      // The common small message: header and parts in one sendmsg, no allocation.
+      iovec v[4];
+      size_t n = 0;
+      v[n++] = iovec{header, sizeof(header)};
+      for (const ByteSpan& p : parts) {
+        if (!p.empty()) v[n++] = iovec{const_cast<std::byte*>(p.data()), p.size()};
+      }
+      return Fail(net::WriteAll(control_.get(), std::span<iovec>(v, n), peer_));
+    }
 
     std::vector<iovec> iov;
     iov.reserve(parts.size() + 1);
@@ -133,7 +144,7 @@ class TcpConnection final : public Connection {
     *split = false;
     if (closed_.load()) return Closed();
     uint8_t header[8];
-    Status s = net::ReadAll(control_.get(), header, sizeof(header), peer_);
+    Status s = ReadControl(header, sizeof(header));
     if (!s.ok()) return Fail(s);
     uint64_t word = GetLe(header, 8);
     const bool striped = (word & kStripedBit) != 0;
@@ -155,11 +166,12 @@ class TcpConnection final : public Connection {
     // Reads bytes [off, off+len) of the message from `fd`: the part before head_len into
     // *message, the rest into `tail`.
     auto read_range = [&, base = message->data()](int fd, size_t off, size_t len) {
+      auto read = [&](void* p, size_t n) {
+        return fd == control_.get() ? ReadControl(p, n) : net::ReadAll(fd, p, n, peer_);
+      };
       size_t in_head = off < head_len ? std::min(len, head_len - off) : 0;
-      Status r = net::ReadAll(fd, base + off, in_head, peer_);
-      if (r.ok() && len > in_head) {
-        r = net::ReadAll(fd, tail.data() + (off + in_head - head_len), len - in_head, peer_);
-      }
+      Status r = read(base + off, in_head);
+      if (r.ok() && len > in_head) r = read(tail.data() + (off + in_head - head_len), len - in_head);
       return r;
     };
     if (!striped) return Fail(read_range(control_.get(), 0, total));
@@ -201,6 +213,40 @@ class TcpConnection final : public Connection {
     return {begin, end - begin};
   }
 
+  // Reads exactly `n` bytes from the control stream through a small buffer, so that a small
+  // message (header and body) usually costs one recv(2) instead of two; reads of at least the
+  // buffer's size go straight into `dst` once the buffered bytes are used up. Receiver thread only.
+  Status ReadControl(void* dst, size_t n) {
+    auto* out = static_cast<std::byte*>(dst);
+    size_t have = std::min(n, rend_ - rpos_);
+    if (have > 0) std::memcpy(out, rbuf_.data() + rpos_, have);
+    rpos_ += have;
+    out += have;
+    n -= have;
+    if (n == 0) return Status::Ok();
+    if (n >= kReadBuffer) return net::ReadAll(control_.get(), out, n, peer_);
+    if (rbuf_.empty()) rbuf_.resize(kReadBuffer);
+    rpos_ = rend_ = 0;
+    while (n > 0) {
+      ssize_t got = ::recv(control_.get(), rbuf_.data(), rbuf_.size(), 0);
+      if (got == 0) return Status::Unavailable(fmt::format("{} closed the connection", peer_));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          return Status::Unavailable(fmt::format("receive from {} timed out", peer_));
+        }
+        return Status::Unavailable(fmt::format("receive from {}: {}", peer_, std::strerror(errno)));
+      }
+      size_t take = std::min(n, static_cast<size_t>(got));
+      std::memcpy(out, rbuf_.data(), take);
+      out += take;
+      n -= take;
+      rpos_ = take;
+      rend_ = static_cast<size_t>(got);
+    }
+    return Status::Ok();
+  }
+
   Status Closed() const {
     return Status::Unavailable(fmt::format("connection to {} is closed", peer_));
   }
@@ -218,6 +264,9 @@ class TcpConnection final : public Connection {
   TransportOptions options_;
   std::string peer_;
   std::atomic<bool> closed_{false};
+  static constexpr size_t kReadBuffer = 64 << 10;
+  std::vector<std::byte> rbuf_;  // control-stream bytes read ahead: [rpos_, rend_) unread
+  size_t rpos_ = 0, rend_ = 0;
 };
 
 class TcpListener final : public Listener {
