@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "control/api.h"
+#include "control/controller_endpoints.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
 namespace gpool::agent {
@@ -34,15 +35,21 @@ Status RunHollowAgent(const HollowOptions& options, const std::atomic<bool>* sto
   if (options.gpus_per_node < 1 || options.gpus_per_node > 16) {
     return Status::InvalidArgument("--gpus-per-node: must be 1..16");
   }
-  std::string host;
-  int port = 0;
-  GPOOL_RETURN_IF_ERROR(control::ParseHostPort("--controller", options.controller, &host, &port));
   control::ClientOptions co;
   co.address = options.controller;
   co.token = options.token;
   co.tls_ca_file = options.tls_ca_file;
-  GPOOL_ASSIGN_OR_RETURN(auto channel, control::MakeChannel(co));
+  // Several controllers (HA): follow the leader; a standby's "not the leader" moves us on.
+  GPOOL_ASSIGN_OR_RETURN(auto endpoints, control::ControllerEndpoints::Parse("--controller", co));
+  GPOOL_ASSIGN_OR_RETURN(auto channel, endpoints.Channel());
   auto stub = v1::NodeService::NewStub(channel);
+  auto failed = [&](const grpc::Status& s) {
+    std::string before = endpoints.current();
+    if (endpoints.Failed(s) && endpoints.current() != before) {
+      auto ch = endpoints.Channel();
+      if (ch.ok()) stub = v1::NodeService::NewStub(*ch);
+    }
+  };
 
   std::vector<SimNode> nodes(options.nodes);
   for (int i = 0; i < options.nodes; ++i) {
@@ -69,6 +76,7 @@ Status RunHollowAgent(const HollowOptions& options, const std::atomic<bool>* sto
         grpc::Status s = stub->Register(&ctx, req, &resp);
         if (!s.ok()) {
           GPOOL_LOG_WARN("register {}: {}", n.name, s.error_message());
+          failed(s);
           if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
               s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
               s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
@@ -95,6 +103,7 @@ Status RunHollowAgent(const HollowOptions& options, const std::atomic<bool>* sto
       grpc::Status s = stub->Heartbeat(&ctx, req, &resp);
       if (!s.ok()) {
         if (s.error_code() == grpc::StatusCode::NOT_FOUND) n.registered = false;
+        failed(s);
         continue;  // keep `finished` to report again
       }
       n.finished.clear();

@@ -28,6 +28,7 @@
 #include "control/api.h"
 #include "control/auth.h"
 #include "control/controller.h"
+#include "control/controller_endpoints.h"
 #include "control/job_spec.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
@@ -56,7 +57,8 @@ struct ClusterFlags {
   int refresh_ms = 1000, iterations = 0;
   double ttl_s = 3600;
   // controller
-  std::string store, listen = "127.0.0.1:7070", http, fabric, policy_config;
+  std::string store, listen = "127.0.0.1:7070", http, fabric, policy_config, advertise;
+  int lease_ttl_s = 2;
   std::vector<std::string> quotas;
   int interval_ms = 200;
   int node_timeout_ms = 10000;
@@ -89,6 +91,8 @@ Status CheckOutput(const std::string& o) {
 struct Client {
   std::shared_ptr<grpc::Channel> channel;
   std::string token;
+  // Several --controller addresses (HA): the list, following the leader.
+  std::shared_ptr<control::ControllerEndpoints> endpoints;
 };
 
 StatusOr<Client> Connect(const ClusterFlags& f) {
@@ -97,8 +101,16 @@ StatusOr<Client> Connect(const ClusterFlags& f) {
   o.tls_ca_file = f.tls_ca;
   o.tls_server_name = f.tls_server_name;
   GPOOL_ASSIGN_OR_RETURN(std::string token, control::ResolveToken(f.token, f.token_file));
+  if (f.controller.find(',') != std::string::npos) {
+    o.token = token;
+    GPOOL_ASSIGN_OR_RETURN(auto eps, control::ControllerEndpoints::Parse("--controller", o));
+    auto e = std::make_shared<control::ControllerEndpoints>(std::move(eps));
+    // Longer than a failover (lease TTL + election), so a client started mid-failover waits.
+    GPOOL_ASSIGN_OR_RETURN(auto leader, e->FindLeader(std::chrono::seconds(20)));
+    return Client{leader, token, e};
+  }
   GPOOL_ASSIGN_OR_RETURN(auto ch, control::MakeChannel(o));
-  return Client{ch, token};
+  return Client{ch, token, nullptr};
 }
 
 // Deadline and token on one call.
@@ -149,6 +161,8 @@ Status RunController(const ClusterFlags& f) {
       return Status::InvalidArgument(fmt::format("--quota: bad GPU count in '{}'", q));
     }
   }
+  if (f.lease_ttl_s < 1) return Status::InvalidArgument("--lease-ttl-s: must be >= 1");
+  o.lease_ttl_s = f.lease_ttl_s;
   GPOOL_ASSIGN_OR_RETURN(auto controller, control::Controller::Open(o));
   control::ApiServer api(controller.get());
   control::ApiOptions ao;
@@ -160,10 +174,13 @@ Status RunController(const ClusterFlags& f) {
   if (!auth) GPOOL_LOG_WARN("no --auth-tokens: the gRPC API is open to anyone who can reach it");
   InstallSignals();
   GPOOL_RETURN_IF_ERROR(api.Start(ao));
-  controller->Start();
   std::string host;
   int port = 0;
   GPOOL_RETURN_IF_ERROR(control::ParseHostPort("--listen", f.listen, &host, &port));
+  // HA: standbys send clients to this address while this controller leads.
+  controller->SetAdvertiseAddress(f.advertise.empty() ? fmt::format("{}:{}", host, api.grpc_port())
+                                                      : f.advertise);
+  controller->Start();
   std::printf("gpool controller: grpc %s:%d", host.c_str(), api.grpc_port());
   if (api.http_port() > 0) {
     std::string hh;
@@ -265,6 +282,10 @@ Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
     Prepare(&ctx, c);
     s = stub->Submit(&ctx, req, &job);
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    if (c.endpoints != nullptr && c.endpoints->Failed(s)) {  // follow the leader (HA)
+      auto ch = c.endpoints->Channel();
+      if (ch.ok()) stub = v1::JobService::NewStub(*ch);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200 << attempt));
   }
   GPOOL_RETURN_IF_ERROR(Rpc(s, f));
@@ -606,13 +627,18 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "name expected in the controller's certificate (default: its host)");
   };
   auto client = [f, auth](CLI::App* c) {
-    c->add_option("--controller", f->controller, "controller HOST:PORT (default 127.0.0.1:7070)");
+    c->add_option("--controller", f->controller,
+                  "controller HOST:PORT[,HOST:PORT...] (default 127.0.0.1:7070; the leader is followed)");
     c->add_option("-o,--output", f->output, "json: machine-readable output");
     auth(c);
   };
 
   CLI::App* ctl = app.add_subcommand("controller", "run the control plane (gRPC + HTTP)");
-  ctl->add_option("--store", f->store, "state store URL, sqlite:PATH")->required();
+  ctl->add_option("--store", f->store,
+                  "state store URL, sqlite:PATH or etcd://HOST:PORT[,HOST:PORT...] (HA)")->required();
+  ctl->add_option("--advertise", f->advertise,
+                  "HA: HOST:PORT standbys send clients to while this one leads (default: --listen)");
+  ctl->add_option("--lease-ttl-s", f->lease_ttl_s, "HA: leader lease TTL in seconds (default 2)");
   ctl->add_option("--listen", f->listen, "gRPC HOST:PORT (default 127.0.0.1:7070; port 0 = any)");
   ctl->add_option("--http", f->http, "HTTP HOST:PORT for /metrics and /api/state");
   ctl->add_option("--fabric", f->fabric, "fabric file (not implemented yet)");
@@ -633,7 +659,7 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   ctl->callback(run("controller", RunController));
 
   CLI::App* ag = app.add_subcommand("agent", "run a node agent (hollow: simulated nodes)");
-  ag->add_option("--controller", f->controller, "controller HOST:PORT");
+  ag->add_option("--controller", f->controller, "controller HOST:PORT[,HOST:PORT...]");
   ag->add_option("--hollow", f->hollow, "simulate N nodes")->required();
   ag->add_option("--gpus-per-node", f->gpus_per_node, "GPUs per simulated node (default 8)");
   ag->add_option("--gpu-model", f->gpu_model, "GPU model name (default H100)");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "control/etcd_store.h"
 #include "remote/lease/lease.h"
 
 namespace gpool::control {
@@ -101,6 +102,8 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& 
                                                remote::kMinLeaseKeyBytes, options.lease_key.size()));
   }
   GPOOL_ASSIGN_OR_RETURN(c->store_, OpenStore(options.store_url));
+  // On etcd several controllers may share the store: start as a standby until elected.
+  if (dynamic_cast<EtcdStore*>(c->store_.get()) != nullptr) c->leading_ = false;
   GPOOL_ASSIGN_OR_RETURN(sched::PolicyConfig pc, sched::ParsePolicyConfig(options.policy_config));
   GPOOL_ASSIGN_OR_RETURN(c->policy_, sched::MakeDefaultPolicy(pc));
   c->ledger_ = sched::UsageLedger(pc.fairshare_half_life_s);
@@ -110,8 +113,20 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& 
 
 Status Controller::Recover() {
   std::lock_guard<std::mutex> l(mu_);
+  return RecoverLocked();
+}
+
+Status Controller::RecoverLocked() {
+  nodes_.clear();
+  node_life_.clear();
+  jobs_.clear();
+  node_jobs_.clear();
+  request_ids_.clear();
+  next_job_ = 1;
   int64_t now = NowMs();
   GPOOL_ASSIGN_OR_RETURN(RangeResult nodes, store_->Range(keys::kNodes, {}));
+  follow_from_ = nodes.revision + 1;  // HA: later changes reach a standby through its watch
+  ++follow_gen_;
   for (const KeyValue& kv : nodes.kvs) {
     v1::Node n;
     GPOOL_RETURN_IF_ERROR(FromJson(kv.value, &n, kv.key));
@@ -167,7 +182,14 @@ StatusOr<uint64_t> Controller::EnqueueLocked(const std::vector<const v1::Job*>& 
 
 Status Controller::WaitDurable(uint64_t seq) {
   std::unique_lock<std::mutex> cl(commit_mu_);
+  auto discarded = [&] {  // HA: queued in a term that ended (DiscardQueuedCommitsLocked)
+    for (const auto& [first, last] : discarded_) {
+      if (seq > first && seq <= last) return true;
+    }
+    return false;
+  };
   while (durable_seq_ < seq) {
+    if (discarded()) break;
     if (!broken_.ok()) return broken_;
     if (committing_) {
       commit_cv_.wait(cl);
@@ -188,6 +210,11 @@ Status Controller::WaitDurable(uint64_t seq) {
     }
     TxnRequest t;
     for (auto& [k, v] : merged) t.Put(k, std::move(v));
+    if (election_ != nullptr) {
+      // Fencing: only while the leader key is still the one this term created.
+      std::lock_guard<std::mutex> relock(commit_mu_);
+      t.If(Compare::ModRevisionIs(election_->key(), fence_));
+    }
     auto start = std::chrono::steady_clock::now();
     StatusOr<TxnResult> r = store_->Txn(t);
     commit_latency_.Observe(
@@ -196,6 +223,7 @@ Status Controller::WaitDurable(uint64_t seq) {
     Status s = r.ok() ? (r->succeeded ? Status::Ok()
                                       : Status::Internal("store commit: unconditional txn failed"))
                       : r.status();
+    if (!s.ok() && election_ != nullptr) s = FencedCommitFailed(s, r.ok());
     if (s.ok()) {
       std::lock_guard<std::mutex> wl(watch_mu_);
       for (QueuedCommit& c : batch) {
@@ -213,6 +241,9 @@ Status Controller::WaitDurable(uint64_t seq) {
       GPOOL_LOG_ERROR("{}", broken_.ToString());
     }
     commit_cv_.notify_all();
+  }
+  if (discarded()) {
+    return Status::Unavailable("not the leader: leadership changed before this was committed");
   }
   return Status::Ok();
 }
@@ -238,6 +269,7 @@ StatusOr<v1::RegisterNodeResponse> Controller::RegisterNode(const v1::RegisterNo
   uint64_t seq = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (!leading_) return NotLeader();
     auto old = nodes_.find(in.name());
     if (old != nodes_.end() && in.gpus() < old->second.gpus()) {
       for (const std::string& id : node_jobs_[in.name()]) {
@@ -282,6 +314,7 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
   uint64_t seq = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (!leading_) return NotLeader();
     auto it = nodes_.find(req.node());
     if (it == nodes_.end()) {
       return Status::NotFound(fmt::format("node {} is not registered", req.node()));
@@ -463,6 +496,7 @@ StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
   uint64_t seq = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (!leading_) return NotLeader();
     if (!req.gpu_model().empty()) {
       // Every model named must exist among the registered nodes, so a typo fails now.
       sched::ClusterSpec models;
@@ -534,6 +568,7 @@ StatusOr<v1::Job> Controller::Cancel(const std::string& id) {
   uint64_t seq = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (!leading_) return NotLeader();
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return Status::NotFound(fmt::format("job {} not found", id));
     j = it->second;
@@ -714,6 +749,7 @@ Status Controller::ScheduleOnce() {
   std::vector<double> bind_latencies;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (!leading_) return Status::Ok();  // standbys do not schedule
     int64_t now_ms = NowMs();
     int64_t now_ns = now_ms * 1000000;
     RefreshNodeStates(now_ms);
@@ -879,6 +915,15 @@ Status Controller::ScheduleOnce() {
 
 void Controller::Start() {
   stop_ = false;
+  if (auto* etcd = dynamic_cast<EtcdStore*>(store_.get()); etcd != nullptr && election_ == nullptr) {
+    LeaderOptions lo;
+    lo.id = advertise_;
+    lo.ttl_s = options_.lease_ttl_s;
+    election_ = std::make_unique<LeaderElection>(
+        etcd, lo, [this](bool leading, Revision fence) { OnLeadership(leading, fence); });
+    follow_ = std::thread([this] { FollowLoop(); });
+    election_->Start();
+  }
   loop_ = std::thread([this] {
     while (!stop_) {
       Status s = ScheduleOnce();
@@ -897,6 +942,8 @@ void Controller::Stop() {
   cv_.notify_all();
   watch_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
+  if (election_ != nullptr) election_->Stop();  // resigns: a standby takes over at once
+  if (follow_.joinable()) follow_.join();
 }
 
 // ---- Observability ----
@@ -907,6 +954,8 @@ std::string Controller::MetricsText() {
   bind_latency_.Render(&out);
   commit_latency_.Render(&out);
   commit_batch_.Render(&out);
+  RenderGauge(&out, "gpool_leader", "1 when this controller leads (always, on SQLite).",
+              {{"", leading_ ? 1.0 : 0.0}});
   std::lock_guard<std::mutex> l(mu_);
   RefreshNodeStates(NowMs());
   std::map<std::string, double> by_state;

@@ -33,6 +33,15 @@
 // `attempt`; finished reports carry it, so a late report about an earlier placement is ignored.
 // After a restart every recovered node gets a fresh grace period.
 //
+// High availability (controller_ha.cc, leader.h): on an etcd store several controllers run; the
+// one holding the leader key leads. Only the leader changes state and schedules; every commit
+// Txn carries Compare::ModRevisionIs(leader key, fence), so a deposed leader never commits.
+// When a fenced commit is refused (or its outcome is unknown) the controller steps down: the
+// changes queued in its term fail with Unavailable, and it re-reads the store. Standbys keep
+// their state current from a watch of the store and serve reads; changes get Unavailable naming
+// the leader ("not the leader; the leader is at HOST:PORT"). A new leader re-reads the store
+// before it acts. On SQLite there is one controller and it always leads.
+//
 // Thread safety: thread-safe. Lock order: mu_ -> commit_mu_ -> watch_mu_.
 #pragma once
 
@@ -50,6 +59,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "control/leader.h"
 #include "control/metrics.h"
 #include "control/store.h"
 #include "gpool/v1/gpool.pb.h"
@@ -81,6 +91,7 @@ struct ControllerOptions {
   const Clock* clock = nullptr;
   // false: don't wake the scheduling loop on every submit (benchmarks of pure submit rate).
   bool schedule_on_submit = true;
+  int64_t lease_ttl_s = 2;  // HA (etcd store): the leader lease TTL
 };
 
 class Controller {
@@ -115,9 +126,14 @@ class Controller {
 
   // One scheduling cycle (the loop calls it; tests may call it directly).
   Status ScheduleOnce();
-  // Starts / stops the scheduling loop thread.
+  // Starts / stops the scheduling loop thread (and, on etcd, the election and the standby's
+  // watch of the store).
   void Start();
   void Stop();
+
+  // HA: the address clients are sent to while this controller leads (set before Start).
+  void SetAdvertiseAddress(const std::string& address);
+  bool leading() const { return leading_.load(); }
 
   std::string MetricsText();
   std::string StateJson();  // {"nodes":[...],"jobs":[...],"tenants":[...]}
@@ -135,6 +151,18 @@ class Controller {
 
   explicit Controller(const ControllerOptions& options);
   Status Recover();
+  Status RecoverLocked();  // replaces the in-memory state with the store's; mu_ held
+
+  // ---- HA (controller_ha.cc) ----
+  Status NotLeader() const;
+  // Fails the changes queued but not durable (they belong to a term that ended) and clears a
+  // broken commit state; mu_ held, waits for a running commit to finish.
+  void DiscardQueuedCommitsLocked();
+  // The committer saw its Txn fail (`compares_failed`: the fence) under HA: step down.
+  Status FencedCommitFailed(const Status& error, bool compares_failed);
+  void OnLeadership(bool leading, Revision fence);
+  void FollowLoop();  // standby: applies watched store changes to the in-memory state
+  void ApplyEvent(const WatchEvent& ev);  // mu_ held
   int64_t NowMs() const;
   // Replaces a job in jobs_ and keeps node_jobs_ (the per-node index) in step.
   void SetJobLocked(v1::Job j);
@@ -173,6 +201,9 @@ class Controller {
   uint64_t durable_seq_ = 0;
   bool committing_ = false;
   Status broken_;  // a commit failed: no more changes
+  // Sequence ranges (first, last] of commits discarded at a change of leadership: their waiters
+  // get Unavailable.
+  std::vector<std::pair<uint64_t, uint64_t>> discarded_;
 
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
@@ -186,6 +217,16 @@ class Controller {
   std::atomic<bool> stop_{false};
   std::condition_variable cv_;
   std::thread loop_;
+
+  // HA. leading_ is true without an election (SQLite). fence_ is written under mu_ and
+  // commit_mu_ together, so a committer reading it under commit_mu_ sees its batch's term.
+  std::unique_ptr<LeaderElection> election_;
+  std::string advertise_;
+  std::atomic<bool> leading_{true};
+  Revision fence_ = 0;
+  Revision follow_from_ = 0;  // mu_: the revision the standby's watch resumes at
+  uint64_t follow_gen_ = 0;   // mu_: bumped when the watch must restart from follow_from_
+  std::thread follow_;
 };
 
 // Whole-GPU split of a request: gpus <= 8 is one task; more must be a multiple of 8.
