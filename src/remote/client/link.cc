@@ -99,6 +99,7 @@ Status ServerLink::Flush() {
   Status s = conn_->Send(batch_.Finish());
   batch_.Reset();
   ++batch_gen_;
+  queued_.store(false, std::memory_order_relaxed);
   return Check(s);
 }
 
@@ -218,7 +219,9 @@ void ServerLink::PumpLoop() {
     if (pump_stop_ || !pending_.empty()) continue;
     lk.unlock();
     bool busy = false;
-    if (mu_.try_lock()) {  // held: a caller is at work and sends or queues itself
+    if (!queued_.load(std::memory_order_relaxed)) {
+      seen_gen = UINT64_MAX;  // nothing queued: idle, whoever holds mu_
+    } else if (mu_.try_lock()) {  // held: a caller is at work and sends or queues itself
       if (!batch_.empty()) {
         busy = true;
         if (seen_gen == batch_gen_) {

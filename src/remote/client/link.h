@@ -61,6 +61,7 @@ class ServerLink {
     if (batch_.bytes() >= kFlushBytes || batch_.frames() >= proto::kMaxFramesPerMessage - 1) {
       return Flush();
     }
+    queued_.store(true, std::memory_order_relaxed);
     if (pump_sleeping_.load()) WakePump();
     return Status::Ok();
   }
@@ -74,6 +75,7 @@ class ServerLink {
     Status s = conn_->Send(parts);
     batch_.Reset();
     ++batch_gen_;
+    queued_.store(false, std::memory_order_relaxed);
     return Check(s);
   }
   // Sends queued requests plus `m` and waits for its reply.
@@ -159,6 +161,9 @@ class ServerLink {
   std::condition_variable pump_cv_;
   bool pump_stop_ = false, pump_wake_ = false;
   std::atomic<bool> pump_sleeping_{false};
+  // Set by Post, cleared when the batch is sent: lets the pump tick without touching mu_ when
+  // nothing is queued (a caller may hold mu_ for a long synchronous call).
+  std::atomic<bool> queued_{false};
   std::atomic<uint64_t> pump_flushes_{0};
   std::thread pump_;
 };
