@@ -9,8 +9,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <thread>
 
 #include <gtest/gtest.h>
+
+#include "remote/protocol/messages.h"
+#include "remote/server/session.h"
+#include "remote/transport/transport.h"
 
 namespace gpool::remote::server {
 namespace {
@@ -21,6 +26,9 @@ struct Board {  // shared with the children
   std::atomic<int> ready;
   std::atomic<int> total;
   std::atomic<int> count[4];
+  // Counts of sessions 0 and 1 when `total` passed snap_at[k] (SessionsEnforceTheirShares).
+  int snap_at[2];
+  std::atomic<int> snap[2][2];
 };
 
 Board* NewBoard() {
@@ -145,6 +153,133 @@ TEST(ShareArbiter, DevicesAreArbitratedSeparately) {
     a.Charge(*x, 0, 10 * kMs);
   }
   EXPECT_EQ(a.stats(*x).waits, 0u);
+}
+
+// A backend whose every kernel "runs" 1 ms (charged, not slept) and counts itself on the board.
+class CountingBackend final : public Backend {
+ public:
+  CountingBackend(Board* b, int index) : b_(b), index_(index) {}
+  std::string_view name() const override { return "counting"; }
+  int DeviceCount() override { return 1; }
+  Result GetProps(uint32_t, proto::DeviceProps*) override { return {}; }
+  Result GetAttribute(uint32_t, int32_t, int32_t*) override { return {}; }
+  Result MemGetInfo(uint32_t, uint64_t*, uint64_t*) override { return {}; }
+  Result Malloc(uint32_t, uint64_t, uint64_t*) override { return {}; }
+  Result Free(uint64_t) override { return {}; }
+  Result CopyH2D(uint64_t, std::span<const std::byte>, uint64_t) override { return {}; }
+  Result CopyD2H(std::byte*, uint64_t, uint64_t, uint64_t) override { return {}; }
+  std::span<const std::byte> HostView(uint64_t, uint64_t) override { return {}; }
+  Result CopyD2D(uint64_t, uint64_t, uint64_t, uint64_t) override { return {}; }
+  Result Memset(uint64_t, uint8_t, uint64_t, uint64_t) override { return {}; }
+  Result Copy2D(const proto::Memcpy2D&, std::byte*) override { return {}; }
+  Result LoadModule(uint64_t, std::span<const std::byte>) override { return {}; }
+  Result RegisterFunction(uint64_t, uint64_t, const std::string&) override { return {}; }
+  Result RegisterVar(uint64_t, uint64_t, const std::string&, uint64_t, bool) override { return {}; }
+  Result UnloadModule(uint64_t) override { return {}; }
+  Result GetParamInfo(uint64_t, proto::ParamInfo*) override { return {}; }
+  Result GetSymbol(uint64_t, uint64_t*, uint64_t*) override { return {}; }
+  Result FuncAttributes(uint64_t, proto::FuncAttrs*) override { return {}; }
+  Result Occupancy(uint64_t, int32_t, uint64_t, int32_t*) override { return {}; }
+  Result Launch(const proto::Launch&, uint64_t* ns) override {
+    // A real (if short) duration, so the two sessions overlap in time even on a loaded machine;
+    // what is charged is a fixed 1 ms, so the split does not depend on how long it really took.
+    usleep(100);
+    b_->count[index_].fetch_add(1);
+    int total = b_->total.fetch_add(1) + 1;
+    for (int k = 0; k < 2; ++k) {
+      if (total == b_->snap_at[k]) {
+        b_->snap[k][0] = b_->count[0].load();
+        b_->snap[k][1] = b_->count[1].load();
+      }
+    }
+    *ns = kMs;
+    return {};
+  }
+  Result StreamCreate(uint32_t, uint64_t, uint32_t, int32_t) override { return {}; }
+  Result StreamDestroy(uint64_t) override { return {}; }
+  Result StreamSync(uint32_t, uint64_t) override { return {}; }
+  Result StreamQuery(uint32_t, uint64_t) override { return {}; }
+  Result StreamWaitEvent(uint32_t, uint64_t, uint64_t) override { return {}; }
+  Result EventCreate(uint32_t, uint64_t, uint32_t) override { return {}; }
+  Result EventRecord(uint32_t, uint64_t, uint64_t) override { return {}; }
+  Result EventSync(uint64_t) override { return {}; }
+  Result EventQuery(uint64_t) override { return {}; }
+  Result EventElapsed(uint64_t, uint64_t, float*) override { return {}; }
+  Result EventDestroy(uint64_t) override { return {}; }
+  Result DeviceSync(uint32_t) override { return {}; }
+
+ private:
+  Board* b_;
+  int index_;
+};
+
+// The wiring: two real Sessions (in two processes, as the server's workers), each with all its
+// launches already sent by its client before it starts, so both are backlogged from the start;
+// the arbiter splits the launches 3:1 by share. Counted between 400 and 1,600 launches in all:
+// after both have surely started, before either runs out (2,000 each).
+TEST(ShareArbiter, SessionsEnforceTheirShares) {
+  auto arb = ShareArbiter::Create({});
+  ASSERT_TRUE(arb.ok());
+  Board* b = NewBoard();
+  const uint32_t shares[2] = {750, 250};
+  b->snap_at[0] = 400;
+  b->snap_at[1] = 1600;
+  const int kPerSession = 2000, kPerMessage = 500;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 2; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      auto t = MakeTransport("tcp", {.tcp_data_streams = 0});
+      auto l = (*t)->Listen("127.0.0.1:0");
+      if (!l.ok()) _exit(2);
+      std::unique_ptr<Connection> server_side;
+      std::thread accept([&] { server_side = std::move(*(*l)->Accept()); });
+      auto client = (*t)->Connect((*l)->address());
+      accept.join();
+      if (!client.ok() || !server_side) _exit(2);
+      auto slot = (*arb)->Join(shares[i]);
+      if (!slot.ok()) _exit(2);
+      std::atomic<bool> sent{false};
+      std::thread sender([&] {
+        proto::BatchWriter w;
+        for (int m = 0; m < kPerSession / kPerMessage; ++m) {
+          w.Reset();
+          for (int k = 0; k < kPerMessage; ++k) {
+            proto::Launch launch{.func = 1};
+            w.AddRequest(launch);
+          }
+          if (!(*client)->Send(w.Finish()).ok()) break;
+        }
+        sent = true;
+      });
+      // Start serving once both clients have sent everything (or filled their socket buffers).
+      for (int k = 0; k < 200 && !sent.load(); ++k) usleep(1000);
+      b->ready.fetch_add(1);
+      while (b->ready.load() < 2) usleep(100);
+      CountingBackend backend(b, i);
+      SessionLimits limits{.compute_share = shares[i] / 1000.0};
+      Session session(1, std::move(server_side), &backend, limits, arb->get(), *slot);
+      std::thread serve([&] { (void)session.Run(); });
+      sender.join();
+      while (b->count[i].load() < kPerSession) usleep(1000);
+      (*client)->Close();
+      serve.join();
+      (*arb)->Leave(*slot);
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  int c0 = b->snap[1][0] - b->snap[0][0], c1 = b->snap[1][1] - b->snap[0][1];
+  munmap(b, sizeof(Board));
+  ASSERT_GT(c1, 0);
+  double ratio = static_cast<double>(c0) / c1;
+  EXPECT_GT(ratio, 2.4) << c0 << " vs " << c1;
+  EXPECT_LT(ratio, 3.6) << c0 << " vs " << c1;
 }
 
 TEST(ShareArbiter, BadOptionsAreRefused) {
