@@ -526,7 +526,13 @@ StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
       SetJobLocked(j);
     }
   }
-  if (options_.schedule_on_submit) cv_.notify_all();
+  if (options_.schedule_on_submit) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      wake_ = true;
+    }
+    cv_.notify_all();
+  }
   GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
   return j;
 }
@@ -929,7 +935,9 @@ void Controller::Start() {
       Status s = ScheduleOnce();
       if (!s.ok()) GPOOL_LOG_ERROR("scheduling cycle: {}", s.ToString());
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait_for(l, options_.schedule_interval, [this] { return stop_.load(); });
+      // A submit wakes the loop at once (wake_), so a job need not wait for the interval.
+      cv_.wait_for(l, options_.schedule_interval, [this] { return stop_.load() || wake_; });
+      wake_ = false;
     }
   });
 }

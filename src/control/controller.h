@@ -193,6 +193,7 @@ class Controller {
   std::map<std::string, std::set<std::string>> node_jobs_;  // node -> running jobs on it
   std::map<std::string, std::string> request_ids_;   // client_request_id -> job id
   uint64_t next_job_ = 1;
+  bool wake_ = false;          // a submit asks for a scheduling cycle now
   uint64_t enqueued_seq_ = 0;  // under mu_ and commit_mu_ (written with both held)
 
   std::mutex commit_mu_;
