@@ -67,7 +67,7 @@ struct ClusterFlags {
   std::string prefix = "hollow", gpu_model = "H100";
   // submit
   int gpus = 0, priority = 0;
-  std::string tenant = "default", duration = "60s", request_id;
+  std::string tenant, duration = "60s", request_id;  // tenant "": the token's, or "default"
   std::string tenant_filter, state_filter;
   std::vector<std::string> command;
   std::string id;
@@ -673,7 +673,7 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
       "submit", "submit a job: gpool submit --gpus N [flags] -- COMMAND, or -f SPEC.yaml");
   client(sub);
   auto* gpus_opt = sub->add_option("--gpus", f->gpus, "whole GPUs (<= 8, or a multiple of 8)");
-  auto* tenant_opt = sub->add_option("--tenant", f->tenant, "tenant (default 'default')");
+  auto* tenant_opt = sub->add_option("--tenant", f->tenant, "tenant (default: the token's tenant, else 'default')");
   sub->add_option("-f,--file", f->spec_file, "YAML job spec (docs/cli.md); flags override it");
   sub->add_option("--gpu-fraction", f->gpu_fraction, "a share of one GPU, e.g. 0.25");
   sub->add_option("--gpu-mem", f->gpu_mem, "GPU memory for a fraction, e.g. 20GiB");

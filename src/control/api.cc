@@ -154,6 +154,7 @@ class JobServiceImpl final : public v1::JobService::Service {
     GPOOL_GATE(kPeople, "JobService.Submit");
     v1::SubmitJobRequest r = *req;
     if (auto s = ScopeTenant(who, r.mutable_tenant(), "tenant"); !s.ok()) return s;
+    if (r.tenant().empty()) r.set_tenant("default");  // admin or open API, no tenant named
     if (who.role == Role::kTenant && !r.client_request_id().empty()) {
       // Request ids are global: scope them so one tenant cannot fetch another's job by id.
       r.set_client_request_id(who.tenant + "/" + r.client_request_id());

@@ -42,8 +42,7 @@ StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::stri
   if (!root.IsMap()) {
     return Status::InvalidArgument(fmt::format("{}: want a mapping of job fields", source));
   }
-  v1::SubmitJobRequest r;
-  r.set_tenant("default");
+  v1::SubmitJobRequest r;  // no tenant: the token's tenant, or "default"
   bool whole = false, fraction = false;
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>();
