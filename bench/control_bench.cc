@@ -210,11 +210,13 @@ void SubmitRate(int jobs, int clients) {
       size_t p = m.find(name + " ");
       return p == std::string::npos ? 0.0 : std::stod(m.substr(p + name.size() + 1));
     };
+    double commits = std::max(1.0, count("gpool_store_commit_seconds_count"));
     std::printf("submit: %d jobs from %d gRPC clients in %.2f s = %.0f jobs/s (%d failed); "
-                "%.0f store commits (%.1f submits per commit)\n",
-                jobs, clients, secs, job_rate, failed.load(),
-                count("gpool_store_commit_seconds_count"),
-                jobs / std::max(1.0, count("gpool_store_commit_seconds_count")));
+                "%.0f store commits (%.1f submits per commit, %.1f ms per commit: %.0f%% of "
+                "the wall time in store Txn)\n",
+                jobs, clients, secs, job_rate, failed.load(), commits, jobs / commits,
+                1e3 * count("gpool_store_commit_seconds_sum") / commits,
+                100 * count("gpool_store_commit_seconds_sum") / secs);
   }
   // The raw store: the same number of Txns of the same size, from the same number of threads.
   std::string dir = TempDir();
