@@ -105,6 +105,8 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& 
   // On etcd several controllers may share the store: start as a standby until elected.
   if (dynamic_cast<EtcdStore*>(c->store_.get()) != nullptr) c->leading_ = false;
   GPOOL_ASSIGN_OR_RETURN(sched::PolicyConfig pc, sched::ParsePolicyConfig(options.policy_config));
+  c->power_ = NodePower(pc.power, options.node_timeout.count());
+  pc.power.enabled = false;  // the controller plans power itself (node_power.h): it knows idle times
   GPOOL_ASSIGN_OR_RETURN(c->policy_, sched::MakeDefaultPolicy(pc));
   c->ledger_ = sched::UsageLedger(pc.fairshare_half_life_s);
   GPOOL_RETURN_IF_ERROR(c->Recover());
@@ -133,6 +135,7 @@ Status Controller::RecoverLocked() {
     n.set_last_heartbeat_ms(now);  // a fresh grace period after a restart
     n.set_state("ready");
     nodes_[n.name()] = n;
+    power_.OnNodeUp(n.name(), now);
   }
   GPOOL_ASSIGN_OR_RETURN(RangeResult jobs, store_->Range(keys::kJobs, {}));
   for (const KeyValue& kv : jobs.kvs) {
@@ -253,11 +256,14 @@ Status Controller::WaitDurable(uint64_t seq) {
 StatusOr<v1::RegisterNodeResponse> Controller::RegisterNode(const v1::RegisterNodeRequest& req) {
   const v1::Node& in = req.node();
   GPOOL_RETURN_IF_ERROR(CheckName("node.name", in.name()));
-  if (in.gpus() < 1 || in.gpus() > sched::kMaxGpusPerNode) {
+  // 0 GPUs: a CPU-only node (a real agent without GPUs); it registers but gets no GPU jobs.
+  if (in.gpus() < 0 || in.gpus() > sched::kMaxGpusPerNode) {
     return Status::InvalidArgument(
-        fmt::format("node.gpus: must be 1..{}, got {}", sched::kMaxGpusPerNode, in.gpus()));
+        fmt::format("node.gpus: must be 0..{}, got {}", sched::kMaxGpusPerNode, in.gpus()));
   }
-  if (in.gpu_model().empty()) return Status::InvalidArgument("node.gpu_model: must not be empty");
+  if (in.gpus() > 0 && in.gpu_model().empty()) {
+    return Status::InvalidArgument("node.gpu_model: must not be empty");
+  }
   if (in.gpu_model().size() > kMaxNameBytes || in.gpu_model().find('|') != std::string::npos) {
     return Status::InvalidArgument("node.gpu_model: at most 128 bytes and no '|'");
   }
@@ -286,8 +292,10 @@ StatusOr<v1::RegisterNodeResponse> Controller::RegisterNode(const v1::RegisterNo
     n.set_state("ready");
     n.set_last_heartbeat_ms(NowMs());
     n.set_gpus_allocated(0);
+    n.set_power("on");  // an agent that registers is running, whatever was recorded before
     GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({}, {&n}));
     nodes_[n.name()] = n;
+    power_.OnNodeUp(n.name(), NowMs());
   }
   GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
   v1::RegisterNodeResponse resp;
@@ -322,7 +330,9 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
     v1::Node& node = it->second;
     int64_t now = NowMs();
     NodeLife& life = node_life_[node.name()];
-    if (NodeStateLocked(node, now) == "down" || node.state() == "down") {
+    // A node switched off on purpose (node_power.h) was not lost: no settling when it is back.
+    if ((NodeStateLocked(node, now) == "down" || node.state() == "down") &&
+        NodePower::SchedState(node) == sched::PowerState::kOn) {
       life.was_down = true;  // back after a silence: settle before taking work again
       life.back_ms = now;
     }
@@ -330,6 +340,10 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
     node.set_state(NodeStateLocked(node, now));
     if (node.state() == "ready") life.was_down = false;
     *node.mutable_telemetry() = req.telemetry();
+    node.set_cpu_utilization(req.cpu_utilization());
+    node.set_memory_available_bytes(req.memory_available_bytes());
+    std::vector<const v1::Node*> node_changed;
+    if (power_.OnHeartbeat(&node, req.powered_off(), now)) node_changed.push_back(&node);
 
     // Finished tasks: mark them; a gang finishes when all its tasks have.
     std::vector<v1::Job> changed;
@@ -342,13 +356,22 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
       for (v1::Allocation& a : *j.mutable_allocations()) {
         if (a.task() == ref.task() && a.node() == req.node() && !a.finished()) {
           a.set_finished(true);
+          a.set_exit_code(ref.signal() != 0 ? 128 + ref.signal() : ref.exit_code());
           hit = true;
         }
       }
       if (!hit) continue;
       bool all = std::all_of(j.allocations().begin(), j.allocations().end(),
                              [](const v1::Allocation& a) { return a.finished(); });
-      if (all) {
+      if (ref.exit_code() != 0 || ref.signal() != 0) {
+        // A failed task fails its whole gang at once: the other tasks vanish from their nodes'
+        // heartbeat answers and their agents stop them.
+        j.set_state("failed");
+        j.set_end_ms(now);
+        j.set_message(ref.signal() != 0
+                          ? fmt::format("task {} on {} killed by signal {}", ref.task(), req.node(), ref.signal())
+                          : fmt::format("task {} on {} exited with {}", ref.task(), req.node(), ref.exit_code()));
+      } else if (all) {
         j.set_state("finished");
         j.set_end_ms(now);
       }
@@ -357,7 +380,7 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
     }
     std::vector<const v1::Job*> ptrs;
     for (const auto& j : changed) ptrs.push_back(&j);
-    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, {}));
+    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, node_changed));
 
     for (const std::string& id : node_jobs_[req.node()]) {
       const v1::Job& j = jobs_.at(id);
@@ -373,8 +396,10 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
         t->set_gpu_milli(a.gpu_milli());
         t->set_gpu_memory_bytes(a.gpu_memory_bytes());
         t->set_tenant(j.tenant());
+        t->set_num_tasks(j.num_tasks());
       }
     }
+    power_.FillHeartbeatResponse(node, nodes_, &resp);
   }
   // The task list may include binds still being committed: answer once they are durable.
   GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
@@ -384,7 +409,9 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
 void Controller::RefreshNodeStates(int64_t now_ms) {
   for (auto& [name, n] : nodes_) {
     std::string st = NodeStateLocked(n, now_ms);
-    if (st == "down") {
+    if (NodePower::SchedState(n) != sched::PowerState::kOn) {
+      // Switched off on purpose (node_power.h): silence is expected, not a loss.
+    } else if (st == "down") {
       NodeLife& life = node_life_[name];
       life.was_down = true;
     } else if (st == "ready") {
@@ -398,6 +425,7 @@ void Controller::RefreshNodeStates(int64_t now_ms) {
       }
     }
     n.set_gpus_allocated(used);
+    power_.Refresh(&n, used > 0, now_ms);  // powered-off nodes show their power state
   }
 }
 
@@ -765,8 +793,8 @@ Status Controller::ScheduleOnce() {
     sched::ClusterSpec spec;
     std::map<std::string, int> node_index;
     for (const auto& [name, n] : nodes_) {
-      int model = sched::FindGpuModel(spec, n.gpu_model());
-      if (model < 0) {
+      int model = n.gpus() == 0 ? -1 : sched::FindGpuModel(spec, n.gpu_model());
+      if (model < 0 && n.gpus() > 0) {
         spec.gpu_models.push_back(n.gpu_model());
         model = static_cast<int>(spec.gpu_models.size()) - 1;
       }
@@ -777,12 +805,14 @@ Status Controller::ScheduleOnce() {
       ns.gpu_memory_bytes = n.gpu_memory_bytes();
       ns.cpu_milli = n.cpu_milli();
       ns.memory_bytes = n.memory_bytes();
+      ns.power = NodePower::SchedState(n);
       node_index[name] = static_cast<int>(spec.nodes.size());
       spec.nodes.push_back(std::move(ns));
     }
     bool any_pending = std::any_of(jobs_.begin(), jobs_.end(),
                                    [](const auto& kv) { return kv.second.state() == "pending"; });
-    if (!spec.nodes.empty() && any_pending) {
+    std::vector<const v1::Node*> power_changed;
+    if (!spec.nodes.empty() && (any_pending || power_.enabled())) {
       GPOOL_RETURN_IF_ERROR(sched::BuildUniformTopology({}, &spec));
       GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state,
                              sched::ClusterState::Create(std::move(spec)));
@@ -860,7 +890,8 @@ Status Controller::ScheduleOnce() {
         }
       }
       for (const auto& [name, n] : nodes_) {
-        if (n.state() != "ready") {
+        // Nodes switched off on purpose stay healthy: PlanPower may resume them.
+        if (n.state() != "ready" && NodePower::SchedState(n) == sched::PowerState::kOn) {
           state.SetHealth(sched::NodeId(node_index[name]), sched::Health::kUnhealthy);
         }
       }
@@ -907,10 +938,19 @@ Status Controller::ScheduleOnce() {
         SetJobLocked(j);
         changed[id] = std::move(j);
       }
+      if (power_.enabled()) {
+        // Power (src/sched/power.h) acts on the cluster as this cycle leaves it.
+        for (const auto& p : d.preemptions) (void)state.Release(p.victim, now_ns);
+        for (const auto& b : d.binds) {
+          GPOOL_ASSIGN_OR_RETURN(sched::JobSpec s, to_spec(changed.at(job_id(b.job))));
+          GPOOL_RETURN_IF_ERROR(state.Bind(s, b.placement, now_ns));
+        }
+        GPOOL_RETURN_IF_ERROR(power_.Plan(state, pending, d, now_ms, &nodes_, &power_changed));
+      }
     }
     std::vector<const v1::Job*> ptrs;
     for (const auto& [id, j] : changed) ptrs.push_back(&j);
-    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, {}));
+    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, power_changed));
   }
   Status s = WaitDurable(seq);
   for (double b : bind_latencies) bind_latency_.Observe(b);
@@ -979,9 +1019,11 @@ std::string Controller::MetricsText() {
       queued.try_emplace(j.tenant(), 0);
     }
   }
-  double ready = 0, down = 0, settling = 0, alloc = 0, free = 0, down_gpus = 0;
+  double ready = 0, down = 0, settling = 0, off = 0, alloc = 0, free = 0, down_gpus = 0;
   for (const auto& [name, n] : nodes_) {
-    if (n.state() == "down") {
+    if (NodePower::SchedState(n) != sched::PowerState::kOn) {
+      ++off;  // suspending, off or resuming (node_power.h)
+    } else if (n.state() == "down") {
       ++down;
       down_gpus += n.gpus();
     } else if (n.state() == "settling") {
@@ -1005,7 +1047,7 @@ std::string Controller::MetricsText() {
   RenderGauge(&out, "gpool_jobs", "Jobs by state.", labelled("state", by_state));
   RenderGauge(&out, "gpool_nodes", "Registered nodes by state.",
               {{"state=\"ready\"", ready}, {"state=\"settling\"", settling},
-               {"state=\"down\"", down}});
+               {"state=\"down\"", down}, {"state=\"off\"", off}});
   RenderGauge(&out, "gpool_gpus",
               "GPUs by state (allocated counts GPUs on down nodes too; down counts unallocated "
               "GPUs of settling nodes).",

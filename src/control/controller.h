@@ -61,6 +61,7 @@
 #include "common/status.h"
 #include "control/leader.h"
 #include "control/metrics.h"
+#include "control/node_power.h"
 #include "control/store.h"
 #include "gpool/v1/gpool.pb.h"
 #include "sched/fairshare.h"
@@ -185,6 +186,7 @@ class Controller {
   std::unique_ptr<Store> store_;
   std::unique_ptr<sched::Policy> policy_;
   sched::UsageLedger ledger_;
+  NodePower power_;  // guarded by mu_
 
   std::mutex mu_;
   std::map<std::string, v1::Node> nodes_;            // by name
