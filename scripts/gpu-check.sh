@@ -85,4 +85,6 @@ if [[ -x $build/bench/remote_bench ]]; then
   echo "== bench/remote_bench (emulated backend, for the transport figures)"
   "$build/bench/remote_bench" --benchmark_min_time=0.2s 2>/dev/null | tail -n +4 || true
 fi
+# The node agent's NVML discovery (helper script, owned by the agent code).
+"$here/scripts/gpu-check-agent.sh" "$build" || fail=1
 [[ $fail == 0 ]] && echo "gpu-check: all samples agree" || die "some samples disagree (see above)"

@@ -5,7 +5,12 @@
 // are reported finished on the next heartbeat. Tasks that disappear from the controller's list
 // (cancelled, preempted) are dropped. A node the controller does not know (after a controller
 // restart on a fresh store) registers again. Like Kubernetes' hollow kubelet (kubemark), this is
-// for scale tests and demos: nothing is executed.
+// for scale tests and demos: nothing is executed. The protocol loop is the real agent's
+// (protocol.h).
+//
+// Power: a "suspend" from the controller switches the simulated node off at once (it keeps
+// heartbeating, with powered_off, since the simulation has no BMC); a "resume" boots it, and it
+// reports on again after boot_latency.
 //
 // Thread safety: Run blocks the calling thread until *stop becomes true; one thread drives all
 // nodes (sequential unary RPCs: ~256 nodes at 1 Hz is well within one loopback channel).
@@ -26,6 +31,7 @@ struct HollowOptions {
   std::string gpu_model = "H100";
   std::string name_prefix = "hollow";   // node names: <prefix>-0000, <prefix>-0001, ...
   std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds boot_latency{2000};  // simulated resume-to-ready time
   std::string token;        // cluster (agent) token; empty = none
   std::string tls_ca_file;  // PEM roots for a TLS controller; empty = plaintext
 };

@@ -21,6 +21,7 @@
 
 #include "agent/hollow.h"
 #include "remote/lease/lease.h"
+#include "agent/node_agent.h"
 #include "cli/command.h"
 #include "common/file.h"
 #include "common/log.h"
@@ -63,8 +64,11 @@ struct ClusterFlags {
   int interval_ms = 200;
   int node_timeout_ms = 10000;
   // agent
-  int hollow = 0, gpus_per_node = 8, heartbeat_ms = 500;
+  int hollow = 0, gpus_per_node = 8, heartbeat_ms = 500, boot_ms = 2000;
   std::string prefix = "hollow", gpu_model = "H100";
+  agent::NodeAgentOptions real;  // the real agent (without --hollow)
+  int kill_grace_ms = 10000;
+  bool discover = false;
   // submit
   int gpus = 0, priority = 0;
   std::string tenant, duration = "60s", request_id;  // tenant "": the token's, or "default"
@@ -201,8 +205,19 @@ Status RunAgent(const ClusterFlags& f) {
     return Status::Unimplemented("--fabric: hollow nodes with fabric positions are not implemented yet");
   }
   if (f.hollow < 1) {
-    return Status::Unimplemented(
-        "only hollow agents exist: pass --hollow N (real GPU discovery is not implemented yet)");
+    agent::NodeAgentOptions r = f.real;
+    r.controller = f.controller;
+    r.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_ms);
+    r.kill_grace = std::chrono::milliseconds(f.kill_grace_ms);
+    GPOOL_ASSIGN_OR_RETURN(r.token, control::ResolveToken(f.token, f.token_file));
+    r.tls_ca_file = f.tls_ca;
+    if (f.discover) {
+      GPOOL_ASSIGN_OR_RETURN(std::string json, agent::DiscoverJson(r));
+      std::printf("%s\n", json.c_str());
+      return Status::Ok();
+    }
+    InstallSignals();
+    return agent::RunNodeAgent(r, &g_stop);
   }
   agent::HollowOptions o;
   o.controller = f.controller;
@@ -213,6 +228,7 @@ Status RunAgent(const ClusterFlags& f) {
   o.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_ms);
   GPOOL_ASSIGN_OR_RETURN(o.token, control::ResolveToken(f.token, f.token_file));
   o.tls_ca_file = f.tls_ca;
+  o.boot_latency = std::chrono::milliseconds(f.boot_ms);
   InstallSignals();
   return agent::RunHollowAgent(o, &g_stop);
 }
@@ -658,13 +674,32 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "key file shared with the GPU servers, to issue leases (LeaseService)");
   ctl->callback(run("controller", RunController));
 
-  CLI::App* ag = app.add_subcommand("agent", "run a node agent (hollow: simulated nodes)");
+  CLI::App* ag = app.add_subcommand(
+      "agent", "run the node agent of this machine, or --hollow N simulated nodes");
   ag->add_option("--controller", f->controller, "controller HOST:PORT[,HOST:PORT...]");
-  ag->add_option("--hollow", f->hollow, "simulate N nodes")->required();
+  ag->add_option("--heartbeat-ms", f->heartbeat_ms, "heartbeat interval (default 500)");
+  // The real agent (docs/control-plane.md, "Node agent").
+  ag->add_option("--name", f->real.name, "node name (default: the host name)");
+  ag->add_option("--emulated-gpus", f->real.emulated_gpus,
+                 "declare N emulated GPUs (no hardware; tests) instead of NVML discovery");
+  ag->add_option("--emulated-gpu-model", f->real.emulated_gpu_model, "their model (default emulated)");
+  ag->add_option("--log-dir", f->real.log_dir, "task stdout/stderr files (default /tmp/gpool-agent-NAME/logs)");
+  ag->add_option("--hwloc-xml", f->real.hwloc_xml, "GPU-HCA affinity from this hwloc XML, not the live machine");
+  ag->add_option("--kill-grace-ms", f->kill_grace_ms, "SIGTERM-to-SIGKILL grace for stopped tasks (default 10000)");
+  ag->add_option("--suspend-cmd", f->real.suspend_cmd, "run (sh -c) when the controller suspends this node");
+  ag->add_option("--resume-cmd", f->real.resume_cmd,
+                 "run for other nodes the controller resumes; {node} = their name (power proxy)");
+  ag->add_option("--client-lib-dir", f->real.client_lib_dir,
+                 "gpool's libcudart.so.13 dir for remote/fractional tasks (default <gpool>/../lib)");
+  ag->add_option("--gpu-server", f->real.gpu_server,
+                 "HOST:PORT of this node's gpool gpu-server, advertised for leases");
+  ag->add_flag("--discover", f->discover, "print this machine's inventory as JSON and exit");
+  // The hollow agent.
+  ag->add_option("--hollow", f->hollow, "simulate N nodes instead (kubemark-style)");
   ag->add_option("--gpus-per-node", f->gpus_per_node, "GPUs per simulated node (default 8)");
   ag->add_option("--gpu-model", f->gpu_model, "GPU model name (default H100)");
   ag->add_option("--prefix", f->prefix, "node name prefix (default hollow)");
-  ag->add_option("--heartbeat-ms", f->heartbeat_ms, "heartbeat interval (default 500)");
+  ag->add_option("--boot-ms", f->boot_ms, "simulated resume-to-ready time (default 2000)");
   ag->add_option("--fabric", f->fabric, "fabric file (not implemented yet)");
   auth(ag);
   ag->callback(run("agent", RunAgent));

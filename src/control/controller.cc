@@ -397,6 +397,7 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
         t->set_gpu_memory_bytes(a.gpu_memory_bytes());
         t->set_tenant(j.tenant());
         t->set_num_tasks(j.num_tasks());
+        FillTaskLeaseLocked(node, j, a, t);
       }
     }
     power_.FillHeartbeatResponse(node, nodes_, &resp);
@@ -647,6 +648,40 @@ v1::ListTenantsResponse Controller::ListTenants() {
 }
 
 // ---- Leases ----
+
+void Controller::FillTaskLeaseLocked(const v1::Node& node, const v1::Job& j,
+                                     const v1::Allocation& a, v1::TaskAssignment* t) {
+  // A fraction of a GPU on a node that serves its GPUs (`gpool agent --gpu-server`): the task
+  // runs through the remoting runtime with a lease for its share, which the GPU server
+  // enforces. Without a server or a lease key the agent runs it on the whole device, told its
+  // share only. A fresh token per heartbeat (an HMAC, cheap); the agent uses the first it sees.
+  if (a.gpu_milli() <= 0 || a.gpu_milli() >= 1000 || node.gpu_server().empty() ||
+      options_.lease_key.empty()) {
+    return;
+  }
+  auto auth = remote::LeaseAuthority::Create(options_.lease_key);
+  if (!auth.ok()) return;  // the key was checked at Open
+  std::string devices, leases;
+  for (int g = 0; g < sched::kMaxGpusPerNode; ++g) {
+    if (!(a.gpu_mask() >> g & 1)) continue;
+    remote::LeaseRequest lr;
+    lr.gpu = fmt::format("{}/{}", node.gpu_server(), g);
+    lr.memory_bytes = a.gpu_memory_bytes();
+    lr.compute_milli = a.gpu_milli();
+    lr.tenant = j.tenant();
+    lr.job = j.id();
+    lr.ttl_seconds = 3600;  // checked when the task connects, which is at its start
+    auto token = auth->Issue(lr, *clock_);
+    if (!token.ok()) {
+      GPOOL_LOG_WARN("lease for job {} task {}: {}", j.id(), a.task(), token.status().ToString());
+      return;
+    }
+    devices += (devices.empty() ? "" : ",") + lr.gpu;
+    leases += (leases.empty() ? "" : ",") + *token;
+  }
+  t->set_devices(devices);
+  t->set_lease(leases);
+}
 
 StatusOr<v1::IssueLeasesResponse> Controller::IssueLeases(const v1::IssueLeasesRequest& req) {
   if (req.job_id().empty()) return Status::InvalidArgument("job_id: must not be empty");

@@ -187,6 +187,9 @@ class Controller {
   std::unique_ptr<sched::Policy> policy_;
   sched::UsageLedger ledger_;
   NodePower power_;  // guarded by mu_
+  // Heartbeat: remote-runtime devices and lease for a fractional task (node_agent.h).
+  void FillTaskLeaseLocked(const v1::Node& node, const v1::Job& j, const v1::Allocation& a,
+                           v1::TaskAssignment* t);
 
   std::mutex mu_;
   std::map<std::string, v1::Node> nodes_;            // by name

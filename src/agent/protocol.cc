@@ -1,0 +1,84 @@
+#include "agent/protocol.h"
+
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/log.h"
+#include "control/api.h"
+#include "control/auth.h"
+#include "control/controller_endpoints.h"
+#include "gpool/v1/gpool.grpc.pb.h"
+
+namespace gpool::agent {
+
+Status RunNodeLoop(const LoopOptions& options, const std::vector<NodeDriver*>& nodes,
+                   const std::atomic<bool>* stop) {
+  control::ClientOptions co;
+  co.address = options.controller;
+  co.token = options.token;
+  co.tls_ca_file = options.tls_ca_file;
+  // Several controllers (HA): follow the leader; a standby's "not the leader" moves us on.
+  GPOOL_ASSIGN_OR_RETURN(auto endpoints, control::ControllerEndpoints::Parse("--controller", co));
+  GPOOL_ASSIGN_OR_RETURN(auto channel, endpoints.Channel());
+  auto stub = v1::NodeService::NewStub(channel);
+  auto failed = [&](const grpc::Status& s) {
+    std::string before = endpoints.current();
+    if (endpoints.Failed(s) && endpoints.current() != before) {
+      auto ch = endpoints.Channel();
+      if (ch.ok()) stub = v1::NodeService::NewStub(*ch);
+    }
+  };
+  std::vector<bool> registered(nodes.size(), false);
+  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(5); };
+  while (!stop->load()) {
+    auto round_start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (stop->load()) break;
+      NodeDriver* n = nodes[i];
+      n->Tick();
+      if (!registered[i]) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(deadline());
+        control::AttachToken(&ctx, options.token);
+        v1::RegisterNodeRequest req;
+        n->FillRegister(req.mutable_node());
+        req.mutable_node()->set_name(n->name());
+        v1::RegisterNodeResponse resp;
+        grpc::Status s = stub->Register(&ctx, req, &resp);
+        if (!s.ok()) {
+          GPOOL_LOG_WARN("register {}: {}", n->name(), s.error_message());
+          failed(s);
+          if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+              s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+              s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+            return control::FromGrpc(s);
+          }
+          continue;
+        }
+        registered[i] = true;
+      }
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline());
+      control::AttachToken(&ctx, options.token);
+      v1::HeartbeatRequest req;
+      n->FillHeartbeat(&req);
+      req.set_node(n->name());
+      v1::HeartbeatResponse resp;
+      grpc::Status s = stub->Heartbeat(&ctx, req, &resp);
+      if (!s.ok()) {
+        if (s.error_code() == grpc::StatusCode::NOT_FOUND) registered[i] = false;
+        failed(s);
+        continue;  // the driver keeps its finished tasks to report again
+      }
+      n->OnHeartbeatResponse(resp);
+    }
+    auto next = round_start + options.heartbeat_interval;
+    while (!stop->load() && std::chrono::steady_clock::now() < next) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpool::agent
