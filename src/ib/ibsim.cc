@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -107,21 +108,25 @@ StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
 }
 
 // Waits up to `timeout_s` for `pid`; SIGKILLs it after. Returns the exit status (128+sig when
-// killed by a signal).
-int WaitOrKill(pid_t pid, double timeout_s) {
+// killed by a signal); `cpu_s`, when given, gets the CPU time of pid and its reaped descendants.
+int WaitOrKill(pid_t pid, double timeout_s, double* cpu_s = nullptr) {
   auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   int st = 0;
+  rusage ru{};
   for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
+    pid_t r = wait4(pid, &st, WNOHANG, &ru);
     if (r == pid) break;
     if (r < 0) return -1;
     if (Clock::now() >= deadline) {
       kill(pid, SIGKILL);
-      if (waitpid(pid, &st, 0) != pid) return -1;
+      if (wait4(pid, &st, 0, &ru) != pid) return -1;
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (cpu_s)
+    *cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -358,9 +363,11 @@ StatusOr<ToolResult> Ibsim::Run(const std::vector<std::string>& argv, const Tool
   spec.cwd = dir_;
   spec.stdout_path = stem + ".out";
   spec.stderr_path = stem + ".err";
+  auto t0 = Clock::now();
   GPOOL_ASSIGN_OR_RETURN(pid_t pid, Spawn(spec));
   ToolResult r;
-  r.exit_code = WaitOrKill(pid, options.timeout_s + kKillGraceS + 5);
+  r.exit_code = WaitOrKill(pid, options.timeout_s + kKillGraceS + 5, &r.cpu_s);
+  r.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   r.timed_out = r.exit_code == 124 || r.exit_code == 137;
   r.out = ReadOrEmpty(spec.stdout_path);
   r.err = ReadOrEmpty(spec.stderr_path);

@@ -72,6 +72,8 @@ struct ToolResult {
   int exit_code = -1;       // the tool's exit status; 124/137 when `timeout` killed it
   bool timed_out = false;
   std::string out, err;     // stdout and stderr
+  double cpu_s = 0;         // user + system CPU time of the tool and its reaped children
+  double wall_s = 0;
   // "`ibnetdiscover` exited 1: <stderr tail>" for error messages.
   std::string Describe(const std::string& what) const;
 };
