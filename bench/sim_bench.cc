@@ -10,6 +10,7 @@
 //   sim_bench --lingjun T --runtimes R [--jobs 100000] [--load 0.9]
 //                                                 synthetic gangs on the Lingjun Clos topology
 //   --policies gpool,fifo,...  (default: all)     --fill-runs K (openb fill mode, K seeds)
+//   --gpool-config k=v,...  (gpool policy keys, as gpool sim --policy-config)
 //
 // Each line: case, policy, jobs, cycles, wall_s, cpu_s, and the run's avg JCT (so a speed-up
 // that changed the schedule shows).
@@ -47,6 +48,7 @@ struct Args {
   double arrival_scale = 0.003;
   double min_cycle_s = 10;
   int fill_runs = 0;
+  std::string gpool_config;  // extra gpool policy keys (ablations), as --policy-config
 };
 
 int Fail(const Status& s) {
@@ -59,6 +61,7 @@ Status Run(const std::string& label, const SimCluster& cluster, const Workload& 
   SimFeedback feedback;
   PolicyContext ctx;
   ctx.feedback = &feedback;
+  ctx.gpool_config = a.gpool_config;
   for (const auto& p : a.policies) {
     if (p == "fgd") {
       GPOOL_ASSIGN_OR_RETURN(ctx.target, TargetWorkload(cluster, work));
@@ -75,13 +78,15 @@ Status Run(const std::string& label, const SimCluster& cluster, const Workload& 
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     const double cpu = CpuSeconds() - cpu0;
     const Metrics m = ComputeMetrics(r);
-    std::printf("%-28s %-9s jobs=%-7zu cycles=%-7lld wall_s=%-8.2f cpu_s=%-8.2f avg_jct_s=%.0f\n",
+    std::printf("%-20s %-9s jobs=%-7zu cycles=%-7lld wall_s=%-8.2f cpu_s=%-8.2f jct avg/p50/p99=%.0f/%.0f/%.0f wait",
                 label.c_str(), name.c_str(), work.jobs.size(), static_cast<long long>(r.cycles), wall, cpu,
-                m.avg_jct_s);
+                m.avg_jct_s, m.p50_jct_s, m.p99_jct_s);
+    for (const GangBucket& b : m.wait_by_gang) std::printf(" %s:%.0f", b.label.c_str(), b.avg_wait_s);
+    std::printf(" preempt=%lld kwh=%.0f\n", static_cast<long long>(m.preemptions), m.energy_kwh);
     std::fflush(stdout);
   }
   if (a.fill_runs > 0) {
-    ctx.gpool_config = "power.enabled=false";
+    ctx.gpool_config = a.gpool_config.empty() ? "power.enabled=false" : "power.enabled=false," + a.gpool_config;
     for (const auto& name : a.policies) {
       GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy, MakePolicy(name, ctx));
       double cpu = 0, unalloc = 0;
@@ -118,9 +123,11 @@ int Main(int argc, char** argv) {
     else if (k == "--arrival-scale") a.arrival_scale = std::atof(next().c_str());
     else if (k == "--min-cycle-s") a.min_cycle_s = std::atof(next().c_str());
     else if (k == "--fill-runs") a.fill_runs = std::atoi(next().c_str());
+    else if (k == "--gpool-config") a.gpool_config = next();
     else if (k == "--policies") {
       a.policies.clear();
-      for (auto p : Split(next(), ',')) a.policies.emplace_back(Trim(p));
+      const std::string list = next();  // Split returns views into it
+      for (auto p : Split(list, ',')) a.policies.emplace_back(Trim(p));
     } else {
       std::fprintf(stderr, "sim_bench: unknown argument '%s' (see the comment at the top of bench/sim_bench.cc)\n",
                    k.c_str());

@@ -32,6 +32,9 @@ Status ValidatePolicyConfig(const PolicyConfig& c) {
   if (!(c.assumed_runtime_s >= 0)) {
     return err("assumed_runtime_s", fmt::format("must be >= 0, got {}", c.assumed_runtime_s));
   }
+  if (!(c.reserve_after_s >= 0)) {
+    return err("reserve_after_s", fmt::format("must be >= 0, got {}", c.reserve_after_s));
+  }
   if (c.max_reservations < 0) {
     return err("max_reservations", fmt::format("must be >= 0, got {}", c.max_reservations));
   }
@@ -98,6 +101,8 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.backfill, ParseBool(k, v));
     } else if (k == "assumed_runtime_s") {
       GPOOL_ASSIGN_OR_RETURN(c.assumed_runtime_s, ParseSeconds(k, v));
+    } else if (k == "reserve_after_s") {
+      GPOOL_ASSIGN_OR_RETURN(c.reserve_after_s, ParseSeconds(k, v));
     } else if (k == "backfill_reserved_nodes") {
       GPOOL_ASSIGN_OR_RETURN(c.backfill_reserved_nodes, ParseBool(k, v));
     } else if (k == "max_reservations") {
@@ -302,7 +307,8 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       blocked_priority = job.priority;
       continue;
     }
-    if (static_cast<int>(out.reservations.size()) < c_.max_reservations) {
+    if (static_cast<int>(out.reservations.size()) < c_.max_reservations &&
+        static_cast<double>(now - job.submit_ns) >= c_.reserve_after_s * 1e9) {
       if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now, c_.assumed_runtime_s)) {
         for (NodeId n : r->nodes) work.SetHeld(n, true);
         held_nodes.insert(held_nodes.end(), r->nodes.begin(), r->nodes.end());

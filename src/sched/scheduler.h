@@ -76,6 +76,10 @@ struct PolicyConfig {
   // EASY proper: jobs whose estimated end precedes a reservation's start may use its nodes.
   // false = conservative (reserved nodes only for the reserved job), for comparison.
   bool backfill_reserved_nodes = true;
+  // A blocked job gets a reservation only once it has waited this long; before that it is just
+  // retried each cycle. A reservation buys a bounded wait for one gang at the price of capacity
+  // held for it; a gang that will likely fit by itself soon needn't pay that. 0 = at once.
+  double reserve_after_s = 0;
   // Run time assumed for running jobs without an estimate when computing a reservation (a time
   // limit); 0 = they never end, and a gang blocked by them gets no reservation.
   double assumed_runtime_s = 24 * 3600.0;

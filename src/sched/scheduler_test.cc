@@ -160,6 +160,31 @@ TEST(Policy, ShortJobsBackfillOntoReservedNodesWhenTheyEndBeforeTheShadowTime) {
   EXPECT_EQ(again->nodes, d.reservations[0].nodes);
 }
 
+TEST(Policy, ReservationWaitsForReserveAfter) {
+  // Job 2 (2 nodes) is blocked behind job 1 (3 of 4 nodes). With reserve_after_s=100 it gets no
+  // reservation while younger than 100 s, and one once it has waited that long.
+  ClusterState s = MakeCluster({.nodes = 4, .nodes_per_leaf = 2});
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  std::vector<JobSpec> pending = {Job(1, 3, 8), Job(2, 2, 8), Job(3, 1, 4)};
+  for (size_t i = 0; i < pending.size(); ++i) pending[i].submit_ns = static_cast<int64_t>(i);
+  PolicyConfig c;
+  c.reserve_after_s = 100;
+  Decisions young = RunPolicy(*Make(c), s, pending, queues, Sec(50));
+  EXPECT_TRUE(young.reservations.empty());
+  ASSERT_EQ(young.binds.size(), 2u);
+  EXPECT_FALSE(young.binds[1].backfilled);
+  Decisions old = RunPolicy(*Make(c), s, pending, queues, Sec(101));
+  ASSERT_EQ(old.reservations.size(), 1u);
+  EXPECT_EQ(old.reservations[0].job, JobId(2));
+  ASSERT_EQ(old.binds.size(), 2u);
+  EXPECT_TRUE(old.binds[1].backfilled);
+  EXPECT_FALSE(ParsePolicyConfig("reserve_after_s=-1").ok());
+  StatusOr<PolicyConfig> parsed = ParsePolicyConfig("reserve_after_s=1h,backfill_reserved_nodes=false");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->reserve_after_s, 3600);
+  EXPECT_FALSE(parsed->backfill_reserved_nodes);
+}
+
 TEST(Policy, ReclaimsBorrowedGpusAfterMinRuntime) {
   // Queue a is guaranteed 8 GPUs, b none. b borrowed both nodes. a's 8-GPU job reclaims one of
   // b's jobs, but only once that job has run its minimum run time.
