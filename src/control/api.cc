@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include "common/file.h"
+#include "control/dashboard.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
 namespace gpool::control {
@@ -329,11 +330,14 @@ Status ApiServer::Start(const ApiOptions& options) {
     http_->Get("/api/state", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(controller_->StateJson(), "application/json");
     });
+    dashboard_ = std::make_unique<Dashboard>(controller_, DashboardOptions{});
+    dashboard_->Register(http_.get());
     http_port_ = port == 0 ? http_->bind_to_any_port(host) : (http_->bind_to_port(host, port) ? port : -1);
     if (http_port_ <= 0) {
       return Status::Unavailable(fmt::format("--http: cannot listen on {}", options.http_listen));
     }
     http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+    dashboard_->Start();
   }
   return Status::Ok();
 }
@@ -343,6 +347,7 @@ void ApiServer::Shutdown() {
     http_->stop();
     if (http_thread_.joinable()) http_thread_.join();
     http_.reset();
+    dashboard_.reset();  // after the server: no handler may still use it
   }
   if (grpc_) {
     grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

@@ -1,5 +1,5 @@
 // The controller's network surfaces: the gpool.v1 gRPC services and the HTTP endpoint
-// (/metrics in Prometheus text format, /api/state as JSON for the dashboard to come).
+// (/metrics in Prometheus text format, /api/state as JSON, and the web dashboard: dashboard.h).
 //
 // Auth (auth.h): with ApiOptions::auth set, every gRPC call must carry a known bearer token and
 // stays inside its role (tenant tokens: own jobs only; agent tokens: Register and Heartbeat
@@ -29,6 +29,8 @@ class Server;
 
 namespace gpool::control {
 
+class Dashboard;
+
 // Maps a gpool Status to the gRPC status with the same meaning.
 grpc::Status ToGrpc(const Status& s);
 // And back, for clients: the message is kept, prefixed by nothing.
@@ -57,6 +59,7 @@ class ApiServer {
   const TokenAuth* auth_ = nullptr;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Dashboard> dashboard_;  // the web UI on the HTTP endpoint (dashboard.h)
   std::thread http_thread_;
   int grpc_port_ = 0;
   int http_port_ = 0;
