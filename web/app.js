@@ -158,7 +158,7 @@ function renderTenants(m) {
 }
 
 // The GPU cells of one node, in a row at (x, y); `cell` is the pitch in SVG units.
-function nodeCells(m, n, x, y, cell) {
+function nodeCells(m, n, x, y, cell, rowH = cell) {
   let h = "";
   const g = num(n.gpus), isDown = n.state === "down";
   const owners = new Set();
@@ -173,9 +173,9 @@ function nodeCells(m, n, x, y, cell) {
     } else if (isDown) {
       cls = "gpu down";
     }
-    h += `<rect class="${cls}"${fill}${data} x="${x + i * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}"/>`;
+    h += `<rect class="${cls}"${fill}${data} x="${x + i * cell}" y="${y}" width="${cell - 1}" height="${rowH - 1}"/>`;
   }
-  if (isDown) h += `<rect class=node-down x="${x - 0.5}" y="${y - 0.5}" width="${g * cell}" height="${cell}"/>`;
+  if (isDown) h += `<rect class=node-down x="${x - 0.5}" y="${y - 0.5}" width="${g * cell}" height="${rowH}"/>`;
   const tip = `${n.name}: ${n.gpu_model || "?"}, ${n.state}, ${num(n.gpus_allocated)}/${g} GPUs allocated` +
               (owners.size ? "; jobs " + [...owners].join(" ") : "");
   return `<g data-node="${esc(n.name)}"><title>${esc(tip)}</title>${h}</g>`;
@@ -191,21 +191,25 @@ function renderGroupedFabric(m) {
   const width = 1000, gap = 6;
   const across = Math.max(1, Math.min(16, leaves.length));
   const cell = Math.max(4, Math.min(14, Math.floor(((width + gap) / across - gap - 2 * pad) / gpn)));
-  const leafW = gpn * cell + 2 * pad, leafH = LEAF_SIZE * cell + 2 * pad + 12;
+  const rowH = Math.min(14, Math.round(cell * 1.5));  // taller than wide: the panel is wide
+  const leafW = gpn * cell + 2 * pad, leafH = LEAF_SIZE * rowH + 2 * pad + 26;
   const perRow = Math.max(1, Math.min(leaves.length, Math.floor((width + gap) / (leafW + gap))));
   const rows = Math.ceil(leaves.length / perRow);
-  const top = 34, rowH = leafH + 30;
-  const height = top + rows * rowH;
+  const top = 34, bandH = leafH + 30;
+  const height = top + rows * bandH;
   const selNodes = selectedNodes(m);
   let h = `<rect class=spine x="0" y="2" width="${width}" height="16" rx="3"/>` +
           `<text class=sw-label x="8" y="14">spine layer (no fabric data: uniform tree of ${LEAF_SIZE}-node leaves, as the controller places)</text>`;
   leaves.forEach((leaf, li) => {
-    const x = (li % perRow) * (leafW + gap), y = top + Math.floor(li / perRow) * rowH + 16;
+    const x = (li % perRow) * (leafW + gap), y = top + Math.floor(li / perRow) * bandH + 16;
     const hit = leaf.some((n) => selNodes.has(n.name));
     h += `<line class=uplink x1="${x + leafW / 2}" y1="18" x2="${x + leafW / 2}" y2="${y}"/>`;
     h += `<rect class="leaf-box${hit ? " hit" : ""}" x="${x}" y="${y}" width="${leafW}" height="${leafH}" rx="4"/>`;
     h += `<text class=leaf-label x="${x + pad}" y="${y + 12}">leaf ${li}</text>`;
-    leaf.forEach((n, ni) => { h += nodeCells(m, n, x + pad, y + 18 + ni * cell, cell); });
+    leaf.forEach((n, ni) => { h += nodeCells(m, n, x + pad, y + 18 + ni * rowH, cell, rowH); });
+    const used = leaf.reduce((a, n) => a + num(n.gpus_allocated), 0);
+    const all = leaf.reduce((a, n) => a + num(n.gpus), 0);
+    h += `<text class=leaf-label x="${x + pad}" y="${y + leafH - 6}">${used}/${all}</text>`;
   });
   return {svg: `<svg viewBox="0 -1 ${width} ${height}" preserveAspectRatio="xMinYMin meet">${h}</svg>`,
           source: `${fmt(m.nodes.length)} nodes in ${leaves.length} leaves (controller grouping)`};
@@ -413,15 +417,18 @@ function renderChart() {
     return;
   }
   const t0 = s[0].t, t1 = s[s.length - 1].t;
-  const ymax = Math.max(1, ...s.map((x) => Math.max(num(x.total), num(x.allocated) + num(x.down))));
+  // The y axis is the pool size, rounded up to a readable step (allocated GPUs on down nodes are
+  // counted in both areas, so the stack may briefly exceed the pool: it is clipped, not rescaled).
+  const top = Math.max(1, ...s.map((x) => num(x.total)));
+  const step = niceStep(top / 4);
+  const ymax = Math.ceil(top / step) * step;
   const pmax = Math.max(1, ...s.map((x) => num(x.pending)));
   const X = (t) => L + ((W - L - R) * (t - t0)) / Math.max(1, t1 - t0);
-  const Y = (v) => T + (H - T - B) * (1 - v / ymax);
+  const Y = (v) => T + (H - T - B) * (1 - Math.min(v, ymax) / ymax);
   const YP = (v) => T + (H - T - B) * (1 - v / pmax);
   const tenants = [...new Set(s.flatMap((x) => Object.keys(x.tenants || {})))].sort();
   let h = "";
-  for (let i = 0; i <= 4; i++) {
-    const v = (ymax * i) / 4;
+  for (let v = 0; v <= ymax; v += step) {
     h += `<line class=gridline x1="${L}" x2="${W - R}" y1="${Y(v)}" y2="${Y(v)}"/>` +
          `<text class=axis x="${L - 6}" y="${Y(v) + 3}" text-anchor=end>${fmt(Math.round(v))}</text>`;
   }
@@ -450,6 +457,15 @@ function renderChart() {
   lg += "<span><i style='background:rgba(184,67,74,.55)'></i>down / off</span><span><i style='background:#d8e0ea'></i>pool (dashed)</span>" +
         "<span><i style='background:var(--warn)'></i>queued jobs (right axis)</span>";
   $("chart-legend").innerHTML = lg;
+}
+
+// The smallest readable step >= x: 1, 2, 2.5 or 5 times a power of ten, or a power of two (GPU
+// pools are often 2^n GPUs, so 2,048 gets ticks at 512, not at 1,000 up to 3,000).
+function niceStep(x) {
+  x = Math.max(x, 1);
+  const p = Math.pow(10, Math.floor(Math.log10(x)));
+  const c = [1, 2, 2.5, 5, 10].map((k) => k * p).concat([Math.pow(2, Math.ceil(Math.log2(x)))]);
+  return Math.min(...c.filter((v) => v >= x));
 }
 
 function showError(msg) {
