@@ -12,8 +12,9 @@ const MAX_ROWS = 200;        // job rows drawn; the rest are counted
 
 const ui = {
   state: null,          // last /api/state
-  fabric: null,         // last /api/fabric, or null when the controller has none
-  fabricChecked: 0,     // ms of the last /api/fabric attempt
+  fabric: undefined,    // last /api/fabric; null when the controller has none (HTTP 404)
+  fabricTopo: null,     // last /api/fabric?links=all (every link), for the drawing
+  fabricChecked: 0,     // ms of the last full /api/fabric?links=all attempt
   history: [],          // samples, oldest first
   historyCap: 3600,
   tab: "active",
@@ -215,100 +216,127 @@ function renderGroupedFabric(m) {
           source: `${fmt(m.nodes.length)} nodes in ${leaves.length} leaves (controller grouping)`};
 }
 
-// With /api/fabric: switches in layers (top = farthest from hosts), hosts under their leaf, links
-// coloured by state and load. The expected shape is documented in docs/control-plane.md:
-// {switches:[{name, level?}], hosts:[{name, node?, switch?}], links:[{a, b, state?, load?}],
-//  affected_jobs?:[id]}. Anything missing degrades to the grouped view.
-function renderRealFabric(m, fab) {
-  const switches = fab.switches || [], hosts = fab.hosts || [], links = fab.links || [];
+// With /api/fabric (the controller runs with --fabric; schema in docs/control-plane.md,
+// "Fabric"): switches in layers by `level` (0 = leaf, at the bottom), the leaf-spine links
+// coloured by state (down: red, held by damping: orange, both dashed) and load (flows routed
+// over them by running jobs), the hosts' GPUs grouped by their leaf domain under the leaves.
+// A selected job's links are drawn white on top.
+const natural = (a, b) => a.localeCompare(b, "en", {numeric: true});
+
+function renderRealFabric(m, fab, topo) {
+  const switches = (fab.switches || []).slice().sort((a, b) => natural(a.name, b.name));
   if (!switches.length) return null;
-  const swName = new Set(switches.map((s) => s.name));
-  const hostOf = new Map(hosts.map((h) => [h.name, h]));
-  // Level: given, or 0 for switches with hosts attached, then BFS upwards.
-  const level = new Map();
-  for (const s of switches) if (s.level !== undefined) level.set(s.name, num(s.level));
-  const adj = new Map();
-  for (const l of links) {
-    if (!adj.has(l.a)) adj.set(l.a, []);
-    if (!adj.has(l.b)) adj.set(l.b, []);
-    adj.get(l.a).push(l.b); adj.get(l.b).push(l.a);
-  }
-  const leafOfHost = new Map();
-  for (const h of hosts) {
-    const sw = h.switch || (adj.get(h.name) || []).find((x) => swName.has(x));
-    if (sw) leafOfHost.set(h.name, sw);
-  }
-  if (!level.size) {
-    let frontier = [...new Set(leafOfHost.values())];
-    frontier.forEach((s) => level.set(s, 0));
-    while (frontier.length) {
-      const next = [];
-      for (const s of frontier) for (const x of adj.get(s) || []) {
-        if (swName.has(x) && !level.has(x)) { level.set(x, level.get(s) + 1); next.push(x); }
-      }
-      frontier = next;
-    }
-  }
-  for (const s of switches) if (!level.has(s.name)) level.set(s.name, 0);
-  const maxLevel = Math.max(...level.values());
-  const byLevel = [];
-  for (let i = 0; i <= maxLevel; i++) byLevel.push([]);
-  for (const s of switches) byLevel[level.get(s.name)].push(s.name);
-  byLevel.forEach((a) => a.sort());
-  const width = 1000, swH = 14, layerGap = 60;
+  const hosts = fab.hosts || [];
+  const sw = new Map(switches.map((x) => [x.name, x]));
+  const hcaHost = new Map();
+  for (const h of hosts) for (const c of h.hcas || []) hcaHost.set(c, h.name);
+  // Current state and load of a link: /api/fabric lists the loaded or not-up ones; any other
+  // link of the topology (from ?links=all) is up and idle.
+  const key = (l) => (l.a < l.b ? l.a + "|" + l.b : l.b + "|" + l.a);
+  const live = new Map((fab.links || []).map((l) => [key(l), l]));
+  const all = new Map(((topo && topo.links) || []).map((l) => [key(l), l]));
+  for (const [k, l] of live) all.set(k, l);
+  const links = [...all.entries()].map(([k, l]) => live.get(k) || {...l, state: "up", flows: 0, jobs: []});
+
+  const maxLevel = Math.max(0, ...switches.map((x) => num(x.level)));
+  const W = 1000, swH = 12, layerGap = 80, top = 6;
   const pos = new Map();
   for (let lv = maxLevel; lv >= 0; lv--) {
-    const names = byLevel[lv], y = (maxLevel - lv) * layerGap + 4;
-    const w = width / Math.max(1, names.length);
-    names.forEach((n, i) => pos.set(n, {x: i * w + w / 2, y, w: Math.max(2, Math.min(60, w - 2))}));
+    const names = switches.filter((x) => num(x.level) === lv).map((x) => x.name);
+    const per = W / Math.max(1, names.length);
+    names.forEach((n, i) => pos.set(n, {x: i * per + per / 2, y: top + (maxLevel - lv) * layerGap, w: Math.max(2, Math.min(26, per - 2))}));
   }
-  // Hosts (their GPU cells) in a strip under each leaf, in the leaf's order.
-  const nodeByName = new Map(m.nodes.map((n) => [n.name, n]));
-  const leaves = byLevel[0];
-  const hostsByLeaf = new Map(leaves.map((l) => [l, []]));
-  for (const [h, sw] of leafOfHost) if (hostsByLeaf.has(sw)) hostsByLeaf.get(sw).push(h);
-  const cell = Math.max(2, Math.min(8, Math.floor(width / Math.max(1, leaves.length) / 9)));
-  const hostTop = maxLevel * layerGap + 4 + swH + 30;
-  let maxHosts = 0;
-  const selNodes = selectedNodes(m);
-  let cells = "";
-  leaves.forEach((leaf) => {
-    const p = pos.get(leaf), list = hostsByLeaf.get(leaf).sort();
-    maxHosts = Math.max(maxHosts, list.length);
-    list.forEach((h, i) => {
-      const node = nodeByName.get((hostOf.get(h) || {}).node || h);
-      const x = p.x - (8 * cell) / 2, y = hostTop + i * cell;
-      if (node) cells += nodeCells(m, node, x, y, cell);
-      else cells += `<rect class="gpu idle" x="${x}" y="${y}" width="${8 * cell - 1}" height="${cell - 1}"><title>${esc(h)} (not a registered node)</title></rect>`;
-    });
-  });
-  let lines = "";
+  const sel = ui.selected;
+  const selSwitches = new Set();
+  const maxFlows = Math.max(1, ...links.map((l) => num(l.flows)));
+  let idle = "", loaded = "", selected = "";
+  const hostLeaves = new Map();  // leaf domain -> Set(leaf switch)
+  const domainOf = new Map(hosts.map((h) => [h.name, h.leaf || "?"]));
+  let down = 0;
   for (const l of links) {
     const a = pos.get(l.a), b = pos.get(l.b);
-    if (!a || !b) continue;  // host links are drawn as the strip under the leaf
-    const down = l.state && l.state !== "up" && l.state !== "active";
-    const load = Math.max(0, Math.min(1, Number(l.load || 0)));
-    const color = down ? "#ff4d57" : `hsl(${200 - 200 * load}, 70%, ${38 + 20 * load}%)`;
-    lines += `<line x1="${a.x}" y1="${a.y + swH}" x2="${b.x}" y2="${b.y}" stroke="${color}" ` +
-             `stroke-width="${down ? 2 : 0.6 + 1.6 * load}"${down ? ' stroke-dasharray="4 3"' : ""}>` +
-             `<title>${esc(l.a)} - ${esc(l.b)}: ${esc(l.state || "up")}, load ${(load * 100).toFixed(0)}%</title></line>`;
+    if (!a || !b) {  // a host link: remember which leaves each leaf domain hangs from
+      const host = hcaHost.get(l.a) || hcaHost.get(l.b), s = pos.has(l.a) ? l.a : pos.has(l.b) ? l.b : null;
+      if (host && s) {
+        const d = domainOf.get(host);
+        if (!hostLeaves.has(d)) hostLeaves.set(d, new Set());
+        hostLeaves.get(d).add(s);
+      }
+      if (l.state !== "up") down++;
+      continue;
+    }
+    const [hi, lo] = a.y <= b.y ? [a, b] : [b, a];
+    const coords = `x1="${hi.x.toFixed(1)}" y1="${hi.y + swH}" x2="${lo.x.toFixed(1)}" y2="${lo.y}"`;
+    const tip = `<title>${esc(l.a)}[${num(l.a_port)}] - ${esc(l.b)}[${num(l.b_port)}]: ${esc(l.state)}, ` +
+                `${num(l.flows)} flows${(l.jobs || []).length ? ", jobs " + l.jobs.map(esc).join(" ") : ""}</title>`;
+    if (l.state !== "up") {
+      down++;
+      loaded += `<line class="link ${l.state === "held" ? "held" : "down"}" ${coords}>${tip}</line>`;
+    } else if (num(l.flows) > 0) {
+      const f = num(l.flows) / maxFlows;
+      loaded += `<line ${coords} stroke="hsl(${200 - 200 * f},75%,${45 + 12 * f}%)" stroke-width="${(0.7 + 1.8 * f).toFixed(2)}">${tip}</line>`;
+    } else {
+      idle += `<line class="link idle" ${coords}/>`;
+    }
+    if (sel && (l.jobs || []).includes(sel)) {
+      selected += `<line class="link sel" ${coords}>${tip}</line>`;
+      selSwitches.add(l.a); selSwitches.add(l.b);
+    }
   }
+  // Leaf domains (hosts sharing a set of leaves) in a row under the leaf switches.
+  const domains = [...new Set(hosts.map((h) => h.leaf || "?"))].sort(natural);
+  const nodeByName = new Map(m.nodes.map((n) => [n.name, n]));
+  const gpn = Math.max(1, ...m.nodes.map((n) => num(n.gpus)), 8);
+  const gap = 8, blockW = W / Math.max(1, domains.length) - gap;
+  // Hosts in columns of at most 16 inside each domain's block, cells as large as that allows.
+  const most = Math.max(1, ...domains.map((d) => hosts.filter((h) => (h.leaf || "?") === d).length));
+  const cols = Math.max(1, Math.min(Math.ceil(most / 16), Math.floor((blockW - 4) / (gpn * 2 + 4))));
+  const cell = Math.max(2, Math.min(8, Math.floor((blockW - 4 - (cols - 1) * 4) / (cols * gpn))));
+  const rowH = Math.max(3, Math.round(cell * 1.3));
+  const hostTop = top + maxLevel * layerGap + swH + 56;
+  let cells = "", frames = "", ups = "", maxRows = 0;
+  const selNodes = selectedNodes(m);
+  domains.forEach((d, di) => {
+    const list = hosts.filter((h) => (h.leaf || "?") === d).sort((a, b) => natural(a.name, b.name));
+    const x0 = di * (blockW + gap) + gap / 2, rows = Math.ceil(list.length / cols);
+    maxRows = Math.max(maxRows, rows);
+    const hit = list.some((h) => selNodes.has(h.name));
+    frames += `<rect class="leaf-box${hit ? " hit" : ""}" x="${x0}" y="${hostTop - 14}" width="${blockW}" height="{H}" rx="4"/>` +
+              `<text class=leaf-label x="${x0 + 4}" y="${hostTop - 4}">${esc(d)}</text>`;
+    for (const s of hostLeaves.get(d) || []) {
+      const p = pos.get(s);
+      ups += `<line class=uplink x1="${p.x.toFixed(1)}" y1="${p.y + swH}" x2="${(x0 + blockW / 2).toFixed(1)}" y2="${hostTop - 14}"/>`;
+    }
+    list.forEach((h, i) => {
+      const x = x0 + 4 + Math.floor(i / rows) * (gpn * cell + 4), y = hostTop + 2 + (i % rows) * rowH;
+      const node = nodeByName.get(h.name);
+      if (node) cells += nodeCells(m, node, x, y, cell, rowH);
+      else cells += `<rect class="gpu idle" x="${x}" y="${y}" width="${gpn * cell - 1}" height="${rowH - 1}"><title>${esc(h.name)}: no agent registered</title></rect>`;
+      if (h.reachable === false) cells += `<rect class=node-down x="${x - 0.5}" y="${y - 0.5}" width="${gpn * cell}" height="${rowH}"><title>${esc(h.name)}: unreachable</title></rect>`;
+    });
+  });
+  const blockH = maxRows * rowH + 20;
+  frames = frames.replaceAll("{H}", String(blockH));
   let sws = "";
   for (const [name, p] of pos) {
-    const hit = leafOfHostHit(name, hostsByLeaf, selNodes, hostOf);
-    sws += `<rect class="spine${hit ? " hit" : ""}" x="${p.x - p.w / 2}" y="${p.y}" width="${p.w}" height="${swH}" rx="2"` +
-           `${hit ? ' style="stroke:#fff"' : ""}><title>${esc(name)}</title></rect>`;
+    const x = sw.get(name), bad = x.up === false;
+    sws += `<rect class="switch${bad ? " dead" : ""}${selSwitches.has(name) ? " hit" : ""}" x="${(p.x - p.w / 2).toFixed(1)}" y="${p.y}" ` +
+           `width="${p.w.toFixed(1)}" height="${swH}" rx="2"><title>${esc(name)} (level ${num(x.level)}, ${num(x.ports)} ports${bad ? ", DOWN" : ""})</title></rect>`;
   }
-  const height = hostTop + maxHosts * cell + 6;
-  const affected = (fab.affected_jobs || []).length;
-  return {svg: `<svg viewBox="0 0 ${width} ${height}" preserveAspectRatio="xMinYMin meet">${lines}${sws}${cells}</svg>`,
-          source: `${fmt(switches.length)} switches, ${fmt(hosts.length)} hosts, ${fmt(links.length)} links (/api/fabric)` +
-                  (affected ? ` · ${affected} jobs affected by failures: ${fab.affected_jobs.slice(0, 5).map(esc).join(" ")}` : "")};
-}
-
-function leafOfHostHit(sw, hostsByLeaf, selNodes, hostOf) {
-  const list = hostsByLeaf.get(sw);
-  return !!list && list.some((h) => selNodes.has((hostOf.get(h) || {}).node || h));
+  const height = hostTop + blockH;
+  const health = fab.health || {};
+  const affected = health.affected_jobs || [];
+  const deadSw = (health.dead_switches || []).length;
+  let src = `${fmt(switches.length)} switches, ${fmt(hosts.length)} hosts, ${fmt(num(fab.num_links) || links.length)} links, ` +
+            `routing ${esc(fab.engine || "?")}, generation ${num(fab.generation)}`;
+  src += health.healthy === false ? ` · <b class=bad>${fmt((health.dead_links || []).length || down)} links down` +
+         `${deadSw ? `, ${deadSw} switches down` : ""}</b>` : " · healthy";
+  if (affected.length) {
+    src += ` · <b class=bad>jobs on broken routes: ${affected.slice(0, 6).map((a) => esc(a.id)).join(" ")}` +
+           `${affected.length > 6 ? ` +${affected.length - 6}` : ""}</b>`;
+  }
+  return {svg: `<svg viewBox="0 0 ${W} ${height}" preserveAspectRatio="xMinYMin meet">${idle}${ups}${loaded}${selected}${sws}${frames}${cells}</svg>`,
+          html: true, source: src};
 }
 
 function selectedNodes(m) {
@@ -319,16 +347,19 @@ function selectedNodes(m) {
 function renderFabric(m) {
   let r = null;
   if (ui.fabric) {
-    try { r = renderRealFabric(m, ui.fabric); } catch (e) { showError("fabric view: " + e.message); }
+    try { r = renderRealFabric(m, ui.fabric, ui.fabricTopo); } catch (e) { showError("fabric view: " + e.message); }
   }
   if (!r) r = renderGroupedFabric(m);
   const f = $("fabric");
   f.innerHTML = r.svg;
   f.classList.toggle("has-sel", !!(ui.selected && m.gpuOwner.size && [...m.gpuOwner.values()].some((j) => j.id === ui.selected)));
-  $("fabric-source").innerHTML = esc(r.source);
+  $("fabric-source").innerHTML = r.html ? r.source : esc(r.source);  // html: escaped by the renderer
   let lg = "<span><i style='background:var(--idle)'></i>idle</span><span><i style='background:var(--down)'></i>down / off</span>";
   for (const t of m.tenants) lg += `<span><i style="background:${colorOf(t.name)}"></i>${esc(t.name)}</span>`;
-  if (ui.fabric) lg += "<span><i style='background:hsl(200,70%,38%)'></i>link idle</span><span><i style='background:hsl(0,70%,58%)'></i>link loaded</span><span><i style='background:#ff4d57'></i>link down (dashed)</span>";
+  if (ui.fabric) {
+    lg += "<span><i style='background:hsl(200,75%,45%)'></i>link lightly loaded</span><span><i style='background:hsl(0,75%,57%)'></i>most loaded</span>" +
+          "<span><i style='background:#ff4d57'></i>link down (dashed)</span><span><i style='background:#f0a030'></i>held by damping</span>";
+  }
   $("fabric-legend").innerHTML = lg;
 }
 
@@ -360,6 +391,7 @@ function jobsForTab(m) {
 
 function renderJobs(m, now) {
   const list = jobsForTab(m);
+  const hurt = new Set(((ui.fabric && ui.fabric.health && ui.fabric.health.affected_jobs) || []).map((a) => a.id));
   let h = "<thead><tr><th>job</th><th>tenant</th><th>state</th><th class=num>GPUs</th><th class=num>tasks</th>" +
           "<th class=num>prio</th><th class=num>waited</th><th class=num>ran</th><th>nodes</th><th>command</th></tr></thead><tbody>";
   for (const j of list.slice(0, MAX_ROWS)) {
@@ -370,7 +402,8 @@ function renderJobs(m, now) {
     const nodeTxt = nodes.length > 2 ? `${nodes.slice(0, 2).join(", ")} +${nodes.length - 2}` : nodes.join(", ");
     h += `<tr id="job-${esc(j.id)}" data-job="${esc(j.id)}"${j.id === ui.selected ? " class=sel" : ""}>` +
          `<td>${esc(j.id)}</td><td><i class=swatch style="background:${colorOf(j.tenant)}"></i>${esc(j.tenant)}</td>` +
-         `<td><span class="state ${esc(j.state)}">${esc(j.state)}</span></td><td class=num>${fmt(num(j.gpus))}</td>` +
+         `<td><span class="state ${esc(j.state)}">${esc(j.state)}</span>` +
+         `${hurt.has(j.id) ? ' <span class="state hurt" title="a link on its routes is down">fabric</span>' : ""}</td><td class=num>${fmt(num(j.gpus))}</td>` +
          `<td class=num>${num(j.num_tasks)}&times;${num(j.gpus_per_task)}</td><td class=num>${num(j.priority)}</td>` +
          `<td class=num>${dur(waited)}</td><td class=num>${start ? dur(ran) : "&ndash;"}</td>` +
          `<td>${esc(nodeTxt)}</td><td class=cmd title="${esc((j.command || []).join(" "))}">${esc((j.command || []).join(" "))}</td></tr>`;
@@ -497,14 +530,7 @@ async function refresh() {
     ui.historyCap = num(hist.capacity) || ui.historyCap;
     ui.history.push(...(hist.samples || []));
     if (ui.history.length > ui.historyCap) ui.history.splice(0, ui.history.length - ui.historyCap);
-    // The fabric changes rarely: look for it every 10 s; a 404 means the controller has none.
-    if (Date.now() - ui.fabricChecked > 10000) {
-      ui.fabricChecked = Date.now();
-      try { ui.fabric = await getJson("/api/fabric"); } catch (e) {
-        ui.fabric = null;
-        if (e.status !== 404) console.warn(e.message);
-      }
-    }
+    await refreshFabric();
     const c = $("conn");
     c.textContent = "live";
     c.className = "conn ok";
@@ -517,6 +543,28 @@ async function refresh() {
     c.textContent = "controller unreachable";
     c.className = "conn bad";
     showError("Cannot read the controller: " + e.message + " (retrying)");
+  }
+}
+
+// /api/fabric (404 when the controller has no --fabric: then the grouped view is drawn). Each
+// poll reads the loaded and broken links; the whole topology (?links=all, thousands of links)
+// only every 30 s or when the routing generation changes.
+async function refreshFabric() {
+  if (ui.fabric === null && Date.now() - ui.fabricChecked < 30000) return;  // none, recently
+  try {
+    const stale = !ui.fabricTopo || Date.now() - ui.fabricChecked > 30000;
+    const f = await getJson(stale ? "/api/fabric?links=all" : "/api/fabric");
+    if (!stale && num(f.generation) !== num(ui.fabric.generation)) {
+      ui.fabricTopo = null;
+      return refreshFabric();
+    }
+    if (stale) { ui.fabricTopo = f; ui.fabricChecked = Date.now(); }
+    ui.fabric = f;
+  } catch (e) {
+    ui.fabric = null;
+    ui.fabricTopo = null;
+    ui.fabricChecked = Date.now();
+    if (e.status !== 404) console.warn(e.message);
   }
 }
 
