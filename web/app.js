@@ -63,6 +63,9 @@ async function getJson(url) {
 
 // ---- Model: derive everything the views need from one /api/state ----
 
+// Not schedulable: missed heartbeats ("down") or powered off by the controller ("off").
+const offline = (n) => n.state === "down" || n.state === "off" || n.power === "off";
+
 function derive(st) {
   const nodes = (st.nodes || []).slice().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const jobs = st.jobs || [];
@@ -81,7 +84,7 @@ function derive(st) {
   const m = {nodes, jobs, tenants, gpuOwner, jobsById, total: 0, alloc: 0, down: 0, downNodes: 0,
              running: 0, pending: 0, pendingGpus: 0, finished: 0, models: new Map()};
   for (const n of nodes) {
-    const g = num(n.gpus), a = num(n.gpus_allocated), isDown = n.state === "down";
+    const g = num(n.gpus), a = num(n.gpus_allocated), isDown = offline(n);
     m.total += g;
     m.alloc += a;
     if (isDown) { m.down += g; m.downNodes++; }
@@ -97,7 +100,7 @@ function derive(st) {
   }
   // Idle = schedulable and free; GPUs allocated on a down node count as allocated (as /metrics).
   m.idle = 0;
-  for (const n of nodes) if (n.state !== "down") m.idle += Math.max(0, num(n.gpus) - num(n.gpus_allocated));
+  for (const n of nodes) if (!offline(n)) m.idle += Math.max(0, num(n.gpus) - num(n.gpus_allocated));
   return m;
 }
 
@@ -113,7 +116,7 @@ function renderKpis(m) {
   setText("kpi-idle", fmt(m.idle));
   setText("kpi-idle-pct", pct(m.idle, m.total) + " free to schedule");
   setText("kpi-down", fmt(m.down));
-  setText("kpi-down-nodes", m.downNodes ? fmt(m.downNodes) + " nodes missed heartbeats" : "all nodes heartbeating");
+  setText("kpi-down-nodes", m.downNodes ? fmt(m.downNodes) + " nodes down or off" : "all nodes up");
   setText("kpi-running", fmt(m.running));
   setText("kpi-finished", fmt(m.finished) + " finished or cancelled");
   setText("kpi-pending", fmt(m.pending));
@@ -161,7 +164,7 @@ function renderTenants(m) {
 // The GPU cells of one node, in a row at (x, y); `cell` is the pitch in SVG units.
 function nodeCells(m, n, x, y, cell, rowH = cell) {
   let h = "";
-  const g = num(n.gpus), isDown = n.state === "down";
+  const g = num(n.gpus), isDown = offline(n);
   const owners = new Set();
   for (let i = 0; i < g; i++) {
     const j = m.gpuOwner.get(n.name + "/" + i);

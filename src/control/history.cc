@@ -65,7 +65,7 @@ UtilSample SampleController(Controller* c, int64_t now_ms) {
   for (const v1::Node& n : nodes.nodes()) {
     s.gpus_total += n.gpus();
     s.gpus_allocated += n.gpus_allocated();
-    if (n.state() == "down") {
+    if (n.state() == "down" || n.state() == "off") {  // missed heartbeats, or powered off
       ++s.nodes_down;
       s.gpus_down += n.gpus();
     } else {

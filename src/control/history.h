@@ -25,7 +25,7 @@ struct UtilSample {
   int64_t t_ms = 0;  // Unix milliseconds
   int64_t gpus_total = 0;
   int64_t gpus_allocated = 0;  // includes GPUs allocated on down nodes
-  int64_t gpus_down = 0;       // GPUs of nodes that missed heartbeats (off or failed)
+  int64_t gpus_down = 0;       // GPUs of nodes that missed heartbeats or are powered off
   int64_t nodes_ready = 0;
   int64_t nodes_down = 0;
   int64_t jobs_running = 0;
