@@ -106,14 +106,22 @@ class SimNode : public NodeDriver {
 }  // namespace
 
 Status RunHollowAgent(const HollowOptions& options, const std::atomic<bool>* stop) {
-  if (options.nodes < 1) return Status::InvalidArgument("--hollow: must be >= 1");
+  if (options.names.empty() && options.nodes < 1) return Status::InvalidArgument("--hollow: must be >= 1");
+  if (options.nodes < 0) return Status::InvalidArgument("--hollow: must be >= 0");
+  if (!options.names.empty() && static_cast<size_t>(options.nodes) > options.names.size()) {
+    return Status::InvalidArgument(fmt::format("--hollow {}: the fabric has only {} hosts",
+                                               options.nodes, options.names.size()));
+  }
+  const size_t count = options.nodes == 0 ? options.names.size() : static_cast<size_t>(options.nodes);
   if (options.gpus_per_node < 1 || options.gpus_per_node > 16) {
     return Status::InvalidArgument("--gpus-per-node: must be 1..16");
   }
   std::vector<std::unique_ptr<SimNode>> nodes;
   std::vector<NodeDriver*> drivers;
-  for (int i = 0; i < options.nodes; ++i) {
-    nodes.push_back(std::make_unique<SimNode>(fmt::format("{}-{:04d}", options.name_prefix, i), options));
+  for (size_t i = 0; i < count; ++i) {
+    std::string name = options.names.empty() ? fmt::format("{}-{:04d}", options.name_prefix, i)
+                                             : options.names[i];
+    nodes.push_back(std::make_unique<SimNode>(name, options));
     drivers.push_back(nodes.back().get());
   }
   return RunNodeLoop({.controller = options.controller,

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -30,6 +31,9 @@ struct HollowOptions {
   int gpus_per_node = 8;
   std::string gpu_model = "H100";
   std::string name_prefix = "hollow";   // node names: <prefix>-0000, <prefix>-0001, ...
+  // Explicit node names (`--fabric`: the fabric's hosts, so the controller finds them there);
+  // when set, the first `nodes` of them are used (all when nodes is 0).
+  std::vector<std::string> names;
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds boot_latency{2000};  // simulated resume-to-ready time
   std::string token;        // cluster (agent) token; empty = none

@@ -24,6 +24,7 @@
 #include "agent/node_agent.h"
 #include "cli/command.h"
 #include "common/file.h"
+#include "cli/fabric_ctl.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "control/api.h"
@@ -60,6 +61,7 @@ struct ClusterFlags {
   // controller
   std::string store, listen = "127.0.0.1:7070", http, fabric, policy_config, advertise;
   int lease_ttl_s = 2;
+  ControllerFabricFlags fabric_flags;  // --fabric and friends (fabric_ctl.h)
   std::vector<std::string> quotas;
   int interval_ms = 200;
   int node_timeout_ms = 10000;
@@ -136,9 +138,6 @@ Status Rpc(const grpc::Status& s, const ClusterFlags& f) {
 }
 
 Status RunController(const ClusterFlags& f) {
-  if (!f.fabric.empty()) {
-    return Status::Unimplemented("--fabric: fabric-aware node placement is not implemented yet");
-  }
   if (f.store.empty()) return Status::InvalidArgument("--store: required, e.g. sqlite:PATH");
   control::ControllerOptions o;
   o.store_url = f.store;
@@ -167,6 +166,7 @@ Status RunController(const ClusterFlags& f) {
   }
   if (f.lease_ttl_s < 1) return Status::InvalidArgument("--lease-ttl-s: must be >= 1");
   o.lease_ttl_s = f.lease_ttl_s;
+  GPOOL_ASSIGN_OR_RETURN(o.fabric, OpenControllerFabric(f.fabric_flags));
   GPOOL_ASSIGN_OR_RETURN(auto controller, control::Controller::Open(o));
   control::ApiServer api(controller.get());
   control::ApiOptions ao;
@@ -185,6 +185,7 @@ Status RunController(const ClusterFlags& f) {
   controller->SetAdvertiseAddress(f.advertise.empty() ? fmt::format("{}:{}", host, api.grpc_port())
                                                       : f.advertise);
   controller->Start();
+  GPOOL_ASSIGN_OR_RETURN(auto fabric_monitor, StartFabricMonitor(controller.get(), f.fabric_flags));
   std::printf("gpool controller: grpc %s:%d", host.c_str(), api.grpc_port());
   if (api.http_port() > 0) {
     std::string hh;
@@ -195,16 +196,14 @@ Status RunController(const ClusterFlags& f) {
   std::printf("\n");
   std::fflush(stdout);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (fabric_monitor) fabric_monitor->Stop();
   controller->Stop();
   api.Shutdown();
   return Status::Ok();
 }
 
 Status RunAgent(const ClusterFlags& f) {
-  if (!f.fabric.empty()) {
-    return Status::Unimplemented("--fabric: hollow nodes with fabric positions are not implemented yet");
-  }
-  if (f.hollow < 1) {
+  if (f.hollow < 1 && f.fabric.empty()) {
     agent::NodeAgentOptions r = f.real;
     r.controller = f.controller;
     r.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_ms);
@@ -229,6 +228,9 @@ Status RunAgent(const ClusterFlags& f) {
   GPOOL_ASSIGN_OR_RETURN(o.token, control::ResolveToken(f.token, f.token_file));
   o.tls_ca_file = f.tls_ca;
   o.boot_latency = std::chrono::milliseconds(f.boot_ms);
+  if (!f.fabric.empty()) {  // node names = the fabric's hosts (the first --hollow N; 0 = all)
+    GPOOL_ASSIGN_OR_RETURN(o.names, FabricHostNames(f.fabric));
+  }
   InstallSignals();
   return agent::RunHollowAgent(o, &g_stop);
 }
@@ -657,7 +659,7 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   ctl->add_option("--lease-ttl-s", f->lease_ttl_s, "HA: leader lease TTL in seconds (default 2)");
   ctl->add_option("--listen", f->listen, "gRPC HOST:PORT (default 127.0.0.1:7070; port 0 = any)");
   ctl->add_option("--http", f->http, "HTTP HOST:PORT for /metrics and /api/state");
-  ctl->add_option("--fabric", f->fabric, "fabric file (not implemented yet)");
+  AddControllerFabricFlags(ctl, &f->fabric_flags);
   ctl->add_option("--quota", f->quotas, "TENANT=GPUS guaranteed quota (repeatable)");
   ctl->add_option("--interval-ms", f->interval_ms, "scheduling interval (default 200)");
   ctl->add_option("--node-timeout-ms", f->node_timeout_ms, "heartbeat timeout (default 10000)");
@@ -695,12 +697,12 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
                  "HOST:PORT of this node's gpool gpu-server, advertised for leases");
   ag->add_flag("--discover", f->discover, "print this machine's inventory as JSON and exit");
   // The hollow agent.
-  ag->add_option("--hollow", f->hollow, "simulate N nodes instead (kubemark-style)");
+  ag->add_option("--hollow", f->hollow, "simulate N nodes instead (kubemark-style; with --fabric: its first N hosts, 0 = all)");
   ag->add_option("--gpus-per-node", f->gpus_per_node, "GPUs per simulated node (default 8)");
   ag->add_option("--gpu-model", f->gpu_model, "GPU model name (default H100)");
   ag->add_option("--prefix", f->prefix, "node name prefix (default hollow)");
   ag->add_option("--boot-ms", f->boot_ms, "simulated resume-to-ready time (default 2000)");
-  ag->add_option("--fabric", f->fabric, "fabric file (not implemented yet)");
+  ag->add_option("--fabric", f->fabric, "hollow: name the nodes after this fabric's hosts (file or gen:...)");
   auth(ag);
   ag->callback(run("agent", RunAgent));
 

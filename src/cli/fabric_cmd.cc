@@ -16,6 +16,7 @@
 
 #include "cli/command.h"
 #include "cli/fabric_ib_cmd.h"
+#include "cli/fabric_ctl.h"
 #include "common/file.h"
 #include "fabric/analysis.h"
 #include "fabric/failure.h"
@@ -780,6 +781,8 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
 
   // discover, port (live fabric through libibnetdisc/libibmad): fabric_ib_cmd.cc
   RegisterFabricIbCommands(fab, exit_code);
+  // show, path, health: the controller's live fabric (fabric_ctl_cmd.cc)
+  RegisterFabricClient(fab, exit_code);
 }
 
 GPOOL_REGISTER_COMMAND(Register);

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include "common/file.h"
 #include "control/dashboard.h"
+#include "control/fabric_api.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
 namespace gpool::control {
@@ -264,12 +266,21 @@ class LeaseServiceImpl final : public v1::LeaseService::Service {
 
 struct ApiServer::Services {
   explicit Services(Controller* c)
-      : nodes(c, &gate), jobs(c, &gate), tenants(c, &gate), leases(c, &gate) {}
+      : nodes(c, &gate), jobs(c, &gate), tenants(c, &gate), leases(c, &gate),
+        fabric(MakeFabricService(c, [this](grpc::ServerContext* ctx, bool admin_only,
+                                           const char* method, std::string* tenant) {
+          Principal who;
+          grpc::Status s = admin_only ? gate.Check(ctx, {Role::kAdmin}, &who, method)
+                                      : gate.Check(ctx, kPeople, &who, method);
+          *tenant = who.role == Role::kTenant ? who.tenant : "";
+          return s;
+        })) {}
   Gate gate;
   NodeServiceImpl nodes;
   JobServiceImpl jobs;
   TenantServiceImpl tenants;
   LeaseServiceImpl leases;
+  std::unique_ptr<grpc::Service> fabric;  // fabric_api.h
 };
 
 Status ParseHostPort(const std::string& what, const std::string& text, std::string* host,
@@ -317,6 +328,7 @@ Status ApiServer::Start(const ApiOptions& options) {
   b.RegisterService(&services_->jobs);
   b.RegisterService(&services_->tenants);
   b.RegisterService(&services_->leases);
+  b.RegisterService(services_->fabric.get());
   grpc_ = b.BuildAndStart();
   if (!grpc_ || grpc_port_ == 0) {
     return Status::Unavailable(fmt::format("--listen: cannot listen on {}", options.grpc_listen));
@@ -332,6 +344,16 @@ Status ApiServer::Start(const ApiOptions& options) {
     });
     dashboard_ = std::make_unique<Dashboard>(controller_, DashboardOptions{});
     dashboard_->Register(http_.get());
+    // The fabric view (fabric_api.h); ?links=all adds every link, not only loaded or failed ones.
+    http_->Get("/api/fabric", [this](const httplib::Request& req, httplib::Response& res) {
+      auto json = FabricJson(controller_, req.get_param_value("links") == "all");
+      if (!json.ok()) {
+        res.status = 404;
+        res.set_content(nlohmann::json({{"error", json.status().message()}}).dump(), "application/json");
+        return;
+      }
+      res.set_content(*json, "application/json");
+    });
     http_port_ = port == 0 ? http_->bind_to_any_port(host) : (http_->bind_to_port(host, port) ? port : -1);
     if (http_port_ <= 0) {
       return Status::Unavailable(fmt::format("--http: cannot listen on {}", options.http_listen));

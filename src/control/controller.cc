@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "control/etcd_store.h"
 #include "remote/lease/lease.h"
+#include "control/fabric_view.h"
 
 namespace gpool::control {
 namespace {
@@ -848,7 +849,11 @@ Status Controller::ScheduleOnce() {
                                    [](const auto& kv) { return kv.second.state() == "pending"; });
     std::vector<const v1::Node*> power_changed;
     if (!spec.nodes.empty() && (any_pending || power_.enabled())) {
-      GPOOL_RETURN_IF_ERROR(sched::BuildUniformTopology({}, &spec));
+      if (options_.fabric) {
+        GPOOL_RETURN_IF_ERROR(options_.fabric->BuildDomains(&spec));  // domains from the fabric
+      } else {
+        GPOOL_RETURN_IF_ERROR(sched::BuildUniformTopology({}, &spec));
+      }
       GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state,
                              sched::ClusterState::Create(std::move(spec)));
 

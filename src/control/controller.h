@@ -22,8 +22,9 @@
 // preemptions (the victim goes back to pending) and binds. Jobs carry the sched::JobSpec shape:
 // whole GPUs (up to 8 is one task, more is a gang of 8-GPU tasks) or a fraction of one GPU
 // (milli-GPU + GPU memory), a GPU model constraint, locality, preemptibility, min run time and
-// kind. Nodes have no fabric position yet: they are laid out in a uniform tree of 16-node
-// leaves in name order (docs/control-plane.md).
+// kind. With options.fabric the domains come from the fabric (fabric_view.h);
+// without it nodes are laid out in a uniform tree of 16-node leaves in name order
+// (docs/control-plane.md).
 //
 // Liveness: a node that has not heartbeated for node_timeout is "down" (unschedulable). The
 // scheduling cycle that first sees it down applies the lost-node policy to the jobs that had an
@@ -73,6 +74,8 @@ namespace gpool::control {
 enum class LostNodePolicy { kRequeue, kFail };
 StatusOr<LostNodePolicy> ParseLostNodePolicy(std::string_view s);  // "requeue" | "fail"
 
+class FabricView;
+
 struct ControllerOptions {
   std::string store_url;  // e.g. "sqlite:/var/lib/gpool/state.db"
   std::chrono::milliseconds schedule_interval{200};
@@ -93,6 +96,10 @@ struct ControllerOptions {
   // false: don't wake the scheduling loop on every submit (benchmarks of pure submit rate).
   bool schedule_on_submit = true;
   int64_t lease_ttl_s = 2;  // HA (etcd store): the leader lease TTL
+  // The fabric (`--fabric`): when set, the scheduler's leaf/pod/fabric domains come from it
+  // (FabricView::BuildDomains) instead of the uniform 16-node leaves. Not owned by value: the
+  // API and the fabric monitor share it.
+  std::shared_ptr<FabricView> fabric;
 };
 
 class Controller {
@@ -135,6 +142,8 @@ class Controller {
   // HA: the address clients are sent to while this controller leads (set before Start).
   void SetAdvertiseAddress(const std::string& address);
   bool leading() const { return leading_.load(); }
+  // The fabric view (options.fabric); null without --fabric.
+  const std::shared_ptr<FabricView>& fabric() const { return options_.fabric; }
 
   std::string MetricsText();
   std::string StateJson();  // {"nodes":[...],"jobs":[...],"tenants":[...]}

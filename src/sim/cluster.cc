@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -211,6 +212,8 @@ StatusOr<SimCluster> ClusterFromFabric(const fabric::Fabric& f, const FabricClus
   SimCluster c;
   std::map<uint32_t, int32_t> leaf_index, pod_index;
   std::vector<double> leaf_up, pod_up;
+  std::set<int32_t> has_uplinks;  // leaves cabled to a higher tier
+  auto usable = [&](fabric::LinkId l) { return !options.usable_links_only || f.link_usable(l); };
   for (NodeId ca : f.cas()) {
     const auto& node = f.node(ca);
     NodeId leaf;
@@ -232,7 +235,8 @@ StatusOr<SimCluster> ClusterFromFabric(const fabric::Fabric& f, const FabricClus
       c.leaf_names.push_back(f.node(leaf).name);
       double up = 0;
       for (auto* a = f.adj_begin(leaf); a != f.adj_end(leaf); ++a) {
-        if (tier[a->peer.value()] > 0) up += f.link_gbps(a->link);
+        if (tier[a->peer.value()] > 0 && usable(a->link)) up += f.link_gbps(a->link);
+        if (tier[a->peer.value()] > 0) has_uplinks.insert(static_cast<int32_t>(leaf_up.size()));
       }
       leaf_up.push_back(up);
     }
@@ -255,15 +259,20 @@ StatusOr<SimCluster> ClusterFromFabric(const fabric::Fabric& f, const FabricClus
       auto it = pod_index.find(find(s.value()));
       if (it == pod_index.end()) continue;
       for (auto* a = f.adj_begin(s); a != f.adj_end(s); ++a) {
-        if (tier[a->peer.value()] == top) pod_up[it->second] += f.link_gbps(a->link);
+        if (tier[a->peer.value()] == top && usable(a->link)) pod_up[it->second] += f.link_gbps(a->link);
       }
     }
   } else {
     pod_up = leaf_up;
   }
-  // A single-switch fabric has no uplinks; nothing leaves the leaf, so any capacity will do.
-  for (auto& g : leaf_up) if (g <= 0) g = 1e9;
-  for (auto& g : pod_up) if (g <= 0) g = 1e9;
+  // A single-switch fabric has no uplinks; nothing leaves the leaf, so any capacity will do. A
+  // leaf (or pod) whose uplinks exist but are all down keeps 0 with usable_links_only.
+  for (size_t l = 0; l < leaf_up.size(); ++l) {
+    if (leaf_up[l] <= 0 && !(options.usable_links_only && has_uplinks.count(static_cast<int32_t>(l)))) {
+      leaf_up[l] = 1e9;
+    }
+  }
+  for (auto& g : pod_up) if (g <= 0 && !(options.usable_links_only && top >= 2)) g = 1e9;
   c.leaf_uplink_gbps = std::move(leaf_up);
   c.pod_uplink_gbps = std::move(pod_up);
   c.description = fmt::format("fabric ({} hosts, {} GPUs, {} leaves, {} pods)", c.hosts.size(),

@@ -78,6 +78,11 @@ struct FabricClusterOptions {
   int64_t cpu_milli_per_host = 96000;
   int64_t mem_mib_per_host = 1024 * 1024;
   std::string model = "H100";
+  // Count only usable links (up, both ends up) in the capacities, and leave a leaf or pod whose
+  // uplinks are all down at 0 Gb/s: the controller's view of a degraded fabric. The domain
+  // structure (tiers, leaves, pods) is the cabling's either way, so the indices match a run
+  // without it.
+  bool usable_links_only = false;
 };
 // A host per channel adapter (CA) of a gpool Fabric. Leaf = the switch the CA's first port
 // links to; pod = the group of leaves joined through switches below the top tier (a whole

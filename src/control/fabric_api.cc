@@ -1,0 +1,127 @@
+#include "control/fabric_api.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "control/api.h"
+#include "gpool/v1/gpool.grpc.pb.h"
+
+namespace gpool::control {
+namespace {
+
+const Status& NoFabric() {
+  static const Status s = Status::FailedPrecondition(
+      "the controller runs without --fabric: it has no fabric view");
+  return s;
+}
+
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  o.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+// Running jobs the caller may see (all for tenant ""), after tracking all of them.
+std::vector<JobNodes> Visible(Controller* c, FabricView* f, const std::string& tenant) {
+  std::vector<JobNodes> all = RunningJobNodes(c);
+  f->TrackJobs(all);
+  if (tenant.empty()) return all;
+  std::vector<JobNodes> mine;
+  for (auto& j : all) {
+    if (j.tenant == tenant) mine.push_back(std::move(j));
+  }
+  return mine;
+}
+
+#define GPOOL_FABRIC_GATE(admin_only, method)                          \
+  std::string tenant;                                                  \
+  if (grpc::Status g = auth_(ctx, admin_only, method, &tenant); !g.ok()) return g
+
+class FabricServiceImpl final : public v1::FabricService::Service {
+ public:
+  FabricServiceImpl(Controller* c, FabricAuth auth) : c_(c), auth_(std::move(auth)) {}
+  grpc::Status Get(grpc::ServerContext* ctx, const v1::GetFabricRequest* req,
+                   v1::GetFabricResponse* resp) override {
+    GPOOL_FABRIC_GATE(false, "FabricService.Get");
+    FabricView* f = c_->fabric().get();
+    if (f == nullptr) return ToGrpc(NoFabric());
+    *resp = f->Get(*req, Visible(c_, f, tenant));
+    return grpc::Status::OK;
+  }
+  grpc::Status Path(grpc::ServerContext* ctx, const v1::FabricPathRequest* req,
+                    v1::FabricPathResponse* resp) override {
+    GPOOL_FABRIC_GATE(false, "FabricService.Path");
+    FabricView* f = c_->fabric().get();
+    if (f == nullptr) return ToGrpc(NoFabric());
+    if (req->from().empty()) return ToGrpc(Status::InvalidArgument("from: must not be empty"));
+    if (req->to().empty()) return ToGrpc(Status::InvalidArgument("to: must not be empty"));
+    auto r = f->Path(*req);
+    if (!r.ok()) return ToGrpc(r.status());
+    *resp = std::move(*r);
+    return grpc::Status::OK;
+  }
+  grpc::Status Health(grpc::ServerContext* ctx, const v1::FabricHealthRequest*,
+                      v1::FabricHealthResponse* resp) override {
+    GPOOL_FABRIC_GATE(false, "FabricService.Health");
+    FabricView* f = c_->fabric().get();
+    if (f == nullptr) return ToGrpc(NoFabric());
+    *resp = f->Health(Visible(c_, f, tenant));
+    return grpc::Status::OK;
+  }
+  grpc::Status Event(grpc::ServerContext* ctx, const v1::FabricEventRequest* req,
+                     v1::FabricEventResponse* resp) override {
+    GPOOL_FABRIC_GATE(true, "FabricService.Event");
+    FabricView* f = c_->fabric().get();
+    if (f == nullptr) return ToGrpc(NoFabric());
+    if (req->link().empty() == req->switch_name().empty()) {
+      return ToGrpc(Status::InvalidArgument("link, switch_name: give exactly one"));
+    }
+    (void)Visible(c_, f, "");  // track the jobs before a re-route moves their flows
+    Status s = req->link().empty() ? f->ObserveSwitch(req->switch_name(), req->up())
+                                   : f->ObserveLink(req->link(), req->up());
+    if (!s.ok()) return ToGrpc(s);
+    resp->set_generation(static_cast<int64_t>(f->generation()));
+    return grpc::Status::OK;
+  }
+
+ private:
+  Controller* c_;
+  FabricAuth auth_;
+};
+
+}  // namespace
+
+std::vector<JobNodes> RunningJobNodes(Controller* c) {
+  v1::ListJobsRequest req;
+  req.set_state("running");
+  v1::ListJobsResponse jobs = c->ListJobs(req);
+  std::vector<JobNodes> out;
+  out.reserve(jobs.jobs_size());
+  for (const v1::Job& j : jobs.jobs()) {
+    JobNodes n{.id = j.id(), .tenant = j.tenant(), .nodes = {}};
+    for (const v1::Allocation& a : j.allocations()) n.nodes.push_back(a.node());
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+std::unique_ptr<grpc::Service> MakeFabricService(Controller* c, FabricAuth auth) {
+  return std::make_unique<FabricServiceImpl>(c, std::move(auth));
+}
+
+StatusOr<std::string> FabricJson(Controller* c, bool all_links) {
+  FabricView* f = c->fabric().get();
+  if (f == nullptr) return NoFabric();
+  std::vector<JobNodes> jobs = Visible(c, f, "");
+  v1::GetFabricRequest req;
+  req.set_all_links(all_links);
+  nlohmann::json out = nlohmann::json::parse(ToJson(f->Get(req, jobs)));
+  out["health"] = nlohmann::json::parse(ToJson(f->Health(jobs)));
+  return out.dump();
+}
+
+}  // namespace gpool::control

@@ -1,0 +1,41 @@
+// The controller's fabric surfaces: the gpool.v1 FabricService (Get, Path, Health, Event) and
+// the JSON of /api/fabric (docs/control-plane.md, "Fabric"). Both read the running jobs from the
+// Controller and the fabric from its FabricView; without --fabric every call is
+// FAILED_PRECONDITION ("the controller runs without --fabric").
+//
+// Thread safety: the service and FabricJson only call thread-safe Controller and FabricView
+// methods.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "control/controller.h"
+#include "control/fabric_view.h"
+
+namespace grpc {
+class Service;
+class ServerContext;
+class Status;
+}
+
+namespace gpool::control {
+
+// Running jobs with their nodes in task order.
+std::vector<JobNodes> RunningJobNodes(Controller* c);
+
+// Authorizes one call: OK and *tenant = the caller's tenant ("" = sees every job), or the gRPC
+// error to answer. admin_only for Event (it changes the controller's view).
+using FabricAuth = std::function<grpc::Status(grpc::ServerContext* ctx, bool admin_only,
+                                              const char* method, std::string* tenant)>;
+// A tenant's calls see only its own jobs (loads, affected jobs); the fabric itself is shared.
+std::unique_ptr<grpc::Service> MakeFabricService(Controller* c, FabricAuth auth);
+
+// {"engine","generation","num_links","switches":[..],"hosts":[..],"links":[..],"health":{..}}
+// with the field names of the proto messages; all_links as GetFabricRequest.
+StatusOr<std::string> FabricJson(Controller* c, bool all_links);
+
+}  // namespace gpool::control

@@ -1,0 +1,161 @@
+// FabricView: the controller's live model of the InfiniBand fabric (`gpool controller --fabric`).
+//
+// It holds the fabric (fabric::Fabric), the routes over it (gpool's engine, default minhop) and
+// the effective up/down state of every link and switch, and turns them into:
+//   - the scheduler's domains (BuildDomains): leaf/pod structure from sim::ClusterFromFabric (the
+//     same adapter the simulator uses), grouped per host: a host's leaf domain is the set of leaf
+//     switches its HCAs hang off (a rail-optimised host has 8), bandwidth = their usable uplinks
+//     now vs. nominal (a dead uplink makes the domain "degraded", which placement avoids). A part
+//     of the fabric that a failure cuts off becomes its own fabric domain (gangs never span it),
+//     and a host with no usable HCA link is unhealthy (not schedulable).
+//   - the API's view, paths, and health (dead links/switches, degraded domains, jobs whose
+//     routes crossed a dead element, unreachable hosts).
+//
+// State changes come as observations (Observe*: from the discovery sweep, or the API's Event).
+// Damping, so that a flapping link does not make the controller thrash: "down" takes effect at
+// once (the safe side: stop placing over it), "up" only after the element has stayed up for
+// hold_down, and an element that flapped often (penalty: +1 per down, halving every half_life;
+// suppressed at >= suppress_penalty until it decays below reuse_penalty) stays down even then.
+// Each effective change bumps generation() and re-routes: a failure incrementally
+// (fabric::FailAndReroute), elements coming back with one full Route per tick however many
+// came back at once.
+//
+// Job routes: a running job's flows are a ring over its nodes in task order on every rail (node
+// i's HCA r -> node i+1's HCA r), traced over the LFTs. The links a job's flows crossed are
+// remembered from when the view first saw it running, so that after a failure and re-route the
+// job is still reported as affected by the element its traffic was on; the load (flows per
+// link) uses the current routes.
+//
+// Thread safety: thread-safe (one mutex). Time comes from options.clock (tests pass a
+// ManualClock).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "control/fabric_source.h"
+#include "fabric/model.h"
+#include "fabric/routing.h"
+#include "gpool/v1/gpool.pb.h"
+#include "sched/types.h"
+#include "sim/cluster.h"
+
+namespace gpool::control {
+
+struct FabricViewOptions {
+  std::string source;                 // see fabric_source.h
+  std::string engine = "minhop";      // minhop, updn, ftree, dor
+  std::chrono::milliseconds hold_down{5000};
+  double suppress_penalty = 3;
+  double reuse_penalty = 1;
+  std::chrono::milliseconds half_life{60000};
+  const Clock* clock = nullptr;       // nullptr: SystemClock::Default()
+};
+
+// A running job as the view needs it: its nodes in task order.
+struct JobNodes {
+  std::string id;
+  std::string tenant;
+  std::vector<std::string> nodes;
+};
+
+class FabricView {
+ public:
+  static StatusOr<std::unique_ptr<FabricView>> Open(const FabricViewOptions& options);
+  // From an already built fabric (tests, benchmarks).
+  static StatusOr<std::unique_ptr<FabricView>> FromFabric(fabric::Fabric f,
+                                                          const FabricViewOptions& options);
+  ~FabricView();
+
+  // Host names in fabric order (what hollow agents register as).
+  std::vector<std::string> HostNames() const;
+  // Port GUIDs of a host's HCAs (connected CA ports), for partition membership. Empty when the
+  // host is unknown.
+  std::vector<uint64_t> HostPortGuids(const std::string& host) const;
+
+  // Fills spec->domains and every node's leaf (and marks hosts cut off the fabric unhealthy).
+  // Nodes that are not hosts of the fabric go to one "unplaced" leaf in its own fabric domain,
+  // so that no gang mixes them with fabric hosts.
+  Status BuildDomains(sched::ClusterSpec* spec);
+
+  // Observations. `ref` is "SWITCH[PORT]" as fabric::ResolveLink takes it. Unknown names are
+  // NotFound errors naming them.
+  Status ObserveLink(const std::string& ref, bool up);
+  Status ObserveSwitch(const std::string& name, bool up);
+  // A whole discovered fabric: each link of the model present in `live` (same node names and
+  // ports at both ends) is observed up, each missing one down; switches likewise. CAs missing
+  // from `live` take their links down with them.
+  Status ObserveDiscovered(const fabric::Fabric& live);
+  // Re-evaluates hold-down and damping (the sweep calls it; reads call it too).
+  void Tick();
+
+  // Remembers the links each running job's flows cross now (first sight wins); forgets jobs not
+  // listed. Call it with ALL running jobs (the fabric monitor does every sweep, the API before
+  // each call) so that a job is tracked before a failure re-routes its flows.
+  void TrackJobs(const std::vector<JobNodes>& jobs);
+
+  // `jobs`: the running jobs to show (a tenant sees its own): loads over the current routes;
+  // Health reports those of them that TrackJobs saw on a now-dead element.
+  v1::GetFabricResponse Get(const v1::GetFabricRequest& req, const std::vector<JobNodes>& jobs);
+  StatusOr<v1::FabricPathResponse> Path(const v1::FabricPathRequest& req);
+  v1::FabricHealthResponse Health(const std::vector<JobNodes>& jobs);
+
+  uint64_t generation() const;
+  const std::string& engine() const { return engine_name_; }
+
+ private:
+  struct Damp {
+    bool observed_up = true;
+    bool effective_up = true;
+    bool suppressed = false;
+    double penalty = 0;
+    int64_t penalty_ns = 0;  // when penalty was last decayed
+    int64_t up_since_ns = 0;
+  };
+  struct Domains;  // the per-generation domain layout
+
+  explicit FabricView(const FabricViewOptions& options);
+  Status Init(fabric::Fabric f);
+  void TrackJobsLocked(const std::vector<JobNodes>& jobs);
+  Status ObserveLocked(bool is_link, uint32_t id, bool up);
+  void TickLocked(int64_t now);
+  void DecayLocked(Damp* d, int64_t now);
+  Status ApplyLocked(bool is_link, uint32_t id, bool up);
+  void RouteIfNeededLocked();
+  const Domains& DomainsLocked();
+  // Traces the ring flows of `nodes` over the current tables (links, each once per flow).
+  std::vector<fabric::LinkId> JobLinksLocked(const std::vector<std::string>& nodes);
+  void FillLink(fabric::LinkId l, v1::FabricLink* out) const;
+  std::string LinkLabel(fabric::LinkId l) const;
+  fabric::PortId CaPort(fabric::NodeId ca) const;  // first connected port
+
+  const FabricViewOptions options_;
+  const Clock* clock_;
+  std::string engine_name_;
+
+  mutable std::mutex mu_;
+  fabric::Fabric fabric_;
+  fabric::RouteOptions route_options_;
+  fabric::RoutingTables tables_;
+  std::vector<FabricHost> hosts_;
+  std::unordered_map<std::string, size_t> host_index_;  // host name and CA name -> hosts_ index
+  sim::SimCluster nominal_;                              // ClusterFromFabric, all links up
+  std::vector<int32_t> ca_sim_host_;                     // CA NodeId -> nominal_ host, -1
+  std::vector<Damp> link_damp_, node_damp_;
+  uint64_t generation_ = 0;
+  bool needs_route_ = false;
+  int64_t last_change_unix_ms_ = 0;
+  std::unique_ptr<Domains> domains_;
+  uint64_t domains_generation_ = UINT64_MAX;
+  std::map<std::string, std::vector<fabric::LinkId>> job_links_;  // first-seen routes per job
+};
+
+}  // namespace gpool::control
