@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The controller's fabric on the real IB stack: ibsim simulates a 2-level fat-tree (8-port
 # switches, 4 leaves x 4 hosts), OpenSM runs as a daemon through umad2sim with the QoS/partition
-# config the controller generates, and the controller sweeps the fabric with ibnetdiscover.
+# config the controller generates, and the controller sweeps the fabric with `gpool fabric
+# discover` (src/ib, libibnetdisc).
 # Checks:
 #   - partitions: the ports of one tenant's running job get the tenant's P_Key (smpquery pkeys),
 #     a path record between them carries the P_Key and the tenant's SL (saquery -p --pkey), a
@@ -11,7 +12,7 @@
 #     fabric health` shows the dead link and the job; `ReLink` -> healthy again.
 # Usage: ibsim_test.sh PATH/TO/gpool
 set -euo pipefail
-GPOOL=${1:?usage: ibsim_test.sh GPOOL_BINARY}
+GPOOL=$(readlink -f "${1:?usage: ibsim_test.sh GPOOL_BINARY}")
 here=$(cd "$(dirname "$0")/../.." && pwd)
 . "$here/scripts/ib/ibsim-lib.sh"
 W=$(mktemp -d)
@@ -35,7 +36,7 @@ trap cleanup EXIT
 
 # The controller: the same net file, sweeps through umad2sim, writes OpenSM's files.
 "$GPOOL" controller --store "sqlite:$W/state.db" --listen 127.0.0.1:0 --interval-ms 100 \
-  --fabric "$W/net" --fabric-sweep "cd $IBSIM_DIR && LD_PRELOAD=$IBSIM_UMAD2SIM timeout -k 2 10 ibnetdiscover" \
+  --fabric "$W/net" --fabric-sweep "cd $IBSIM_DIR && LD_PRELOAD=$IBSIM_UMAD2SIM timeout -k 2 10 $GPOOL fabric discover" \
   --fabric-sweep-ms 300 --fabric-hold-down-ms 500 \
   --partitions "$W/p.conf" --opensm-pid "$W/osm.pid" --tenant-sl red=2 --tenant-sl blue=5 \
   >"$W/ctl.log" 2>&1 &
