@@ -22,6 +22,7 @@ struct ControllerFabricFlags {
   std::string sweep;                  // discovery command
   int sweep_ms = 1000;
   int hold_down_ms = 5000;
+  int sweep_confirm = 2;
   std::string partitions;             // partitions.conf path (enables partitions/QoS)
   std::string opensm_pid;
   std::vector<std::string> tenant_sl; // TENANT=SL

@@ -22,6 +22,8 @@ void AddControllerFabricFlags(CLI::App* ctl, ControllerFabricFlags* f) {
   ctl->add_option("--fabric-sweep", f->sweep,
                   "discovery command printing ibnetdiscover output, run every --fabric-sweep-ms");
   ctl->add_option("--fabric-sweep-ms", f->sweep_ms, "fabric loop interval (default 1000)");
+  ctl->add_option("--fabric-sweep-confirm", f->sweep_confirm,
+                  "sweeps in a row that must miss a link/switch before it is down (default 2)");
   ctl->add_option("--fabric-hold-down-ms", f->hold_down_ms,
                   "a link/switch must stay up this long before it counts as up (default 5000)");
   ctl->add_option("--partitions", f->partitions,
@@ -43,6 +45,8 @@ StatusOr<std::shared_ptr<control::FabricView>> OpenControllerFabric(const Contro
   o.engine = f.engine;
   if (f.hold_down_ms < 0) return Status::InvalidArgument("--fabric-hold-down-ms: must be >= 0");
   o.hold_down = std::chrono::milliseconds(f.hold_down_ms);
+  if (f.sweep_confirm < 1) return Status::InvalidArgument("--fabric-sweep-confirm: must be >= 1");
+  o.down_confirmations = f.sweep_confirm;
   GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<control::FabricView> v, control::FabricView::Open(o));
   return std::shared_ptr<control::FabricView>(std::move(v));
 }

@@ -415,9 +415,16 @@ Status FabricView::ObserveDiscovered(const fabric::Fabric& live) {
   auto keep = [&](Status s) {
     if (!s.ok() && first.ok()) first = s;
   };
+  auto observe = [&](bool is_link, uint32_t id, bool present) {
+    Damp& d = is_link ? link_damp_[id] : node_damp_[id];
+    d.missing_sweeps = present ? 0 : d.missing_sweeps + 1;
+    if (present || d.missing_sweeps >= std::max(1, options_.down_confirmations)) {
+      keep(ObserveLocked(is_link, id, present));
+    }
+  };
   for (NodeId s : fabric_.switches()) {
     auto n = find(fabric_.node(s).name);
-    keep(ObserveLocked(false, s.value(), n.has_value() && live.node(*n).up));
+    observe(false, s.value(), n.has_value() && live.node(*n).up);
   }
   for (size_t i = 0; i < fabric_.num_links(); ++i) {
     const fabric::Link& k = fabric_.link(LinkId(static_cast<uint32_t>(i)));
@@ -436,7 +443,7 @@ Status FabricView::ObserveDiscovered(const fabric::Fabric& live) {
                   live.link_usable(live.port(lp).link);
       }
     }
-    keep(ObserveLocked(true, static_cast<uint32_t>(i), present));
+    observe(true, static_cast<uint32_t>(i), present);
   }
   TickLocked(clock_->NowNanos());
   return first;

@@ -57,6 +57,9 @@ struct FabricViewOptions {
   double suppress_penalty = 3;
   double reuse_penalty = 1;
   std::chrono::milliseconds half_life{60000};
+  // ObserveDiscovered: an element must be missing from this many sweeps in a row before it is
+  // observed down (a discovery that timed out on some SMPs returns a partial fabric).
+  int down_confirmations = 2;
   const Clock* clock = nullptr;       // nullptr: SystemClock::Default()
 };
 
@@ -119,6 +122,7 @@ class FabricView {
     double penalty = 0;
     int64_t penalty_ns = 0;  // when penalty was last decayed
     int64_t up_since_ns = 0;
+    int missing_sweeps = 0;  // ObserveDiscovered: consecutive sweeps without it
   };
   struct Domains;  // the per-generation domain layout
 

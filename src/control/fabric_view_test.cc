@@ -227,6 +227,9 @@ TEST(FabricViewTest, SwitchDownAndDiscoveredFabric) {
   auto l = fabric::ResolveLink(*live, "leaf-4[7]");
   ASSERT_TRUE(l.ok());
   ASSERT_TRUE(live->SetLinkUp(l->link, false).ok());
+  // One sweep without it is not enough (a partial discovery); two in a row are.
+  ASSERT_TRUE(f.view->ObserveDiscovered(*live).ok());
+  EXPECT_TRUE(f.view->Health({}).healthy());
   ASSERT_TRUE(f.view->ObserveDiscovered(*live).ok());
   h = f.view->Health({});
   ASSERT_EQ(h.dead_links_size(), 1);

@@ -74,8 +74,11 @@ j2=$("$GPOOL" submit --gpus 64 --tenant blue --duration 600s "${C[@]}" -- train)
 mapfile -t n2 < <(wait_running "$j2")
 [ "${#n2[@]}" = 8 ] || fail "j2 has ${#n2[@]} nodes"
 snapshot
-a=${n2[0]}; b=
-for n in "${n2[@]}"; do [ "$(leaf_of "$n")" != "$(leaf_of "$a")" ] && b=$n && break; done
+a= b=  # a ring flow of the gang (task i -> task i+1) that crosses leaves
+for i in $(seq 0 7); do
+  x=${n2[$i]} y=${n2[$(((i + 1) % 8))]}
+  if [ "$(leaf_of "$x")" != "$(leaf_of "$y")" ]; then a=$x b=$y; break; fi
+done
 [ -n "$b" ] || fail "j2 does not span two leaves"
 "$GPOOL" fabric path "$a" "$b" "${C[@]}" >"$TMP/path.txt" || fail "fabric path failed"
 grep -q "4 links, 3 switches" "$TMP/path.txt" || fail "unexpected path: $(cat "$TMP/path.txt")"

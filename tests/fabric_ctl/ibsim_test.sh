@@ -98,15 +98,20 @@ pkeys_of "${bg[0]}" | grep -q "$full_red" && fail "a blue port has red's P_Key"
 r1=$(lid_of "${rg[0]}"); r2=$(lid_of "${rg[1]}"); b1=$(lid_of "${bg[0]}")
 [ -n "$r1" ] && [ -n "$r2" ] && [ -n "$b1" ] || fail "no LIDs ($r1 $r2 $b1)"
 pr=$(ibsim_run 20 saquery -p --slid "$r1" --dlid "$r2" --pkey "0x$rk")
-echo "$pr" | grep -q "pkey\.*$full_red" || fail "red path record lacks P_Key $full_red: $pr"
+echo "$pr" | grep -qiE "pkey\.*0x8?0*${rk#"${rk%%[!0]*}"}$" || fail "red path record lacks P_Key 0x$rk: $pr"
 echo "$pr" | grep -q "sl\.*0x2$" || fail "red path record lacks SL 2: $pr"
 cross=$(ibsim_run 20 saquery -p --slid "$r1" --dlid "$b1" 2>/dev/null || true)
 echo "$cross" | grep -q "dlid" && fail "a path between red and blue exists: $cross"
 
-# Failure on the real stack: blue's gang spans two leaves; unlink the uplink its route takes.
-a=${bn[0]} b=${bn[7]}
-path=$("$GPOOL" fabric path "$a" "$b" -o json "${C[@]}")
-read -r sw port < <(echo "$path" | python3 -c 'import json,sys; l=json.load(sys.stdin)["links"]; assert len(l)==4, l; print(l[1]["a"], l[1]["a_port"])')
+# Failure on the real stack: blue's gang spans two leaves; unlink the uplink that one of its
+# ring flows (task i -> task i+1, docs/control-plane.md) takes.
+sw=
+for i in $(seq 0 7); do
+  path=$("$GPOOL" fabric path "${bn[$i]}" "${bn[$(((i + 1) % 8))]}" -o json "${C[@]}")
+  read -r sw port < <(echo "$path" | python3 -c 'import json,sys; l=json.load(sys.stdin)["links"]; print(l[1]["a"], l[1]["a_port"]) if len(l)==4 else print("")') || true
+  [ -n "$sw" ] && break
+done
+[ -n "$sw" ] || fail "no ring flow of $blue crosses leaves"
 ibsim_console "Unlink \"$sw\"[$port]" >/dev/null || fail "ibsim refused Unlink"
 for _ in $(seq 100); do
   "$GPOOL" fabric health -o json "${C[@]}" >"$W/h.json"
