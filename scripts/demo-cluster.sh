@@ -35,10 +35,9 @@ $agent_tok agent
 TOK
 
 port=${GPOOL_DEMO_PORT:-0}
-fabric_flag=()
-if "$GPOOL" controller --help 2>/dev/null | grep -q -- "--fabric.*brief"; then
-  fabric_flag=(--fabric brief)  # fabric positions from the NDR fat-tree, once supported
-fi
+# The brief's example fabric: an NDR fat-tree whose hosts give the hollow nodes their names, so
+# the scheduler's leaf/pod domains and the dashboard's fabric view are the real topology.
+fabric_flag=(--fabric gen:brief)
 "$GPOOL" controller --store "sqlite:$tmp/state.db" --listen "127.0.0.1:$port" --http 127.0.0.1:0 \
   --auth-tokens "$tmp/tokens" --quota research=1024 --quota prod=512 --quota interns=128 \
   --node-timeout-ms 5000 "${fabric_flag[@]}" >"$tmp/ctl.log" 2>&1 &
