@@ -299,53 +299,8 @@ void SqliteStore::ReturnReadConn(std::unique_ptr<ReadConn> conn) {
   if (idle_readers_.size() < kMaxIdleReaders) idle_readers_.push_back(std::move(conn));
 }
 
-Status SqliteStore::ValidateTxn(const TxnRequest& request) const {
-  for (size_t i = 0; i < request.compares.size(); ++i) {
-    const Compare& c = request.compares[i];
-    if (c.key.empty()) return Status::InvalidArgument(fmt::format("txn compare {}: empty key", i));
-    if (c.mod_revision < 0) {
-      return Status::InvalidArgument(fmt::format("txn compare {} on {}: negative mod_revision {}",
-                                                 i, Quote(c.key), c.mod_revision));
-    }
-  }
-  std::vector<std::pair<std::string_view, size_t>> point_keys;  // (key, op index)
-  std::vector<std::pair<std::string_view, size_t>> prefixes;
-  for (size_t i = 0; i < request.ops.size(); ++i) {
-    const Op& op = request.ops[i];
-    if (op.type == Op::Type::kDeletePrefix) {
-      prefixes.emplace_back(op.key, i);
-      continue;
-    }
-    if (op.key.empty()) return Status::InvalidArgument(fmt::format("txn op {}: empty key", i));
-    if (op.value.size() > options_.max_value_bytes) {
-      return Status::InvalidArgument(
-          fmt::format("txn op {}: value of {} is {} bytes, more than the limit of {}", i,
-                      Quote(op.key), op.value.size(), options_.max_value_bytes));
-    }
-    point_keys.emplace_back(op.key, i);
-  }
-  std::sort(point_keys.begin(), point_keys.end());
-  for (size_t i = 1; i < point_keys.size(); ++i) {
-    if (point_keys[i].first == point_keys[i - 1].first) {
-      return Status::InvalidArgument(fmt::format("txn ops {} and {}: key {} written twice",
-                                                 point_keys[i - 1].second, point_keys[i].second,
-                                                 Quote(point_keys[i].first)));
-    }
-  }
-  for (const auto& [prefix, pi] : prefixes) {
-    for (const auto& [key, ki] : point_keys) {
-      if (key.starts_with(prefix) && request.ops[ki].type == Op::Type::kPut) {
-        return Status::InvalidArgument(
-            fmt::format("txn op {}: put of {} falls under delete-prefix {} (op {})", ki,
-                        Quote(key), Quote(prefix), pi));
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 StatusOr<TxnResult> SqliteStore::Txn(const TxnRequest& request) {
-  GPOOL_RETURN_IF_ERROR(ValidateTxn(request));
+  GPOOL_RETURN_IF_ERROR(ValidateTxnRequest(request, options_));
   Writer w;
   w.request = &request;
   std::unique_lock<std::mutex> lk(queue_mu_);

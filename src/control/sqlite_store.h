@@ -71,7 +71,6 @@ class SqliteStore final : public Store {
   StatusOr<ReadLease> LeaseReadConn();
   void ReturnReadConn(std::unique_ptr<ReadConn> conn);
 
-  Status ValidateTxn(const TxnRequest& request) const;
   // Applies a batch of Txns in one write transaction; fills each Writer's result.
   void CommitBatch(const std::vector<Writer*>& batch);
   // Applies one Txn at revision `rev` inside the open write transaction. Returns whether its
