@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# `make demo`: gpool's main job as far as it exists today, on embedded defaults.
+# `make demo`: gpool's main job on embedded defaults.
 #   1. Fabric: the brief's 2,048-GPU NDR fat-tree, generated, routed, analysed, with a failure.
 #   2. Scheduler: the simulator replays a workload under gpool's policy and the baselines.
 #   3. Control plane, the main job: a controller on embedded SQLite, a hollow cluster of 2,048
-#      GPUs over the real gRPC protocol, a job mix from three tenants, and the HTTP endpoints.
-#      (The web dashboard is not written yet; /api/state is its data source.)
+#      GPUs on the brief's NDR fat-tree over the real gRPC protocol, a job mix from three
+#      tenants, and the HTTP endpoints: the dashboard's URL is printed at the start.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
