@@ -137,7 +137,10 @@ TEST_F(DashboardTest, HistoryReportsTheControllersGpusAndJobs) {
   int64_t t = x["t"];
   auto r = Get("/api/history?since=" + std::to_string(t));
   ASSERT_TRUE(r);
-  for (const auto& s2 : nlohmann::json::parse(r->body)["samples"]) EXPECT_GT(s2["t"].get<int64_t>(), t);
+  // Keep the parsed document alive: a range-for over parse(...)["samples"] would iterate a member
+  // of a temporary that is already destroyed (C++20 does not extend its lifetime).
+  const nlohmann::json newer = nlohmann::json::parse(r->body);
+  for (const auto& s2 : newer["samples"]) EXPECT_GT(s2["t"].get<int64_t>(), t);
   dashboard_->Stop();
   EXPECT_GE(dashboard_->history().size(), 1u);
 }

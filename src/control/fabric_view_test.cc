@@ -158,7 +158,7 @@ TEST(FabricViewTest, JobsWhoseRoutesCrossedADeadLinkAreReported) {
   ASSERT_EQ(path->links_size(), 4);  // host - leaf - spine - leaf - host
   EXPECT_EQ(path->switches(), 3);
   EXPECT_THAT(path->links(0).a(), HasSubstr(hosts[0]));
-  const auto& up = path->links(1);  // leaf-0[p] -> spine
+  const v1::FabricLink up = path->links(1);  // leaf-0[p] -> spine; a copy: `path` is reassigned below
   ASSERT_EQ(up.a(), "leaf-0");
   // The load view sees both jobs' flows.
   auto g = f.view->Get({}, jobs);
