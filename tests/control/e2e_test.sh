@@ -34,22 +34,8 @@ start_controller() {  # $1 = listen address, $2 = log name
 
 jobs_json() { "$GPOOL" jobs ls -o json --controller "$ADDR"; }
 
-# Prints "OK" or a complaint: no (node, gpu) held by two running jobs.
-check_no_double() {
-  python3 -c '
-import json,sys
-d=json.load(sys.stdin); seen={}
-for j in d.get("jobs",[]):
-  if j["state"]!="running": continue
-  for a in j.get("allocations",[]):
-    for g in range(16):
-      if a.get("gpu_mask",0)>>g&1:
-        k=(a["node"],g)
-        if k in seen: print("GPU %s/%d bound to %s and %s"%(k[0],g,seen[k],j["id"])); sys.exit()
-        seen[k]=j["id"]
-print("OK")'
-}
-count_state() { python3 -c "import json,sys; print(sum(1 for j in json.load(sys.stdin).get('jobs',[]) if j['state']=='$1'))"; }
+# check_no_double, count_state
+source "$(dirname "$0")/jobs_lib.sh"
 
 start_controller 127.0.0.1:0 ctl1.log
 "$GPOOL" agent --controller "$ADDR" --hollow 4 --heartbeat-ms 100 >"$TMP/agent.log" 2>&1 &

@@ -97,21 +97,8 @@ start_agent() {
 }
 
 jobs_json() { "$GPOOL" jobs ls -o json --controller "$CTLS"; }
-check_no_double() {
-  python3 -c '
-import json,sys
-d=json.load(sys.stdin); seen={}
-for j in d.get("jobs",[]):
-  if j["state"]!="running": continue
-  for a in j.get("allocations",[]):
-    for g in range(16):
-      if a.get("gpu_mask",0)>>g&1:
-        k=(a["node"],g)
-        if k in seen: print("GPU %s/%d bound to %s and %s"%(k[0],g,seen[k],j["id"])); sys.exit()
-        seen[k]=j["id"]
-print("OK")'
-}
-count_state() { python3 -c "import json,sys; print(sum(1 for j in json.load(sys.stdin).get('jobs',[]) if j['state']=='$1'))"; }
+# check_no_double, count_state
+source "$(dirname "$0")/jobs_lib.sh"
 wait_running() {  # $1 = expected number of running jobs
   for _ in $(seq 150); do [ "$(jobs_json | count_state running)" = "$1" ] && return 0; sleep 0.1; done
   fail "expected $1 running jobs: $(jobs_json | count_state running) running"
