@@ -4,6 +4,7 @@
 
 #include "common/file.h"
 #include "sim/baselines.h"
+#include "sim/test_util.h"
 #include "sim/cluster.h"
 #include "sim/metrics.h"
 #include "sim/workload_gen.h"
@@ -11,20 +12,7 @@
 namespace gpool::sim {
 namespace {
 
-// One leaf of `hosts` hosts with 8 GPUs each.
-SimCluster OneLeaf(int hosts) {
-  SimCluster c;
-  c.pod_names = {"p0"};
-  c.leaf_names = {"l0"};
-  for (int h = 0; h < hosts; ++h) {
-    c.hosts.push_back({.name = "h" + std::to_string(h), .gpus = 8, .cpu_milli = 64000,
-                       .mem_mib = 512 * 1024, .model = "A100", .leaf = 0, .pod = 0,
-                       .nic_gbps = 1600});
-  }
-  c.leaf_uplink_gbps = {1600.0 * hosts};
-  c.pod_uplink_gbps = {1600.0 * hosts};
-  return c;
-}
+using test::OneLeaf;
 
 SimJob Job(double submit, double run, int gpus, double comm = 0) {
   SimJob j;

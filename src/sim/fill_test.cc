@@ -3,24 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "sim/baselines.h"
+#include "sim/test_util.h"
 
 namespace gpool::sim {
 namespace {
 
-// One leaf of `hosts` hosts with 8 GPUs each.
-SimCluster OneLeaf(int hosts) {
-  SimCluster c;
-  c.pod_names = {"p0"};
-  c.leaf_names = {"l0"};
-  for (int h = 0; h < hosts; ++h) {
-    c.hosts.push_back({.name = "h" + std::to_string(h), .gpus = 8, .cpu_milli = 64000,
-                       .mem_mib = 512 * 1024, .model = "A100", .leaf = 0, .pod = 0,
-                       .nic_gbps = 1600});
-  }
-  c.leaf_uplink_gbps = {1600.0 * hosts};
-  c.pod_uplink_gbps = {1600.0 * hosts};
-  return c;
-}
+using test::OneLeaf;
 
 Workload Jobs(std::vector<std::pair<int, int>> gpus_milli) {
   Workload w;
