@@ -1,70 +1,19 @@
 // End-to-end tests of `gpool fabric`: run the built binary (GPOOL_BIN, set by CTest) the way a
 // user or script would, and check exit status, JSON output and error messages.
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
 
 namespace {
 
+using gpool::clitest::Json;
+using gpool::clitest::Result;
+using gpool::clitest::Slurp;
 namespace fs = std::filesystem;
-using Json = nlohmann::json;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class FabricCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* bin = std::getenv("GPOOL_BIN");
-    ASSERT_NE(bin, nullptr) << "GPOOL_BIN must name the gpool binary (CTest sets it)";
-    bin_ = bin;
-    dir_ = fs::temp_directory_path() /
-           ("gpool-fabric-cli-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Runs `gpool ARGS` through the shell (ARGS are quoted by the caller where needed).
-  Result Run(const std::string& args) {
-    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string cmd = "'" + bin_ + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
-    int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
-  }
-  Json RunJson(const std::string& args) {
-    Result r = Run(args);
-    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
-    Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-    EXPECT_FALSE(j.is_discarded()) << args << ": not one JSON document:\n" << r.out;
-    return j;
-  }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::string bin_;
-  fs::path dir_;
-};
+class FabricCliTest : public gpool::clitest::CliTest {};
 
 // A 2-level fat-tree of 8-port switches: 8 leaves x 4 HCAs, 4 spines.
 TEST_F(FabricCliTest, GenLoadRouteAnalyzeFailExport) {

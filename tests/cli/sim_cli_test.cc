@@ -1,0 +1,117 @@
+// End-to-end tests of `gpool sim`: run the built binary (GPOOL_BIN, set by CTest) on tiny clusters
+// whose outcome can be worked out by hand, and check fill.json / metrics.json against it and
+// against the run's own numbers.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cli_test_util.h"
+
+namespace {
+
+using gpool::clitest::Json;
+using gpool::clitest::Result;
+using gpool::clitest::Slurp;
+
+class SimCliTest : public gpool::clitest::CliTest {
+ protected:
+  // Two 8-GPU hosts in one synthetic leaf.
+  void SetUp() override {
+    CliTest::SetUp();
+    Write("nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,8,G2\nn1,64000,262144,8,G2\n");
+  }
+  // The fill numbers of one policy must agree with each other and with the cluster.
+  static void CheckConsistent(const std::string& policy, const Json& p, double total_gpus) {
+    SCOPED_TRACE(policy);
+    EXPECT_EQ(p["total_gpus"].get<double>(), total_gpus);
+    double sum = 0, lo = 1e300, hi = -1e300, placed = 0;
+    for (const Json& r : p["runs"]) {
+      const double u = r["unallocated_gpus"].get<double>();
+      EXPECT_NEAR(u + r["allocated_gpus"].get<double>(), total_gpus, 1e-9);
+      EXPECT_GE(u, 0);
+      EXPECT_FALSE(r["failed_job"].get<std::string>().empty());  // every run ended by a failure
+      EXPECT_FALSE(r["hit_max_jobs"].get<bool>());
+      sum += u;
+      lo = std::min(lo, u);
+      hi = std::max(hi, u);
+      placed += r["placed_jobs"].get<double>();
+    }
+    const double n = static_cast<double>(p["runs"].size());
+    ASSERT_GT(n, 0);
+    EXPECT_NEAR(p["avg_unallocated_gpus"].get<double>(), sum / n, 1e-9);
+    EXPECT_EQ(p["min_unallocated_gpus"].get<double>(), lo);
+    EXPECT_EQ(p["max_unallocated_gpus"].get<double>(), hi);
+    EXPECT_NEAR(p["avg_placed_jobs"].get<double>(), placed / n, 1e-9);
+  }
+};
+
+// 3-GPU jobs on two 8-GPU hosts: two fit per host, the fifth finds 2 + 2 GPUs and fails, so every
+// policy leaves exactly 4 GPUs unallocated after 4 placements, whatever the order.
+TEST_F(SimCliTest, FillLeavesTheCrumbsNoJobFits) {
+  Write("g3.csv", "name,submit_s,run_s,gpus,cpu_milli,mem_mib\na,0,100,3,1000,1024\nb,5,100,3,1000,1024\n");
+  Json doc = RunJson("sim --trace " + Path("g3.csv") + " --nodes " + Path("nodes.csv") +
+                     " --compare all --fill --fill-runs 3 --seed 7 -q -o json --out " + Path("out"));
+  EXPECT_EQ(doc["mode"], "fill");
+  EXPECT_EQ(doc["runs"], 3);
+  // The file says the same as stdout.
+  EXPECT_EQ(Json::parse(Slurp(Path("out/fill.json"))), doc);
+  ASSERT_EQ(doc["policies"].size(), 5u);
+  for (const auto& [name, p] : doc["policies"].items()) {
+    CheckConsistent(name, p, 16);
+    EXPECT_EQ(p["avg_unallocated_gpus"].get<double>(), 4.0) << name;
+    EXPECT_EQ(p["avg_placed_jobs"].get<double>(), 4.0) << name;
+    EXPECT_EQ(p["ended_by_preemption"].get<int>(), 0) << name;
+    for (const Json& r : p["runs"]) {
+      EXPECT_NE(r["failed_job"].get<std::string>().find("3 GPU"), std::string::npos) << r.dump();
+    }
+  }
+  // Seeds follow --seed: 7, 8, 9.
+  const Json& runs = doc["policies"]["gpool"]["runs"];
+  EXPECT_EQ(runs[0]["seed"], 7);
+  EXPECT_EQ(runs[2]["seed"], 9);
+}
+
+// Half-GPU jobs: sharing policies pack two per GPU and fill the cluster (32 jobs, nothing left);
+// slurm's exclusive GRES gives each a whole GPU and strands half of every GPU it places (16
+// jobs, 8 GPUs of capacity unallocated).
+TEST_F(SimCliTest, FillShowsExclusiveGresStranding) {
+  Write("half.csv", "name,submit_s,run_s,gpus,gpu_milli,cpu_milli,mem_mib\n"
+                    "a,0,100,1,500,1000,1024\nb,5,100,1,500,1000,1024\n");
+  Json doc = RunJson("sim --trace " + Path("half.csv") + " --nodes " + Path("nodes.csv") +
+                     " --compare gpool,slurm --fill -q -o json --out " + Path("out"));
+  ASSERT_EQ(doc["policies"].size(), 2u);
+  CheckConsistent("gpool", doc["policies"]["gpool"], 16);
+  CheckConsistent("slurm", doc["policies"]["slurm"], 16);
+  EXPECT_EQ(doc["policies"]["gpool"]["avg_unallocated_gpus"].get<double>(), 0.0);
+  EXPECT_EQ(doc["policies"]["gpool"]["avg_placed_jobs"].get<double>(), 32.0);
+  EXPECT_EQ(doc["policies"]["slurm"]["avg_unallocated_gpus"].get<double>(), 8.0);
+  EXPECT_EQ(doc["policies"]["slurm"]["avg_placed_jobs"].get<double>(), 16.0);
+}
+
+// The human table names each policy with the same numbers as fill.json.
+TEST_F(SimCliTest, FillTableMatchesTheJson) {
+  Result r = Run("sim --trace testdata/sim/openb_pods_sample.csv --nodes "
+                 "testdata/sim/openb_nodes_sample.csv --compare gpool,fifo --fill --fill-runs 2 -q --out " +
+                 Path("out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json doc = Json::parse(Slurp(Path("out/fill.json")));
+  for (const char* name : {"gpool", "fifo"}) {
+    const Json& p = doc["policies"][name];
+    CheckConsistent(name, p, 88);  // the sample's 21 hosts hold 88 GPUs
+    char want[64];
+    std::snprintf(want, sizeof want, "%-9s %14.1f", name, p["avg_unallocated_gpus"].get<double>());
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("wrote " + Path("out") + "/fill.json"), std::string::npos) << r.out;
+}
+
+TEST_F(SimCliTest, FillBadInputFailsWithAClearMessage) {
+  Result r = Run("sim --trace testdata/sim/jobs.csv --nodes " + Path("nodes.csv") +
+                 " --fill --fill-runs 0 --out " + Path("out"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--fill-runs"), std::string::npos) << r.err;
+}
+
+}  // namespace
