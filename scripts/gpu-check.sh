@@ -4,7 +4,11 @@
 # On a machine with an NVIDIA GPU and the CUDA toolkit: builds the samples in examples/cuda for
 # sm_90 (override with GPOOL_ARCH), runs each natively (the real libcudart.so.13) and through gpool
 # (a local `gpool gpu-server --backend cuda` over loopback TCP), compares their PASS lines, and
-# prints the launch rate and copy bandwidth both ways. Exits non-zero on any mismatch.
+# prints the launch rate and copy bandwidth both ways, then checks compute shares: two sessions
+# with leases of shares 0.75 and 0.25 run the same kernel loop (examples/cuda/share_loop.cu) at
+# once on device 0 of a second server started with a lease key, and the split of kernels they got
+# is printed (GPOOL_SHARE_SECONDS, default 10, sets how long). Exits non-zero on any mismatch, or
+# if the 0.75 session got less than 60% of the kernels (no enforcement would give ~50%).
 #
 #   scripts/gpu-check.sh [BUILD_DIR]      (default: build; must hold bin/gpool and lib/libcudart.so.13)
 set -euo pipefail
@@ -17,7 +21,12 @@ gpool=$build/bin/gpool
 lib=$build/lib
 work=$(mktemp -d /tmp/gpool-gpu-check.XXXXXX)
 server_pid=
-cleanup() { [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null; rm -rf "$work"; }
+share_pid=
+cleanup() {
+  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null
+  [[ -n $share_pid ]] && kill "$share_pid" 2>/dev/null
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 die() { echo "gpu-check: $*" >&2; exit 1; }
@@ -27,7 +36,8 @@ nvidia-smi -L || die "no GPU visible"
 [[ -x $gpool ]] || die "$gpool missing: build first (cmake --build $build)"
 [[ -f $lib/libcudart.so.13 ]] || die "$lib/libcudart.so.13 missing: build target gpool_cudart"
 
-samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths noop_launch)
+samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths noop_launch
+         share_loop)
 echo "== building samples for $arch"
 for s in "${samples[@]}"; do
   "$nvcc" -cudart shared -arch="$arch" -O2 -o "$work/$s" "$here/examples/cuda/$s.cu" &
@@ -81,6 +91,44 @@ echo "native:"; "$work/noop_launch" 200000 | sed 's/^/  /'
 echo "gpool:";  GPOOL_DEVICES=$devices "$gpool" run -- "$work/noop_launch" 200000 | sed 's/^/  /'
 echo "native copies:"; "$work/memcpy_sizes" 268435456 | grep 'round trip' | sed 's/^/  /'
 echo "gpool copies:";  GPOOL_DEVICES=$devices "$gpool" run -- "$work/memcpy_sizes" 268435456 | grep 'round trip' | sed 's/^/  /'
+echo "== compute shares: sessions with shares 0.75 and 0.25 on device 0, same kernel loop"
+secs=${GPOOL_SHARE_SECONDS:-10}
+echo "native, alone:"; "$work/share_loop" 3 | sed 's/^/  /'
+openssl rand -hex 32 >"$work/lease.key"
+"$gpool" --log-level info gpu-server --backend cuda --listen 127.0.0.1:0 --key "$work/lease.key" \
+  >"$work/share-server.log" 2>&1 &
+share_pid=$!
+for _ in $(seq 100); do
+  grep -q "listening on" "$work/share-server.log" && break
+  sleep 0.1
+done
+saddr=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$work/share-server.log")
+[[ -n $saddr ]] || { cat "$work/share-server.log"; die "share-check server did not start"; }
+lease() { "$gpool" lease issue --key "$work/lease.key" --gpu "$saddr/0" --share "$1" --ttl 10m; }
+echo "gpool, alone (share 0.25: a share is a floor, so alone it runs at full speed):"
+"$gpool" run --devices "$saddr/0" --lease "$(lease 0.25)" -- "$work/share_loop" 3 | sed 's/^/  /'
+"$gpool" run --devices "$saddr/0" --lease "$(lease 0.75)" -- "$work/share_loop" "$secs" \
+  >"$work/share_big.out" 2>&1 &
+big=$!
+"$gpool" run --devices "$saddr/0" --lease "$(lease 0.25)" -- "$work/share_loop" "$secs" \
+  >"$work/share_small.out" 2>&1 &
+small=$!
+wait "$big" || { cat "$work/share_big.out"; fail=1; }
+wait "$small" || { cat "$work/share_small.out"; fail=1; }
+kernels() { sed -n 's/^PASS share_loop kernels=\([0-9]*\).*/\1/p' "$1"; }
+kb=$(kernels "$work/share_big.out"); ks=$(kernels "$work/share_small.out")
+echo "  share 0.75: $(grep '^PASS' "$work/share_big.out")"
+echo "  share 0.25: $(grep '^PASS' "$work/share_small.out")"
+grep "session .* ended" "$work/share-server.log" | sed 's/^/  server: /'
+if [[ -n $kb && -n $ks ]]; then
+  split=$(awk -v a="$kb" -v b="$ks" 'BEGIN { printf "%.3f", a / (a + b) }')
+  echo "  achieved split: $split of the kernels to the 0.75 session (want 0.750)"
+  awk -v s="$split" 'BEGIN { exit !(s >= 0.6) }' || { echo "SHARES NOT ENFORCED: split $split"; fail=1; }
+else
+  echo "SHARE CHECK FAILED: a share_loop run did not finish"; fail=1
+fi
+kill "$share_pid" 2>/dev/null; share_pid=
+
 if [[ -x $build/bench/remote_bench ]]; then
   echo "== bench/remote_bench (emulated backend, for the transport figures)"
   "$build/bench/remote_bench" --benchmark_min_time=0.2s 2>/dev/null | tail -n +4 || true

@@ -77,8 +77,18 @@ class Backend {
   virtual Result GetSymbol(uint64_t var, uint64_t* ptr, uint64_t* size) = 0;
   virtual Result FuncAttributes(uint64_t func, proto::FuncAttrs* out) = 0;
   virtual Result Occupancy(uint64_t func, int32_t block_size, uint64_t shmem, int32_t* blocks) = 0;
-  // Returns the kernel's run time in *ns when known (emulated), for compute accounting.
+  // Sets *ns to kernel time to charge for compute shares now: the emulated backend's CPU kernel
+  // time of this launch; for the cuda backend, time of earlier launches that it had to wait for
+  // (it caps each session's queue of timed launches per device, see cuda_backend.cc).
   virtual Result Launch(const proto::Launch& l, uint64_t* ns) = 0;
+  // Kernel time (ns) of launches on `dev` that completed since the last call, for a backend that
+  // learns it only after the fact (cuda: timing events, harvested without blocking). The session
+  // charges it before admitting its next launch. Default: none (the emulated backend reports each
+  // kernel's time from Launch).
+  virtual uint64_t TakeKernelTime(uint32_t dev) {
+    (void)dev;
+    return 0;
+  }
 
   virtual Result StreamCreate(uint32_t dev, uint64_t id, uint32_t flags, int32_t priority) = 0;
   virtual Result StreamDestroy(uint64_t id) = 0;

@@ -5,12 +5,26 @@
 // value arrive byte-exact. Host-to-device copies go through two pinned staging buffers, so the
 // network receive of one chunk overlaps the DMA of the previous one.
 //
+// Kernel time for compute shares (ShareArbiter): each launch is bracketed by two timing events
+// on its stream, taken from a per-device pool so the launch path creates nothing. The pairs wait
+// in a FIFO per device; TakeKernelTime() (the session calls it before each admission) harvests
+// completed pairs from the front with cuEventQuery, never blocking, and returns the sum of their
+// cuEventElapsedTime. So that the arbiter's pacing bites, a session keeps at most
+// kMaxTimedInFlight timed launches queued per device: beyond that Launch first waits for the
+// oldest (cuEventSynchronize) and reports its time through *ns. Limits: harvesting stops at the
+// first pair not yet done, so a long kernel on one stream delays (never loses) the charge of
+// later kernels on other streams; elapsed time is wall time between the events, so while the GPU
+// time-slices between the contexts of several sessions each kernel is charged the time it was
+// resident, not only its own share of it (the achieved split then errs toward the larger share:
+// scripts/gpu-check.sh prints it); a kernel that faults is charged nothing.
+//
 // Limits: one primary context per device; runtime and driver enum values are assumed equal
 // (they are, for the flags and attributes used here, in CUDA 12 and 13). Untested without a GPU
 // here: scripts/gpu-check.sh exercises it on a machine with one.
 #include <dlfcn.h>
 
 #include <cstring>
+#include <deque>
 #include <map>
 #include <unordered_map>
 
@@ -66,6 +80,10 @@ struct Driver {
 };
 
 constexpr size_t kStagingBytes = size_t{4} << 20;
+// Timed launches one session may have queued per device before Launch waits for the oldest: deep
+// enough to hide launch latency for short kernels, short enough that a backlogged session's
+// uncharged GPU work stays small against the arbiter's 2 ms slice for kernels of ~100 us.
+constexpr size_t kMaxTimedInFlight = 16;
 
 class CudaBackend final : public Backend {
  public:
@@ -85,6 +103,7 @@ class CudaBackend final : public Backend {
       }
       devs_.push_back(d);
     }
+    timing_.resize(devs_.size());
     return Status::Ok();
   }
 
@@ -413,9 +432,35 @@ class CudaBackend final : public Backend {
     void* buf = const_cast<std::byte*>(l.params.data());
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
-    return R("cuLaunchKernel", cu_.cuLaunchKernel(f, l.grid[0], l.grid[1], l.grid[2], l.block[0],
-                                                  l.block[1], l.block[2], l.shmem, s, nullptr,
-                                                  size ? extra : nullptr));
+    DevTiming& t = timing_[dev];
+    if (t.pending.size() >= kMaxTimedInFlight) {
+      // Too much uncharged work queued: wait for the oldest timed launch, then charge it.
+      if (Result r = R("cuEventSynchronize", cu_.cuEventSynchronize(t.pending.front().end)); !r.ok()) {
+        DropTimed(t);
+        return r;
+      }
+      *ns = Harvest(t);
+    }
+    Timed timed{};
+    bool timing = TimingEvent(dev, &timed.start).ok() && TimingEvent(dev, &timed.end).ok() &&
+                  cu_.cuEventRecord(timed.start, s) == CUDA_SUCCESS;
+    Result r = R("cuLaunchKernel", cu_.cuLaunchKernel(f, l.grid[0], l.grid[1], l.grid[2], l.block[0],
+                                                      l.block[1], l.block[2], l.shmem, s, nullptr,
+                                                      size ? extra : nullptr));
+    if (timing && r.ok() && cu_.cuEventRecord(timed.end, s) == CUDA_SUCCESS) {
+      t.pending.push_back(timed);
+    } else {
+      // Untimed (event trouble or a failed launch): the events go back unused, the launch is
+      // charged nothing. Recording an event again later simply moves it.
+      if (timed.start) t.pool.push_back(timed.start);
+      if (timed.end) t.pool.push_back(timed.end);
+    }
+    return r;
+  }
+  uint64_t TakeKernelTime(uint32_t dev) override {
+    if (dev >= timing_.size() || timing_[dev].pending.empty()) return 0;
+    if (Result r = Use(dev); !r.ok()) return 0;
+    return Harvest(timing_[dev]);
   }
   Result StreamCreate(uint32_t dev, uint64_t id, uint32_t flags, int32_t priority) override {
     if (Result r = Use(dev); !r.ok()) return r;
@@ -493,6 +538,50 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  struct Timed {
+    CUevent start = nullptr, end = nullptr;
+  };
+  struct DevTiming {
+    std::vector<CUevent> pool;  // created with timing enabled, not in use
+    std::deque<Timed> pending;  // recorded around a launch, oldest first
+  };
+  // An event for timing on `dev` (whose context is current), from the pool or new.
+  Result TimingEvent(uint32_t dev, CUevent* e) {
+    DevTiming& t = timing_[dev];
+    if (!t.pool.empty()) {
+      *e = t.pool.back();
+      t.pool.pop_back();
+      return {};
+    }
+    return R("cuEventCreate", cu_.cuEventCreate(e, CU_EVENT_DEFAULT));
+  }
+  // Sums and recycles the completed pairs at the front of `t`. Caller made its context current.
+  uint64_t Harvest(DevTiming& t) {
+    uint64_t ns = 0;
+    while (!t.pending.empty()) {
+      Timed& p = t.pending.front();
+      CUresult q = cu_.cuEventQuery(p.end);
+      if (q == CUDA_ERROR_NOT_READY) break;
+      float ms = 0;
+      if (q == CUDA_SUCCESS && cu_.cuEventElapsedTime(&ms, p.start, p.end) == CUDA_SUCCESS && ms > 0) {
+        ns += static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+      }
+      // Any other result is the context's sticky fault: the stream's error reaches the program
+      // through its next sync; the kernel is charged nothing.
+      t.pool.push_back(p.start);
+      t.pool.push_back(p.end);
+      t.pending.pop_front();
+    }
+    return ns;
+  }
+  void DropTimed(DevTiming& t) {
+    for (const Timed& p : t.pending) {
+      t.pool.push_back(p.start);
+      t.pool.push_back(p.end);
+    }
+    t.pending.clear();
+  }
+
   struct Dev {
     CUdevice dev = 0;
     CUcontext ctx = nullptr;
@@ -510,6 +599,7 @@ class CudaBackend final : public Backend {
   void* staging_[2] = {nullptr, nullptr};
   CUevent staged_[2] = {nullptr, nullptr};
   int next_staging_ = 0;
+  std::vector<DevTiming> timing_;  // per device
 };
 
 }  // namespace

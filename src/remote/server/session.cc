@@ -214,6 +214,12 @@ Status Session::Handle(const Frame& f) {
           auto it = stream_devices_.find(q.stream);
           if (it != stream_devices_.end()) dev = it->second;
         }
+        // Kernel time the backend measured after the fact (cuda: timing events of launches
+        // that have completed) counts before this launch is admitted.
+        if (uint64_t done = backend_->TakeKernelTime(dev); done != 0) {
+          stats_.kernel_ns += done;
+          if (arbiter_ != nullptr) arbiter_->Charge(arbiter_slot_, dev, done);
+        }
         if (arbiter_ != nullptr) {
           if (arbiter_->Admit(arbiter_slot_, dev)) ++stats_.share_waits;
           share_active_ = true;
