@@ -12,8 +12,9 @@
 //
 // Limits: admission is per kernel, so one long kernel is not preempted; the split is by measured
 // kernel time, which the emulated backend reports (wall time of its CPU kernel) and the cuda
-// backend does not yet (its launches are charged 0 and pass freely: on real GPUs use MPS active
-// thread percentages); enforcement is among the sessions of one server.
+// backend measures with timing events, charged after the fact (cuda_backend.cc; on real GPUs MPS
+// active thread percentages split inside kernels); enforcement is among the sessions of one
+// server.
 //
 // The state lives in one MAP_SHARED anonymous mapping created by the server before it forks its
 // workers, guarded by a process-shared robust mutex (a worker killed while holding it does not
