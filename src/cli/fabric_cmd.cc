@@ -16,6 +16,7 @@
 
 #include "cli/command.h"
 #include "cli/fabric_ib_cmd.h"
+#include "cli/fabric_watch_cmd.h"
 #include "cli/fabric_ctl.h"
 #include "common/file.h"
 #include "fabric/analysis.h"
@@ -783,6 +784,8 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   RegisterFabricIbCommands(fab, exit_code);
   // show, path, health: the controller's live fabric (fabric_ctl_cmd.cc)
   RegisterFabricClient(fab, exit_code);
+  // watch: OpenSM events -> targeted probes -> controller (fabric_watch_cmd.cc)
+  RegisterFabricWatch(fab, exit_code);
 }
 
 GPOOL_REGISTER_COMMAND(Register);

@@ -1,0 +1,289 @@
+#include "ib/trap_watch.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace gpool::ib {
+namespace {
+
+int64_t NowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+template <typename T>
+bool ParseNum(std::string_view s, T* out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+constexpr size_t kMaxWarnings = 100;
+
+}  // namespace
+
+StatusOr<OsmEvent> ParseOsmEvent(std::string_view d) {
+  while (!d.empty() && (d.back() == '\n' || d.back() == '\0')) d.remove_suffix(1);
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument(fmt::format("OpenSM event '{}': {}", d.substr(0, 200), why));
+  };
+  std::vector<std::string_view> f;
+  for (size_t i = 0; i < d.size();) {
+    size_t j = d.find(' ', i);
+    if (j == std::string_view::npos) j = d.size();
+    if (j > i) f.push_back(d.substr(i, j - i));
+    i = j + 1;
+  }
+  if (f.size() < 4 || f[0] != "gpool-osm") return bad("not a gpool-osm event");
+  if (f[1] != "v1") return bad(fmt::format("version '{}' (want v1)", f[1]));
+  OsmEvent e;
+  bool have_t = false;
+  for (size_t i = 2; i < f.size(); ++i) {
+    size_t eq = f[i].find('=');
+    if (eq == std::string_view::npos) return bad(fmt::format("field '{}': want key=value", f[i]));
+    std::string_view k = f[i].substr(0, eq), v = f[i].substr(eq + 1);
+    bool ok = true;
+    if (k == "t") {
+      ok = ParseNum(v, &e.t_ns);
+      have_t = ok;
+    } else if (k == "ev") {
+      e.ev = std::string(v);
+    } else if (k == "num") {
+      ok = ParseNum(v, &e.trap);
+    } else if (k == "issuer_lid") {
+      ok = ParseNum(v, &e.issuer_lid);
+    } else if (k == "lid") {
+      ok = ParseNum(v, &e.lid);
+    } else if (k == "port") {
+      ok = ParseNum(v, &e.port);
+    }  // unknown keys: newer plugins may add fields
+    if (!ok) return bad(fmt::format("field {}: '{}' is not a number in range", k, v));
+  }
+  if (!have_t) return bad("field t: missing");
+  if (e.ev.empty()) return bad("field ev: missing");
+  if (e.ev == "trap" && e.trap == 0) return bad("field num: missing for a trap");
+  return e;
+}
+
+StatusOr<std::unique_ptr<TrapWatcher>> TrapWatcher::Open(const fabric::Fabric* model,
+                                                         const TrapWatchOptions& options) {
+  if (options.socket_path.empty()) return Status::InvalidArgument("trap watch: socket path is empty");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (options.socket_path.size() >= sizeof addr.sun_path) {
+    return Status::InvalidArgument(fmt::format("trap watch: socket path '{}' is longer than {} bytes",
+                                               options.socket_path, sizeof addr.sun_path - 1));
+  }
+  std::memcpy(addr.sun_path, options.socket_path.c_str(), options.socket_path.size() + 1);
+  // Discovery first, on its own umad port, closed before the probe's port opens (umad2sim
+  // crashed when a libibnetdisc port was closed while another port of the process was open).
+  std::vector<std::pair<uint16_t, fabric::NodeId>> lids;
+  if (options.learn_lids) {
+    DiscoverOptions d;
+    d.ca_name = options.probe.ca_name;
+    d.ca_port = options.probe.ca_port;
+    StatusOr<fabric::Fabric> found = DiscoverFabric(d);
+    if (!found.ok()) return found.status().WithContext("trap watch: learning the switches' LIDs");
+    const fabric::Fabric& live = *found;
+    for (fabric::NodeId s : live.switches()) {
+      const fabric::Node& n = live.node(s);
+      std::optional<fabric::NodeId> m = model->FindByName(n.name);
+      if (!m && !n.description.empty()) m = model->FindByName(n.description);
+      if (!m && n.guid != 0) m = model->FindByGuid(n.guid);
+      if (m && n.lid != 0 && model->node(*m).type == fabric::NodeType::kSwitch) lids.push_back({n.lid, *m});
+    }
+  }
+  GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<SmpProbe> probe, SmpProbe::Open(options.probe));
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Status::Internal(fmt::format("trap watch: socket: {}", std::strerror(errno)));
+  ::unlink(options.socket_path.c_str());  // a stale socket of an earlier run
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Status::Unavailable(fmt::format("trap watch: bind {}: {}", options.socket_path, std::strerror(e)));
+  }
+  // Room for the burst of a switch failure (dozens of traps at once).
+  int rcvbuf = 1 << 20;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  std::unique_ptr<TrapWatcher> w(new TrapWatcher(model, std::move(probe), fd, options.socket_path));
+  for (const auto& [lid, n] : lids) w->Learn(lid, n);
+  return w;
+}
+
+void TrapWatcher::Learn(uint16_t lid, fabric::NodeId n) {
+  lid_node_[lid] = n.value();
+  node_lid_[n.value()] = lid;
+}
+
+TrapWatcher::TrapWatcher(const fabric::Fabric* model, std::unique_ptr<SmpProbe> probe, int fd, std::string path)
+    : model_(model),
+      probe_(std::move(probe)),
+      fd_(fd),
+      path_(std::move(path)),
+      link_up_(model->num_links(), 1),
+      switch_up_(model->num_nodes(), 1) {}
+
+TrapWatcher::~TrapWatcher() {
+  ::close(fd_);
+  ::unlink(path_.c_str());
+}
+
+void TrapWatcher::Warn(std::string w) {
+  if (warnings_.size() >= kMaxWarnings) warnings_.erase(warnings_.begin());
+  warnings_.push_back(std::move(w));
+}
+
+std::optional<fabric::NodeId> TrapWatcher::SwitchOfLid(uint16_t lid) {
+  if (auto it = lid_node_.find(lid); it != lid_node_.end()) return fabric::NodeId(it->second);
+  std::optional<fabric::NodeId> n;
+  std::string desc;
+  if (auto d = probe_->NodeDescription(lid); d.ok()) {
+    desc = *d;
+    n = model_->FindByName(desc);
+  }
+  if (!n) {
+    auto g = probe_->NodeGuid(lid);
+    if (!g.ok()) {
+      Warn(fmt::format("trap from LID {}: cannot name it: {}", lid, g.status().message()));
+      return std::nullopt;
+    }
+    n = model_->FindByGuid(*g);
+    if (!n) {
+      Warn(fmt::format("trap from LID {} ('{}', GUID {:#018x}): not a node of the fabric model", lid, desc, *g));
+      return std::nullopt;
+    }
+  }
+  if (model_->node(*n).type != fabric::NodeType::kSwitch) {
+    Warn(fmt::format("trap 128 from LID {} ('{}'): not a switch in the model", lid, model_->node(*n).name));
+    return std::nullopt;
+  }
+  Learn(lid, *n);
+  return n;
+}
+
+uint16_t TrapWatcher::LidOf(fabric::NodeId sw) const {
+  if (auto it = node_lid_.find(sw.value()); it != node_lid_.end()) return it->second;
+  return 0;  // not learned yet: the model's LIDs need not be the subnet's
+}
+
+void TrapWatcher::Probe(const std::set<std::pair<uint32_t, uint16_t>>& ports, int64_t trap_ns, int64_t recv_ns,
+                        std::vector<FabricChange>* out) {
+  std::set<uint32_t> touched;  // switches whose link set changed
+  for (const auto& [node, port] : ports) {
+    fabric::NodeId sw(node);
+    uint16_t lid = LidOf(sw);
+    fabric::PortId pid = model_->port_of(sw, port);
+    if (!pid.valid()) continue;
+    fabric::LinkId l = model_->port(pid).link;
+    if (!l.valid()) continue;
+    if (lid == 0) {
+      pending_.insert({node, port});  // named by no trap yet: after the SM's sweep, by GUID
+      continue;
+    }
+    auto phase = probe_->PortPhase(lid, port);
+    int64_t done = NowNs();
+    if (!phase.ok() || *phase == LinkPhase::kInit) {
+      pending_.insert({node, port});
+      continue;
+    }
+    pending_.erase({node, port});
+    int8_t up = *phase == LinkPhase::kActive ? 1 : 0;
+    if (link_up_[l.value()] == up) continue;
+    link_up_[l.value()] = up;
+    out->push_back({.is_switch = false,
+                    .name = fmt::format("{}[{}]", model_->node(sw).name, port),
+                    .up = up != 0,
+                    .trap_ns = trap_ns,
+                    .recv_ns = recv_ns,
+                    .probed_ns = done});
+    touched.insert(node);
+    touched.insert(model_->link_peer(l, sw).value());
+  }
+  for (uint32_t n : touched) {
+    fabric::NodeId id(n);
+    if (model_->node(id).type != fabric::NodeType::kSwitch) continue;
+    bool any_up = false;
+    for (const fabric::Adjacent* a = model_->adj_begin(id); a != model_->adj_end(id); ++a) {
+      any_up = any_up || link_up_[a->link.value()] != 0;
+    }
+    if (any_up == (switch_up_[n] != 0)) continue;
+    switch_up_[n] = any_up ? 1 : 0;
+    out->push_back({.is_switch = true,
+                    .name = model_->node(id).name,
+                    .up = any_up,
+                    .trap_ns = trap_ns,
+                    .recv_ns = recv_ns,
+                    .probed_ns = NowNs()});
+  }
+}
+
+StatusOr<std::vector<FabricChange>> TrapWatcher::Poll(std::chrono::milliseconds timeout) {
+  std::vector<FabricChange> out;
+  pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+  int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  if (r < 0) {
+    if (errno == EINTR) return out;
+    return Status::Internal(fmt::format("trap watch: poll: {}", std::strerror(errno)));
+  }
+  if (r == 0) return out;
+  // Drain the burst, then probe each switch once.
+  std::set<std::pair<uint32_t, uint16_t>> ports;
+  bool resweep = false;
+  int64_t first_trap_ns = 0, recv_ns = NowNs();
+  char buf[512];
+  for (;;) {
+    ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return Status::Internal(fmt::format("trap watch: recv on {}: {}", path_, std::strerror(errno)));
+    }
+    ++events_;
+    auto e = ParseOsmEvent(std::string_view(buf, static_cast<size_t>(n)));
+    if (!e.ok()) {
+      Warn(e.status().message());
+      continue;
+    }
+    if (e->ev == "subnet_up" || e->ev == "heavy_sweep_done") {
+      resweep = true;
+    } else if (e->ev == "trap" && e->trap == 128) {
+      uint16_t lid = e->lid != 0 ? e->lid : e->issuer_lid;
+      std::optional<fabric::NodeId> sw = SwitchOfLid(lid);
+      if (!sw) continue;
+      if (first_trap_ns == 0) first_trap_ns = e->t_ns;
+      for (const fabric::Adjacent* a = model_->adj_begin(*sw); a != model_->adj_end(*sw); ++a) {
+        ports.insert({sw->value(), a->port});
+      }
+    }
+  }
+  if (!ports.empty()) Probe(ports, first_trap_ns, recv_ns, &out);
+  if (resweep) {
+    // OpenSM has re-routed: LID routes work again. Probe what was undecided and the ports facing
+    // each switch with a dead link (their traps may have been lost on a dead route).
+    std::set<std::pair<uint32_t, uint16_t>> again = pending_;
+    for (size_t l = 0; l < link_up_.size(); ++l) {
+      if (link_up_[l] != 0) continue;
+      const fabric::Link& link = model_->link(fabric::LinkId(static_cast<uint32_t>(l)));
+      for (fabric::PortId end : {link.a, link.b}) {
+        fabric::NodeId dead_side = model_->port(end).node;
+        if (model_->node(dead_side).type != fabric::NodeType::kSwitch) continue;
+        for (const fabric::Adjacent* a = model_->adj_begin(dead_side); a != model_->adj_end(dead_side); ++a) {
+          if (model_->node(a->peer).type == fabric::NodeType::kSwitch) again.insert({a->peer.value(), a->peer_port});
+        }
+      }
+    }
+    // A switch whose LID is unknown (not learned at Open, never named by a trap) stays pending.
+    if (!again.empty()) Probe(again, 0, recv_ns, &out);
+  }
+  return out;
+}
+
+}  // namespace gpool::ib
