@@ -8,7 +8,8 @@
 //   control_bench submit    [--jobs 20000] [--clients 64]
 //       CLIENTS threads submit 1-GPU jobs over gRPC (durable commits, no nodes: pure submit path).
 //       Then the same number of threads do raw Store Txns of the same record size on a fresh
-//       store. Reports jobs/s, Txn/s and their ratio.
+//       store. Reports jobs/s, Txn/s and their ratio, and the submit phase's CPU per submit
+//       (getrusage), split into the client threads' own and the rest (the controller side).
 //   control_bench heartbeat [--nodes 10000] [--seconds 20] [--clients 16]
 //       The controller runs in a forked child process; NODES simulated nodes (CLIENTS threads)
 //       register and heartbeat once a second each. Reports the heartbeat rate achieved and the
@@ -55,6 +56,14 @@ std::string TempDir() {
     std::exit(1);
   }
   return t;
+}
+
+// CPU (user + sys) of RUSAGE_SELF (the process) or RUSAGE_THREAD (the calling thread).
+double CpuSeconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * t.tv_usec; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -186,10 +195,16 @@ void SubmitRate(int jobs, int clients) {
       record_bytes = j.ByteSizeLong() * 3;  // JSON is about 3x the wire size
     }
     std::atomic<int> next{0}, failed{0};
+    std::atomic<int64_t> client_cpu_us{0};
+    double cpu0 = CpuSeconds(RUSAGE_SELF);
     auto t0 = Clock::now();
     std::vector<std::thread> th;
     for (int c = 0; c < clients; ++c) {
       th.emplace_back([&, c] {
+        struct CpuOnExit {  // this client thread's own CPU, counted when it ends
+          std::atomic<int64_t>* sum;
+          ~CpuOnExit() { sum->fetch_add(static_cast<int64_t>(1e6 * CpuSeconds(RUSAGE_THREAD))); }
+        } on_exit{&client_cpu_us};
         while (next.fetch_add(1) < jobs) {
           grpc::ClientContext ctx;
           v1::SubmitJobRequest r;
@@ -204,6 +219,8 @@ void SubmitRate(int jobs, int clients) {
     }
     for (auto& t : th) t.join();
     double secs = Seconds(Clock::now() - t0);
+    double cpu = CpuSeconds(RUSAGE_SELF) - cpu0;
+    double client_cpu = 1e-6 * static_cast<double>(client_cpu_us.load());
     job_rate = jobs / secs;
     std::string m = srv.controller->MetricsText();
     auto count = [&](const std::string& name) {
@@ -217,6 +234,13 @@ void SubmitRate(int jobs, int clients) {
                 jobs, clients, secs, job_rate, failed.load(), commits, jobs / commits,
                 1e3 * count("gpool_store_commit_seconds_sum") / commits,
                 100 * count("gpool_store_commit_seconds_sum") / secs);
+    // Clients and controller share this process and the machine's cores: the split says what
+    // the controller side (its gRPC server, commit path, store, and gRPC's shared threads)
+    // costs per submit, which is what limits the rate once the cores are busy.
+    std::printf("submit: CPU (user+sys) %.0f us per submit: clients %.0f us, controller side "
+                "%.0f us (%.2f cores busy on average)\n",
+                1e6 * cpu / jobs, 1e6 * client_cpu / jobs, 1e6 * (cpu - client_cpu) / jobs,
+                cpu / secs);
   }
   // The raw store: the same number of Txns of the same size, from the same number of threads.
   std::string dir = TempDir();
