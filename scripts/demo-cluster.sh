@@ -25,13 +25,14 @@ trap 'echo; echo "demo-cluster: interrupted, stopping"; exit 130' INT TERM
 
 # Tokens: random, one per role (docs/control-plane.md, "Auth").
 tok() { head -c 18 /dev/urandom | base64 | tr '+/' '-_'; }
-admin=$(tok) research=$(tok) prod=$(tok) interns=$(tok) agent_tok=$(tok)
+admin=$(tok) research=$(tok) prod=$(tok) interns=$(tok) agent_tok=$(tok) metrics=$(tok)
 cat >"$tmp/tokens" <<TOK
 $admin admin
 $research tenant research
 $prod tenant prod
 $interns tenant interns
 $agent_tok agent
+$metrics metrics
 TOK
 
 port=${GPOOL_DEMO_PORT:-0}
@@ -46,7 +47,13 @@ for _ in $(seq 100); do grep -q grpc "$tmp/ctl.log" && break; sleep 0.1; done
 addr=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$tmp/ctl.log")
 http=$(sed -n 's/.*http \(http:[^ ]*\).*/\1/p' "$tmp/ctl.log")
 [ -n "$addr" ] || { cat "$tmp/ctl.log" >&2; exit 1; }
-echo "controller: grpc $addr (token auth on), dashboard ${http}, data ${http}api/state, metrics ${http}metrics"
+# The HTTP API takes the same tokens (401 without one). The dashboard reads its token from the
+# URL fragment once (it never reaches the server's logs) and keeps it for the tab.
+echo "controller: grpc $addr (token auth on)"
+echo "dashboard (admin):    ${http}#token=$admin"
+echo "dashboard (research): ${http}#token=$research   (only research's jobs)"
+echo "data: curl -H 'Authorization: Bearer $admin' ${http}api/state; metrics: the same with the metrics token $metrics"
+
 
 "$GPOOL" agent --controller "$addr" --token "$agent_tok" --hollow 256 --heartbeat-ms 1000 \
   "${fabric_flag[@]}" >"$tmp/agent.log" 2>&1 &
@@ -94,5 +101,5 @@ echo "$jobs_out" | head -12
 echo "..."
 echo "research sees only its own jobs: $("$GPOOL" jobs --controller "$addr" --token "$research" | tail -1)"
 "$GPOOL" top --iterations 1 "${A[@]}" | head -14
-curl -sf "${http}metrics" | grep -E '^gpool_(queue_length|gpus|nodes|tenant_gpus|job_bind_latency_seconds_(count|sum)|store_commit_seconds_count)' || true
+curl -sf -H "Authorization: Bearer $metrics" "${http}metrics" | grep -E '^gpool_(queue_length|gpus|nodes|tenant_gpus|job_bind_latency_seconds_(count|sum)|store_commit_seconds_count)' || true
 echo "demo-cluster: done"

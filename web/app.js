@@ -22,6 +22,7 @@ const ui = {
   selected: null,       // job id
   timer: null,
   tenantColor: new Map(),
+  token: "",            // only when sessionStorage is unavailable (see token())
 };
 
 function esc(s) {
@@ -51,10 +52,30 @@ function colorOf(tenant) {
   return ui.tenantColor.get(tenant);
 }
 
+// The access token (controllers with --auth-tokens): given once in the URL fragment
+// (#token=TOKEN, which browsers never send to the server, so it stays out of access logs,
+// proxies and Referer headers), then kept in this tab's sessionStorage and removed from the
+// address bar. It is sent as `Authorization: Bearer` on every /api call; nothing is a cookie, so
+// no other site can make the browser send it (no CSRF).
+const TOKEN_KEY = "gpool.token";
+function takeTokenFromUrl() {
+  const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  if (!m) return;
+  try { sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1])); } catch (e) { ui.token = decodeURIComponent(m[1]); }
+  const rest = location.hash.replace(/(^#|&)token=[^&]*/, "$1").replace(/^#&/, "#").replace(/&$/, "");
+  history.replaceState(null, "", rest === "#" ? location.pathname + location.search : rest);
+}
+function token() {
+  try { return sessionStorage.getItem(TOKEN_KEY) || ui.token || ""; } catch (e) { return ui.token || ""; }
+}
+
 async function getJson(url) {
-  const r = await fetch(url, {cache: "no-store"});
+  const t = token();
+  const r = await fetch(url, {cache: "no-store", headers: t ? {Authorization: "Bearer " + t} : {}});
   if (!r.ok) {
-    const e = new Error(url + ": HTTP " + r.status);
+    let why = "";
+    try { why = (await r.json()).error || ""; } catch (e) { /* not JSON */ }
+    const e = new Error(url + ": HTTP " + r.status + (why ? " (" + why + ")" : ""));
     e.status = r.status;
     throw e;
   }
@@ -63,8 +84,10 @@ async function getJson(url) {
 
 // ---- Model: derive everything the views need from one /api/state ----
 
-// Not schedulable: missed heartbeats ("down") or powered off by the controller ("off").
-const offline = (n) => n.state === "down" || n.state === "off" || n.power === "off";
+// Not schedulable: missed heartbeats ("down"), powered off by the controller ("off") or did not
+// come back from a resume ("resume-failed", src/control/node_power.h).
+const offline = (n) => n.state === "down" || n.state === "off" || n.power === "off" ||
+                       n.power === "resume-failed";
 
 function derive(st) {
   const nodes = (st.nodes || []).slice().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -543,9 +566,14 @@ async function refresh() {
     document.body.dataset.loaded = "1";
   } catch (e) {
     const c = $("conn");
-    c.textContent = "controller unreachable";
+    const denied = e.status === 401 || e.status === 403;
+    c.textContent = denied ? "not authorized" : "controller unreachable";
     c.className = "conn bad";
-    showError("Cannot read the controller: " + e.message + " (retrying)");
+    document.body.dataset.denied = denied ? String(e.status) : "";
+    showError(denied
+      ? "The controller refused this page's token: " + e.message +
+        ". Open the dashboard as http://HOST:PORT/#token=TOKEN (an admin or tenant token)."
+      : "Cannot read the controller: " + e.message + " (retrying)");
   }
 }
 
@@ -584,6 +612,7 @@ function select(id) {
 }
 
 function init() {
+  takeTokenFromUrl();
   const m = /job=([^&]+)/.exec(location.hash);
   if (m) ui.selected = decodeURIComponent(m[1]);
   $("jobs").addEventListener("click", (e) => {

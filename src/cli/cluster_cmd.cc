@@ -53,6 +53,7 @@ struct ClusterFlags {
   std::string auth_tokens, tls_cert, tls_key, lease_key_file, lost_node_policy = "requeue";
   int node_settle_ms = 0;
   // submit: the sched::JobSpec shape
+  std::string task_cpus, task_mem;  // submit --cpus / --mem (per task)
   std::string spec_file, gpu_fraction, gpu_mem, job_gpu_model, locality = "any", min_runtime, kind;
   bool locality_required = false, non_preemptible = false;
   // top / watch
@@ -71,6 +72,7 @@ struct ClusterFlags {
   agent::NodeAgentOptions real;  // the real agent (without --hollow)
   int kill_grace_ms = 10000;
   bool discover = false;
+  bool metrics_public = false;  // controller: HTTP /metrics without a token
   // submit
   int gpus = 0, priority = 0;
   std::string tenant, duration = "60s", request_id;  // tenant "": the token's, or "default"
@@ -173,9 +175,10 @@ Status RunController(const ClusterFlags& f) {
   ao.grpc_listen = f.listen;
   ao.http_listen = f.http;
   ao.auth = auth ? &*auth : nullptr;
+  ao.metrics_public = f.metrics_public;
   ao.tls_cert_file = f.tls_cert;
   ao.tls_key_file = f.tls_key;
-  if (!auth) GPOOL_LOG_WARN("no --auth-tokens: the gRPC API is open to anyone who can reach it");
+  if (!auth) GPOOL_LOG_WARN("no --auth-tokens: the gRPC and HTTP APIs are open to anyone who can reach them");
   InstallSignals();
   GPOOL_RETURN_IF_ERROR(api.Start(ao));
   std::string host;
@@ -287,6 +290,25 @@ Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
       req.set_gpu_memory_bytes(b);
     }
   }
+  // Per-task CPU and memory (flags override the file).
+  if (!f.task_cpus.empty()) {
+    double cpus = 0;
+    try {
+      cpus = std::stod(f.task_cpus);
+    } catch (const std::exception&) {
+      cpus = -1;
+    }
+    if (!(cpus > 0 && cpus <= 1e9)) {
+      return Status::InvalidArgument(
+          fmt::format("--cpus: want CPUs per task > 0, e.g. 4 or 0.5, got '{}'", f.task_cpus));
+    }
+    req.set_cpu_milli(std::llround(cpus * 1000));
+  }
+  if (!f.task_mem.empty()) {
+    auto b = ParseBytes(f.task_mem);
+    if (!b.ok()) return b.status().WithContext("--mem");
+    req.set_memory_bytes(*b);
+  }
   for (const auto& c : f.command) req.add_command(c);
   // One id for all retries of this invocation, so a retried submit is not a second job.
   if (!f.request_id.empty()) req.set_client_request_id(f.request_id);
@@ -386,6 +408,9 @@ void Describe(const v1::Job& j) {
     std::printf("GPUs:        %d (%d task%s x %d)\n", j.gpus(), j.num_tasks(),
                 j.num_tasks() == 1 ? "" : "s", j.gpus_per_task());
   }
+  std::printf("CPU, memory: %s, %s per task\n",
+              j.cpu_milli() ? fmt::format("{:g} CPUs", j.cpu_milli() / 1000.0).c_str() : "any",
+              j.memory_bytes() ? FormatBytes(j.memory_bytes()).c_str() : "any");
   std::printf("GPU model:   %s\nLocality:    %s (%s)\nKind:        %s\nPriority:    %d\n",
               j.gpu_model().empty() ? "any" : j.gpu_model().c_str(), j.locality().c_str(),
               j.locality_required() ? "required" : "preferred", j.kind().c_str(), j.priority());
@@ -669,7 +694,10 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "jobs of a lost node: requeue (default) or fail");
   ctl->add_option("--policy-config", f->policy_config, "key=value,... for the gpool policy");
   ctl->add_option("--auth-tokens", f->auth_tokens,
-                  "token file: lines 'TOKEN admin|agent' or 'TOKEN tenant NAME' (default: open)");
+                  "token file: lines 'TOKEN admin|agent|metrics' or 'TOKEN tenant NAME', each "
+                  "optionally ending in expires=YYYY-MM-DD[THH:MM:SSZ] (default: open)");
+  ctl->add_flag("--metrics-public", f->metrics_public,
+                "with --auth-tokens: serve HTTP /metrics without a token (for scrapers)");
   ctl->add_option("--tls-cert", f->tls_cert, "PEM certificate chain: serve gRPC over TLS");
   ctl->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert");
   ctl->add_option("--lease-key", f->lease_key_file,
@@ -714,6 +742,8 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   sub->add_option("-f,--file", f->spec_file, "YAML job spec (docs/cli.md); flags override it");
   sub->add_option("--gpu-fraction", f->gpu_fraction, "a share of one GPU, e.g. 0.25");
   sub->add_option("--gpu-mem", f->gpu_mem, "GPU memory for a fraction, e.g. 20GiB");
+  sub->add_option("--cpus", f->task_cpus, "CPUs per task, e.g. 16 or 0.5 (default: not requested)");
+  sub->add_option("--mem", f->task_mem, "host memory per task, e.g. 256GiB (default: not requested)");
   sub->add_option("--gpu-model", f->job_gpu_model, "GPU model, e.g. H100 or 'A100|H100' (default any)");
   sub->add_option("--locality", f->locality, "node, leaf, pod or any (default any)");
   sub->add_flag("--locality-required", f->locality_required,

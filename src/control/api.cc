@@ -8,6 +8,7 @@
 #include "common/file.h"
 #include "control/dashboard.h"
 #include "control/fabric_api.h"
+#include "control/http_auth.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
 namespace gpool::control {
@@ -80,10 +81,11 @@ struct Gate {
                           fmt::format("{}: missing 'authorization: Bearer TOKEN' metadata (pass "
                                       "--token, --token-file or $GPOOL_TOKEN)", method));
     }
-    auto p = auth->Lookup(BearerToken(std::string_view(it->second.data(), it->second.size())));
-    if (!p) {
+    auto p = auth->Authenticate(
+        BearerToken(std::string_view(it->second.data(), it->second.size())), NowUnixSeconds());
+    if (!p.ok()) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          fmt::format("{}: unknown token", method));
+                          fmt::format("{}: {}", method, p.status().message()));
     }
     for (Role r : allowed) {
       if (p->role == r) {
@@ -341,17 +343,28 @@ Status ApiServer::Start(const ApiOptions& options) {
   if (!options.http_listen.empty()) {
     GPOOL_RETURN_IF_ERROR(ParseHostPort("--http", options.http_listen, &host, &port));
     http_ = std::make_unique<httplib::Server>();
-    http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    // The same tokens as gRPC (http_auth.h): tenants see their own jobs only.
+    http_auth_ = std::make_unique<HttpAuth>(
+        HttpAuthOptions{.auth = options.auth, .metrics_public = options.metrics_public});
+    const HttpAuth* ha = http_auth_.get();
+    http_->Get("/metrics", [this, ha](const httplib::Request& req, httplib::Response& res) {
+      if (!ha->CheckMetrics(req, res)) return;
       res.set_content(controller_->MetricsText(), "text/plain; version=0.0.4");
     });
-    http_->Get("/api/state", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(controller_->StateJson(), "application/json");
+    http_->Get("/api/state", [this, ha](const httplib::Request& req, httplib::Response& res) {
+      auto who = ha->Check(req, res, {Role::kAdmin, Role::kTenant});
+      if (!who) return;
+      res.set_header("Cache-Control", "no-store");
+      res.set_content(controller_->StateJson(HttpAuth::TenantScope(*who)), "application/json");
     });
     dashboard_ = std::make_unique<Dashboard>(controller_, DashboardOptions{});
-    dashboard_->Register(http_.get());
+    dashboard_->Register(http_.get(), ha);
     // The fabric view (fabric_api.h); ?links=all adds every link, not only loaded or failed ones.
-    http_->Get("/api/fabric", [this](const httplib::Request& req, httplib::Response& res) {
-      auto json = FabricJson(controller_, req.get_param_value("links") == "all");
+    http_->Get("/api/fabric", [this, ha](const httplib::Request& req, httplib::Response& res) {
+      auto who = ha->Check(req, res, {Role::kAdmin, Role::kTenant});
+      if (!who) return;
+      auto json = FabricJson(controller_, req.get_param_value("links") == "all",
+                             HttpAuth::TenantScope(*who));
       if (!json.ok()) {
         res.status = 404;
         res.set_content(nlohmann::json({{"error", json.status().message()}}).dump(), "application/json");

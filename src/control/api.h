@@ -4,8 +4,8 @@
 // Auth (auth.h): with ApiOptions::auth set, every gRPC call must carry a known bearer token and
 // stays inside its role (tenant tokens: own jobs only; agent tokens: Register and Heartbeat
 // only). Without it the API is open: listen on loopback or a trusted network only. TLS: set
-// tls_cert_file and tls_key_file. The HTTP endpoint (/metrics, /api/state) has no auth: bind it
-// to loopback or put it behind a proxy.
+// tls_cert_file and tls_key_file (gRPC only). The HTTP endpoint (/metrics, /api/*) obeys the
+// same tokens (http_auth.h) but has no TLS: bind it to loopback or put it behind a TLS proxy.
 //
 // Thread safety: ApiServer's Start/Shutdown from one thread; the services themselves run on
 // gRPC's and httplib's threads and only call the (thread-safe) Controller.
@@ -30,6 +30,7 @@ class Server;
 namespace gpool::control {
 
 class Dashboard;
+class HttpAuth;
 
 // Maps a gpool Status to the gRPC status with the same meaning.
 grpc::Status ToGrpc(const Status& s);
@@ -40,6 +41,7 @@ struct ApiOptions {
   std::string grpc_listen = "127.0.0.1:7070";  // HOST:PORT; port 0 picks a free port
   std::string http_listen;                      // HOST:PORT; empty = no HTTP endpoint
   const TokenAuth* auth = nullptr;              // nullptr = no authentication (open API)
+  bool metrics_public = false;                  // HTTP /metrics without a token (http_auth.h)
   std::string tls_cert_file, tls_key_file;      // PEM; both or neither
 };
 
@@ -59,6 +61,7 @@ class ApiServer {
   const TokenAuth* auth_ = nullptr;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpAuth> http_auth_;    // authorizes the HTTP endpoint (http_auth.h)
   std::unique_ptr<Dashboard> dashboard_;  // the web UI on the HTTP endpoint (dashboard.h)
   std::thread http_thread_;
   int grpc_port_ = 0;

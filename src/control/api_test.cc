@@ -96,6 +96,46 @@ TEST(TokenAuthTest, FileErrorsNameTheLine) {
   EXPECT_EQ(BearerToken("Basic xyz"), "");
 }
 
+TEST(TokenAuthTest, ExpiryIsParsedAndChecked) {
+  auto a = TokenAuth::Parse(
+      "old-token-0123456789ab tenant a expires=2020-01-01\n"
+      "new-token-0123456789ab admin expires=2030-06-01T12:00:00Z\n"
+      "met-token-0123456789ab metrics\n", "tok.txt");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const int64_t jan2020 = 1577836800;  // 2020-01-01T00:00:00Z
+  EXPECT_TRUE(a->Authenticate("old-token-0123456789ab", jan2020 - 1).ok());
+  auto p = a->Authenticate("old-token-0123456789ab", jan2020);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), "token expired at 2020-01-01T00:00:00Z");
+  p = a->Authenticate("new-token-0123456789ab", jan2020);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->role, Role::kAdmin);
+  EXPECT_EQ(p->expires_unix_s, 1906545600);  // 2030-06-01T12:00:00Z
+  EXPECT_EQ(a->Authenticate("met-token-0123456789ab", jan2020)->role, Role::kMetrics);
+  EXPECT_EQ(a->Authenticate("", jan2020).status().message(), "missing token");
+  EXPECT_EQ(a->Authenticate("zzz-token-0123456789ab", jan2020).status().message(), "unknown token");
+  auto bad = TokenAuth::Parse("x-token-0123456789abcd admin expires=tomorrow\n", "tok.txt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tok.txt:1: expires: want UTC"), std::string::npos)
+      << bad.status().message();
+  bad = TokenAuth::Parse("x-token-0123456789abcd admin expires=2030-01-01T00:00:00\n", "tok.txt");
+  EXPECT_FALSE(bad.ok());  // no Z: not UTC
+}
+
+TEST_F(ApiTest, ExpiredTokenIsUnauthenticated) {
+  auto auth = TokenAuth::Parse(
+      "expired-token-01234567 admin expires=2020-01-01\n"
+      "valid-token-0123456789 admin expires=2999-01-01\n", "tokens");
+  ASSERT_TRUE(auth.ok()) << auth.status().ToString();
+  *auth_ = std::move(*auth);
+  Start(/*with_auth=*/true);
+  v1::Job j;
+  grpc::Status s = SubmitAs("expired-token-01234567", "a", &j);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(s.error_message(), "JobService.Submit: token expired at 2020-01-01T00:00:00Z");
+  EXPECT_TRUE(SubmitAs("valid-token-0123456789", "a", &j).ok());
+}
+
 TEST_F(ApiTest, TokensScopeEveryCall) {
   Start(/*with_auth=*/true);
   v1::Job ja, jb, j;

@@ -1,6 +1,9 @@
 #include "control/auth.h"
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
@@ -43,6 +46,7 @@ std::string_view RoleName(Role r) {
     case Role::kAdmin: return "admin";
     case Role::kTenant: return "tenant";
     case Role::kAgent: return "agent";
+    case Role::kMetrics: return "metrics";
   }
   return "?";
 }
@@ -73,17 +77,29 @@ StatusOr<TokenAuth> TokenAuth::Parse(std::string_view text, std::string_view sou
     for (char c : token) {
       if (!TokenChar(c)) return err("token: only [A-Za-z0-9._~+/=-]");
     }
-    if (w.size() < 2) return err("want 'TOKEN admin', 'TOKEN tenant NAME' or 'TOKEN agent'");
+    if (w.size() < 2) {
+      return err("want 'TOKEN admin', 'TOKEN tenant NAME', 'TOKEN agent' or 'TOKEN metrics'");
+    }
     Principal p;
+    constexpr std::string_view kExpires = "expires=";
+    if (w.size() >= 3 && std::string_view(w.back()).substr(0, kExpires.size()) == kExpires) {
+      auto when = ParseExpiry(std::string_view(w.back()).substr(kExpires.size()), "expires");
+      if (!when.ok()) return err(std::string(when.status().message()));
+      p.expires_unix_s = *when;
+      w.pop_back();
+    }
     if (w[1] == "admin" && w.size() == 2) {
       p.role = Role::kAdmin;
     } else if (w[1] == "agent" && w.size() == 2) {
       p.role = Role::kAgent;
+    } else if (w[1] == "metrics" && w.size() == 2) {
+      p.role = Role::kMetrics;
     } else if (w[1] == "tenant" && w.size() == 3) {
       p.role = Role::kTenant;
       p.tenant = w[2];
     } else {
-      return err(fmt::format("role '{}': want 'admin', 'tenant NAME' or 'agent'", w[1]));
+      return err(fmt::format("role '{}': want 'admin', 'tenant NAME', 'agent' or 'metrics' "
+                             "(then optionally expires=YYYY-MM-DD[THH:MM:SSZ])", w[1]));
     }
     if (!a.by_digest_.emplace(Digest(token), p).second) return err("token listed twice");
   }
@@ -98,6 +114,57 @@ std::optional<Principal> TokenAuth::Lookup(std::string_view token) const {
   auto it = by_digest_.find(Digest(token));
   if (it == by_digest_.end()) return std::nullopt;
   return it->second;
+}
+
+StatusOr<Principal> TokenAuth::Authenticate(std::string_view token, int64_t now_unix_s) const {
+  if (token.empty()) return Status::PermissionDenied("missing token");
+  std::optional<Principal> p = Lookup(token);
+  if (!p) return Status::PermissionDenied("unknown token");
+  if (p->expires_unix_s != 0 && now_unix_s >= p->expires_unix_s) {
+    return Status::PermissionDenied(
+        fmt::format("token expired at {}", FormatExpiry(p->expires_unix_s)));
+  }
+  return *p;
+}
+
+StatusOr<int64_t> ParseExpiry(std::string_view text, std::string_view what) {
+  std::tm tm{};
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
+  char tail = 0;
+  const std::string t(text);
+  bool ok = false;
+  if (t.size() == 10) {
+    ok = std::sscanf(t.c_str(), "%4d-%2d-%2d%c", &y, &mo, &d, &tail) == 3;
+  } else if (t.size() == 20) {
+    ok = std::sscanf(t.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &s, &tail) == 7 &&
+         tail == 'Z';
+  }
+  if (!ok || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: want UTC YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, got '{}'", what, text));
+  }
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = s;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+std::string FormatExpiry(int64_t unix_s) {
+  std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int64_t NowUnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 void AttachToken(grpc::ClientContext* ctx, const std::string& token) {

@@ -293,7 +293,7 @@ StatusOr<v1::RegisterNodeResponse> Controller::RegisterNode(const v1::RegisterNo
     n.set_state("ready");
     n.set_last_heartbeat_ms(NowMs());
     n.set_gpus_allocated(0);
-    n.set_power("on");  // an agent that registers is running, whatever was recorded before
+    NodePower::SetPower(&n, "on", NowMs());  // an agent that registers is running, whatever was recorded
     GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({}, {&n}));
     nodes_[n.name()] = n;
     power_.OnNodeUp(n.name(), NowMs());
@@ -501,6 +501,18 @@ StatusOr<v1::Job> Controller::NewJobFromRequest(const v1::SubmitJobRequest& req)
   auto k = sched::ParseJobKind(kind);
   if (!k.ok()) return k.status().WithContext("kind");
   if (req.gpu_model().size() > 1024) return Status::InvalidArgument("gpu_model: too long");
+  // Per-task CPU and host memory, placed against the nodes' (sched::TaskRequest).
+  if (req.cpu_milli() < 0 || req.cpu_milli() > (int64_t{1} << 40)) {
+    return Status::InvalidArgument(
+        fmt::format("cpu_milli: must be 0 (not requested) or a positive milli-CPU count, got {}",
+                    req.cpu_milli()));
+  }
+  if (req.memory_bytes() > (uint64_t{1} << 60)) {
+    return Status::InvalidArgument(
+        fmt::format("memory_bytes: at most 2^60 bytes, got {}", req.memory_bytes()));
+  }
+  j.set_cpu_milli(req.cpu_milli());
+  j.set_memory_bytes(req.memory_bytes());
 
   j.set_client_request_id(req.client_request_id());
   j.set_tenant(req.tenant());
@@ -884,6 +896,8 @@ Status Controller::ScheduleOnce() {
         s.task.gpus = j.gpus_per_task();
         s.task.gpu_milli = j.gpu_milli();
         s.task.gpu_memory_bytes = j.gpu_memory_bytes();
+        s.task.cpu_milli = j.cpu_milli();
+        s.task.memory_bytes = j.memory_bytes();
         GPOOL_ASSIGN_OR_RETURN(s.gpu_models, sched::ParseGpuModels(state.spec(), j.gpu_model()));
         GPOOL_ASSIGN_OR_RETURN(s.locality.level,
                                sched::ParseLevel(j.locality().empty() ? "any" : j.locality()));
@@ -930,8 +944,10 @@ Status Controller::ScheduleOnce() {
         }
       }
       for (const auto& [name, n] : nodes_) {
-        // Nodes switched off on purpose stay healthy: PlanPower may resume them.
-        if (n.state() != "ready" && NodePower::SchedState(n) == sched::PowerState::kOn) {
+        // Nodes switched off on purpose stay healthy: PlanPower may resume them; not those
+        // that failed to resume (node_power.h).
+        if ((n.state() != "ready" && NodePower::SchedState(n) == sched::PowerState::kOn) ||
+            n.power() == NodePower::kResumeFailed) {
           state.SetHealth(sched::NodeId(node_index[name]), sched::Health::kUnhealthy);
         }
       }
@@ -1060,8 +1076,11 @@ std::string Controller::MetricsText() {
     }
   }
   double ready = 0, down = 0, settling = 0, off = 0, alloc = 0, free = 0, down_gpus = 0;
+  double resume_failed = 0;
   for (const auto& [name, n] : nodes_) {
-    if (NodePower::SchedState(n) != sched::PowerState::kOn) {
+    if (n.power() == NodePower::kResumeFailed) {
+      ++resume_failed;
+    } else if (NodePower::SchedState(n) != sched::PowerState::kOn) {
       ++off;  // suspending, off or resuming (node_power.h)
     } else if (n.state() == "down") {
       ++down;
@@ -1087,7 +1106,8 @@ std::string Controller::MetricsText() {
   RenderGauge(&out, "gpool_jobs", "Jobs by state.", labelled("state", by_state));
   RenderGauge(&out, "gpool_nodes", "Registered nodes by state.",
               {{"state=\"ready\"", ready}, {"state=\"settling\"", settling},
-               {"state=\"down\"", down}, {"state=\"off\"", off}});
+               {"state=\"down\"", down}, {"state=\"off\"", off},
+               {"state=\"resume-failed\"", resume_failed}});
   RenderGauge(&out, "gpool_gpus",
               "GPUs by state (allocated counts GPUs on down nodes too; down counts unallocated "
               "GPUs of settling nodes).",
@@ -1098,16 +1118,19 @@ std::string Controller::MetricsText() {
   return out;
 }
 
-std::string Controller::StateJson() {
+std::string Controller::StateJson(const std::string& tenant) {
   std::lock_guard<std::mutex> l(mu_);
   RefreshNodeStates(NowMs());
   nlohmann::json out = {{"nodes", nlohmann::json::array()},
                         {"jobs", nlohmann::json::array()},
                         {"tenants", nlohmann::json::array()}};
   for (const auto& [name, n] : nodes_) out["nodes"].push_back(nlohmann::json::parse(ToJson(n)));
-  for (const auto& [id, j] : jobs_) out["jobs"].push_back(nlohmann::json::parse(ToJson(j)));
+  for (const auto& [id, j] : jobs_) {
+    if (tenant.empty() || j.tenant() == tenant) out["jobs"].push_back(nlohmann::json::parse(ToJson(j)));
+  }
   v1::ListTenantsResponse tenants = ListTenantsLocked();
   for (const auto& t : tenants.tenants()) {
+    if (!tenant.empty() && t.name() != tenant) continue;
     out["tenants"].push_back(nlohmann::json::parse(ToJson(t)));
   }
   return out.dump();

@@ -146,7 +146,9 @@ class Controller {
   const std::shared_ptr<FabricView>& fabric() const { return options_.fabric; }
 
   std::string MetricsText();
-  std::string StateJson();  // {"nodes":[...],"jobs":[...],"tenants":[...]}
+  // {"nodes":[...],"jobs":[...],"tenants":[...]}; a non-empty `tenant` keeps only its jobs and
+  // its tenant row (the HTTP view of a tenant token, http_auth.h).
+  std::string StateJson(const std::string& tenant = "");
 
  private:
   struct NodeLife {

@@ -477,6 +477,8 @@ kind: inference
 priority: 3
 duration: 2h
 request_id: abc
+cpus: 2.5
+memory: 64GiB
 command: [python, serve.py]
 )", "job.yaml");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -494,6 +496,8 @@ command: [python, serve.py]
   EXPECT_EQ(r->priority(), 3);
   EXPECT_EQ(r->duration_s(), 7200);
   EXPECT_EQ(r->client_request_id(), "abc");
+  EXPECT_EQ(r->cpu_milli(), 2500);
+  EXPECT_EQ(r->memory_bytes(), 64ull << 30);
   ASSERT_EQ(r->command_size(), 2);
 }
 
@@ -512,6 +516,50 @@ TEST(JobSpecYaml, ErrorsNameFileLineAndKey) {
   r = ParseJobSpecYaml("gpus: 1\nmin_runtime: soon\n", "j.yaml");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("j.yaml:2: min_runtime"), std::string::npos);
+  r = ParseJobSpecYaml("gpus: 1\ncpus: -2\n", "j.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("j.yaml:2: cpus"), std::string::npos) << r.status().message();
+  r = ParseJobSpecYaml("gpus: 1\nmemory: lots\n", "j.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("j.yaml:2: memory"), std::string::npos) << r.status().message();
+}
+
+// Per-task CPU and memory requests reach the scheduler: a task fits only where the node has
+// them free (AddNode: 64 CPUs, 512 GiB), and they are kept in the job record.
+TEST_F(ControllerTest, CpuAndMemoryRequestsArePlacedAgainstNodes) {
+  Open();
+  AddNode("n1");
+  auto submit = [&](int64_t cpu_milli, uint64_t mem) {
+    v1::SubmitJobRequest r;
+    r.set_tenant("t");
+    r.set_gpus(1);
+    r.set_cpu_milli(cpu_milli);
+    r.set_memory_bytes(mem);
+    return c_->Submit(r);
+  };
+  auto bad = submit(-1, 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cpu_milli"), std::string::npos) << bad.status().message();
+  // Alone on an empty node, a task asking more memory than the node has stays pending.
+  auto mem = submit(1000, 600ull << 30);
+  ASSERT_TRUE(mem.ok());
+  EXPECT_EQ(mem->memory_bytes(), 600ull << 30);
+  Schedule();
+  EXPECT_EQ(Get(mem->id()).state(), "pending");
+  ASSERT_TRUE(c_->Cancel(mem->id()).ok());
+  auto big = submit(48000, 0);              // 48 of the node's 64 CPUs
+  auto small = submit(8000, 100ull << 30);  // fits next to it: 56 CPUs
+  auto second = submit(32000, 0);           // does not: 8 CPUs left
+  ASSERT_TRUE(big.ok() && second.ok() && small.ok());
+  EXPECT_EQ(big->cpu_milli(), 48000);
+  Schedule();
+  EXPECT_EQ(Get(big->id()).state(), "running");
+  EXPECT_EQ(Get(small->id()).state(), "running");
+  EXPECT_EQ(Get(second->id()).state(), "pending");
+  Open();  // durable, and still placed by CPU after a restart (the running ones hold theirs)
+  EXPECT_EQ(Get(big->id()).cpu_milli(), 48000);
+  Schedule();
+  EXPECT_EQ(Get(second->id()).state(), "pending");
 }
 
 }  // namespace

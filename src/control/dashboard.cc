@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "control/controller.h"
+#include "control/http_auth.h"
 #include "control/web_assets.h"
 
 namespace gpool::control {
@@ -27,7 +28,7 @@ Dashboard::Dashboard(Controller* controller, const DashboardOptions& options)
 
 Dashboard::~Dashboard() { Stop(); }
 
-void Dashboard::Register(httplib::Server* http) {
+void Dashboard::Register(httplib::Server* http, const HttpAuth* auth) {
   for (size_t i = 0; i < kWebAssetCount; ++i) {
     const WebAsset* a = &kWebAssets[i];
     auto serve = [a](const httplib::Request&, httplib::Response& res) {
@@ -38,10 +39,17 @@ void Dashboard::Register(httplib::Server* http) {
     http->Get(a->path, serve);
     if (std::string_view(a->path) == "/index.html") http->Get("/", serve);
   }
-  http->Get("/api/history", [this](const httplib::Request& req, httplib::Response& res) {
+  http->Get("/api/history", [this, auth](const httplib::Request& req, httplib::Response& res) {
+    std::string tenant;
+    if (auth != nullptr) {
+      auto who = auth->Check(req, res, {Role::kAdmin, Role::kTenant});
+      if (!who) return;
+      tenant = HttpAuth::TenantScope(*who);
+    }
     StatusOr<int64_t> since = ParseSinceMs(req.get_param_value("since"));
     if (!since.ok()) return JsonError(res, 400, since.status().message());
-    res.set_content(history_.Json(*since, options_.sample_interval.count()), "application/json");
+    res.set_content(history_.Json(*since, options_.sample_interval.count(), tenant),
+                    "application/json");
     res.set_header("Cache-Control", "no-store");
   });
 }

@@ -26,6 +26,7 @@ class Server;
 namespace gpool::control {
 
 class Controller;
+class HttpAuth;
 
 struct DashboardOptions {
   std::chrono::milliseconds sample_interval{1000};
@@ -37,8 +38,9 @@ class Dashboard {
   Dashboard(Controller* controller, const DashboardOptions& options);
   ~Dashboard();
 
-  // Adds GET / (and every embedded file by name) and GET /api/history?since=MS.
-  void Register(httplib::Server* http);
+  // Adds GET / (and every embedded file by name) and GET /api/history?since=MS, the latter
+  // authorized by `auth` (http_auth.h; nullptr = open). `auth` must outlive the server.
+  void Register(httplib::Server* http, const HttpAuth* auth = nullptr);
   // Takes one sample now, then one per sample_interval until Stop().
   void Start();
   void Stop();

@@ -113,10 +113,10 @@ std::unique_ptr<grpc::Service> MakeFabricService(Controller* c, FabricAuth auth)
   return std::make_unique<FabricServiceImpl>(c, std::move(auth));
 }
 
-StatusOr<std::string> FabricJson(Controller* c, bool all_links) {
+StatusOr<std::string> FabricJson(Controller* c, bool all_links, const std::string& tenant) {
   FabricView* f = c->fabric().get();
   if (f == nullptr) return NoFabric();
-  std::vector<JobNodes> jobs = Visible(c, f, "");
+  std::vector<JobNodes> jobs = Visible(c, f, tenant);
   v1::GetFabricRequest req;
   req.set_all_links(all_links);
   nlohmann::json out = nlohmann::json::parse(ToJson(f->Get(req, jobs)));

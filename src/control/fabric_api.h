@@ -35,7 +35,8 @@ using FabricAuth = std::function<grpc::Status(grpc::ServerContext* ctx, bool adm
 std::unique_ptr<grpc::Service> MakeFabricService(Controller* c, FabricAuth auth);
 
 // {"engine","generation","num_links","switches":[..],"hosts":[..],"links":[..],"health":{..}}
-// with the field names of the proto messages; all_links as GetFabricRequest.
-StatusOr<std::string> FabricJson(Controller* c, bool all_links);
+// with the field names of the proto messages; all_links as GetFabricRequest. A non-empty
+// `tenant` sees only its own jobs (as FabricService for a tenant token).
+StatusOr<std::string> FabricJson(Controller* c, bool all_links, const std::string& tenant = "");
 
 }  // namespace gpool::control

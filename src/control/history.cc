@@ -38,9 +38,13 @@ size_t History::size() const {
   return ring_.size();
 }
 
-std::string History::Json(int64_t since_ms, int64_t interval_ms) const {
+std::string History::Json(int64_t since_ms, int64_t interval_ms,
+                          const std::string& only_tenant) const {
   nlohmann::json samples = nlohmann::json::array();
-  for (const UtilSample& s : Since(since_ms)) {
+  for (UtilSample& s : Since(since_ms)) {
+    if (!only_tenant.empty()) {
+      std::erase_if(s.tenant_gpus, [&](const auto& kv) { return kv.first != only_tenant; });
+    }
     samples.push_back({{"t", s.t_ms},
                        {"total", s.gpus_total},
                        {"allocated", s.gpus_allocated},
@@ -65,7 +69,8 @@ UtilSample SampleController(Controller* c, int64_t now_ms) {
   for (const v1::Node& n : nodes.nodes()) {
     s.gpus_total += n.gpus();
     s.gpus_allocated += n.gpus_allocated();
-    if (n.state() == "down" || n.state() == "off") {  // missed heartbeats, or powered off
+    // Missed heartbeats, powered off, or did not come back from a resume (node_power.h).
+    if (n.state() == "down" || n.state() == "off" || n.state() == "resume-failed") {
       ++s.nodes_down;
       s.gpus_down += n.gpus();
     } else {

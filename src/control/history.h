@@ -46,7 +46,8 @@ class History {
 
   // {"capacity":N,"interval_ms":I,"samples":[{"t":..,"total":..,"allocated":..,"down":..,
   //  "nodes_ready":..,"nodes_down":..,"running":..,"pending":..,"tenants":{"a":n}}]}
-  std::string Json(int64_t since_ms, int64_t interval_ms) const;
+  // `only_tenant` (non-empty): the per-tenant series keep that tenant only (a tenant's view).
+  std::string Json(int64_t since_ms, int64_t interval_ms, const std::string& only_tenant = "") const;
 
  private:
   const size_t capacity_;

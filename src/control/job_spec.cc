@@ -67,6 +67,15 @@ StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::stri
       auto b = ParseBytes(s);
       if (!b.ok()) return c.Err(v, key, b.status().message());
       r.set_gpu_memory_bytes(*b);
+    } else if (key == "cpus") {
+      GPOOL_ASSIGN_OR_RETURN(double cpus, Scalar<double>(c, v, key, "CPUs per task, e.g. 4 or 0.5"));
+      if (!(cpus > 0 && cpus <= 1e9)) return c.Err(v, key, fmt::format("want CPUs > 0, got {}", cpus));
+      r.set_cpu_milli(static_cast<int64_t>(cpus * 1000 + 0.5));
+    } else if (key == "memory" || key == "mem") {
+      GPOOL_ASSIGN_OR_RETURN(std::string s, Scalar<std::string>(c, v, key, "bytes per task, e.g. 64GiB"));
+      auto b = ParseBytes(s);
+      if (!b.ok()) return c.Err(v, key, std::string(b.status().message()));
+      r.set_memory_bytes(*b);
     } else if (key == "gpu_model") {
       GPOOL_ASSIGN_OR_RETURN(*r.mutable_gpu_model(), Scalar<std::string>(c, v, key, "a model"));
     } else if (key == "locality") {
@@ -116,7 +125,7 @@ StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::stri
     } else {
       return c.Err(kv.first, key,
                    "unknown key (want tenant, gpus, gpu_fraction, gpu_milli, gpu_memory, "
-                   "gpu_model, locality, locality_required, preemptible, min_runtime, kind, "
+                   "cpus, memory, gpu_model, locality, locality_required, preemptible, min_runtime, kind, "
                    "priority, duration, request_id, command)");
     }
   }

@@ -5,6 +5,8 @@
 //   # or a fraction of one GPU:
 //   # gpu_fraction: 0.25     # or gpu_milli: 250
 //   # gpu_memory: 20GiB
+//   cpus: 16                 # per task (CPU cores, fractions allowed); default none
+//   memory: 256GiB           # per task host memory (or `mem:`); default none
 //   gpu_model: H100          # or "A100|H100"; default any
 //   locality: leaf           # node | leaf | pod | any
 //   locality_required: true  # default false (preferred)

@@ -12,7 +12,14 @@ sched::PowerState NodePower::SchedState(const v1::Node& n) {
   if (p == "off") return sched::PowerState::kOff;
   if (p == "suspending") return sched::PowerState::kSuspending;
   if (p == "resuming") return sched::PowerState::kResuming;
+  if (p == kResumeFailed) return sched::PowerState::kOff;
   return sched::PowerState::kOn;
+}
+
+void NodePower::SetPower(v1::Node* n, const std::string& power, int64_t now_ms) {
+  n->set_power(power);
+  n->set_power_since_ms(now_ms);
+  if (power == "on" || power == "resuming") n->set_resume_retries(0);
 }
 
 void NodePower::OnNodeUp(const std::string& node, int64_t now_ms) { idle_since_ms_[node] = now_ms; }
@@ -22,12 +29,13 @@ bool NodePower::OnHeartbeat(v1::Node* node, bool powered_off, int64_t now_ms) {
   std::string after = before;
   if (powered_off) {
     // The agent ran its suspend action. Also when the controller thought it on: trust the node.
-    if (before != "resuming") after = "off";
+    // A node still off while resuming (or after resuming failed) stays as it is.
+    if (before != "resuming" && before != kResumeFailed) after = "off";
   } else if (before != "on" && before != "suspending") {
     after = "on";  // off or resuming, and the node runs: it is back
   }
   if (after == before) return false;
-  node->set_power(after);
+  SetPower(node, after, now_ms);
   if (after == "on") idle_since_ms_[node->name()] = now_ms;
   GPOOL_LOG_INFO("node {}: power {} -> {}", node->name(), before, after);
   return true;
@@ -62,11 +70,35 @@ Status NodePower::Plan(const sched::ClusterState& state, const std::vector<sched
   // A suspending node whose heartbeats stopped has gone down as asked.
   for (auto& [name, n] : *nodes) {
     if (n.power() == "suspending" && now_ms - n.last_heartbeat_ms() > node_timeout_ms_) {
-      n.set_power("off");
+      SetPower(&n, "off", now_ms);
       n.set_state("off");
       changed->push_back(&n);
       GPOOL_LOG_INFO("node {}: power suspending -> off (heartbeats stopped)", name);
     }
+  }
+  // A resume that did not bring the node back in time: again, or give up.
+  const int64_t resume_timeout_ms = static_cast<int64_t>(config_.resume_timeout_s * 1000);
+  for (auto& [name, n] : *nodes) {
+    if (n.power() != "resuming") continue;
+    if (n.power_since_ms() == 0) {  // a record from before power_since_ms existed: start now
+      n.set_power_since_ms(now_ms);
+      changed->push_back(&n);
+      continue;
+    }
+    if (now_ms - n.power_since_ms() < resume_timeout_ms) continue;
+    if (n.resume_retries() < config_.resume_retries) {
+      n.set_resume_retries(n.resume_retries() + 1);
+      n.set_power_since_ms(now_ms);
+      GPOOL_LOG_WARN("node {}: not back {} s after resume; resuming again (retry {} of {})", name,
+                     config_.resume_timeout_s, n.resume_retries(), config_.resume_retries);
+    } else {
+      SetPower(&n, kResumeFailed, now_ms);
+      n.set_state(kResumeFailed);
+      GPOOL_LOG_ERROR("node {}: power resuming -> {} (not back after {} retries of {} s); it "
+                      "is not resumed again until its agent heartbeats or registers",
+                      name, kResumeFailed, config_.resume_retries, config_.resume_timeout_s);
+    }
+    changed->push_back(&n);
   }
   std::set<uint64_t> bound;
   for (const auto& b : decisions.binds) bound.insert(b.job.value());
@@ -99,7 +131,7 @@ Status NodePower::Plan(const sched::ClusterState& state, const std::vector<sched
     const std::string target = p.target == sched::PowerState::kOff ? "suspending" : "resuming";
     GPOOL_LOG_INFO("node {}: power {} -> {} (demand {} GPUs)", name, n.power().empty() ? "on" : n.power(),
                    target, demand);
-    n.set_power(target);
+    SetPower(&n, target, now_ms);
     n.set_state(target);
     changed->push_back(&n);
   }

@@ -8,13 +8,23 @@
 // the node reports the new state:
 //   on --plan--> suspending --heartbeat powered_off, or heartbeats stop--> off
 //   off --plan--> resuming --heartbeat from the running node / Register--> on
+//   resuming --still resuming after power.resume_timeout_s--> resuming again (a retry: the
+//     timer restarts, `resume_retries` + 1), and after power.resume_retries retries
+//     --> resume-failed: not schedulable, never resumed again by the plan (other off nodes are
+//     resumed instead), shown as the node's state and in gpool_nodes{state="resume-failed"};
+//     a heartbeat from the running node or a Register brings it back on.
+// The power state, when it last changed (power_since_ms) and the retry count are fields of the
+// Node record, so they are committed with it and survive a controller restart: a node resuming
+// when the controller stopped is still resuming after it, with its timer and retries.
 // A node that is really powered off cannot hear "resume": agents registered with power_proxy
 // get the names of resuming nodes (HeartbeatResponse.resume_nodes) and run --resume-cmd for them
 // (e.g. ipmitool against the node's BMC). A proxy is never suspended.
 //
 // Limits: idle times live in memory only (a restarted controller gives every node a fresh idle
-// period, so nothing is suspended early). A node stuck in "resuming" (a boot that never comes
-// back) stays there; nothing retries or gives up yet.
+// period, so nothing is suspended early). A retry is the same "resume" action again: the node's
+// own agent gets it in heartbeat answers all along, and power proxies run --resume-cmd for a
+// resuming node at most once a minute, so a resume_timeout_s of a minute or more gives every
+// attempt at least one run of the command.
 //
 // Thread safety: none; the Controller calls it under its mutex.
 #pragma once
@@ -39,7 +49,11 @@ class NodePower {
       : config_(config), node_timeout_ms_(node_timeout_ms) {}
 
   bool enabled() const { return config_.enabled; }
+  // "resume-failed" counts as off (the controller also marks it unhealthy, so it is not resumed).
   static sched::PowerState SchedState(const v1::Node& n);
+  static constexpr const char* kResumeFailed = "resume-failed";
+  // Sets the power state and when it changed; a node that is on again has no retries left over.
+  static void SetPower(v1::Node* n, const std::string& power, int64_t now_ms);
 
   // A node registered or was recovered: idle from now.
   void OnNodeUp(const std::string& node, int64_t now_ms);

@@ -65,6 +65,11 @@ struct PowerConfig {
   int max_resumes_per_cycle = 8;
   int max_suspends_per_cycle = 8;
   int max_resuming = 32;           // nodes booting at once
+  // Used by the controller, which applies the decisions (src/control/node_power.h): a node
+  // still resuming after resume_timeout_s is resumed again, up to resume_retries times; then it
+  // is marked failed to resume (not schedulable, not resumed again until it reports back).
+  double resume_timeout_s = 600;
+  int resume_retries = 2;
 };
 
 // Configuration of the default ("gpool") policy.

@@ -8,6 +8,9 @@
 # in the jobs table, its placement is highlighted on exactly its GPUs when selected (#job=ID),
 # and a hostile job command is shown as text, not run as HTML; /api/history answers with
 # samples and rejects a bad `since`.
+# Auth is on (--auth-tokens; src/control/http_auth.h): the page gets the admin token from its URL
+# fragment (#token=...), the HTTP API answers 401 without a token and a tenant token sees only
+# its tenant's jobs; an expired token is refused by both the HTTP and the gRPC API.
 # Usage: dashboard_test.sh PATH/TO/gpool [PATH/TO/chromium]
 set -euo pipefail
 GPOOL=${1:?usage: dashboard_test.sh GPOOL_BINARY [CHROMIUM]}
@@ -21,6 +24,15 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
+ADMIN=admin-token-$RANDOM$RANDOM-dash RESEARCH=research-token-$RANDOM$RANDOM PROD=prod-token-$RANDOM$RANDOM
+AGENT=agent-token-$RANDOM$RANDOM-dash EXPIRED=expired-token-$RANDOM$RANDOM
+cat >"$TMP/tokens" <<TOK
+$ADMIN admin
+$RESEARCH tenant research
+$PROD tenant prod
+$AGENT agent
+$EXPIRED tenant research expires=2020-01-01
+TOK
 fail() {
   echo "FAIL: $*" >&2
   for f in "$TMP"/ctl.log "$TMP"/chrome.err; do [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
@@ -28,7 +40,7 @@ fail() {
 }
 
 "$GPOOL" controller --store "sqlite:$TMP/state.db" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
-  --interval-ms 100 --quota research=32 --quota prod=16 >"$TMP/ctl.log" 2>&1 &
+  --interval-ms 100 --quota research=32 --quota prod=16 --auth-tokens "$TMP/tokens" >"$TMP/ctl.log" 2>&1 &
 CTL_PID=$!
 for _ in $(seq 100); do
   grep -q grpc "$TMP/ctl.log" 2>/dev/null && break
@@ -39,23 +51,24 @@ ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$TMP/ctl.log")
 HTTP=$(sed -n 's/.*http \(http:[^ ]*\).*/\1/p' "$TMP/ctl.log")
 [ -n "$ADDR" ] && [ -n "$HTTP" ] || fail "controller printed no addresses"
 
-"$GPOOL" agent --controller "$ADDR" --hollow 8 --heartbeat-ms 200 >"$TMP/agent.log" 2>&1 &
+"$GPOOL" agent --controller "$ADDR" --token "$AGENT" --hollow 8 --heartbeat-ms 200 >"$TMP/agent.log" 2>&1 &
 AGENT_PID=$!
+get() { curl -sf -H "Authorization: Bearer $1" "${HTTP}$2"; }  # TOKEN PATH
 nodes=0
 for _ in $(seq 100); do
-  nodes=$(curl -sf "${HTTP}api/state" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))')
+  nodes=$(get "$ADMIN" api/state | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))')
   [ "$nodes" = 8 ] && break
   sleep 0.1
 done
 [ "$nodes" = 8 ] || fail "expected 8 nodes, got $nodes"
 # The chart needs two samples (one per second).
 for _ in $(seq 50); do
-  n=$(curl -sf "${HTTP}api/history" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["samples"]))')
+  n=$(get "$ADMIN" api/history | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["samples"]))')
   [ "$n" -ge 2 ] && break
   sleep 0.2
 done
 [ "$n" -ge 2 ] || fail "/api/history has $n samples after 10 s"
-code=$(curl -s -o "$TMP/bad" -w '%{http_code}' "${HTTP}api/history?since=soon")
+code=$(curl -s -o "$TMP/bad" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "${HTTP}api/history?since=soon")
 [ "$code" = 400 ] && grep -q since "$TMP/bad" || fail "bad since: HTTP $code $(cat "$TMP/bad")"
 
 # Renders URL and writes the DOM after the page's scripts ran. Virtual time runs the page's
@@ -69,29 +82,60 @@ attr() { sed -n "s/.*<body[^>]* $1=\"\([^\"]*\)\".*/\1/p" "$2"; }
 text_of() { sed -n "s/.*id=\"$1\"[^>]*>\([^<]*\)<.*/\1/p" "$2" | head -1; }
 
 # A job through the CLI, with a command that would be markup if the page did not escape it.
-JOB=$("$GPOOL" submit --controller "$ADDR" --tenant research --gpus 16 --duration 600s \
+JOB=$("$GPOOL" submit --controller "$ADDR" --token "$RESEARCH" --gpus 16 --duration 600s \
       -- python train.py '<img src=x onerror=document.title=1>') || fail "submit failed"
-for _ in $(seq 100); do
-  "$GPOOL" jobs describe "$JOB" --controller "$ADDR" -o json | grep -q '"running"' && break
-  sleep 0.1
+PJOB=$("$GPOOL" submit --controller "$ADDR" --token "$PROD" --gpus 8 --duration 600s -- serve) ||
+  fail "prod submit failed"
+for j in "$JOB" "$PJOB"; do
+  for _ in $(seq 100); do
+    "$GPOOL" jobs describe "$j" --controller "$ADDR" --token "$ADMIN" -o json | grep -q '"running"' && break
+    sleep 0.1
+  done
+  "$GPOOL" jobs describe "$j" --controller "$ADDR" --token "$ADMIN" -o json | grep -q '"running"' ||
+    fail "$j not running"
 done
-"$GPOOL" jobs describe "$JOB" --controller "$ADDR" -o json | grep -q '"running"' || fail "$JOB not running"
 
-# One page load (Chromium's start is the slow part): live counts, the job, its placement.
-dump "$HTTP#job=$JOB" "$TMP/page2.html"
+# HTTP auth: no token -> 401 naming what is missing; an expired token -> 401 saying so (and the
+# gRPC API says the same); a tenant sees its own jobs only; the static page is public.
+code=$(curl -s -o "$TMP/r" -w '%{http_code}' "${HTTP}api/state")
+[ "$code" = 401 ] && grep -q "missing 'Authorization: Bearer TOKEN'" "$TMP/r" || fail "no token: HTTP $code $(cat "$TMP/r")"
+code=$(curl -s -o "$TMP/r" -w '%{http_code}' -H "Authorization: Bearer $EXPIRED" "${HTTP}api/state")
+[ "$code" = 401 ] && grep -q 'token expired at 2020-01-01T00:00:00Z' "$TMP/r" ||
+  fail "expired token: HTTP $code $(cat "$TMP/r")"
+if "$GPOOL" jobs --controller "$ADDR" --token "$EXPIRED" >"$TMP/r" 2>&1; then fail "gRPC took an expired token"; fi
+grep -q 'token expired at 2020-01-01T00:00:00Z' "$TMP/r" || fail "gRPC expired token: $(cat "$TMP/r")"
+ids() { python3 -c 'import json,sys; print(" ".join(sorted(j["id"] for j in json.load(sys.stdin)["jobs"])))'; }
+[ "$(get "$RESEARCH" api/state | ids)" = "$JOB" ] || fail "research token sees: $(get "$RESEARCH" api/state | ids)"
+[ "$(get "$ADMIN" api/state | ids)" = "$(printf '%s\n' "$JOB" "$PJOB" | sort | xargs)" ] ||
+  fail "admin token sees: $(get "$ADMIN" api/state | ids)"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $RESEARCH" "${HTTP}metrics")
+[ "$code" = 403 ] || fail "tenant token on /metrics: HTTP $code, want 403"
+code=$(curl -s -o /dev/null -w '%{http_code}' "${HTTP}app.js")
+[ "$code" = 200 ] || fail "/app.js without a token: HTTP $code, want 200"
+
+# One page load (Chromium's start is the slow part): live counts, the job, its placement. The
+# admin token comes in the fragment, as `make demo` prints it.
+dump "$HTTP#token=$ADMIN&job=$JOB" "$TMP/page2.html"
 [ "$(attr data-loaded "$TMP/page2.html")" = 1 ] || fail "page did not load its data: $(head -c 600 "$TMP/page2.html")"
 [ "$(attr data-nodes "$TMP/page2.html")" = 8 ] || fail "page shows $(attr data-nodes "$TMP/page2.html") nodes, want 8"
 [ "$(text_of kpi-gpus "$TMP/page2.html")" = 64 ] || fail "GPU card shows '$(text_of kpi-gpus "$TMP/page2.html")', want 64"
-[ "$(text_of kpi-idle "$TMP/page2.html")" = 48 ] || fail "idle card shows '$(text_of kpi-idle "$TMP/page2.html")', want 48"
-[ "$(grep -o 'class="gpu idle"' "$TMP/page2.html" | wc -l)" = 48 ] || fail "fabric view does not draw 48 idle GPUs"
+[ "$(text_of kpi-idle "$TMP/page2.html")" = 40 ] || fail "idle card shows '$(text_of kpi-idle "$TMP/page2.html")', want 40"
+[ "$(grep -o 'class="gpu idle"' "$TMP/page2.html" | wc -l)" = 40 ] || fail "fabric view does not draw 40 idle GPUs"
 grep -q 'class="total"' "$TMP/page2.html" || fail "utilization chart not drawn"
 grep -q "id=\"job-$JOB\"" "$TMP/page2.html" || fail "job $JOB not in the jobs table"
 grep -q "<b>$JOB</b>" "$TMP/page2.html" || fail "job $JOB not shown as the selected job"
-[ "$(text_of kpi-alloc "$TMP/page2.html")" = 16 ] || fail "allocated card shows '$(text_of kpi-alloc "$TMP/page2.html")', want 16"
-[ "$(text_of kpi-running "$TMP/page2.html")" = 1 ] || fail "running card shows '$(text_of kpi-running "$TMP/page2.html")', want 1"
+[ "$(text_of kpi-alloc "$TMP/page2.html")" = 24 ] || fail "allocated card shows '$(text_of kpi-alloc "$TMP/page2.html")', want 24"
+[ "$(text_of kpi-running "$TMP/page2.html")" = 2 ] || fail "running card shows '$(text_of kpi-running "$TMP/page2.html")', want 2"
+grep -q "id=\"job-$PJOB\"" "$TMP/page2.html" || fail "admin page does not list prod's job $PJOB"
 sel=$(grep -o 'class="gpu busy sel"' "$TMP/page2.html" | wc -l)
 [ "$sel" = 16 ] || fail "selected job highlights $sel GPUs, want 16"
 grep -q 'data-tenant="research"' "$TMP/page2.html" || fail "tenant research not shown"
 grep -q '&lt;img src=x' "$TMP/page2.html" || fail "job command not shown as escaped text"
 grep -q '<img src="x"' "$TMP/page2.html" && fail "job command was injected as HTML"
+grep -q "$ADMIN" "$TMP/page2.html" && fail "the token appears in the page DOM"
+
+# The page without a token says why it shows nothing.
+dump "$HTTP" "$TMP/page3.html"
+[ "$(attr data-denied "$TMP/page3.html")" = 401 ] || fail "tokenless page: data-denied='$(attr data-denied "$TMP/page3.html")', want 401"
+grep -q '#token=TOKEN' "$TMP/page3.html" || fail "tokenless page does not say how to pass a token"
 echo "dashboard e2e: OK"
