@@ -8,6 +8,7 @@
 # in the jobs table, its placement is highlighted on exactly its GPUs when selected (#job=ID),
 # and a hostile job command is shown as text, not run as HTML; /api/history answers with
 # samples and rejects a bad `since`.
+# The CLI's per-task --cpus/--mem reach the job (`gpool jobs describe`).
 # Auth is on (--auth-tokens; src/control/http_auth.h): the page gets the admin token from its URL
 # fragment (#token=...), the HTTP API answers 401 without a token and a tenant token sees only
 # its tenant's jobs; an expired token is refused by both the HTTP and the gRPC API.
@@ -84,8 +85,10 @@ text_of() { sed -n "s/.*id=\"$1\"[^>]*>\([^<]*\)<.*/\1/p" "$2" | head -1; }
 # A job through the CLI, with a command that would be markup if the page did not escape it.
 JOB=$("$GPOOL" submit --controller "$ADDR" --token "$RESEARCH" --gpus 16 --duration 600s \
       -- python train.py '<img src=x onerror=document.title=1>') || fail "submit failed"
-PJOB=$("$GPOOL" submit --controller "$ADDR" --token "$PROD" --gpus 8 --duration 600s -- serve) ||
-  fail "prod submit failed"
+PJOB=$("$GPOOL" submit --controller "$ADDR" --token "$PROD" --gpus 8 --cpus 2.5 --mem 16GiB \
+        --duration 600s -- serve) || fail "prod submit failed"
+"$GPOOL" jobs describe "$PJOB" --controller "$ADDR" --token "$PROD" | grep -q 'CPU, memory: 2.5 CPUs, 16 GiB per task' ||
+  fail "describe does not show the CPU/memory request: $("$GPOOL" jobs describe "$PJOB" --controller "$ADDR" --token "$PROD")"
 for j in "$JOB" "$PJOB"; do
   for _ in $(seq 100); do
     "$GPOOL" jobs describe "$j" --controller "$ADDR" --token "$ADMIN" -o json | grep -q '"running"' && break
