@@ -139,6 +139,21 @@ Status Rpc(const grpc::Status& s, const ClusterFlags& f) {
   return control::FromGrpc(s).WithContext(fmt::format("controller {}", f.controller));
 }
 
+// One unary call on the client's channel: a fresh stub, deadline and token (Prepare), and a
+// failure turned into the CLI's message (Rpc). `method` is the generated stub's sync method,
+// e.g. &v1::JobService::Stub::List. Calls that retry or stream keep their own code.
+template <typename Stub, typename Req, typename Resp>
+StatusOr<Resp> Call(const ClusterFlags& f, const Client& c,
+                    grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+                    const Req& req) {
+  Stub stub(c.channel);
+  grpc::ClientContext ctx;
+  Prepare(&ctx, c);
+  Resp resp;
+  GPOOL_RETURN_IF_ERROR(Rpc((stub.*method)(&ctx, req, &resp), f));
+  return resp;
+}
+
 Status RunController(const ClusterFlags& f) {
   if (f.store.empty()) return Status::InvalidArgument("--store: required, e.g. sqlite:PATH");
   control::ControllerOptions o;
@@ -360,14 +375,10 @@ std::string GpuText(const v1::Job& j) {
 Status JobsList(const ClusterFlags& f) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
-  auto stub = v1::JobService::NewStub(c.channel);
-  grpc::ClientContext ctx;
-  Prepare(&ctx, c);
   v1::ListJobsRequest req;
   req.set_tenant(f.tenant_filter);
   req.set_state(f.state_filter);
-  v1::ListJobsResponse resp;
-  GPOOL_RETURN_IF_ERROR(Rpc(stub->List(&ctx, req, &resp), f));
+  GPOOL_ASSIGN_OR_RETURN(v1::ListJobsResponse resp, Call(f, c, &v1::JobService::Stub::List, req));
   if (f.output == "json") {
     std::printf("%s\n", Json(resp).c_str());
     return Status::Ok();
@@ -437,18 +448,15 @@ void Describe(const v1::Job& j) {
 Status JobOne(const ClusterFlags& f, bool cancel) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
-  auto stub = v1::JobService::NewStub(c.channel);
-  grpc::ClientContext ctx;
-  Prepare(&ctx, c);
   v1::Job job;
   if (cancel) {
     v1::CancelJobRequest req;
     req.set_id(f.id);
-    GPOOL_RETURN_IF_ERROR(Rpc(stub->Cancel(&ctx, req, &job), f));
+    GPOOL_ASSIGN_OR_RETURN(job, Call(f, c, &v1::JobService::Stub::Cancel, req));
   } else {
     v1::GetJobRequest req;
     req.set_id(f.id);
-    GPOOL_RETURN_IF_ERROR(Rpc(stub->Get(&ctx, req, &job), f));
+    GPOOL_ASSIGN_OR_RETURN(job, Call(f, c, &v1::JobService::Stub::Get, req));
   }
   if (f.output == "json") {
     std::printf("%s\n", Json(job).c_str());
@@ -509,14 +517,11 @@ Status JobsWatch(const ClusterFlags& f) {
 Status JobLeases(const ClusterFlags& f) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
-  auto stub = v1::LeaseService::NewStub(c.channel);
-  grpc::ClientContext ctx;
-  Prepare(&ctx, c);
   v1::IssueLeasesRequest req;
   req.set_job_id(f.id);
   req.set_ttl_s(f.ttl_s);
-  v1::IssueLeasesResponse resp;
-  GPOOL_RETURN_IF_ERROR(Rpc(stub->Issue(&ctx, req, &resp), f));
+  GPOOL_ASSIGN_OR_RETURN(v1::IssueLeasesResponse resp,
+                         Call(f, c, &v1::LeaseService::Stub::Issue, req));
   if (f.output == "json") {
     std::printf("%s\n", Json(resp).c_str());
     return Status::Ok();
@@ -528,12 +533,7 @@ Status JobLeases(const ClusterFlags& f) {
 }
 
 StatusOr<v1::ListNodesResponse> FetchNodes(const ClusterFlags& f, const Client& c) {
-  auto stub = v1::NodeService::NewStub(c.channel);
-  grpc::ClientContext ctx;
-  Prepare(&ctx, c);
-  v1::ListNodesResponse resp;
-  GPOOL_RETURN_IF_ERROR(Rpc(stub->List(&ctx, v1::ListNodesRequest(), &resp), f));
-  return resp;
+  return Call(f, c, &v1::NodeService::Stub::List, v1::ListNodesRequest());
 }
 
 Status Nodes(const ClusterFlags& f) {
@@ -559,12 +559,7 @@ Status Nodes(const ClusterFlags& f) {
 }
 
 StatusOr<v1::ListTenantsResponse> FetchTenants(const ClusterFlags& f, const Client& c) {
-  auto stub = v1::TenantService::NewStub(c.channel);
-  grpc::ClientContext ctx;
-  Prepare(&ctx, c);
-  v1::ListTenantsResponse resp;
-  GPOOL_RETURN_IF_ERROR(Rpc(stub->List(&ctx, v1::ListTenantsRequest(), &resp), f));
-  return resp;
+  return Call(f, c, &v1::TenantService::Stub::List, v1::ListTenantsRequest());
 }
 
 void PrintTenants(const v1::ListTenantsResponse& resp) {
@@ -606,11 +601,8 @@ Status Top(const ClusterFlags& f) {
     }
     GPOOL_ASSIGN_OR_RETURN(v1::ListNodesResponse nodes, FetchNodes(f, c));
     GPOOL_ASSIGN_OR_RETURN(v1::ListTenantsResponse tenants, FetchTenants(f, c));
-    auto stub = v1::JobService::NewStub(c.channel);
-    grpc::ClientContext ctx;
-    Prepare(&ctx, c);
-    v1::ListJobsResponse jobs;
-    GPOOL_RETURN_IF_ERROR(Rpc(stub->List(&ctx, v1::ListJobsRequest(), &jobs), f));
+    GPOOL_ASSIGN_OR_RETURN(v1::ListJobsResponse jobs,
+                           Call(f, c, &v1::JobService::Stub::List, v1::ListJobsRequest()));
     std::map<std::string, int> node_states, job_states;
     double gpus = 0, alloc = 0, util = 0;
     int util_n = 0;
