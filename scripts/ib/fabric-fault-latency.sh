@@ -10,12 +10,24 @@
 #           call) -> health shows it (the controller's own update: incremental re-route,
 #           domains, health).
 # Health is polled every 20 ms, so each number is up to ~20 ms + one CLI call late.
-# Usage: scripts/ib/fabric-fault-latency.sh [GPOOL_BIN] [REPEAT]
+#
+# MODE=events times the event path instead (no discovery sweep at all): OpenSM runs as a daemon
+# with the gpool event plugin (libgpoolosmevents.so, next to the binary in ../lib or $PLUGIN),
+# `gpool fabric watch` confirms each trap with PortInfo probes of the trapping switch and calls
+# FabricService.Event. Per repeat: a leaf uplink down, the same link up, a core switch down and up.
+# Each number is from the `Unlink`/`ReLink` console command (taken just before it is written) to
+# (a) the watcher's Event RPC returning (the controller has applied it: re-route, domains,
+# health) and (b) the first `gpool fabric health` poll that shows it; (a) is split into trap
+# delivery (OpenSM hands the trap to the plugin), watcher receive, probe, and RPC. "up" includes
+# the controller's --fabric-hold-down-ms (HOLD, default 0 here so that the path is measured).
+# Usage: scripts/ib/fabric-fault-latency.sh [GPOOL_BIN] [REPEAT] [sweep|events]
 set -euo pipefail
 GPOOL=${1:-build/bin/gpool}
 REPEAT=${2:-3}
+MODE=${3:-sweep}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 . "$here/scripts/ib/ibsim-lib.sh"
+if [ "$MODE" = events ]; then exec "$here/scripts/ib/fabric-event-latency.sh" "$GPOOL" "$REPEAT"; fi
 W=$(mktemp -d)
 CTL_PID=
 cleanup() { [ -z "$CTL_PID" ] || kill "$CTL_PID" 2>/dev/null || true; wait 2>/dev/null || true; ibsim_stop; rm -rf "$W"; }

@@ -2,7 +2,8 @@
 // libibmad: a node's description and GUID (to name the trap's issuer) and one port's link phase
 // (PortInfo PortState/PortPhysicalState), with a short timeout and few retries so that a probe
 // of an unreachable port fails fast instead of stalling the handler for libibmad's default
-// (seconds with retries).
+// (seconds with retries). Targets are LIDs (routed by the switches' tables) or directed routes
+// (port lists from the local node, as OpenSM's own sweeps use).
 //
 // Unlike MadPort::QueryState it asks nothing else (one MAD per port, no speed decoding), because
 // a trap handler probes every connected port of a switch.
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -52,10 +54,19 @@ class SmpProbe {
   // PortInfo of `port` (1-based) of the node at `lid`.
   StatusOr<LinkPhase> PortPhase(uint16_t lid, int port);
 
+  // The same by directed route: the out-ports from the local node (empty: the local node). DR
+  // SMPs bypass the forwarding tables, so they work while the SM is still re-routing.
+  StatusOr<std::string> NodeDescriptionDr(const std::vector<uint8_t>& path);
+  StatusOr<uint64_t> NodeGuidDr(const std::vector<uint8_t>& path);
+  StatusOr<LinkPhase> PortPhaseDr(const std::vector<uint8_t>& path, int port);
+
   int64_t mads_sent() const { return mads_; }
 
  private:
   SmpProbe() = default;
+  // One SMP Get; `what` names the target in errors.
+  Status Query(void* id, unsigned attr, unsigned mod, uint8_t* buf, const std::string& what);
+  static StatusOr<LinkPhase> Phase(const uint8_t* buf);
   ibmad_port* port_ = nullptr;
   SmpProbeOptions options_;
   int64_t mads_ = 0;

@@ -113,7 +113,25 @@ StatusOr<std::unique_ptr<TrapWatcher>> TrapWatcher::Open(const fabric::Fabric* m
   // Room for the burst of a switch failure (dozens of traps at once).
   int rcvbuf = 1 << 20;
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  // The local node (where directed routes start): by GUID, else by description.
+  std::optional<fabric::NodeId> local;
+  StatusOr<uint64_t> guid = probe->NodeGuidDr({});
+  if (!guid.ok()) {
+    ::close(fd);
+    return guid.status().WithContext("trap watch: the local node");
+  }
+  local = model->FindByGuid(*guid);
+  if (!local) {
+    if (auto d = probe->NodeDescriptionDr({}); d.ok()) local = model->FindByName(*d);
+  }
+  if (!local) {
+    ::close(fd);
+    return Status::NotFound(fmt::format(
+        "trap watch: the local node (GUID {:#018x}) is not in the fabric model: is --fabric the fabric "
+        "this port is attached to?", *guid));
+  }
   std::unique_ptr<TrapWatcher> w(new TrapWatcher(model, std::move(probe), fd, options.socket_path));
+  w->local_ = *local;
   for (const auto& [lid, n] : lids) w->Learn(lid, n);
   return w;
 }
@@ -169,43 +187,85 @@ std::optional<fabric::NodeId> TrapWatcher::SwitchOfLid(uint16_t lid) {
   return n;
 }
 
-uint16_t TrapWatcher::LidOf(fabric::NodeId sw) const {
-  if (auto it = node_lid_.find(sw.value()); it != node_lid_.end()) return it->second;
-  return 0;  // not learned yet: the model's LIDs need not be the subnet's
+std::vector<uint8_t> TrapWatcher::PathTo(fabric::NodeId target) {
+  if (target == local_) return {};
+  if (parent_port_.empty()) {
+    // BFS from the local node over the links believed up (switches only forward SMPs; a CA is
+    // never a transit hop). Recomputed after every change.
+    parent_.assign(model_->num_nodes(), fabric::NodeId());
+    parent_port_.assign(model_->num_nodes(), 0);
+    std::vector<fabric::NodeId> q{local_};
+    std::vector<char> seen(model_->num_nodes(), 0);
+    seen[local_.value()] = 1;
+    for (size_t i = 0; i < q.size(); ++i) {
+      fabric::NodeId n = q[i];
+      if (n != local_ && model_->node(n).type != fabric::NodeType::kSwitch) continue;
+      for (const fabric::Adjacent* a = model_->adj_begin(n); a != model_->adj_end(n); ++a) {
+        if (link_up_[a->link.value()] == 0 || seen[a->peer.value()]) continue;
+        seen[a->peer.value()] = 1;
+        parent_[a->peer.value()] = n;
+        parent_port_[a->peer.value()] = static_cast<uint8_t>(a->port);
+        q.push_back(a->peer);
+      }
+    }
+  }
+  std::vector<uint8_t> path;
+  for (fabric::NodeId n = target; n != local_; n = parent_[n.value()]) {
+    if (parent_port_[n.value()] == 0) return {255};  // unreachable over links believed up
+    path.push_back(parent_port_[n.value()]);
+  }
+  return std::vector<uint8_t>(path.rbegin(), path.rend());
 }
 
-void TrapWatcher::Probe(const std::set<std::pair<uint32_t, uint16_t>>& ports, int64_t trap_ns, int64_t recv_ns,
+void TrapWatcher::Probe(std::set<std::pair<uint32_t, uint16_t>> ports, int64_t trap_ns, int64_t recv_ns,
                         std::vector<FabricChange>* out) {
-  std::set<uint32_t> touched;  // switches whose link set changed
-  for (const auto& [node, port] : ports) {
+  std::set<uint32_t> touched;   // switches whose link set changed
+  std::set<uint32_t> suspects;  // switches already expanded (their neighbours probed)
+  while (!ports.empty()) {
+    auto [node, port] = *ports.begin();
+    ports.erase(ports.begin());
     fabric::NodeId sw(node);
-    uint16_t lid = LidOf(sw);
     fabric::PortId pid = model_->port_of(sw, port);
     if (!pid.valid()) continue;
     fabric::LinkId l = model_->port(pid).link;
     if (!l.valid()) continue;
-    if (lid == 0) {
-      pending_.insert({node, port});  // named by no trap yet: after the SM's sweep, by GUID
+    std::vector<uint8_t> path = PathTo(sw);
+    if (path.size() == 1 && path[0] == 255) {
+      pending_.insert({node, port});  // cut off from us: after the SM's sweep
       continue;
     }
-    auto phase = probe_->PortPhase(lid, port);
+    auto phase = probe_->PortPhaseDr(path, port);
     int64_t done = NowNs();
-    if (!phase.ok() || *phase == LinkPhase::kInit) {
+    if (!phase.ok()) {
       pending_.insert({node, port});
       continue;
     }
     pending_.erase({node, port});
-    int8_t up = *phase == LinkPhase::kActive ? 1 : 0;
+    // Physically up counts as up, as ibnetdiscover (the sweep) sees it: the SM makes the port
+    // Active seconds later, which the controller's hold-down covers.
+    int8_t up = *phase == LinkPhase::kDown ? 0 : 1;
     if (link_up_[l.value()] == up) continue;
     link_up_[l.value()] = up;
+    parent_port_.clear();  // the DR paths change with the links
     out->push_back({.is_switch = false,
                     .name = fmt::format("{}[{}]", model_->node(sw).name, port),
                     .up = up != 0,
                     .trap_ns = trap_ns,
                     .recv_ns = recv_ns,
                     .probed_ns = done});
+    fabric::NodeId peer = model_->link_peer(l, sw);
     touched.insert(node);
-    touched.insert(model_->link_peer(l, sw).value());
+    touched.insert(peer.value());
+    // A dead link may be a dead switch behind it: probe the ports facing that switch on its
+    // other neighbours now (by directed route, around what is known dead), instead of waiting
+    // for their traps, some of which die on routes through it.
+    if (up == 0 && model_->node(peer).type == fabric::NodeType::kSwitch && suspects.insert(peer.value()).second) {
+      for (const fabric::Adjacent* a = model_->adj_begin(peer); a != model_->adj_end(peer); ++a) {
+        if (model_->node(a->peer).type == fabric::NodeType::kSwitch && link_up_[a->link.value()] != 0) {
+          ports.insert({a->peer.value(), a->peer_port});
+        }
+      }
+    }
   }
   for (uint32_t n : touched) {
     fabric::NodeId id(n);
@@ -264,11 +324,12 @@ StatusOr<std::vector<FabricChange>> TrapWatcher::Poll(std::chrono::milliseconds 
       }
     }
   }
-  if (!ports.empty()) Probe(ports, first_trap_ns, recv_ns, &out);
+  if (!ports.empty()) Probe(std::move(ports), first_trap_ns, recv_ns, &out);
   if (resweep) {
     // OpenSM has re-routed: LID routes work again. Probe what was undecided and the ports facing
     // each switch with a dead link (their traps may have been lost on a dead route).
     std::set<std::pair<uint32_t, uint16_t>> again = pending_;
+    pending_.clear();
     for (size_t l = 0; l < link_up_.size(); ++l) {
       if (link_up_[l] != 0) continue;
       const fabric::Link& link = model_->link(fabric::LinkId(static_cast<uint32_t>(l)));
@@ -280,8 +341,7 @@ StatusOr<std::vector<FabricChange>> TrapWatcher::Poll(std::chrono::milliseconds 
         }
       }
     }
-    // A switch whose LID is unknown (not learned at Open, never named by a trap) stays pending.
-    if (!again.empty()) Probe(again, 0, recv_ns, &out);
+    if (!again.empty()) Probe(std::move(again), 0, recv_ns, &out);
   }
   return out;
 }

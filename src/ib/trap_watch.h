@@ -4,10 +4,14 @@
 //
 //   trap 128 (link state change) from switch LID L
 //     -> name L (NodeDescription, else NodeGUID, matched against the model; cached)
-//     -> PortInfo of every port of that switch that the model connects (one MAD each)
-//     -> Down: the link is down; Active: up; physically up but not Active yet (the SM is still
-//        bringing it up) or no answer: undecided, probed again after OpenSM's next
-//        subnet_up/heavy_sweep_done event.
+//     -> PortInfo of every port of that switch that the model connects (one directed-route SMP
+//        each, along a path over links believed up, so it works while the SM is re-routing)
+//     -> Down: the link is down; physically up (Init/Armed/Active): up, as ibnetdiscover sees it
+//        (the SM activates it seconds later; the controller's hold-down covers that); no answer:
+//        undecided, probed again after OpenSM's next subnet_up/heavy_sweep_done event.
+//     -> a newly dead link to switch S: the ports facing S on S's other neighbours are probed at
+//        once too (S may be dead, and traps of neighbours whose route to the SM crossed S are
+//        lost).
 //   subnet_up / heavy_sweep_done
 //     -> probe again what was undecided, and the ports facing every switch that has a dead link
 //        (a switch that died takes its neighbours' routes to the SM with it, so some of their
@@ -100,10 +104,12 @@ class TrapWatcher {
   // Node of a LID (cached); nullopt (and a warning) when it is not a switch of the model.
   std::optional<fabric::NodeId> SwitchOfLid(uint16_t lid);
   void Learn(uint16_t lid, fabric::NodeId n);
-  // LID of a model switch (learned at Open or from traps; 0 when unknown).
-  uint16_t LidOf(fabric::NodeId sw) const;
-  // Probes the given (switch, port) pairs; appends changes.
-  void Probe(const std::set<std::pair<uint32_t, uint16_t>>& ports, int64_t trap_ns, int64_t recv_ns,
+  // Directed route (out-ports) from the local node to `target` over links believed up; {255}
+  // when there is none.
+  std::vector<uint8_t> PathTo(fabric::NodeId target);
+  // Probes the given (switch, port) pairs (and, for each newly dead switch-to-switch link, the
+  // ports facing the switch behind it); appends changes.
+  void Probe(std::set<std::pair<uint32_t, uint16_t>> ports, int64_t trap_ns, int64_t recv_ns,
              std::vector<FabricChange>* out);
 
   const fabric::Fabric* model_;
@@ -115,6 +121,9 @@ class TrapWatcher {
   std::unordered_map<uint16_t, uint32_t> lid_node_;
   std::unordered_map<uint32_t, uint16_t> node_lid_;
   std::set<std::pair<uint32_t, uint16_t>> pending_;  // undecided (switch, port) probes
+  fabric::NodeId local_;                         // where directed routes start
+  std::vector<fabric::NodeId> parent_;           // BFS tree from local_ (empty: recompute)
+  std::vector<uint8_t> parent_port_;
   std::vector<std::string> warnings_;
   int64_t events_ = 0;
 };
