@@ -221,6 +221,7 @@ void TrapWatcher::Probe(std::set<std::pair<uint32_t, uint16_t>> ports, int64_t t
                         std::vector<FabricChange>* out) {
   std::set<uint32_t> touched;   // switches whose link set changed
   std::set<uint32_t> suspects;  // switches already expanded (their neighbours probed)
+  std::vector<std::pair<fabric::LinkId, FabricChange>> links;
   while (!ports.empty()) {
     auto [node, port] = *ports.begin();
     ports.erase(ports.begin());
@@ -247,12 +248,12 @@ void TrapWatcher::Probe(std::set<std::pair<uint32_t, uint16_t>> ports, int64_t t
     if (link_up_[l.value()] == up) continue;
     link_up_[l.value()] = up;
     parent_port_.clear();  // the DR paths change with the links
-    out->push_back({.is_switch = false,
-                    .name = fmt::format("{}[{}]", model_->node(sw).name, port),
-                    .up = up != 0,
-                    .trap_ns = trap_ns,
-                    .recv_ns = recv_ns,
-                    .probed_ns = done});
+    links.push_back({l, {.is_switch = false,
+                         .name = fmt::format("{}[{}]", model_->node(sw).name, port),
+                         .up = up != 0,
+                         .trap_ns = trap_ns,
+                         .recv_ns = recv_ns,
+                         .probed_ns = done}});
     fabric::NodeId peer = model_->link_peer(l, sw);
     touched.insert(node);
     touched.insert(peer.value());
@@ -267,6 +268,11 @@ void TrapWatcher::Probe(std::set<std::pair<uint32_t, uint16_t>> ports, int64_t t
       }
     }
   }
+  // Switches whose links are all down are down. The controller is told the switch, not its
+  // links one by one (each report re-routes; a dead core switch has dozens of links), and the
+  // links stay "covered" by it until it comes back.
+  std::set<uint32_t> implied;  // links whose change the switch's change already says
+  std::vector<FabricChange> after;
   for (uint32_t n : touched) {
     fabric::NodeId id(n);
     if (model_->node(id).type != fabric::NodeType::kSwitch) continue;
@@ -276,13 +282,36 @@ void TrapWatcher::Probe(std::set<std::pair<uint32_t, uint16_t>> ports, int64_t t
     }
     if (any_up == (switch_up_[n] != 0)) continue;
     switch_up_[n] = any_up ? 1 : 0;
+    int64_t now = NowNs();
     out->push_back({.is_switch = true,
                     .name = model_->node(id).name,
                     .up = any_up,
                     .trap_ns = trap_ns,
                     .recv_ns = recv_ns,
-                    .probed_ns = NowNs()});
+                    .probed_ns = now});
+    for (const fabric::Adjacent* a = model_->adj_begin(id); a != model_->adj_end(id); ++a) {
+      uint32_t l = a->link.value();
+      if (!any_up) {
+        covered_.insert(l);
+        implied.insert(l);
+      } else if (covered_.erase(l) > 0) {
+        if (link_up_[l] != 0) {
+          implied.insert(l);
+        } else {  // still down though the switch is back: now say so
+          after.push_back({.is_switch = false,
+                           .name = fmt::format("{}[{}]", model_->node(id).name, a->port),
+                           .up = false,
+                           .trap_ns = trap_ns,
+                           .recv_ns = recv_ns,
+                           .probed_ns = now});
+        }
+      }
+    }
   }
+  for (auto& [l, c] : links) {
+    if (!implied.count(l.value()) && !covered_.count(l.value())) out->push_back(std::move(c));
+  }
+  for (FabricChange& c : after) out->push_back(std::move(c));
 }
 
 StatusOr<std::vector<FabricChange>> TrapWatcher::Poll(std::chrono::milliseconds timeout) {

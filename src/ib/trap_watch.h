@@ -16,7 +16,8 @@
 //     -> probe again what was undecided, and the ports facing every switch that has a dead link
 //        (a switch that died takes its neighbours' routes to the SM with it, so some of their
 //        traps never arrive; after OpenSM re-routes, LID routes to them work again).
-//   A switch all of whose model links are down is reported down (and up again when one is up).
+//   A switch all of whose model links are down is reported down (and up again when one is up);
+//   its links are then not reported one by one (each report costs the controller a re-route).
 //
 // Trap 128 names no port, hence the per-switch probe. The model's link state here starts all up
 // (as the controller's view does) and only changes are returned, so a repeated trap costs probes
@@ -121,6 +122,7 @@ class TrapWatcher {
   std::unordered_map<uint16_t, uint32_t> lid_node_;
   std::unordered_map<uint32_t, uint16_t> node_lid_;
   std::set<std::pair<uint32_t, uint16_t>> pending_;  // undecided (switch, port) probes
+  std::set<uint32_t> covered_;                   // down links reported as their dead switch
   fabric::NodeId local_;                         // where directed routes start
   std::vector<fabric::NodeId> parent_;           // BFS tree from local_ (empty: recompute)
   std::vector<uint8_t> parent_port_;
