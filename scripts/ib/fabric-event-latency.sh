@@ -61,7 +61,7 @@ RESULTS="$W/results"
 : >"$RESULTS"
 measure() {  # KIND CONSOLE_CMD JQ_CONDITION WATCH_REGEX
   local kind=$1 cmd=$2 cond=$3 re=$4 mark t0 t1 trap recv probed rep
-  mark=$(wc -l <"$W/watch.log")
+  mark=$(wc -l <"$W/watch.log"); UPS=$(ups)
   t0=$(now); ibsim_console "$cmd" >/dev/null; wait_until "$cond"; t1=$(now)
   read -r trap recv probed rep < <(split_of "$mark" "$re") || true
   if [ -z "${rep:-}" ]; then echo "$kind: no watcher line for /$re/" >&2; return 1; fi
@@ -71,7 +71,14 @@ measure() {  # KIND CONSOLE_CMD JQ_CONDITION WATCH_REGEX
     "$(ms "$probed" "$rep")" "$(ms "$t0" "$t1")"
   echo "$kind $(ms "$t0" "$rep") $(ms "$t0" "$t1") $(ms "$t0" "$trap") $(ms "$trap" "$recv") $(ms "$recv" "$probed") $(ms "$probed" "$rep")" >>"$RESULTS"
 }
-settle() { sleep "${SETTLE_S:-8}"; }  # let OpenSM finish its sweep (3-6 s here) before the next fault
+ups() { grep -c '^osm subnet_up' "$W/watch.log" || true; }
+# Each fault starts on an idle SM: wait for the subnet_up of OpenSM's sweep after the fault
+# (3-6 s on a quiet machine, far longer at load 30), up to MAX_SETTLE_S, then SETTLE_S more.
+settle() {
+  local i
+  for i in $(seq $((${MAX_SETTLE_S:-180} * 10))); do [ "$(ups)" -gt "$UPS" ] && break; sleep 0.1; done
+  sleep "${SETTLE_S:-1}"
+}
 
 for i in $(seq 1 "$REPEAT"); do
   sw="leaf-p$((i % 7))-$((i % 18))"; port=$((19 + i % 18))
@@ -100,4 +107,6 @@ print(f"{sys.argv[2]:12} n={len(rows)} " + " | ".join(f"{p50(c)}/{max(c)}" for c
 PY
 done
 grep -c . "$W/watch.err" >/dev/null && { echo "watcher warnings:"; sort "$W/watch.err" | uniq -c | sort -rn | head -5; } || true
-echo "watcher: $(tail -1 "$W/watch.log")"
+t0=$(now); for _ in 1 2 3 4 5; do health >/dev/null; done
+echo "one \`gpool fabric health -o json\` call (CLI start + RPC + JSON of 2,268 hosts): $(($(ms "$t0" "$(now)") / 5)) ms"
+echo "watcher: $(grep -c '^change' "$W/watch.log") changes, $(ups) OpenSM sweeps seen"

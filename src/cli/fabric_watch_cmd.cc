@@ -6,6 +6,7 @@
 // the controller itself needs no InfiniBand access. One line per change on stdout, with the
 // timestamps of each step, for latency measurements:
 //   change link leaf-0[5] down trap_ns=... recv_ns=... probed_ns=... reported_ns=... generation=N
+//   osm subnet_up n=K      (OpenSM finished its K-th sweep since the watcher started)
 // Registered by fabric_cmd.cc (RegisterFabricWatch).
 #include "cli/fabric_watch_cmd.h"
 
@@ -77,8 +78,14 @@ Status RunWatch(const WatchFlags& f) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   size_t warned = 0;
+  int64_t subnet_ups = 0;
   while (!g_stop) {
     GPOOL_ASSIGN_OR_RETURN(std::vector<ib::FabricChange> changes, w->Poll(std::chrono::milliseconds(200)));
+    if (w->subnet_ups() != subnet_ups) {  // OpenSM finished a sweep: scripts wait for it
+      subnet_ups = w->subnet_ups();
+      std::printf("osm subnet_up n=%ld\n", static_cast<long>(subnet_ups));
+      std::fflush(stdout);
+    }
     for (; warned < w->warnings().size(); ++warned) {
       std::fprintf(stderr, "gpool fabric watch: %s\n", w->warnings()[warned].c_str());
     }

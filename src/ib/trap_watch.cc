@@ -260,9 +260,13 @@ void TrapWatcher::Probe(std::set<std::pair<uint32_t, uint16_t>> ports, int64_t t
     // A dead link may be a dead switch behind it: probe the ports facing that switch on its
     // other neighbours now (by directed route, around what is known dead), instead of waiting
     // for their traps, some of which die on routes through it.
-    if (up == 0 && model_->node(peer).type == fabric::NodeType::kSwitch && suspects.insert(peer.value()).second) {
+    // Likewise a link back to a switch that was down: its other links come back together (a
+    // switch restarting), so they are probed now rather than one trap at a time.
+    bool expand = model_->node(peer).type == fabric::NodeType::kSwitch &&
+                  (up == 0 || switch_up_[peer.value()] == 0) && suspects.insert(peer.value()).second;
+    if (expand) {
       for (const fabric::Adjacent* a = model_->adj_begin(peer); a != model_->adj_end(peer); ++a) {
-        if (model_->node(a->peer).type == fabric::NodeType::kSwitch && link_up_[a->link.value()] != 0) {
+        if (model_->node(a->peer).type == fabric::NodeType::kSwitch && link_up_[a->link.value()] != up) {
           ports.insert({a->peer.value(), a->peer_port});
         }
       }
@@ -343,6 +347,7 @@ StatusOr<std::vector<FabricChange>> TrapWatcher::Poll(std::chrono::milliseconds 
     }
     if (e->ev == "subnet_up" || e->ev == "heavy_sweep_done") {
       resweep = true;
+      if (e->ev == "subnet_up") ++subnet_ups_;
     } else if (e->ev == "trap" && e->trap == 128) {
       uint16_t lid = e->lid != 0 ? e->lid : e->issuer_lid;
       std::optional<fabric::NodeId> sw = SwitchOfLid(lid);

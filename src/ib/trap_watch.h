@@ -97,6 +97,8 @@ class TrapWatcher {
 
   const std::vector<std::string>& warnings() const { return warnings_; }
   int64_t events() const { return events_; }
+  // OpenSM's subnet_up events seen (its sweep after a change has finished).
+  int64_t subnet_ups() const { return subnet_ups_; }
   int64_t mads() const { return probe_->mads_sent(); }
 
  private:
@@ -128,6 +130,7 @@ class TrapWatcher {
   std::vector<uint8_t> parent_port_;
   std::vector<std::string> warnings_;
   int64_t events_ = 0;
+  int64_t subnet_ups_ = 0;
 };
 
 }  // namespace gpool::ib
