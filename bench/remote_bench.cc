@@ -7,13 +7,30 @@
 //   BM_RawStream          one-way bulk messages of 4 MiB over the bare transport (the floor)
 //   BM_Copy (h2d / d2h)   cudaMemcpy-sized copies through a session, 64 KiB .. 1 GiB, after one
 //                         untimed copy that faults the emulated device memory in
+//   BM_RawStreamSpread    the same, but from and into buffers as large as the copy (no reuse of a
+//                         cache-resident 4 MiB buffer): the peer the copies are held to
 // Servers run in child processes forked before any thread starts. Transport: tcp, or ucx (set
 // UCX_TLS, e.g. UCX_TLS=shm,self for shared memory). See docs/benchmarks.md "## Remoting".
+//
+// `remote_bench --interleaved [--pin] [--reps=N] [--min-time=S] [--only=tcp|ucx] [--skip=lat,bw]`
+// is a driver for a shared, loaded machine instead of Google Benchmark: each repetition runs every
+// contender of a group back to back (order reversed on odd repetitions), each for at least
+// --min-time seconds, and reports medians of wall and CPU time per operation and the median of
+// the per-repetition ratios to the group's peer. CPU time is of all the bench's processes (client,
+// servers, workers: from getrusage and /proc), so it counts both ends. --pin puts the client on
+// CPU 0 and the servers on CPU 1 (sched_setaffinity).
+#include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -31,7 +48,16 @@ namespace {
 struct Servers {
   std::string gpu_tcp, gpu_ucx, echo_tcp, echo_ucx, plain_tcp;
   std::vector<pid_t> pids;
+  int server_cpu = -1;  // --pin: CPU for the server processes
 } g;
+
+void PinTo(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("sched_setaffinity");
+}
 
 // A child that runs `body(write_fd)`; the parent reads one line (the address) back.
 std::string Spawn(const std::function<void(int)>& body) {
@@ -40,6 +66,7 @@ std::string Spawn(const std::function<void(int)>& body) {
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
+    PinTo(g.server_cpu);
     body(fds[1]);
     _exit(0);
   }
@@ -67,7 +94,8 @@ std::string StartGpuServer(const std::string& transport) {
 
 // Echo server: replies to each message with a copy of it, except messages of >= 1 KiB, which
 // are counted and acknowledged with 1 byte only when their first byte is 1 (end of a burst);
-// a 17-byte request {2, u64 n, u64 size} asks for a burst of n messages of `size` bytes back.
+// a 17-byte request {2, u64 n, u64 size} asks for a burst of n messages of `size` bytes back, all
+// from one 4 MiB buffer; {3, n, size} for the same from successive slices of an n * size buffer.
 std::string StartEcho(const std::string& transport) {
   return Spawn([&](int fd) {
     auto t = MakeTransport(transport, {});
@@ -82,15 +110,20 @@ std::string StartEcho(const std::string& transport) {
       if (!c.ok()) _exit(0);
       std::thread([conn = std::shared_ptr<Connection>(std::move(*c))] {
         std::vector<std::byte> m;
-        std::vector<std::byte> burst(4 << 20, std::byte{5});
+        std::vector<std::byte> burst(4 << 20, std::byte{5}), spread;
         std::byte one{1};
         while (conn->Recv(&m).ok()) {
-          if (m.size() == 17 && m[0] == std::byte{2}) {
+          if (m.size() == 17 && (m[0] == std::byte{2} || m[0] == std::byte{3})) {
             uint64_t n, size;
             std::memcpy(&n, m.data() + 1, 8);
             std::memcpy(&size, m.data() + 9, 8);
             size = std::min<uint64_t>(size, burst.size());
-            for (uint64_t i = 0; i < n; ++i) (void)conn->Send(ByteSpan(burst.data(), size));
+            bool spread_out = m[0] == std::byte{3} && n * size <= (uint64_t{1} << 31);
+            if (spread_out && spread.size() < n * size) spread.resize(n * size, std::byte{6});
+            for (uint64_t i = 0; i < n; ++i) {
+              const std::byte* from = spread_out ? spread.data() + i * size : burst.data();
+              (void)conn->Send(ByteSpan(from, size));
+            }
           } else if (m.size() >= 1024) {
             if (m[0] == std::byte{1}) (void)conn->Send(ByteSpan(&one, 1));
           } else {
@@ -206,33 +239,60 @@ void BM_AsyncOps(benchmark::State& state) {
   state.SetLabel(Name(static_cast<int>(state.range(0))));
 }
 
-void BM_RawStream(benchmark::State& state) {
+// One bulk transfer of `total` bytes in chunks of the copy path's size over a bare connection.
+// `spread`: from (h2d) or into (d2h) a buffer of `total` bytes, each chunk its own slice, as a copy
+// moves them; otherwise one chunk-sized buffer is reused and stays in the CPU caches.
+struct RawStreamer {
+  Connection* c;
+  size_t total, chunk;
+  bool d2h, spread;
+  std::vector<std::byte> buf, in;
+  RawStreamer(Connection* conn, size_t total_bytes, bool to_host, bool spread_out,
+              size_t chunk_bytes = size_t{4} << 20)
+      : c(conn), total(total_bytes), chunk(std::min(total_bytes, chunk_bytes)), d2h(to_host),
+        spread(spread_out) {
+    buf.assign(spread ? std::max<size_t>(total, 1024) : std::max<size_t>(chunk, 1024), std::byte{0});
+  }
+  bool Run() {
+    size_t n = (total + chunk - 1) / chunk;
+    if (d2h) {
+      std::vector<std::byte> req(17, std::byte{spread ? uint8_t{3} : uint8_t{2}});
+      uint64_t k = n, size = chunk;
+      std::memcpy(req.data() + 1, &k, 8);
+      std::memcpy(req.data() + 9, &size, 8);
+      if (!c->Send(req).ok()) return false;
+      for (size_t i = 0; i < n; ++i) {
+        bool split = false;
+        std::span<std::byte> into = spread ? std::span<std::byte>(buf.data() + i * chunk, chunk)
+                                           : std::span<std::byte>();
+        if (!c->RecvSplit(&in, into, &split).ok()) return false;
+      }
+      return true;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      std::byte* from = spread ? buf.data() + i * chunk : buf.data();
+      from[0] = std::byte{i + 1 == n ? uint8_t{1} : uint8_t{0}};
+      if (!c->Send(ByteSpan(from, std::max<size_t>(chunk, 1024))).ok()) return false;
+    }
+    return c->Recv(&in).ok();
+  }
+};
+
+void RawStreamBench(benchmark::State& state, bool spread) {
   auto c = RawConn(state, static_cast<int>(state.range(0)));
   if (!c) return;
   size_t total = static_cast<size_t>(state.range(1));
   bool d2h = state.range(2) != 0;
-  size_t chunk = std::min(total, size_t{4} << 20);
-  std::vector<std::byte> buf(std::max<size_t>(chunk, 1024), std::byte{0}), in;
+  RawStreamer r(c.get(), total, d2h, spread);
+  if (spread && !r.Run()) return state.SkipWithError("warm-up stream failed");  // fault pages in
   for (auto _ : state) {
-    size_t n = (total + chunk - 1) / chunk;
-    if (d2h) {
-      std::vector<std::byte> req(17, std::byte{2});
-      uint64_t k = n, size = chunk;
-      std::memcpy(req.data() + 1, &k, 8);
-      std::memcpy(req.data() + 9, &size, 8);
-      (void)c->Send(req);
-      for (size_t i = 0; i < n; ++i) (void)c->Recv(&in);
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        buf[0] = std::byte{i + 1 == n ? uint8_t{1} : uint8_t{0}};
-        (void)c->Send(ByteSpan(buf.data(), buf.size()));
-      }
-      (void)c->Recv(&in);
-    }
+    if (!r.Run()) return state.SkipWithError("stream failed");
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(total));
   state.SetLabel(fmt::format("{} {}", Name(static_cast<int>(state.range(0))), d2h ? "d2h" : "h2d"));
 }
+void BM_RawStream(benchmark::State& state) { RawStreamBench(state, false); }
+void BM_RawStreamSpread(benchmark::State& state) { RawStreamBench(state, true); }
 
 void BM_Copy(benchmark::State& state) {
   auto l = Link(state, static_cast<int>(state.range(0)));
@@ -281,8 +341,11 @@ void RegisterPairs() {
     for (int64_t size : {int64_t{64} << 10, int64_t{1} << 20, int64_t{16} << 20,
                          int64_t{256} << 20, int64_t{1} << 30}) {
       for (int d2h : {0, 1}) {
-        for (auto* fn : {&BM_RawStream, &BM_Copy}) {
-          benchmark::RegisterBenchmark(fn == &BM_Copy ? "BM_Copy" : "BM_RawStream", fn)
+        for (auto* fn : {&BM_RawStream, &BM_RawStreamSpread, &BM_Copy}) {
+          const char* name = fn == &BM_Copy           ? "BM_Copy"
+                             : fn == &BM_RawStream    ? "BM_RawStream"
+                                                      : "BM_RawStreamSpread";
+          benchmark::RegisterBenchmark(name, fn)
               ->Args({t, size, d2h})
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
@@ -294,22 +357,303 @@ void RegisterPairs() {
 
 BENCHMARK(BM_AsyncOps)->Arg(0)->Arg(1)->UseRealTime();
 
+// ---- `--interleaved`: medians of repetitions run back to back with their peers ----
+
+// CPU seconds used so far by process `pid` (all its threads, from /proc/PID/task/TID/schedstat,
+// which counts nanoseconds on the CPU, unlike tick-sampled utime) and its descendants.
+double TreeCpu(pid_t pid) {
+  double cpu = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    std::ifstream f(task.path() / "schedstat");
+    double ns = 0;
+    if (f >> ns) cpu += ns / 1e9;
+    std::ifstream kids(task.path() / "children");
+    for (pid_t kid; kids >> kid;) cpu += TreeCpu(kid);
+  }
+  return cpu;
+}
+double AllCpu() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  for (pid_t p : g.pids) cpu += TreeCpu(p);
+  return cpu;
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "remote_bench --interleaved: %s\n", what.c_str());
+  for (pid_t p : g.pids) kill(p, SIGKILL);
+  std::exit(1);
+}
+
+struct Contender {
+  std::string name;
+  std::function<double()> step;  // one operation; returns the units it did (ops or bytes)
+};
+struct Group {
+  std::string name;
+  bool throughput;  // units are bytes, reported per second; else ops, reported as time per op
+  std::vector<Contender> c;  // c[0] is the peer the others are compared with
+};
+struct Sample {
+  double wall = 0, cpu = 0, units = 0;
+};
+
+Sample Measure(const Contender& c, double min_time) {
+  Sample s;
+  double cpu0 = AllCpu();
+  auto t0 = std::chrono::steady_clock::now();
+  do {
+    s.units += c.step();
+    s.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (s.wall < min_time);
+  s.cpu = AllCpu() - cpu0;
+  return s;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void RunGroup(const Group& grp, int reps, double min_time) {
+  for (const Contender& c : grp.c) c.step();  // warm-up: connections, page faults
+  std::vector<std::vector<Sample>> samples(grp.c.size());
+  for (int r = 0; r < reps; ++r) {
+    for (size_t k = 0; k < grp.c.size(); ++k) {
+      size_t i = r % 2 ? grp.c.size() - 1 - k : k;
+      samples[i].push_back(Measure(grp.c[i], min_time));
+    }
+  }
+  std::printf("%s (median of %d; ratio = median of per-repetition ratios to %s)\n", grp.name.c_str(),
+              reps, grp.c[0].name.c_str());
+  for (size_t i = 0; i < grp.c.size(); ++i) {
+    std::vector<double> wall, cpu, ratio, cpu_ratio;
+    for (int r = 0; r < reps; ++r) {
+      const Sample& s = samples[i][r];
+      const Sample& p = samples[0][r];
+      if (grp.throughput) {
+        wall.push_back(s.units / s.wall);
+        cpu.push_back(s.cpu / s.units * 1e9);  // CPU ns per byte... per GB below
+        ratio.push_back((s.units / s.wall) / (p.units / p.wall));
+        cpu_ratio.push_back((s.cpu / s.units) / (p.cpu / p.units));
+      } else {
+        wall.push_back(s.wall / s.units * 1e6);
+        cpu.push_back(s.cpu / s.units * 1e6);
+        ratio.push_back((s.wall / s.units) / (p.wall / p.units));
+        cpu_ratio.push_back((s.cpu / s.units) / (p.cpu / p.units));
+      }
+    }
+    if (grp.throughput) {
+      std::printf("  %-34s %10.1f MB/s  ratio %.2fx   CPU %7.3f s/GB  cpu ratio %.2fx\n",
+                  grp.c[i].name.c_str(), Median(wall) / 1e6, Median(ratio), Median(cpu),
+                  Median(cpu_ratio));
+    } else {
+      std::printf("  %-34s %10.2f us/op  ratio %.2fx   CPU %7.2f us/op  cpu ratio %.2fx\n",
+                  grp.c[i].name.c_str(), Median(wall), Median(ratio), Median(cpu),
+                  Median(cpu_ratio));
+    }
+  }
+  std::fflush(stdout);
+}
+
+std::unique_ptr<client::ServerLink> DriverLink(int transport) {
+  auto l = client::ServerLink::Connect({.address = GpuAddr(transport), .transport = Name(transport)});
+  if (!l.ok()) Die(l.status().ToString());
+  return std::move(*l);
+}
+std::shared_ptr<Connection> DriverRaw(int transport) {
+  static std::vector<std::unique_ptr<Transport>> keep;  // transports outlive their connections
+  auto t = MakeTransport(Name(transport), {});
+  if (!t.ok()) Die(t.status().ToString());
+  auto c = (*t)->Connect(EchoAddr(transport));
+  if (!c.ok()) Die(c.status().ToString());
+  keep.push_back(std::move(*t));
+  return std::shared_ptr<Connection>(std::move(*c));
+}
+
+struct DriverFlags {
+  bool pin = false;
+  int reps = 9;
+  double min_time = 0.3;
+  std::string only, skip;
+};
+
+int RunInterleaved(const DriverFlags& f) {
+  PinTo(f.pin ? 0 : -1);
+  std::vector<int> transports;
+  if (f.only != "ucx") transports.push_back(0);
+  if (f.only != "tcp") transports.push_back(1);
+  const char* tls = std::getenv("UCX_TLS");
+  std::printf("remote_bench --interleaved: reps %d, min time %.2f s, pinned %s, UCX_TLS=%s\n",
+              f.reps, f.min_time, f.pin ? "yes (client CPU 0, servers CPU 1)" : "no",
+              tls ? tls : "(unset)");
+  if (f.skip.find("lat") == std::string::npos) {
+    for (int t : transports) {
+      Group grp{fmt::format("round trip, {}", Name(t)), false, {}};
+      if (t == 0) {
+        auto plain = std::make_shared<net::Fd>();
+        auto c = net::ConnectTcp(g.plain_tcp);
+        if (!c.ok()) Die(c.status().ToString());
+        *plain = std::move(*c);
+        grp.c.push_back({"plain TCP socket, 48 B", [plain] {
+                           char buf[48] = {0};
+                           if (!net::WriteAll(plain->get(), buf, sizeof buf, "echo").ok() ||
+                               !net::ReadAll(plain->get(), buf, sizeof buf, "echo").ok()) {
+                             Die("plain echo failed");
+                           }
+                           return 1.0;
+                         }});
+      }
+      auto raw = DriverRaw(t);
+      grp.c.push_back({fmt::format("gpool {} Connection echo, 48 B", Name(t)), [raw] {
+                         static thread_local std::vector<std::byte> msg(48), in;
+                         if (!raw->Send(msg).ok() || !raw->Recv(&in).ok()) Die("echo failed");
+                         return 1.0;
+                       }});
+      std::shared_ptr<client::ServerLink> link = DriverLink(t);
+      grp.c.push_back({fmt::format("no-op call through a session, {}", Name(t)), [link] {
+                         std::lock_guard<std::mutex> lk(link->mu());
+                         proto::Ping ping;
+                         proto::ReplyHead h;
+                         proto::Empty none;
+                         if (!link->Call(ping, &h, &none).ok()) Die("ping failed");
+                         return 1.0;
+                       }});
+      RunGroup(grp, f.reps, f.min_time);
+    }
+    Group async{"async ops pipelined into a session (10,000 zero-byte memsets + 1 sync)", false, {}};
+    for (int t : transports) {
+      std::shared_ptr<client::ServerLink> link = DriverLink(t);
+      proto::Malloc m{.size = 4096};
+      proto::Pointer p;
+      proto::ReplyHead h;
+      if (!link->Call(m, &h, &p).ok() || h.error) Die("malloc failed");
+      uint64_t ptr = p.ptr;
+      async.c.push_back({fmt::format("async ops, {}", Name(t)), [link, ptr] {
+                           std::lock_guard<std::mutex> lk(link->mu());
+                           for (int i = 0; i < 10000; ++i) {
+                             proto::Memset op{.dst = ptr, .value = 0, .size = 0};
+                             if (!link->Post(op).ok()) Die("post failed");
+                           }
+                           proto::DeviceSync sync;
+                           proto::ReplyHead h;
+                           proto::Empty none;
+                           if (!link->Call(sync, &h, &none).ok() || h.async_error) Die("sync failed");
+                           return 10000.0;
+                         }});
+    }
+    RunGroup(async, f.reps, f.min_time);
+  }
+  if (f.skip.find("bw") != std::string::npos) return 0;
+  // Copies of `size` bytes; below 4 MiB (one chunk) a step streams 4 MiB worth of them and syncs
+  // once (d2h copies into "pinned" memory, asynchronous, as a program streaming small copies
+  // would), against as many messages of `size` and one acknowledgement on the raw connection.
+  for (int t : transports) {
+    for (size_t size : {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{256} << 20,
+                        size_t{1} << 30}) {
+      const size_t per_step = std::max(size, proto::kCopyChunkBytes) / size;
+      const size_t total = size * per_step;
+      for (bool d2h : {false, true}) {
+        Group grp{fmt::format("{} {} copies of {} bytes{}", Name(t), d2h ? "d2h" : "h2d", size,
+                              per_step > 1 ? fmt::format(", {} per sync", per_step) : ""),
+                  true, {}};
+        auto raw = DriverRaw(t);
+        auto spread = std::make_shared<RawStreamer>(raw.get(), total, d2h, true, size);
+        auto hot = std::make_shared<RawStreamer>(raw.get(), total, d2h, false, size);
+        grp.c.push_back({"raw, buffers of the copy's size", [raw, spread, total] {
+                           if (!spread->Run()) Die("raw stream failed");
+                           return static_cast<double>(total);
+                         }});
+        grp.c.push_back({"raw, one cache-resident chunk", [raw, hot, total] {
+                           if (!hot->Run()) Die("raw stream failed");
+                           return static_cast<double>(total);
+                         }});
+        std::shared_ptr<client::ServerLink> link = DriverLink(t);
+        proto::Malloc m{.size = total};
+        proto::Pointer p;
+        proto::ReplyHead h;
+        if (!link->Call(m, &h, &p).ok() || h.error) Die("malloc failed");
+        auto host = std::make_shared<std::vector<std::byte>>(total, std::byte{3});
+        uint64_t ptr = p.ptr;
+        grp.c.push_back({"copy through a session", [link, host, ptr, total, size, per_step, d2h] {
+                           std::lock_guard<std::mutex> lk(link->mu());
+                           proto::ReplyHead h;
+                           Status s;
+                           proto::Ping ping;
+                           proto::Empty none;
+                           if (d2h && per_step == 1) {
+                             s = link->CopyFromDevice(host->data(), ptr, total, 0, &h);
+                           } else {
+                             for (size_t i = 0; i < per_step && s.ok(); ++i) {
+                               s = d2h ? link->CopyFromDevice(host->data() + i * size, ptr + i * size,
+                                                              size, 0, &h, /*async=*/true)
+                                       : link->CopyToDevice(ptr + i * size,
+                                                            ByteSpan(host->data() + i * size, size), 0);
+                             }
+                             if (s.ok()) s = link->Call(ping, &h, &none);
+                           }
+                           if (!s.ok() || h.error || h.async_error) Die("copy failed");
+                           return static_cast<double>(total);
+                         }});
+        RunGroup(grp, f.reps, f.min_time);
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace gpool::remote
 
 int main(int argc, char** argv) {
   using namespace gpool::remote;  // NOLINT
   signal(SIGPIPE, SIG_IGN);
-  g.gpu_tcp = StartGpuServer("tcp");
-  g.echo_tcp = StartEcho("tcp");
-  g.gpu_ucx = StartGpuServer("ucx");
-  g.echo_ucx = StartEcho("ucx");
-  g.plain_tcp = StartPlainEcho();
-  RegisterPairs();
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  DriverFlags flags;
+  bool interleaved = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&](const char* key) { return a.substr(std::strlen(key)); };
+    if (a == "--interleaved") {
+      interleaved = true;
+    } else if (a == "--pin") {
+      flags.pin = true;
+    } else if (a.rfind("--reps=", 0) == 0) {
+      flags.reps = std::max(1, std::atoi(val("--reps=").c_str()));
+    } else if (a.rfind("--min-time=", 0) == 0) {
+      flags.min_time = std::atof(val("--min-time=").c_str());
+    } else if (a.rfind("--only=", 0) == 0) {
+      flags.only = val("--only=");
+    } else if (a.rfind("--skip=", 0) == 0) {
+      flags.skip = val("--skip=");
+    } else if (interleaved) {
+      std::fprintf(stderr, "remote_bench --interleaved: unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (interleaved && flags.pin) g.server_cpu = 1;
+  // The driver starts only the servers it uses, so that idle ones add no CPU time to its counts.
+  if (!interleaved || flags.only != "ucx") {
+    g.gpu_tcp = StartGpuServer("tcp");
+    g.echo_tcp = StartEcho("tcp");
+    g.plain_tcp = StartPlainEcho();
+  }
+  if (!interleaved || flags.only != "tcp") {
+    g.gpu_ucx = StartGpuServer("ucx");
+    g.echo_ucx = StartEcho("ucx");
+  }
+  int rc = 0;
+  if (interleaved) {
+    rc = RunInterleaved(flags);
+  } else {
+    RegisterPairs();
+    benchmark::Initialize(&argc, argv);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+  }
   for (pid_t p : g.pids) kill(p, SIGKILL);
   for (pid_t p : g.pids) waitpid(p, nullptr, 0);
-  return 0;
+  return rc;
 }

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <future>
 #include <numeric>
 #include <thread>
@@ -130,6 +131,43 @@ TEST_P(TransportTest, GatherSendConcatenatesParts) {
     EXPECT_EQ(got.size(), whole.size());
     EXPECT_TRUE(got == whole) << "scale " << scale;
   }
+}
+
+// RecvSplit lands a message's last bytes in the caller's buffer: exactly the last gather part
+// (the zero-copy case: a device-to-host reply's data), fewer bytes than it, or none when the
+// message is shorter than the buffer. Large enough that UCX sends the last part on its own.
+TEST_P(TransportTest, RecvSplitPutsTheTailInTheCallersBuffer) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  const std::vector<std::byte> head = Pattern(100, 1), tail = Pattern(size_t{1} << 20, 2);
+  std::vector<std::byte> whole = head;
+  whole.insert(whole.end(), tail.begin(), tail.end());
+  const ByteSpan parts[2] = {AsBytes(head), AsBytes(tail)};
+  auto sender = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 3; ++i) {
+      if (Status s = client_->Send(parts); !s.ok()) return s;
+    }
+    return Status::Ok();
+  });
+  std::vector<std::byte> got_head, got_tail(tail.size());
+  bool split = false;
+  ASSERT_TRUE(server_->RecvSplit(&got_head, got_tail, &split).ok());
+  EXPECT_TRUE(split);
+  EXPECT_TRUE(got_head == head);
+  EXPECT_TRUE(got_tail == tail);
+
+  std::vector<std::byte> small(4096);
+  ASSERT_TRUE(server_->RecvSplit(&got_head, small, &split).ok());
+  EXPECT_TRUE(split);
+  ASSERT_EQ(got_head.size(), whole.size() - small.size());
+  EXPECT_TRUE(std::equal(got_head.begin(), got_head.end(), whole.begin()));
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), whole.end() - 4096));
+
+  std::vector<std::byte> too_big(whole.size() + 1);
+  ASSERT_TRUE(server_->RecvSplit(&got_head, too_big, &split).ok());
+  EXPECT_FALSE(split);
+  EXPECT_TRUE(got_head == whole);
+  EXPECT_TRUE(sender.get().ok());
 }
 
 TEST_P(TransportTest, MessagesKeepTheirOrderBothWays) {

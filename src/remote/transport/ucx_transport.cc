@@ -29,7 +29,19 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kMagic = 0x31555047;  // "GPU1"
 constexpr uint32_t kMaxAddressBytes = 1 << 16;
-constexpr ucp_tag_t kTag = 0x6770;  // every message; one worker per connection
+// Tags (one worker per connection, so they only say what a UCX message is, in the top byte):
+// a whole message; or the head of a split one, whose low bits carry the length of its tail, sent
+// next as its own contiguous message. A message whose last part is large is split so that the
+// bulk bytes travel contiguous at both ends: UCX's zero-copy rendezvous (CMA on shared memory,
+// RDMA on verbs) does not take iov datatypes, and a 2-part iov send or receive of 16 MiB moved
+// at ~1/10 the speed of a contiguous one over shared memory (docs/benchmarks.md, "Remoting").
+constexpr int kKindShift = 56;
+constexpr ucp_tag_t kTagWhole = ucp_tag_t{0x10} << kKindShift;
+constexpr ucp_tag_t kTagHead = ucp_tag_t{0x11} << kKindShift;
+constexpr ucp_tag_t kTagTail = ucp_tag_t{0x20} << kKindShift;
+constexpr ucp_tag_t kProbeMask = ucp_tag_t{0xFE} << kKindShift;  // whole or head, never a tail
+constexpr ucp_tag_t kLengthMask = (ucp_tag_t{1} << kKindShift) - 1;
+constexpr size_t kSplitTailMin = 64 << 10;
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -160,6 +172,20 @@ class UcxConnection final : public Connection {
           "message of {} bytes to {} exceeds the {} byte limit", total, peer_, options_.max_message_bytes));
     }
     if (closed_.load() || PeerGone()) return Gone();
+    // Split: the parts before the last (small: headers) as a whole head, then the last part.
+    // Only messages too large to buffer (rendezvous, where iov costs zero-copy); smaller ones
+    // are copied whole into one buffer anyway.
+    const bool split_tail =
+        iov.size() >= 2 && total > kBufferedSendMax && iov.back().length >= kSplitTailMin;
+    if (split_tail) {
+      ucp_dt_iov_t last = iov.back();
+      iov.pop_back();
+      std::lock_guard<std::mutex> lock(send_mu_);
+      if (ep_ == nullptr) return Gone();
+      GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
+      GPOOL_RETURN_IF_ERROR(SendBuffered(iov, total - last.length, kTagHead | last.length));
+      return SendAndWait(last.buffer, last.length, ucp_request_param_t{}, kTagTail);
+    }
     ucp_request_param_t param{};
     void* buffer = nullptr;
     size_t count = 0;
@@ -175,37 +201,9 @@ class UcxConnection final : public Connection {
     std::lock_guard<std::mutex> lock(send_mu_);
     if (ep_ == nullptr) return Gone();
     GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
-    if (total <= kBufferedSendMax) {
-      // Small messages are copied and left in flight, as a socket buffer would hold them: the
-      // peer may not be progressing its worker yet (endpoint wire-up needs it), and a sender
-      // must not wait for the peer's next Recv to return.
-      std::vector<std::byte> copy(total);
-      size_t at = 0;
-      for (const ucp_dt_iov_t& v : iov) {
-        std::memcpy(copy.data() + at, v.buffer, v.length);
-        at += v.length;
-      }
-      ucp_request_param_t p{};
-      ucs_status_ptr_t req = ucp_tag_send_nbx(ep_, copy.data(), copy.size(), kTag, &p);
-      if (UCS_PTR_IS_ERR(req)) {
-        return Status::Unavailable(
-            fmt::format("ucx send to {}: {}", peer_, UcsError(UCS_PTR_STATUS(req))));
-      }
-      if (req != nullptr) {
-        pending_bytes_ += copy.size();
-        pending_.push_back(PendingSend{req, std::move(copy)});
-      }
-      return Status::Ok();
-    }
+    if (total <= kBufferedSendMax) return SendBuffered(iov, total, kTagWhole);
     // Large messages go straight from the caller's buffers (rendezvous), so wait for them.
-    ucs_status_ptr_t req = ucp_tag_send_nbx(ep_, buffer, count, kTag, &param);
-    ucs_status_t st = Wait(req, /*is_send=*/true);
-    if (st != UCS_OK) {
-      return closed_.load() || PeerGone() ? Gone()
-                                          : Status::Unavailable(fmt::format(
-                                                "ucx send to {}: {}", peer_, UcsError(st)));
-    }
-    return Status::Ok();
+    return SendAndWait(buffer, count, param, kTagWhole);
   }
 
   Status Recv(std::vector<std::byte>* message) override {
@@ -221,7 +219,10 @@ class UcxConnection final : public Connection {
     for (;;) {
       if (closed_.load()) return Gone();
       ucp_tag_recv_info_t info{};
-      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kTag, ~ucp_tag_t{0}, /*remove=*/1, &info);
+      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kTagWhole, kProbeMask, /*remove=*/1, &info);
+      if (msg != nullptr && (info.sender_tag & ~kLengthMask) == kTagHead) {
+        return RecvHeadAndTail(msg, info, message, tail, split);
+      }
       if (msg != nullptr) {
         if (info.length > options_.max_message_bytes) {
           // The matched message stays with the worker and dies with it.
@@ -291,6 +292,79 @@ class UcxConnection final : public Connection {
   std::string peer() const override { return peer_; }
 
  private:
+  // Copies a small message and leaves it in flight, as a socket buffer would hold it: the peer
+  // may not be progressing its worker yet (endpoint wire-up needs it), and a sender must not wait
+  // for the peer's next Recv to return. Caller holds send_mu_.
+  Status SendBuffered(const std::vector<ucp_dt_iov_t>& iov, size_t total, ucp_tag_t tag) {
+    std::vector<std::byte> copy(total);
+    size_t at = 0;
+    for (const ucp_dt_iov_t& v : iov) {
+      std::memcpy(copy.data() + at, v.buffer, v.length);
+      at += v.length;
+    }
+    ucp_request_param_t p{};
+    ucs_status_ptr_t req = ucp_tag_send_nbx(ep_, copy.data(), copy.size(), tag, &p);
+    if (UCS_PTR_IS_ERR(req)) {
+      return Status::Unavailable(
+          fmt::format("ucx send to {}: {}", peer_, UcsError(UCS_PTR_STATUS(req))));
+    }
+    if (req != nullptr) {
+      pending_bytes_ += copy.size();
+      pending_.push_back(PendingSend{req, std::move(copy)});
+    }
+    return Status::Ok();
+  }
+  // Sends straight from the caller's buffer (rendezvous for large ones) and waits until it has
+  // left. Caller holds send_mu_.
+  Status SendAndWait(void* buffer, size_t count, ucp_request_param_t param, ucp_tag_t tag) {
+    ucs_status_ptr_t req = ucp_tag_send_nbx(ep_, buffer, count, tag, &param);
+    ucs_status_t st = Wait(req, /*is_send=*/true);
+    if (st != UCS_OK) {
+      return closed_.load() || PeerGone() ? Gone()
+                                          : Status::Unavailable(fmt::format(
+                                                "ucx send to {}: {}", peer_, UcsError(st)));
+    }
+    return Status::Ok();
+  }
+  // Receives a split message: the head `msg` (already probed), then its tail, contiguous, into
+  // `tail` when that is exactly the tail's size (the zero-copy case RecvSplit exists for), else
+  // after the head in *message (then split as RecvSplit promises, with one copy).
+  Status RecvHeadAndTail(ucp_tag_message_h msg, const ucp_tag_recv_info_t& info,
+                         std::vector<std::byte>* message, std::span<std::byte> tail, bool* split) {
+    const size_t head_len = info.length;
+    const size_t tail_len = info.sender_tag & kLengthMask;
+    if (head_len + tail_len > options_.max_message_bytes) {
+      Close();
+      return Status::InvalidArgument(fmt::format(
+          "message of {} bytes from {} exceeds the {} byte limit; connection closed",
+          head_len + tail_len, peer_, options_.max_message_bytes));
+    }
+    const bool direct = !tail.empty() && tail.size() == tail_len;
+    message->resize(direct ? head_len : head_len + tail_len);
+    ucp_request_param_t param{};
+    ucs_status_t st =
+        Wait(ucp_tag_msg_recv_nbx(worker_, message->data(), head_len, msg, &param), false, message);
+    if (st == UCS_OK) {
+      std::byte* into = direct ? tail.data() : message->data() + head_len;
+      ucp_request_param_t tp{};
+      st = Wait(ucp_tag_recv_nbx(worker_, into, tail_len, kTagTail, ~ucp_tag_t{0}, &tp), false,
+                direct ? nullptr : message);
+    }
+    if (st != UCS_OK) {
+      return closed_.load() ? Gone()
+                            : Status::Unavailable(
+                                  fmt::format("ucx receive from {}: {}", peer_, UcsError(st)));
+    }
+    *split = direct;
+    if (!direct && !tail.empty() && message->size() >= tail.size()) {
+      size_t keep = message->size() - tail.size();
+      std::memcpy(tail.data(), message->data() + keep, tail.size());
+      message->resize(keep);
+      *split = true;
+    }
+    return Status::Ok();
+  }
+
   // True once the peer closed or died: EOF or error on the idle OOB socket, or a UCX error.
   bool PeerGone() {
     if (peer_failed_.load()) return true;
