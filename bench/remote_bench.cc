@@ -12,7 +12,8 @@
 // Servers run in child processes forked before any thread starts. Transport: tcp, or ucx (set
 // UCX_TLS, e.g. UCX_TLS=shm,self for shared memory). See docs/benchmarks.md "## Remoting".
 //
-// `remote_bench --interleaved [--pin] [--reps=N] [--min-time=S] [--only=tcp|ucx] [--skip=lat,bw]`
+// `remote_bench --interleaved [--pin] [--reps=N] [--min-time=S] [--only=tcp|ucx] [--skip=lat,bw]
+//  [--size=BYTES]`
 // is a driver for a shared, loaded machine instead of Google Benchmark: each repetition runs every
 // contender of a group back to back (order reversed on odd repetitions), each for at least
 // --min-time seconds, and reports medians of wall and CPU time per operation and the median of
@@ -249,9 +250,15 @@ struct RawStreamer {
   std::vector<std::byte> buf, in;
   RawStreamer(Connection* conn, size_t total_bytes, bool to_host, bool spread_out,
               size_t chunk_bytes = size_t{4} << 20)
-      : c(conn), total(total_bytes), chunk(std::min(total_bytes, chunk_bytes)), d2h(to_host),
+      : c(conn), total(total_bytes), chunk(std::min({total_bytes, chunk_bytes, size_t{4} << 20})),
+        d2h(to_host),
         spread(spread_out) {
     buf.assign(spread ? std::max<size_t>(total, 1024) : std::max<size_t>(chunk, 1024), std::byte{0});
+  }
+  // Whether the last d2h transfer really landed (the echo's spread buffer holds 6s, its hot one 5s).
+  bool Landed() const {
+    std::byte want{spread ? uint8_t{6} : uint8_t{5}};
+    return !d2h || !spread || (buf[0] == want && buf[total - 1] == want);
   }
   bool Run() {
     size_t n = (total + chunk - 1) / chunk;
@@ -479,6 +486,7 @@ struct DriverFlags {
   int reps = 9;
   double min_time = 0.3;
   std::string only, skip;
+  size_t size = 0;  // only copies of this size (0: all)
 };
 
 int RunInterleaved(const DriverFlags& f) {
@@ -554,6 +562,7 @@ int RunInterleaved(const DriverFlags& f) {
   for (int t : transports) {
     for (size_t size : {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{256} << 20,
                         size_t{1} << 30}) {
+      if (f.size != 0 && size != f.size) continue;
       const size_t per_step = std::max(size, proto::kCopyChunkBytes) / size;
       const size_t total = size * per_step;
       for (bool d2h : {false, true}) {
@@ -563,6 +572,9 @@ int RunInterleaved(const DriverFlags& f) {
         auto raw = DriverRaw(t);
         auto spread = std::make_shared<RawStreamer>(raw.get(), total, d2h, true, size);
         auto hot = std::make_shared<RawStreamer>(raw.get(), total, d2h, false, size);
+        if (!spread->Run() || !spread->Landed()) {
+          Die("raw stream's data did not arrive");
+        }
         grp.c.push_back({"raw, buffers of the copy's size", [raw, spread, total] {
                            if (!spread->Run()) Die("raw stream failed");
                            return static_cast<double>(total);
@@ -626,6 +638,8 @@ int main(int argc, char** argv) {
       flags.min_time = std::atof(val("--min-time=").c_str());
     } else if (a.rfind("--only=", 0) == 0) {
       flags.only = val("--only=");
+    } else if (a.rfind("--size=", 0) == 0) {
+      flags.size = std::strtoull(val("--size=").c_str(), nullptr, 10);
     } else if (a.rfind("--skip=", 0) == 0) {
       flags.skip = val("--skip=");
     } else if (interleaved) {
