@@ -8,7 +8,11 @@
 // (after draining what already arrived) even when UCX itself would not notice, as with shm.
 // Messages: ucp_tag_send_nbx (an IOV datatype for gather sends) and ucp_tag_probe_nb +
 // ucp_tag_msg_recv_nbx, so a message of any size lands whole in the caller's buffer; the tag
-// matcher keeps one sender's messages in order.
+// matcher keeps one sender's messages in order. A message too large to buffer (> 256 KiB) whose
+// last gather part is >= 64 KiB goes as two UCX messages, a head (tag says "head" and the tail's
+// length) and the tail, contiguous: UCX's zero-copy rendezvous does not take IOV datatypes, and
+// the bulk of a copy is always that last part; RecvSplit receives such a tail straight into the
+// caller's buffer.
 // Waiting: busy progress with a short back-off (sched_yield, then 50 us sleeps) instead of
 // UCP_FEATURE_WAKEUP, which not every transport offers; idle waits cost little CPU.
 // TransportOptions::ucx_tls sets UCX_TLS for this transport's context ("tcp", "posix,sysv,self",
