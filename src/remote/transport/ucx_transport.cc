@@ -236,15 +236,16 @@ class UcxConnection final : public Connection {
         ucp_request_param_t param{};
         ucs_status_ptr_t req;
         ucp_dt_iov_t iov[2];  // must outlive the request (Wait below)
-        if (*split) {
+        if (*split && message->empty()) {
+          // All of it into `tail`: contiguous, so UCX may use its zero-copy rendezvous.
+          req = ucp_tag_msg_recv_nbx(worker_, tail.data(), tail.size(), msg, &param);
+        } else if (*split) {
           // Scatter: the head into *message, the rest straight into `tail`.
           iov[0] = {message->data(), message->size()};
           iov[1] = {tail.data(), tail.size()};
           param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
           param.datatype = ucp_dt_make_iov();
-          ucp_dt_iov_t* first = message->empty() ? &iov[1] : &iov[0];
-          size_t count = message->empty() ? 1 : 2;
-          req = ucp_tag_msg_recv_nbx(worker_, first, count, msg, &param);
+          req = ucp_tag_msg_recv_nbx(worker_, iov, 2, msg, &param);
         } else {
           req = ucp_tag_msg_recv_nbx(worker_, message->data(), message->size(), msg, &param);
         }
