@@ -74,26 +74,29 @@ StatusOr<ClusterState> ClusterState::Create(ClusterSpec spec) {
   }
 
   ClusterState s;
-  s.spec_ = std::move(spec);
-  const size_t nn = s.spec_.nodes.size();
-  s.children_.resize(nd);
-  s.leaf_nodes_.resize(nd);
+  s.spec_ = std::make_shared<ClusterSpec>(std::move(spec));
+  const ClusterSpec& sp = *s.spec_;
+  const size_t nn = sp.nodes.size();
+  auto topo = std::make_shared<Topology>();
+  topo->children.resize(nd);
+  topo->leaf_nodes.resize(nd);
   for (size_t i = 0; i < nd; ++i) {
-    const DomainSpec& d = s.spec_.domains[i];
-    s.by_level_[static_cast<int>(d.level)].push_back(DomainId(static_cast<uint32_t>(i)));
-    if (d.parent.valid()) s.children_[d.parent.value()].push_back(DomainId(static_cast<uint32_t>(i)));
+    const DomainSpec& d = sp.domains[i];
+    topo->by_level[static_cast<int>(d.level)].push_back(DomainId(static_cast<uint32_t>(i)));
+    if (d.parent.valid()) topo->children[d.parent.value()].push_back(DomainId(static_cast<uint32_t>(i)));
   }
-  s.ancestors_.resize(nn);
-  s.gpu_offset_.resize(nn);
+  topo->ancestors.resize(nn);
+  topo->gpu_offset.resize(nn);
   size_t gpus = 0;
   for (size_t i = 0; i < nn; ++i) {
-    const NodeSpec& n = s.spec_.nodes[i];
-    s.leaf_nodes_[n.leaf.value()].push_back(NodeId(static_cast<uint32_t>(i)));
-    const DomainId pod = s.spec_.domains[n.leaf.value()].parent;
-    s.ancestors_[i] = {n.leaf, pod, s.spec_.domains[pod.value()].parent};
-    s.gpu_offset_[i] = gpus;
+    const NodeSpec& n = sp.nodes[i];
+    topo->leaf_nodes[n.leaf.value()].push_back(NodeId(static_cast<uint32_t>(i)));
+    const DomainId pod = sp.domains[n.leaf.value()].parent;
+    topo->ancestors[i] = {n.leaf, pod, sp.domains[pod.value()].parent};
+    topo->gpu_offset[i] = gpus;
     gpus += static_cast<size_t>(n.gpus);
   }
+  s.topo_ = std::move(topo);
   s.gpu_free_milli_.assign(gpus, 1000);
   s.gpu_free_mem_.resize(gpus);
   s.free_whole_.resize(nn);
@@ -102,19 +105,19 @@ StatusOr<ClusterState> ClusterState::Create(ClusterSpec spec) {
   s.alloc_count_.assign(nn, 0);
   s.idle_since_.assign(nn, 0);
   s.held_.assign(nn, 0);
-  const size_t nm = std::max<size_t>(1, s.spec_.gpu_models.size());
+  const size_t nm = std::max<size_t>(1, sp.gpu_models.size());
   s.agg_.assign(nd * nm, ModelAggregate{});
   s.dom_free_cpu_.assign(nd, 0);
   s.dom_free_mem_.assign(nd, 0);
   s.dom_total_gpus_.assign(nd, 0);
   for (size_t i = 0; i < nn; ++i) {
-    const NodeSpec& n = s.spec_.nodes[i];
+    const NodeSpec& n = sp.nodes[i];
     const NodeId id(static_cast<uint32_t>(i));
-    for (int g = 0; g < n.gpus; ++g) s.gpu_free_mem_[s.gpu_offset_[i] + g] = n.gpu_memory_bytes;
+    for (int g = 0; g < n.gpus; ++g) s.gpu_free_mem_[s.topo_->gpu_offset[i] + g] = n.gpu_memory_bytes;
     s.free_whole_[i] = n.gpus;
     s.free_cpu_[i] = n.cpu_milli;
     s.free_mem_[i] = n.memory_bytes;
-    for (DomainId d : s.ancestors_[i]) s.dom_total_gpus_[d.value()] += n.gpus;
+    for (DomainId d : s.topo_->ancestors[i]) s.dom_total_gpus_[d.value()] += n.gpus;
     if (n.health == Health::kHealthy) {
       s.total_gpus_ += n.gpus;
       s.total_cpu_ += n.cpu_milli;
@@ -126,12 +129,12 @@ StatusOr<ClusterState> ClusterState::Create(ClusterSpec spec) {
 }
 
 const std::vector<DomainId>& ClusterState::domains_at(Level l) const {
-  return by_level_[static_cast<int>(l)];
+  return topo_->by_level[static_cast<int>(l)];
 }
 
 DomainId ClusterState::ancestor(NodeId n, Level l) const {
   if (l == Level::kNode) return DomainId();
-  return ancestors_[n.value()][static_cast<int>(l) - 1];
+  return topo_->ancestors[n.value()][static_cast<int>(l) - 1];
 }
 
 bool ClusterState::Distance(NodeId a, NodeId b, Level* level) const {
@@ -140,7 +143,7 @@ bool ClusterState::Distance(NodeId a, NodeId b, Level* level) const {
     return true;
   }
   for (int i = 0; i < 3; ++i) {
-    if (ancestors_[a.value()][i] == ancestors_[b.value()][i]) {
+    if (topo_->ancestors[a.value()][i] == topo_->ancestors[b.value()][i]) {
       *level = static_cast<Level>(i + 1);
       return true;
     }
@@ -149,7 +152,7 @@ bool ClusterState::Distance(NodeId a, NodeId b, Level* level) const {
 }
 
 bool ClusterState::schedulable(NodeId n) const {
-  const NodeSpec& s = spec_.nodes[n.value()];
+  const NodeSpec& s = spec_->nodes[n.value()];
   return s.health == Health::kHealthy && s.power == PowerState::kOn && !held_[n.value()];
 }
 
@@ -162,8 +165,8 @@ void ClusterState::SetHeld(NodeId n, bool held) {
 
 uint32_t ClusterState::free_whole_mask(NodeId n) const {
   uint32_t mask = 0;
-  const size_t off = gpu_offset_[n.value()];
-  for (int g = 0; g < spec_.nodes[n.value()].gpus; ++g) {
+  const size_t off = topo_->gpu_offset[n.value()];
+  for (int g = 0; g < spec_->nodes[n.value()].gpus; ++g) {
     if (gpu_free_milli_[off + g] == 1000) mask |= 1u << g;
   }
   return mask;
@@ -172,17 +175,17 @@ uint32_t ClusterState::free_whole_mask(NodeId n) const {
 void ClusterState::Contribute(NodeId n, int sign) {
   if (!schedulable(n)) return;
   const size_t i = n.value();
-  const NodeSpec& node = spec_.nodes[i];
+  const NodeSpec& node = spec_->nodes[i];
   int64_t milli = 0, partial = 0;
   std::array<int8_t, 11> deciles{};
   for (int g = 0; g < node.gpus; ++g) {
-    const int32_t f = gpu_free_milli_[gpu_offset_[i] + g];
+    const int32_t f = gpu_free_milli_[topo_->gpu_offset[i] + g];
     milli += f;
     if (f > 0 && f < 1000) ++partial;
     ++deciles[f / 100];
   }
-  const size_t nm = std::max<size_t>(1, spec_.gpu_models.size());
-  for (DomainId d : ancestors_[i]) {
+  const size_t nm = std::max<size_t>(1, spec_->gpu_models.size());
+  for (DomainId d : topo_->ancestors[i]) {
     if (node.gpus > 0) {
       ModelAggregate& a = agg_[d.value() * nm + static_cast<size_t>(node.gpu_model)];
       a.nodes_by_free[free_whole_[i]] += sign;
@@ -211,7 +214,7 @@ int64_t ClusterState::TaskCapacityBound(DomainId d, const TaskRequest& t, ModelM
     return bound;
   }
   int64_t bound = 0;
-  const size_t nm = spec_.gpu_models.size();
+  const size_t nm = spec_->gpu_models.size();
   // Tasks one GPU with b tenths free takes depend only on b: divide once per decile, not once
   // per decile and model (backfill calls this for every end time it steps through).
   std::array<int64_t, 11> per_gpu{};
@@ -231,7 +234,7 @@ int64_t ClusterState::TaskCapacityBound(DomainId d, const TaskRequest& t, ModelM
 
 int64_t ClusterState::FreeWholeGpus(DomainId d, ModelMask models) const {
   int64_t sum = 0;
-  const size_t nm = spec_.gpu_models.size();
+  const size_t nm = spec_->gpu_models.size();
   for (size_t m = 0; m < nm; ++m) {
     if (ModelAllowed(models, static_cast<int>(m))) sum += agg_[d.value() * nm + m].free_whole_gpus;
   }
@@ -241,7 +244,7 @@ int64_t ClusterState::FreeWholeGpus(DomainId d, ModelMask models) const {
 int32_t ClusterState::TasksThatFit(NodeId n, const TaskRequest& t, ModelMask models) const {
   if (!schedulable(n)) return 0;
   const size_t i = n.value();
-  const NodeSpec& node = spec_.nodes[i];
+  const NodeSpec& node = spec_->nodes[i];
   int64_t fit = INT32_MAX;
   if (t.cpu_milli > 0) fit = free_cpu_[i] / t.cpu_milli;
   if (t.memory_bytes > 0) fit = std::min<int64_t>(fit, static_cast<int64_t>(free_mem_[i] / t.memory_bytes));
@@ -250,9 +253,9 @@ int32_t ClusterState::TasksThatFit(NodeId n, const TaskRequest& t, ModelMask mod
   if (t.fractional()) {
     int64_t slots = 0;
     for (int g = 0; g < node.gpus; ++g) {
-      int64_t s = gpu_free_milli_[gpu_offset_[i] + g] / t.gpu_milli;
+      int64_t s = gpu_free_milli_[topo_->gpu_offset[i] + g] / t.gpu_milli;
       if (t.gpu_memory_bytes > 0) {
-        s = std::min<int64_t>(s, static_cast<int64_t>(gpu_free_mem_[gpu_offset_[i] + g] / t.gpu_memory_bytes));
+        s = std::min<int64_t>(s, static_cast<int64_t>(gpu_free_mem_[topo_->gpu_offset[i] + g] / t.gpu_memory_bytes));
       }
       slots += s;
     }
@@ -262,11 +265,11 @@ int32_t ClusterState::TasksThatFit(NodeId n, const TaskRequest& t, ModelMask mod
 }
 
 Status ClusterState::CheckBinding(const TaskBinding& b, const TaskRequest& t) const {
-  if (!b.node.valid() || b.node.value() >= spec_.nodes.size()) {
+  if (!b.node.valid() || b.node.value() >= spec_->nodes.size()) {
     return Status::InvalidArgument(fmt::format("binding: no node {}", b.node.value()));
   }
   const size_t i = b.node.value();
-  const NodeSpec& node = spec_.nodes[i];
+  const NodeSpec& node = spec_->nodes[i];
   auto err = [&](const std::string& what) {
     return Status::FailedPrecondition(fmt::format("binding on node {} ({}): {}", i, node.name, what));
   };
@@ -286,8 +289,8 @@ Status ClusterState::CheckBinding(const TaskBinding& b, const TaskRequest& t) co
   if (t.fractional()) {
     if (bits != 1) return err("a fractional task must name exactly one GPU");
     const int g = std::countr_zero(b.gpu_mask);
-    if (gpu_free_milli_[gpu_offset_[i] + g] < t.gpu_milli) return err(fmt::format("GPU {} lacks {} milli", g, t.gpu_milli));
-    if (gpu_free_mem_[gpu_offset_[i] + g] < t.gpu_memory_bytes) return err(fmt::format("GPU {} lacks memory", g));
+    if (gpu_free_milli_[topo_->gpu_offset[i] + g] < t.gpu_milli) return err(fmt::format("GPU {} lacks {} milli", g, t.gpu_milli));
+    if (gpu_free_mem_[topo_->gpu_offset[i] + g] < t.gpu_memory_bytes) return err(fmt::format("GPU {} lacks memory", g));
     return Status::Ok();
   }
   if (bits != t.gpus) return err(fmt::format("{} GPUs named, {} asked", bits, t.gpus));
@@ -297,10 +300,10 @@ Status ClusterState::CheckBinding(const TaskBinding& b, const TaskRequest& t) co
 
 void ClusterState::Apply(const TaskBinding& b, const TaskRequest& t, int sign, int64_t now_ns) {
   const size_t i = b.node.value();
-  const NodeSpec& node = spec_.nodes[i];
+  const NodeSpec& node = spec_->nodes[i];
   Contribute(b.node, -1);
   for (uint32_t m = b.gpu_mask; m != 0; m &= m - 1) {
-    const size_t gi = gpu_offset_[i] + static_cast<size_t>(std::countr_zero(m));
+    const size_t gi = topo_->gpu_offset[i] + static_cast<size_t>(std::countr_zero(m));
     const int32_t milli = t.fractional() ? t.gpu_milli : 1000;
     const uint64_t mem = t.fractional() ? t.gpu_memory_bytes : node.gpu_memory_bytes;
     gpu_free_milli_[gi] -= sign * milli;
@@ -311,7 +314,7 @@ void ClusterState::Apply(const TaskBinding& b, const TaskRequest& t, int sign, i
     }
   }
   int32_t whole = 0;
-  for (int g = 0; g < node.gpus; ++g) whole += gpu_free_milli_[gpu_offset_[i] + g] == 1000 ? 1 : 0;
+  for (int g = 0; g < node.gpus; ++g) whole += gpu_free_milli_[topo_->gpu_offset[i] + g] == 1000 ? 1 : 0;
   free_whole_[i] = whole;
   free_cpu_[i] -= sign * t.cpu_milli;
   if (sign > 0) {
@@ -325,7 +328,7 @@ void ClusterState::Apply(const TaskBinding& b, const TaskRequest& t, int sign, i
 }
 
 Status ClusterState::Bind(const JobSpec& job, const Placement& p, int64_t now_ns) {
-  if (running_index_.count(job.id)) {
+  if (running_index_.Find(job.id) >= 0) {
     return Status::AlreadyExists(fmt::format("job {} ({}) is already running", job.id.value(), job.name));
   }
   if (p.tasks.size() != static_cast<size_t>(job.num_tasks)) {
@@ -346,8 +349,8 @@ Status ClusterState::Bind(const JobSpec& job, const Placement& p, int64_t now_ns
     }
     return st.WithContext(fmt::format("job {} ({}) task", job.id.value(), job.name));
   }
-  running_index_[job.id] = running_.size();
-  running_.push_back({.spec = job, .placement = p, .start_ns = now_ns});
+  running_index_.Set(job.id, static_cast<uint32_t>(running_.size()));
+  running_.push_back(std::make_shared<const RunningJob>(RunningJob{.spec = job, .placement = p, .start_ns = now_ns}));
   if (job.queue.valid()) {
     if (queue_used_milli_.size() <= job.queue.value()) queue_used_milli_.resize(job.queue.value() + 1, 0);
     queue_used_milli_[job.queue.value()] += job.total_milli_gpus();
@@ -357,29 +360,29 @@ Status ClusterState::Bind(const JobSpec& job, const Placement& p, int64_t now_ns
 }
 
 Status ClusterState::Release(JobId job, int64_t now_ns) {
-  auto it = running_index_.find(job);
-  if (it == running_index_.end()) {
+  const int64_t found = running_index_.Find(job);
+  if (found < 0) {
     return Status::NotFound(fmt::format("job {} is not running", job.value()));
   }
-  const size_t idx = it->second;
-  const RunningJob& r = running_[idx];
+  const size_t idx = static_cast<size_t>(found);
+  const RunningJob& r = *running_[idx];
   for (const TaskBinding& b : r.placement.tasks) Apply(b, r.spec.task, -1, now_ns);
   if (r.spec.queue.valid() && r.spec.queue.value() < queue_used_milli_.size()) {
     queue_used_milli_[r.spec.queue.value()] -= r.spec.total_milli_gpus();
   }
   used_milli_ -= r.spec.total_milli_gpus();
-  running_index_.erase(it);
+  running_index_.Erase(job);
   if (idx + 1 != running_.size()) {
     running_[idx] = std::move(running_.back());
-    running_index_[running_[idx].spec.id] = idx;
+    running_index_.Set(running_[idx]->spec.id, static_cast<uint32_t>(idx));
   }
   running_.pop_back();
   return Status::Ok();
 }
 
 void ClusterState::SetHealth(NodeId n, Health h) {
-  NodeSpec& node = spec_.nodes[n.value()];
-  if (node.health == h) return;
+  if (spec_->nodes[n.value()].health == h) return;
+  NodeSpec& node = MutableNode(n);
   Contribute(n, -1);
   const int sign = h == Health::kHealthy ? +1 : -1;
   total_gpus_ += sign * node.gpus;
@@ -394,16 +397,81 @@ void ClusterState::SetHealth(NodeId n, Health h) {
 }
 
 void ClusterState::SetPower(NodeId n, PowerState p) {
-  NodeSpec& node = spec_.nodes[n.value()];
-  if (node.power == p) return;
+  if (spec_->nodes[n.value()].power == p) return;
+  NodeSpec& node = MutableNode(n);
   Contribute(n, -1);
   node.power = p;
   Contribute(n, +1);
 }
 
 const RunningJob* ClusterState::FindRunning(JobId job) const {
-  auto it = running_index_.find(job);
-  return it == running_index_.end() ? nullptr : &running_[it->second];
+  const int64_t slot = running_index_.Find(job);
+  return slot < 0 ? nullptr : running_[static_cast<size_t>(slot)].get();
+}
+
+NodeSpec& ClusterState::MutableNode(NodeId n) {
+  // use_count is exact here: a concurrent copy of *this would be a const use racing with this
+  // non-const call, which the class doesn't allow.
+  if (spec_.use_count() > 1) spec_ = std::make_shared<ClusterSpec>(*spec_);
+  return spec_->nodes[n.value()];
+}
+
+namespace {
+// splitmix64's finaliser: job ids are often dense, and linear probing wants them spread.
+size_t HashId(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<size_t>(x);
+}
+}  // namespace
+
+size_t ClusterState::JobIndex::Probe(JobId id) const {
+  const size_t mask = cells_.size() - 1;
+  size_t i = HashId(id.value()) & mask;
+  while (cells_[i].key != JobId::kInvalid && cells_[i].key != id.value()) i = (i + 1) & mask;
+  return i;
+}
+
+int64_t ClusterState::JobIndex::Find(JobId id) const {
+  if (cells_.empty()) return -1;
+  const Cell& c = cells_[Probe(id)];
+  return c.key == JobId::kInvalid ? -1 : int64_t{c.slot};
+}
+
+void ClusterState::JobIndex::Set(JobId id, uint32_t slot) {
+  if ((size_ + 1) * 2 > cells_.size()) {
+    std::vector<Cell> old = std::move(cells_);
+    cells_.assign(std::max<size_t>(16, old.size() * 2), Cell{});
+    for (const Cell& c : old) {
+      if (c.key != JobId::kInvalid) cells_[Probe(JobId(c.key))] = c;
+    }
+  }
+  Cell& c = cells_[Probe(id)];
+  if (c.key == JobId::kInvalid) ++size_;
+  c = {id.value(), slot};
+}
+
+void ClusterState::JobIndex::Erase(JobId id) {
+  if (cells_.empty()) return;
+  const size_t mask = cells_.size() - 1;
+  size_t i = Probe(id);
+  if (cells_[i].key == JobId::kInvalid) return;
+  --size_;
+  // Backward-shift deletion: move later cells of the probe run into the hole when their home
+  // slot allows it, so lookups never need tombstones.
+  for (size_t j = (i + 1) & mask; cells_[j].key != JobId::kInvalid; j = (j + 1) & mask) {
+    const size_t home = HashId(cells_[j].key) & mask;
+    // Cell j may move to hole i when i lies cyclically in [home, j).
+    const bool movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
+    if (movable) {
+      cells_[i] = cells_[j];
+      i = j;
+    }
+  }
+  cells_[i] = Cell{};
 }
 
 }  // namespace gpool::sched

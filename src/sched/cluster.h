@@ -2,8 +2,11 @@
 //
 // The caller creates one ClusterState from a ClusterSpec and keeps it current: Bind when a job
 // starts, Release when it ends or is preempted, SetHealth/SetPower as nodes change. Policies get
-// it by const reference and work on a copy (all state is flat vectors, so a copy is a few
-// memcpys), which is how they try placements without touching the caller's state.
+// it by const reference and work on a copy, which is how they try placements without touching
+// the caller's state. A copy is cheap, since policies make one or more per cycle: the domain
+// tree is shared (immutable), the ClusterSpec is shared until a copy changes a node's health or
+// power (copy on write), running jobs are shared immutable records (a copy copies pointers),
+// and the rest is flat vectors (a few memcpys). Copying still costs O(nodes + running jobs).
 //
 // Aggregates make placement cheap: every domain (leaf, pod, fabric) keeps, per GPU model, a
 // histogram of its schedulable nodes by number of wholly free GPUs, plus free CPU and memory
@@ -19,8 +22,10 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
-#include <unordered_map>
+#include <iterator>
+#include <memory>
 #include <vector>
 
 #include "common/status.h"
@@ -35,6 +40,39 @@ struct RunningJob {
   int64_t start_ns = 0;
   // Expected end (start + est_runtime); INT64_MAX when the job gave no estimate.
   int64_t expected_end_ns() const;
+};
+
+// The running jobs of a ClusterState, in no particular order: a read-only view that iterates as
+// `const RunningJob&`. Valid until the state it came from changes or goes away.
+class RunningList {
+ public:
+  using Ptr = std::shared_ptr<const RunningJob>;
+  class iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = RunningJob;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const RunningJob*;
+    using reference = const RunningJob&;
+    iterator() = default;
+    explicit iterator(std::vector<Ptr>::const_iterator it) : it_(it) {}
+    const RunningJob& operator*() const { return **it_; }
+    const RunningJob* operator->() const { return it_->get(); }
+    iterator& operator++() { ++it_; return *this; }
+    iterator operator++(int) { iterator t = *this; ++it_; return t; }
+    bool operator==(const iterator& o) const { return it_ == o.it_; }
+   private:
+    std::vector<Ptr>::const_iterator it_;
+  };
+  explicit RunningList(const std::vector<Ptr>& v) : v_(&v) {}
+  iterator begin() const { return iterator(v_->begin()); }
+  iterator end() const { return iterator(v_->end()); }
+  size_t size() const { return v_->size(); }
+  bool empty() const { return v_->empty(); }
+  const RunningJob& operator[](size_t i) const { return *(*v_)[i]; }
+
+ private:
+  const std::vector<Ptr>* v_;
 };
 
 // Free capacity aggregate of one domain for one GPU model.
@@ -58,16 +96,16 @@ class ClusterState {
   // node or domain and the field.
   static StatusOr<ClusterState> Create(ClusterSpec spec);
 
-  const ClusterSpec& spec() const { return spec_; }
-  size_t num_nodes() const { return spec_.nodes.size(); }
-  size_t num_domains() const { return spec_.domains.size(); }
-  size_t num_models() const { return spec_.gpu_models.size(); }
-  const NodeSpec& node(NodeId n) const { return spec_.nodes[n.value()]; }
-  const DomainSpec& domain(DomainId d) const { return spec_.domains[d.value()]; }
+  const ClusterSpec& spec() const { return *spec_; }
+  size_t num_nodes() const { return spec_->nodes.size(); }
+  size_t num_domains() const { return spec_->domains.size(); }
+  size_t num_models() const { return spec_->gpu_models.size(); }
+  const NodeSpec& node(NodeId n) const { return spec_->nodes[n.value()]; }
+  const DomainSpec& domain(DomainId d) const { return spec_->domains[d.value()]; }
 
   // The domain tree, as built by Create.
-  const std::vector<DomainId>& children(DomainId d) const { return children_[d.value()]; }
-  const std::vector<NodeId>& leaf_nodes(DomainId leaf) const { return leaf_nodes_[leaf.value()]; }
+  const std::vector<DomainId>& children(DomainId d) const { return topo_->children[d.value()]; }
+  const std::vector<NodeId>& leaf_nodes(DomainId leaf) const { return topo_->leaf_nodes[leaf.value()]; }
   const std::vector<DomainId>& domains_at(Level l) const;
   // The node's ancestor at `l` (kLeaf, kPod or kFabric).
   DomainId ancestor(NodeId n, Level l) const;
@@ -130,7 +168,7 @@ class ClusterState {
   void SetHealth(NodeId n, Health h);
   void SetPower(NodeId n, PowerState p);
 
-  const std::vector<RunningJob>& running() const { return running_; }
+  RunningList running() const { return RunningList(running_); }
   const RunningJob* FindRunning(JobId job) const;
   // GPUs (milli) in use per queue index; grows as queues are seen.
   int64_t queue_used_milli(QueueId q) const {
@@ -141,18 +179,41 @@ class ClusterState {
 
  private:
   ClusterState() = default;
-  size_t gpu_index(NodeId n, int gpu) const { return gpu_offset_[n.value()] + gpu; }
+  size_t gpu_index(NodeId n, int gpu) const { return topo_->gpu_offset[n.value()] + gpu; }
   // Removes (sign -1) or adds (+1) node n's current contribution to its ancestors' aggregates.
   void Contribute(NodeId n, int sign);
   void RecomputeNode(NodeId n);
 
-  ClusterSpec spec_;
-  std::vector<std::vector<DomainId>> children_;
-  std::vector<std::vector<NodeId>> leaf_nodes_;
-  std::array<std::vector<DomainId>, 4> by_level_;
-  std::vector<std::array<DomainId, 3>> ancestors_;  // per node: leaf, pod, fabric
+  // What Create derives from the spec and nothing changes afterwards: shared by all copies.
+  struct Topology {
+    std::vector<std::vector<DomainId>> children;
+    std::vector<std::vector<NodeId>> leaf_nodes;
+    std::array<std::vector<DomainId>, 4> by_level;
+    std::vector<std::array<DomainId, 3>> ancestors;  // per node: leaf, pod, fabric
+    std::vector<size_t> gpu_offset;
+  };
+  // Open-addressing hash from job id to its slot in running_: a flat vector, so copying the
+  // state copies it with one memcpy (an unordered_map copy allocates a node per job).
+  class JobIndex {
+   public:
+    // The slot of `id`, or -1.
+    int64_t Find(JobId id) const;
+    void Set(JobId id, uint32_t slot);  // inserts or overwrites
+    void Erase(JobId id);
+   private:
+    size_t Probe(JobId id) const;  // the cell holding id, or the empty cell where it would go
+    struct Cell {
+      uint64_t key = JobId::kInvalid;  // kInvalid = empty
+      uint32_t slot = 0;
+    };
+    std::vector<Cell> cells_;  // size 0 or a power of two, at most half full
+    size_t size_ = 0;
+  };
+  // Copy on write: clones the spec first when another copy of the state shares it.
+  NodeSpec& MutableNode(NodeId n);
 
-  std::vector<size_t> gpu_offset_;
+  std::shared_ptr<ClusterSpec> spec_;  // shared between copies until one changes a node
+  std::shared_ptr<const Topology> topo_;
   std::vector<int32_t> gpu_free_milli_;
   std::vector<uint64_t> gpu_free_mem_;
   std::vector<int32_t> free_whole_;
@@ -170,8 +231,8 @@ class ClusterState {
   int64_t total_cpu_ = 0;
   uint64_t total_mem_ = 0;
 
-  std::vector<RunningJob> running_;
-  std::unordered_map<JobId, size_t> running_index_;
+  std::vector<RunningList::Ptr> running_;  // immutable records, shared between copies
+  JobIndex running_index_;
   std::vector<int64_t> queue_used_milli_;
   int64_t used_milli_ = 0;
 };
