@@ -172,29 +172,52 @@ uint32_t ClusterState::free_whole_mask(NodeId n) const {
   return mask;
 }
 
+namespace {
+// kTasksOf[w][g] = w / g: how many g-GPU tasks w wholly free GPUs hold. A table, because
+// Contribute runs for every task of every bind, release and hold, and divides otherwise.
+constexpr auto kTasksOf = [] {
+  std::array<std::array<int8_t, kMaxGpusPerNode + 1>, kMaxGpusPerNode + 1> t{};
+  for (int w = 0; w <= kMaxGpusPerNode; ++w) {
+    for (int g = 1; g <= kMaxGpusPerNode; ++g) t[w][g] = static_cast<int8_t>(w / g);
+  }
+  return t;
+}();
+}  // namespace
+
 void ClusterState::Contribute(NodeId n, int sign) {
   if (!schedulable(n)) return;
   const size_t i = n.value();
   const NodeSpec& node = spec_->nodes[i];
-  int64_t milli = 0, partial = 0;
-  std::array<int8_t, 11> deciles{};
-  for (int g = 0; g < node.gpus; ++g) {
-    const int32_t f = gpu_free_milli_[topo_->gpu_offset[i] + g];
-    milli += f;
-    if (f > 0 && f < 1000) ++partial;
-    ++deciles[f / 100];
-  }
-  const size_t nm = std::max<size_t>(1, spec_->gpu_models.size());
-  for (DomainId d : topo_->ancestors[i]) {
-    if (node.gpus > 0) {
+  const std::array<DomainId, 3>& anc = topo_->ancestors[i];
+  if (node.gpus > 0) {
+    const size_t off = topo_->gpu_offset[i];
+    int64_t milli = 0, partial = 0;
+    std::array<int8_t, 11> deciles{};
+    uint32_t buckets = 0;  // deciles with a GPU in them: usually one or two of the eleven
+    for (int g = 0; g < node.gpus; ++g) {
+      const int32_t f = gpu_free_milli_[off + g];
+      milli += f;
+      if (f > 0 && f < 1000) ++partial;
+      ++deciles[f / 100];
+      buckets |= 1u << (f / 100);
+    }
+    const int fw = free_whole_[i];
+    const auto& tasks = kTasksOf[fw];
+    const size_t nm = std::max<size_t>(1, spec_->gpu_models.size());
+    for (DomainId d : anc) {
       ModelAggregate& a = agg_[d.value() * nm + static_cast<size_t>(node.gpu_model)];
-      a.nodes_by_free[free_whole_[i]] += sign;
-      for (int g = 1; g <= free_whole_[i]; ++g) a.tasks_by_size[g] += sign * (free_whole_[i] / g);
-      a.free_whole_gpus += sign * free_whole_[i];
+      a.nodes_by_free[fw] += sign;
+      for (int g = 1; g <= fw; ++g) a.tasks_by_size[g] += sign * tasks[g];
+      a.free_whole_gpus += sign * fw;
       a.free_milli += sign * milli;
       a.partial_gpus += sign * partial;
-      for (int b = 0; b <= 10; ++b) a.gpus_by_free_decile[b] += sign * deciles[b];
+      for (uint32_t m = buckets; m != 0; m &= m - 1) {
+        const int b = std::countr_zero(m);
+        a.gpus_by_free_decile[b] += sign * deciles[b];
+      }
     }
+  }
+  for (DomainId d : anc) {
     dom_free_cpu_[d.value()] += sign * free_cpu_[i];
     if (sign > 0) {
       dom_free_mem_[d.value()] += free_mem_[i];

@@ -62,12 +62,21 @@ WorkloadDistribution::WorkloadDistribution(std::vector<WorkloadClass> classes)
 }
 
 WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& jobs) {
+  return FromJobs(jobs, nullptr);
+}
+
+WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& jobs,
+                                                    const ClusterState* running_of) {
   using Key = std::tuple<int32_t, int32_t, uint64_t, int64_t, uint64_t, ModelMask>;
   std::map<Key, double> counts;  // ordered: deterministic class order
-  for (const JobSpec& j : jobs) {
+  auto count = [&](const JobSpec& j) {
     const TaskRequest& t = j.task;
     counts[{t.gpus, t.fractional() ? t.gpu_milli : 0, t.fractional() ? t.gpu_memory_bytes : 0,
             t.cpu_milli, t.memory_bytes, j.gpu_models}] += j.num_tasks;
+  };
+  for (const JobSpec& j : jobs) count(j);
+  if (running_of != nullptr) {
+    for (const RunningJob& r : running_of->running()) count(r.spec);
   }
   std::vector<WorkloadClass> classes;
   for (const auto& [k, n] : counts) {

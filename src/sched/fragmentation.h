@@ -35,6 +35,9 @@ class WorkloadDistribution {
   explicit WorkloadDistribution(std::vector<WorkloadClass> classes);
   // The shapes of `jobs`' tasks, weighted by how often each appears (identical shapes merged).
   static WorkloadDistribution FromJobs(const std::vector<JobSpec>& jobs);
+  // The same over `jobs` plus the running jobs of *running_of (when not null), without copying
+  // them: policies rebuild this every cycle from the pending and running jobs.
+  static WorkloadDistribution FromJobs(const std::vector<JobSpec>& jobs, const ClusterState* running_of);
 
   const std::vector<WorkloadClass>& classes() const { return classes_; }
   bool empty() const { return classes_.empty(); }

@@ -442,6 +442,9 @@ std::optional<Placement> PlaceFirstFit(const ClusterState& state, const JobSpec&
   std::vector<NodeId> one(1);
   for (size_t i = 0; i < state.num_nodes() && placed < job.num_tasks; ++i) {
     one[0] = NodeId(static_cast<uint32_t>(i));
+    // Each node is visited once, so no earlier task of this gang is on it and the state's own
+    // fit count is exact: skip nodes that hold none without building a candidate list.
+    if (state.TasksThatFit(one[0], job.task, job.gpu_models) <= 0) continue;
     placed += p.PlaceOnNodes(one, job.num_tasks - placed);
   }
   if (placed != job.num_tasks) return std::nullopt;

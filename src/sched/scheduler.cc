@@ -200,11 +200,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   const std::vector<size_t> order = OrderJobs(pending, work, in.usage, queues, now,
                                               {.starvation_age_s = c_.starvation_age_s});
   WorkloadDistribution workload;
-  if (c_.fragmentation_aware) {
-    std::vector<JobSpec> shapes = pending;
-    for (const RunningJob& r : work.running()) shapes.push_back(r.spec);
-    workload = WorkloadDistribution::FromJobs(shapes);
-  }
+  if (c_.fragmentation_aware) workload = WorkloadDistribution::FromJobs(pending, &work);
 
   std::vector<int32_t> running_jobs(queues.size(), 0);
   for (const RunningJob& r : work.running()) {
@@ -226,6 +222,11 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   std::vector<NodeId> held_nodes;           // nodes of this cycle's reservations
   int64_t earliest_reserved_ns = INT64_MAX;  // earliest start among them
   std::set<ShapeKey> failed_short;          // shapes that failed even on reserved nodes
+  // `work` without this cycle's holds, for backfill onto reserved nodes: made when the first
+  // reservation is taken and kept in step with `work` (binds, preemptions) since. Trying such a
+  // job on it gives the same placement as un-holding every reserved node of `work`, placing and
+  // re-holding, which cost two aggregate updates per reserved node per try.
+  std::optional<ClusterState> unheld_work;
   std::unordered_set<JobId> bound_now;  // bound this cycle: never victims in the same cycle
   int preemptions = 0;
   int64_t demand_gpus = 0;
@@ -258,14 +259,9 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     if (!placement && c_.backfill_reserved_nodes && !held_nodes.empty() && job.est_runtime_s > 0 &&
         static_cast<double>(now) + job.est_runtime_s * 1e9 <= static_cast<double>(earliest_reserved_ns) &&
         !failed_short.count(key)) {
-      for (NodeId n : held_nodes) work.SetHeld(n, false);
-      unheld = true;
-      placement = PlaceGang(work, job, popts);
-      if (!placement) {
-        failed_short.insert(key);
-        for (NodeId n : held_nodes) work.SetHeld(n, true);
-        unheld = false;
-      }
+      placement = PlaceGang(*unheld_work, job, popts);
+      unheld = placement.has_value();
+      if (!placement) failed_short.insert(key);
     }
     const bool may_preempt =
         (c_.priority_preemption && job.priority > min_victim_priority) ||
@@ -284,6 +280,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
           const RunningJob* r = work.FindRunning(plan->victims[v]);
           if (r != nullptr && r->spec.queue.value() < queues.size()) --running_jobs[r->spec.queue.value()];
           GPOOL_RETURN_IF_ERROR(work.Release(plan->victims[v], now));
+          if (unheld_work) GPOOL_RETURN_IF_ERROR(unheld_work->Release(plan->victims[v], now));
           out.preemptions.push_back({.victim = plan->victims[v],
                                      .for_job = job.id,
                                      .reason = plan->reasons[v] == PreemptReason::kPriority ? "priority" : "reclaim"});
@@ -297,11 +294,20 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       }
     }
     if (placement) {
-      const Status bound = work.Bind(job, *placement, now);
+      // A placement on reserved nodes binds with those nodes un-held for the moment.
+      std::vector<NodeId> rehold;
       if (unheld) {
-        for (NodeId n : held_nodes) work.SetHeld(n, true);
+        for (const TaskBinding& b : placement->tasks) {
+          if (work.held(b.node)) {
+            work.SetHeld(b.node, false);
+            rehold.push_back(b.node);
+          }
+        }
       }
+      const Status bound = work.Bind(job, *placement, now);
+      for (NodeId n : rehold) work.SetHeld(n, true);
       GPOOL_RETURN_IF_ERROR(bound);
+      if (unheld_work) GPOOL_RETURN_IF_ERROR(unheld_work->Bind(job, *placement, now));
       bound_now.insert(job.id);
       ++running_jobs[q];
       out.binds.push_back({.job = job.id,
@@ -318,6 +324,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     if (static_cast<int>(out.reservations.size()) < c_.max_reservations &&
         static_cast<double>(now - job.submit_ns) >= c_.reserve_after_s * 1e9) {
       if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now, c_.assumed_runtime_s)) {
+        if (c_.backfill_reserved_nodes && !unheld_work) unheld_work = work;
         for (NodeId n : r->nodes) work.SetHeld(n, true);
         held_nodes.insert(held_nodes.end(), r->nodes.begin(), r->nodes.end());
         earliest_reserved_ns = std::min(earliest_reserved_ns, r->start_ns);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -34,6 +36,28 @@ bool Bind(ClusterState* work, const JobSpec& job, Placement p, int64_t now, Deci
   return true;
 }
 
+// Shapes that failed to place in this cycle. For placements whose success depends only on the
+// total room for the job's tasks (first fit, FGD's per-task greedy), a shape that failed keeps
+// failing while the cycle only takes capacity away, so a long queue of look-alike jobs costs
+// one placement attempt instead of one each. Clear it whenever capacity comes back (a
+// preemption). Decisions are the same as trying every job.
+class FailedShapes {
+ public:
+  bool Has(const JobSpec& j) const { return failed_.count(KeyOf(j)) != 0; }
+  void Add(const JobSpec& j) { failed_.insert(KeyOf(j)); }
+  void Clear() { failed_.clear(); }
+
+ private:
+  using Key = std::tuple<int32_t, int32_t, uint64_t, int64_t, uint64_t, sched::ModelMask, int32_t,
+                         uint8_t, bool, bool>;
+  static Key KeyOf(const JobSpec& j) {
+    return {j.task.gpus, j.task.gpu_milli, j.task.gpu_memory_bytes, j.task.cpu_milli,
+            j.task.memory_bytes, j.gpu_models, j.num_tasks, static_cast<uint8_t>(j.locality.level),
+            j.locality.required, j.allow_split};
+  }
+  std::set<Key> failed_;
+};
+
 std::vector<size_t> ByArrival(const std::vector<JobSpec>& pending) {
   std::vector<size_t> order(pending.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -51,11 +75,16 @@ class FifoPolicy final : public sched::Policy {
   StatusOr<Decisions> Schedule(const SchedulingInput& in) const override {
     Decisions d;
     ClusterState work = *in.state;
+    FailedShapes failed;
     for (size_t i : ByArrival(*in.pending)) {
       const JobSpec& job = (*in.pending)[i];
-      if (job.total_milli_gpus() > FreeMilli(work)) continue;
+      if (job.total_milli_gpus() > FreeMilli(work) || failed.Has(job)) continue;
       auto p = sched::PlaceFirstFit(work, job, {});
-      if (p) Bind(&work, job, std::move(*p), in.now_ns, &d);
+      if (p) {
+        Bind(&work, job, std::move(*p), in.now_ns, &d);
+      } else {
+        failed.Add(job);
+      }
     }
     return d;
   }
@@ -183,13 +212,18 @@ class TiresiasPolicy final : public sched::Policy {
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return level_of_pending(pending[a]) < level_of_pending(pending[b]);
     });
-    std::vector<uint64_t> victims;
+    FailedShapes failed;
     for (size_t i : order) {
       const JobSpec& job = pending[i];
       std::optional<Placement> p;
-      if (job.total_milli_gpus() <= FreeMilli(work)) p = sched::PlaceFirstFit(work, job, {});
+      if (job.total_milli_gpus() <= FreeMilli(work) && !failed.Has(job)) {
+        p = sched::PlaceFirstFit(work, job, {});
+        if (!p) failed.Add(job);
+      }
       if (!p && level_of_pending(job) == 0 && d.preemptions.size() < kMaxVictims) {
+        const size_t before = d.preemptions.size();
         p = Preempt(&work, job, in.now_ns, &d);
+        if (d.preemptions.size() != before) failed.Clear();  // room came back
       }
       if (p) Bind(&work, job, std::move(*p), in.now_ns, &d);
     }
@@ -248,11 +282,16 @@ class FgdPolicy final : public sched::Policy {
   StatusOr<Decisions> Schedule(const SchedulingInput& in) const override {
     Decisions d;
     ClusterState work = *in.state;
+    FailedShapes failed;
     for (size_t i : ByArrival(*in.pending)) {
       const JobSpec& job = (*in.pending)[i];
-      if (job.total_milli_gpus() > FreeMilli(work)) continue;
+      if (job.total_milli_gpus() > FreeMilli(work) || failed.Has(job)) continue;
       auto p = Place(work, job);
-      if (p) Bind(&work, job, std::move(*p), in.now_ns, &d);
+      if (p) {
+        Bind(&work, job, std::move(*p), in.now_ns, &d);
+      } else {
+        failed.Add(job);
+      }
     }
     return d;
   }
