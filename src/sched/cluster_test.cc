@@ -159,5 +159,73 @@ TEST(Types, ValidateJobNamesTheField) {
   EXPECT_NE(ValidateQueue(q, spec).message().find("weight"), std::string::npos);
 }
 
+// Copies share the topology, the spec (until one changes a node) and the running-job records:
+// a change to either side must never show through to the other.
+TEST(ClusterState, CopiesAreIndependent) {
+  ClusterState a = MakeCluster({.nodes = 4, .nodes_per_leaf = 2, .leaves_per_pod = 2});
+  const DomainId fabric = a.domains_at(Level::kFabric)[0];
+  ASSERT_TRUE(a.Bind(Job(1, 1, 4), {.tasks = {{.node = NodeId(0), .gpu_mask = 0xF}}}, 0).ok());
+  ClusterState b = a;
+  ASSERT_TRUE(b.Release(JobId(1), 1).ok());
+  ASSERT_TRUE(b.Bind(Job(2, 1, 8), {.tasks = {{.node = NodeId(1), .gpu_mask = 0xFF}}}, 1).ok());
+  b.SetPower(NodeId(3), PowerState::kOff);
+  b.SetHealth(NodeId(2), Health::kUnhealthy);
+
+  ASSERT_NE(a.FindRunning(JobId(1)), nullptr);
+  EXPECT_EQ(a.FindRunning(JobId(2)), nullptr);
+  EXPECT_EQ(a.running().size(), 1u);
+  EXPECT_EQ(a.node(NodeId(3)).power, PowerState::kOn);
+  EXPECT_EQ(a.node(NodeId(2)).health, Health::kHealthy);
+  EXPECT_TRUE(a.schedulable(NodeId(3)));
+  EXPECT_EQ(a.FreeWholeGpus(fabric, kAnyModel), 28);
+  EXPECT_EQ(a.total_gpus(), 32);
+
+  EXPECT_EQ(b.FindRunning(JobId(1)), nullptr);
+  ASSERT_NE(b.FindRunning(JobId(2)), nullptr);
+  EXPECT_EQ(b.node(NodeId(3)).power, PowerState::kOff);
+  EXPECT_EQ(b.node(NodeId(2)).health, Health::kUnhealthy);
+  EXPECT_EQ(b.FreeWholeGpus(fabric, kAnyModel), 8);  // node 0 free again; 1 full; 2, 3 out
+  EXPECT_EQ(b.total_gpus(), 24);
+  // The original can still change on its own after the copy went its way.
+  a.SetPower(NodeId(0), PowerState::kOff);
+  EXPECT_EQ(b.node(NodeId(0)).power, PowerState::kOn);
+}
+
+// The running-job index (open addressing with backward-shift deletion) under many binds and
+// releases in a scrambled order, with sparse ids that collide in the low bits.
+TEST(ClusterState, RunningIndexFindsEveryJobThroughChurn) {
+  ClusterState s = MakeCluster({.nodes = 64, .nodes_per_leaf = 8, .leaves_per_pod = 8});
+  auto id_of = [](uint64_t k) { return (k << 20) | (k * 7919 % 13); };
+  std::vector<bool> live(512, false);
+  uint64_t x = 12345;
+  for (int step = 0; step < 4000; ++step) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t k = (x >> 33) % 512;
+    const JobId id(id_of(k));
+    if (live[k]) {
+      ASSERT_TRUE(s.Release(id, step).ok()) << "job " << k;
+      live[k] = false;
+    } else {
+      JobSpec j = Job(id.value(), 1, 0);
+      j.task.cpu_milli = 1;
+      j.task.memory_bytes = 0;
+      ASSERT_TRUE(s.Bind(j, {.tasks = {{.node = NodeId(static_cast<uint32_t>(k % 64))}}}, step).ok()) << "job " << k;
+      live[k] = true;
+    }
+    if (step % 97 == 0) {
+      size_t n = 0;
+      for (uint64_t q = 0; q < 512; ++q) {
+        const RunningJob* r = s.FindRunning(JobId(id_of(q)));
+        ASSERT_EQ(r != nullptr, static_cast<bool>(live[q])) << "job " << q << " at step " << step;
+        if (r != nullptr) {
+          EXPECT_EQ(r->spec.id, JobId(id_of(q)));
+          ++n;
+        }
+      }
+      EXPECT_EQ(s.running().size(), n);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpool::sched
