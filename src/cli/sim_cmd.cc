@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,10 +12,13 @@
 
 #include "cli/command.h"
 #include "common/file.h"
+#include "fabric/lft_dump.h"
 #include "fabric/load.h"
+#include "fabric/routing.h"
 #include "sim/baselines.h"
 #include "sim/cluster.h"
 #include "sim/engine.h"
+#include "sim/fabric_routes.h"
 #include "sim/fill.h"
 #include "sim/metrics.h"
 #include "sim/report.h"
@@ -26,6 +30,13 @@ namespace {
 
 struct SimFlags {
   std::string trace, trace_format, nodes, fabric, policy, compare, out, policy_config, output;
+  // Performance model: "route" (follow the fabric's routes; --fabric only) or "aggregate"
+  // (pipes per leaf/pod). Empty: route with --fabric, aggregate with --nodes.
+  std::string net_model;
+  std::string routing = "ftree";  // engine for the routes, unless --lfts gives OpenSM's
+  std::string lfts;               // OpenSM LFT dump of the fabric
+  int clos_tor_uplinks = 1;       // Clos CSV fabrics: parallel ToR -> aggregation links
+  int clos_agg_uplinks = 1;       // ... aggregation -> core links
   uint64_t seed = 1;
   int gpus_per_host = 8;
   double host_gbps = 1600;
@@ -70,17 +81,46 @@ StatusOr<sim::SimCluster> LoadCluster(const SimFlags& f) {
   if (f.gpus_per_host < 1 || f.gpus_per_host > 16) {
     return Status::InvalidArgument("--gpus-per-host: must be 1..16");
   }
+  if (!f.net_model.empty() && f.net_model != "route" && f.net_model != "aggregate") {
+    return Status::InvalidArgument(
+        fmt::format("--net-model '{}': expected route or aggregate", f.net_model));
+  }
   if (!f.nodes.empty()) {
+    if (f.net_model == "route") {
+      return Status::InvalidArgument(
+          "--net-model route needs a fabric (--fabric FILE): a node list has no routes");
+    }
+    if (!f.lfts.empty()) return Status::InvalidArgument("--lfts needs --fabric");
     sim::ClosCsvOptions o;
     o.gpus_per_host = f.gpus_per_host;
     o.net.host_gbps = f.host_gbps;
     return sim::ReadNodesFile(f.nodes, o);
   }
-  GPOOL_ASSIGN_OR_RETURN(fabric::Fabric fab, fabric::LoadFabric(f.fabric));
+  fabric::LoadOptions lo;
+  lo.clos.tor_uplinks = f.clos_tor_uplinks;
+  lo.clos.agg_uplinks = f.clos_agg_uplinks;
+  GPOOL_ASSIGN_OR_RETURN(fabric::Fabric fab, fabric::LoadFabric(f.fabric, lo));
   sim::FabricClusterOptions o;
   o.gpus_per_host = f.gpus_per_host;
-  GPOOL_ASSIGN_OR_RETURN(sim::SimCluster c, sim::ClusterFromFabric(fab, o));
-  c.description = f.fabric + ": " + c.description;
+  if (f.net_model == "aggregate") {
+    GPOOL_ASSIGN_OR_RETURN(sim::SimCluster c, sim::ClusterFromFabric(fab, o));
+    c.description = f.fabric + ": " + c.description + ", aggregate-pipe network model";
+    return c;
+  }
+  fabric::RouteOptions ro;
+  GPOOL_ASSIGN_OR_RETURN(ro.engine, fabric::ParseEngine(f.routing));
+  std::optional<fabric::RoutingTables> tables;
+  if (!f.lfts.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(std::string text, ReadFile(f.lfts));
+    fabric::LftReadOptions lro;
+    lro.source_name = f.lfts;
+    GPOOL_ASSIGN_OR_RETURN(tables, fabric::ReadLftDump(text, fab, lro));
+  }
+  StatusOr<sim::SimCluster> c =
+      sim::RoutedClusterFromFabric(std::move(fab), o, ro, tables ? &*tables : nullptr);
+  if (!c.ok()) return c.status().WithContext(f.fabric);
+  c->description = fmt::format("{}: {}, route-based network model ({} routes)", f.fabric,
+                               c->description, c->routes->engine());
   return c;
 }
 
@@ -264,12 +304,22 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
                 "FGD's fragmentation experiment: submit jobs sampled from the trace, never ending, "
                 "until the first placement fails; writes fill.json");
   cmd->add_option("--fill-runs", f->fill_runs, "with --fill: repetitions over seeds seed.. (default 1)");
+  cmd->add_option("--net-model", f->net_model,
+                  "route (follow the fabric's routes; default with --fabric) or aggregate (pipes per "
+                  "leaf/pod; default with --nodes)");
+  cmd->add_option("--routing", f->routing, "routing engine for --net-model route: minhop, updn, ftree (default), dor");
+  cmd->add_option("--lfts", f->lfts, "OpenSM LFT dump of the --fabric (routes as OpenSM set them)");
+  cmd->add_option("--clos-tor-uplinks", f->clos_tor_uplinks,
+                  "Clos CSV fabrics: parallel links from each ToR to its aggregation switch (default 1)");
+  cmd->add_option("--clos-agg-uplinks", f->clos_agg_uplinks,
+                  "Clos CSV fabrics: parallel links from each aggregation switch to each core (default 1)");
   cmd->callback([f, exit_code, &app] {
     f->argv = {"gpool", "sim"};
     for (const auto& [flag, val] : std::vector<std::pair<std::string, std::string>>{
              {"--trace", f->trace}, {"--trace-format", f->trace_format}, {"--nodes", f->nodes},
              {"--fabric", f->fabric}, {"--policy", f->policy}, {"--compare", f->compare},
-             {"--policy-config", f->policy_config}, {"--out", f->out}}) {
+             {"--policy-config", f->policy_config}, {"--net-model", f->net_model},
+             {"--lfts", f->lfts}, {"--out", f->out}}) {
       if (!val.empty()) {
         f->argv.push_back(flag);
         f->argv.push_back(val);
@@ -277,6 +327,11 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
     }
     if (f->arrival_scale != 1) f->argv.push_back(fmt::format("--arrival-scale {}", f->arrival_scale));
     if (f->min_cycle_s != 0) f->argv.push_back(fmt::format("--min-cycle-s {}", f->min_cycle_s));
+    if (!f->fabric.empty() && f->net_model != "aggregate" && f->lfts.empty()) {
+      f->argv.push_back("--routing " + f->routing);
+    }
+    if (f->clos_tor_uplinks != 1) f->argv.push_back(fmt::format("--clos-tor-uplinks {}", f->clos_tor_uplinks));
+    if (f->clos_agg_uplinks != 1) f->argv.push_back(fmt::format("--clos-agg-uplinks {}", f->clos_agg_uplinks));
     if (f->fill) f->argv.push_back(fmt::format("--fill --fill-runs {}", f->fill_runs));
     f->argv.push_back(fmt::format("--seed {}", f->seed));
     (void)app;

@@ -230,6 +230,7 @@ StatusOr<SimCluster> ClusterFromFabric(const fabric::Fabric& f, const FabricClus
     h.mem_mib = options.mem_mib_per_host;
     h.model = options.model;
     h.nic_gbps = nic;
+    h.ca = ca.value();
     auto [lit, lnew] = leaf_index.emplace(leaf.value(), static_cast<int32_t>(c.leaf_names.size()));
     if (lnew) {
       c.leaf_names.push_back(f.node(leaf).name);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,8 @@ class Fabric;
 
 namespace gpool::sim {
 
+class FabricRoutes;
+
 struct SimHost {
   std::string name;
   int32_t gpus = 0;
@@ -27,6 +30,7 @@ struct SimHost {
   int32_t leaf = 0;    // index into SimCluster::leaf_names
   int32_t pod = 0;     // index into SimCluster::pod_names
   double nic_gbps = 0; // the host's network injection bandwidth (all its NICs)
+  int64_t ca = -1;     // the fabric NodeId of its channel adapter (ClusterFromFabric); -1 none
 };
 
 struct SimCluster {
@@ -39,6 +43,9 @@ struct SimCluster {
   std::vector<double> leaf_uplink_gbps;
   std::vector<double> pod_uplink_gbps;
   std::string description;
+  // The fabric's routes (fabric_routes.h) when the performance model follows them; null: the
+  // aggregate-pipe model over leaf_uplink_gbps / pod_uplink_gbps (perf_model.h).
+  std::shared_ptr<const FabricRoutes> routes;
 
   int64_t total_gpus() const;
   // Checks indices and capacities; the engine calls it before a run.

@@ -3,9 +3,17 @@
 #include <algorithm>
 #include <limits>
 
+#include "sim/fabric_routes.h"
+
 namespace gpool::sim {
 
-NetModel::NetModel(const SimCluster& c) : cluster_(&c) {
+NetModel::NetModel(const SimCluster& c) : cluster_(&c), routes_(c.routes.get()) {
+  if (routes_ != nullptr) {
+    capacity_.resize(routes_->num_directed_links());
+    for (size_t l = 0; l < capacity_.size(); ++l) capacity_[l] = routes_->capacity_gbps(l);
+    flows_.assign(capacity_.size(), 0);
+    return;
+  }
   leaf_base_ = 2 * c.hosts.size();
   pod_base_ = leaf_base_ + 2 * c.leaf_names.size();
   capacity_.resize(pod_base_ + 2 * c.pod_names.size());
@@ -23,6 +31,10 @@ NetModel::NetModel(const SimCluster& c) : cluster_(&c) {
 
 template <typename Fn>
 void NetModel::ForEachLink(uint32_t a, uint32_t b, Fn&& fn) const {
+  if (routes_ != nullptr) {
+    for (int k = 0; k < routes_->channels(a); ++k) routes_->ForEachHop(a, b, k, fn);
+    return;
+  }
   const SimHost& ha = cluster_->hosts[a];
   const SimHost& hb = cluster_->hosts[b];
   fn(HostUp(a));
@@ -45,15 +57,36 @@ void NetModel::AddRing(const std::vector<uint32_t>& hosts, int sign) {
   }
 }
 
+double NetModel::EdgeRateGbps(uint32_t a, uint32_t b) const {
+  const double nic = std::min(cluster_->hosts[a].nic_gbps, cluster_->hosts[b].nic_gbps);
+  if (routes_ == nullptr) {
+    double rate = nic;
+    ForEachLink(a, b, [&](size_t link) {
+      rate = std::min(rate, capacity_[link] / std::max(flows_[link], 1));
+    });
+    return rate;
+  }
+  // Channels split the edge's data evenly by their ideal rates; the edge finishes with its
+  // slowest channel relative to that share.
+  double ideal_sum = 0, worst = 1;
+  const int nb = routes_->channels(b);
+  for (int k = 0; k < routes_->channels(a); ++k) {
+    const double ideal = std::min(routes_->channel_gbps(a, k), routes_->channel_gbps(b, k % nb));
+    double rate = ideal;
+    routes_->ForEachHop(a, b, k, [&](size_t link) {
+      rate = std::min(rate, capacity_[link] / std::max(flows_[link], 1));
+    });
+    ideal_sum += ideal;
+    if (ideal > 0) worst = std::min(worst, rate / ideal);
+  }
+  return std::min(nic, ideal_sum * worst);
+}
+
 double NetModel::RingRateGbps(const std::vector<uint32_t>& hosts) const {
   double rate = std::numeric_limits<double>::infinity();
   if (hosts.size() < 2) return rate;
   for (size_t i = 0; i < hosts.size(); ++i) {
-    uint32_t a = hosts[i], b = hosts[(i + 1) % hosts.size()];
-    rate = std::min(rate, std::min(cluster_->hosts[a].nic_gbps, cluster_->hosts[b].nic_gbps));
-    ForEachLink(a, b, [&](size_t link) {
-      rate = std::min(rate, capacity_[link] / std::max(flows_[link], 1));
-    });
+    rate = std::min(rate, EdgeRateGbps(hosts[i], hosts[(i + 1) % hosts.size()]));
   }
   return rate;
 }

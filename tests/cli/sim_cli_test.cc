@@ -114,4 +114,45 @@ TEST_F(SimCliTest, FillBadInputFailsWithAClearMessage) {
   EXPECT_NE(r.err.find("--fill-runs"), std::string::npos) << r.err;
 }
 
+// --fabric runs the route-based network model on the fabric's routes: computed by gpool's engine,
+// or OpenSM's tables from an LFT dump, which give the same schedule when they are the same
+// routes. A 3-host jobs file on a 2-level fat-tree of 1-GPU hosts, so rings cross leaves.
+TEST_F(SimCliTest, FabricRunsTheRouteModelOnComputedOrDumpedRoutes) {
+  const std::string topo = Path("ft.topo"), lfts = Path("ft.lfts");
+  ASSERT_EQ(Run("fabric gen fat-tree --levels 2 --radix 4 --out " + topo).code, 0);
+  ASSERT_EQ(Run("fabric route " + topo + " --engine minhop --lft-out " + lfts).code, 0);
+  Write("jobs.csv", "name,submit_s,run_s,gpus,cpu_milli,mem_mib,comm\n"
+                    "a,0,1000,3,1000,1024,0.5\nb,0,1000,3,1000,1024,0.5\nc,0,1000,2,1000,1024,0.5\n");
+  const std::string common = "sim --trace " + Path("jobs.csv") + " --fabric " + topo +
+                             " --gpus-per-host 1 --policy fifo -q -o json --out " + Path("out");
+  Json routed = RunJson(common + " --routing minhop");
+  EXPECT_NE(routed["cluster"].get<std::string>().find("route-based network model (minhop routes)"),
+            std::string::npos) << routed["cluster"];
+  Json dumped = RunJson(common + " --lfts " + lfts);
+  EXPECT_NE(dumped["cluster"].get<std::string>().find("(opensm routes)"), std::string::npos)
+      << dumped["cluster"];
+  Json pipes = RunJson(common + " --net-model aggregate");
+  EXPECT_NE(pipes["cluster"].get<std::string>().find("aggregate-pipe"), std::string::npos);
+  auto metric = [](const Json& doc, const char* key) { return doc["policies"][0][key].get<double>(); };
+  ASSERT_TRUE(routed["policies"].is_array()) << routed.dump();
+  EXPECT_EQ(metric(routed, "finished"), 3);
+  // Same routes, same result.
+  EXPECT_EQ(metric(routed, "avg_jct_s"), metric(dumped, "avg_jct_s"));
+  EXPECT_EQ(metric(routed, "avg_slowdown"), metric(dumped, "avg_slowdown"));
+  EXPECT_GE(metric(routed, "avg_slowdown"), 1.0);
+  EXPECT_EQ(metric(pipes, "finished"), 3);
+
+  Result r = Run("sim --trace " + Path("jobs.csv") + " --nodes " + Path("nodes.csv") +
+                 " --net-model route --out " + Path("out"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--net-model route needs a fabric"), std::string::npos) << r.err;
+  r = Run(common + " --net-model fluid");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--net-model 'fluid'"), std::string::npos) << r.err;
+  Write("bad.lfts", "Unicast lids [0x0-0x3] of switch Lid 99 guid 0xdead (nosuch):\n");
+  r = Run(common + " --lfts " + Path("bad.lfts"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("bad.lfts"), std::string::npos) << r.err;
+}
+
 }  // namespace
