@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <queue>
 #include <tuple>
@@ -126,6 +127,17 @@ std::vector<size_t> OrderJobs(const std::vector<JobSpec>& pending, const Cluster
         per_queue[q].push_back(by_age[k]);
       } else {
         order.push_back(by_age[k]);  // unknown queue: ValidateInput rejects it anyway
+      }
+    }
+    if (options.least_work_first) {
+      auto work = [&](size_t k) {
+        const JobSpec& j = pending[k];
+        return j.est_runtime_s > 0 ? j.est_runtime_s * static_cast<double>(j.total_milli_gpus())
+                                   : std::numeric_limits<double>::infinity();
+      };
+      // Stable: equal work (and every job without an estimate) keeps the age order.
+      for (auto& v : per_queue) {
+        std::stable_sort(v.begin(), v.end(), [&](size_t a, size_t b) { return work(a) < work(b); });
       }
     }
     // (share, head submit, head id, queue, position); smallest first.

@@ -101,6 +101,8 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.fairshare_half_life_s, ParseSeconds(k, v));
     } else if (k == "starvation_age_s") {
       GPOOL_ASSIGN_OR_RETURN(c.starvation_age_s, ParseSeconds(k, v));
+    } else if (k == "least_work_first") {
+      GPOOL_ASSIGN_OR_RETURN(c.least_work_first, ParseBool(k, v));
     } else if (k == "backfill") {
       GPOOL_ASSIGN_OR_RETURN(c.backfill, ParseBool(k, v));
     } else if (k == "assumed_runtime_s") {
@@ -198,7 +200,8 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   ClusterState work = *in.state;  // the cycle's scratch copy: binds and holds land here
 
   const std::vector<size_t> order = OrderJobs(pending, work, in.usage, queues, now,
-                                              {.starvation_age_s = c_.starvation_age_s});
+                                              {.starvation_age_s = c_.starvation_age_s,
+                                               .least_work_first = c_.least_work_first});
   WorkloadDistribution workload;
   if (c_.fragmentation_aware) workload = WorkloadDistribution::FromJobs(pending, &work);
 

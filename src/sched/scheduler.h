@@ -75,7 +75,13 @@ struct PowerConfig {
 // Configuration of the default ("gpool") policy.
 struct PolicyConfig {
   double fairshare_half_life_s = 7 * 24 * 3600.0;
-  double starvation_age_s = 3600;
+  // A job that waited this long goes first in its priority class, by age (no starvation). Not
+  // shorter: under overload a short age makes most of the queue "starved", which turns the order
+  // into plain FIFO and undoes fair share and least-work-first (docs/simulator.md measures it).
+  double starvation_age_s = 8 * 3600.0;
+  // Inside a queue's fair-share turn, least estimated work (GPUs x run time) first rather than
+  // oldest first (OrderOptions::least_work_first); jobs without an estimate keep age order.
+  bool least_work_first = true;
   bool backfill = true;            // EASY backfill behind the head reservation
   int max_reservations = 1;
   // EASY proper: jobs whose estimated end precedes a reservation's start may use its nodes.

@@ -185,6 +185,41 @@ TEST(Policy, ReservationWaitsForReserveAfter) {
   EXPECT_FALSE(parsed->backfill_reserved_nodes);
 }
 
+TEST(Policy, LeastWorkFirstInsideAQueueUntilAJobStarves) {
+  // One free node (8 GPUs) for three 8-GPU jobs of one queue: an old long job, a newer short
+  // one, and a job with no estimate. Least work first binds the short one; once the old job has
+  // waited starvation_age_s it goes first; without least_work_first age decides.
+  ClusterState s = MakeCluster({.nodes = 1, .nodes_per_leaf = 1});
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  std::vector<JobSpec> pending = {Job(1, 1, 8), Job(2, 1, 8), Job(3, 1, 8)};
+  pending[0].submit_ns = Sec(0);
+  pending[0].est_runtime_s = 10000;
+  pending[1].submit_ns = Sec(20);
+  pending[1].est_runtime_s = 100;
+  pending[2].submit_ns = Sec(10);  // no estimate: after every job that has one
+  PolicyConfig c;
+  c.backfill = false;
+  ASSERT_TRUE(c.least_work_first);  // the default
+  Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(60));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(2));
+  d = RunPolicy(*Make(c), s, {pending[0], pending[2]}, queues, Sec(60));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(1));
+  // Job 1 starves at 8 h (the default age), job 2 doesn't yet: age wins.
+  d = RunPolicy(*Make(c), s, pending, queues, Sec(8 * 3600 + 5));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(1));
+  c.least_work_first = false;
+  d = RunPolicy(*Make(c), s, pending, queues, Sec(60));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(1));
+  StatusOr<PolicyConfig> parsed = ParsePolicyConfig("least_work_first=false,starvation_age_s=1h");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_FALSE(parsed->least_work_first);
+  EXPECT_EQ(parsed->starvation_age_s, 3600);
+}
+
 TEST(Policy, ReclaimsBorrowedGpusAfterMinRuntime) {
   // Queue a is guaranteed 8 GPUs, b none. b borrowed both nodes. a's 8-GPU job reclaims one of
   // b's jobs, but only once that job has run its minimum run time.
