@@ -19,6 +19,7 @@ namespace gpool::cli {
 struct ControllerFabricFlags {
   std::string fabric;                 // file or gen:... spec
   std::string engine = "minhop";
+  std::string lfts;                   // OpenSM's opensm-lfts.dump: routes from it
   std::string sweep;                  // discovery command
   int sweep_ms = 1000;
   int hold_down_ms = 5000;

@@ -19,6 +19,8 @@ void AddControllerFabricFlags(CLI::App* ctl, ControllerFabricFlags* f) {
                   "fabric file (ibnetdiscover/ibsim/Clos CSV) or gen:brief, gen:fat-tree:k=v,...");
   ctl->add_option("--fabric-engine", f->engine, "routing engine for paths and loads (default minhop)")
       ->check(CLI::IsMember({"minhop", "updn", "ftree", "dor"}));
+  ctl->add_option("--fabric-lfts", f->lfts,
+                  "OpenSM's opensm-lfts.dump: take routes from it (re-read when OpenSM rewrites it)");
   ctl->add_option("--fabric-sweep", f->sweep,
                   "discovery command printing ibnetdiscover output, run every --fabric-sweep-ms");
   ctl->add_option("--fabric-sweep-ms", f->sweep_ms, "fabric loop interval (default 1000)");
@@ -35,14 +37,15 @@ void AddControllerFabricFlags(CLI::App* ctl, ControllerFabricFlags* f) {
 
 StatusOr<std::shared_ptr<control::FabricView>> OpenControllerFabric(const ControllerFabricFlags& f) {
   if (f.fabric.empty()) {
-    if (!f.sweep.empty() || !f.partitions.empty()) {
-      return Status::InvalidArgument("--fabric-sweep, --partitions: need --fabric");
+    if (!f.sweep.empty() || !f.partitions.empty() || !f.lfts.empty()) {
+      return Status::InvalidArgument("--fabric-sweep, --fabric-lfts, --partitions: need --fabric");
     }
     return std::shared_ptr<control::FabricView>();
   }
   control::FabricViewOptions o;
   o.source = f.fabric;
   o.engine = f.engine;
+  o.lfts_path = f.lfts;
   if (f.hold_down_ms < 0) return Status::InvalidArgument("--fabric-hold-down-ms: must be >= 0");
   o.hold_down = std::chrono::milliseconds(f.hold_down_ms);
   if (f.sweep_confirm < 1) return Status::InvalidArgument("--fabric-sweep-confirm: must be >= 1");
@@ -199,7 +202,14 @@ Status HealthCmd(const ClientFlags& f) {
     std::printf("%s\n", Json(r).c_str());
     return Status::Ok();
   }
-  std::printf("%s (generation %ld)\n", r.healthy() ? "healthy" : "DEGRADED", r.generation());
+  std::printf("%s (generation %ld), routes from %s\n", r.healthy() ? "healthy" : "DEGRADED",
+              r.generation(), r.routes().c_str());
+  if (!r.routes_error().empty()) std::printf("Routes: %s\n", r.routes_error().c_str());
+  if (r.unreachable_pairs() > 0 || r.route_loops() > 0) {
+    std::printf("\nThe routes leave %ld CA pairs unreachable, %ld looping:\n", r.unreachable_pairs(),
+                r.route_loops());
+    for (const auto& p : r.route_problems()) std::printf("  %s\n", p.c_str());
+  }
   if (r.dead_switches_size() > 0) {
     std::printf("\nDead switches:");
     for (const auto& s : r.dead_switches()) std::printf(" %s", s.c_str());

@@ -1,15 +1,21 @@
 #include "control/fabric_view.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <optional>
 #include <set>
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
+#include "common/file.h"
 #include "common/log.h"
 #include "fabric/failure.h"
+#include "fabric/lft_dump.h"
 
 namespace gpool::control {
 namespace {
@@ -70,6 +76,10 @@ Status FabricView::Init(fabric::Fabric f) {
   auto tables = fabric::Route(fabric_, route_options_);
   if (!tables.ok()) return tables.status().WithContext(fmt::format("routing the fabric ({})", engine_name_));
   tables_ = std::move(*tables);
+  if (!options_.lfts_path.empty()) {
+    GPOOL_RETURN_IF_ERROR(ReloadLftsLocked().WithContext("--fabric-lfts"));
+    if (!lfts_loaded_) GPOOL_LOG_WARN("fabric view: {}", routes_error_);
+  }
   hosts_ = FabricHosts(fabric_);
   if (hosts_.empty()) return Status::InvalidArgument("--fabric: the fabric has no hosts (CAs)");
   for (size_t i = 0; i < hosts_.size(); ++i) {
@@ -88,8 +98,8 @@ Status FabricView::Init(fabric::Fabric f) {
   }
   link_damp_.assign(fabric_.num_links(), Damp{});
   node_damp_.assign(fabric_.num_nodes(), Damp{});
-  GPOOL_LOG_INFO("fabric view: {} hosts, {} switches, {} links, routed with {}", hosts_.size(),
-                 fabric_.num_switches(), fabric_.num_links(), engine_name_);
+  GPOOL_LOG_INFO("fabric view: {} hosts, {} switches, {} links, routes from {}", hosts_.size(),
+                 fabric_.num_switches(), fabric_.num_links(), routes_source());
   return Status::Ok();
 }
 
@@ -110,6 +120,111 @@ std::vector<uint64_t> FabricView::HostPortGuids(const std::string& host) const {
     if (p.valid() && fabric_.port(p).guid != 0) out.push_back(fabric_.port(p).guid);
   }
   return out;
+}
+
+std::string FabricView::routes_source() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return lfts_loaded_ ? "opensm:" + options_.lfts_path : engine_name_;
+}
+
+// ---- OpenSM's routes ----
+
+namespace {
+
+// The identity of a file version: a rewrite in place changes size or mtime, a rename-over the
+// inode. False when the file cannot be stat'ed (errno kept for the message).
+bool Stamp(const std::string& path, uint64_t* dev, uint64_t* ino, int64_t* size, int64_t* mtime_ns) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return false;
+  *dev = st.st_dev;
+  *ino = st.st_ino;
+  *size = st.st_size;
+  *mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  return true;
+}
+
+}  // namespace
+
+Status FabricView::ReloadLftsLocked() {
+  const std::string& path = options_.lfts_path;
+  FileStamp before;
+  if (!Stamp(path, &before.dev, &before.ino, &before.size, &before.mtime_ns)) {
+    int err = errno;
+    std::string why = lfts_loaded_
+        ? fmt::format("{}: cannot stat ({}); keeping the routes loaded before", path, std::strerror(err))
+        : fmt::format("{}: not there yet ({}); using {}'s routes until OpenSM writes it", path,
+                      std::strerror(err), engine_name_);
+    if (why != routes_error_ && lfts_loaded_) GPOOL_LOG_ERROR("fabric view: {}", why);
+    routes_error_ = why;
+    return Status::Ok();
+  }
+  if ((lfts_loaded_ && before == lfts_stamp_) || before == lfts_bad_stamp_) return Status::Ok();
+  auto text = ReadFile(path);
+  FileStamp after;
+  if (!text.ok() || !Stamp(path, &after.dev, &after.ino, &after.size, &after.mtime_ns) ||
+      !(after == before)) {
+    return Status::Ok();  // being rewritten (or gone meanwhile): the next tick reads it again
+  }
+  auto tables = fabric::ReadLftDump(*text, fabric_, {.source_name = path});
+  if (!tables.ok()) {
+    lfts_bad_stamp_ = before;
+    routes_error_ = tables.status().message() +
+                    (lfts_loaded_ ? "; keeping the routes loaded before" : "");
+    GPOOL_LOG_ERROR("fabric view: OpenSM's routes: {}", routes_error_);
+    return tables.status();
+  }
+  tables_ = std::move(*tables);
+  for (const std::string& n : tables_.notes) GPOOL_LOG_WARN("fabric view: {}: {}", path, n);
+  lfts_loaded_ = true;
+  lfts_stamp_ = before;
+  routes_error_.clear();
+  needs_route_ = false;
+  routes_loaded_unix_ms_ = UnixMs();
+  ++route_loads_;
+  ++generation_;
+  last_change_unix_ms_ = routes_loaded_unix_ms_;
+  GPOOL_LOG_INFO("fabric view: loaded OpenSM's routes from {} ({} bytes, load {})", path,
+                 before.size, route_loads_);
+  return Status::Ok();
+}
+
+const fabric::VerifyReport& FabricView::VerifyLocked() {
+  if (verify_generation_ == generation_) return verify_;
+  verify_ = fabric::Verify(fabric_, tables_, {.check_deadlock = false});
+  verify_generation_ = generation_;
+  size_t broken = verify_.unreachable + verify_.loops;
+  if (broken != logged_broken_) {
+    logged_broken_ = broken;
+    if (broken == 0) {
+      GPOOL_LOG_INFO("fabric view: the routes ({}) connect every CA pair again", tables_.engine);
+    } else {
+      GPOOL_LOG_WARN("fabric view: the routes ({}) leave {} CA pairs unreachable and {} looping{}",
+                     tables_.engine, verify_.unreachable, verify_.loops,
+                     verify_.problems.empty() ? "" : ", e.g. " + verify_.problems.front());
+    }
+  }
+  return verify_;
+}
+
+double FabricView::RoutedUplinkGbpsLocked(NodeId leaf) const {
+  std::set<uint8_t> ports;
+  for (NodeId ca : fabric_.cas()) {
+    PortId p = CaPort(ca);
+    if (!p.valid()) continue;
+    if (fabric_.link_peer(fabric_.port(p).link, ca) == leaf) continue;  // local: no uplink
+    uint8_t out = tables_.out_port(leaf, fabric_.lid_of_port(p));
+    if (out != fabric::kNoRoute && out != 0) ports.insert(out);
+  }
+  double gbps = 0;
+  for (uint8_t port : ports) {
+    PortId lp = fabric_.port_of(leaf, port);
+    if (!lp.valid() || !fabric_.port(lp).link.valid()) continue;
+    fabric::LinkId lk = fabric_.port(lp).link;
+    if (!fabric_.link_usable(lk)) continue;
+    if (fabric_.node(fabric_.link_peer(lk, leaf)).type == NodeType::kCa) continue;
+    gbps += fabric_.link_gbps(lk);
+  }
+  return gbps;
 }
 
 uint64_t FabricView::generation() const {
@@ -232,7 +347,13 @@ const FabricView::Domains& FabricView::DomainsLocked() {
       it = leaf_dom.emplace(key, static_cast<int32_t>(doms.size())).first;
       double now = 0, nom = 0;
       for (int32_t l : info[h].leaves) {
-        now += cur.leaf_uplink_gbps[l];
+        double leaf_now = cur.leaf_uplink_gbps[l];
+        if (OpenSmRoutesLocked()) {
+          // Only the uplinks OpenSM's routes use carry this leaf's traffic.
+          auto sw = fabric_.FindByName(nominal_.leaf_names[l]);
+          if (sw && nominal_.leaf_uplink_gbps[l] < 1e9) leaf_now = std::min(leaf_now, RoutedUplinkGbpsLocked(*sw));
+        }
+        now += leaf_now;
         nom += nominal_.leaf_uplink_gbps[l];
       }
       std::string name = info[h].leaves.empty() ? "leaf-none" : nominal_.leaf_names[info[h].leaves[0]];
@@ -311,6 +432,7 @@ Status FabricView::ObserveLocked(bool is_link, uint32_t id, bool up) {
 }
 
 void FabricView::TickLocked(int64_t now) {
+  if (!options_.lfts_path.empty()) (void)ReloadLftsLocked();  // logged there
   const int64_t hold = std::chrono::nanoseconds(options_.hold_down).count();
   auto tick = [&](bool is_link, std::vector<Damp>& v) {
     for (size_t i = 0; i < v.size(); ++i) {
@@ -341,6 +463,11 @@ Status FabricView::ApplyLocked(bool is_link, uint32_t id, bool up) {
   auto set = [&](bool v) {
     return is_link ? fabric_.SetLinkUp(LinkId(id), v) : fabric_.SetNodeUp(NodeId(id), v);
   };
+  if (OpenSmRoutesLocked()) {
+    // The switches keep OpenSM's LFTs until OpenSM re-sweeps and rewrites the dump (re-read on
+    // a later tick): no re-route of our own, whatever is broken meanwhile Health reports.
+    return set(up);
+  }
   if (up) {
     GPOOL_RETURN_IF_ERROR(set(true));
     needs_route_ = true;  // one full Route at the end of the tick, however many came back
@@ -365,7 +492,7 @@ Status FabricView::ApplyLocked(bool is_link, uint32_t id, bool up) {
 }
 
 void FabricView::RouteIfNeededLocked() {
-  if (!needs_route_) return;
+  if (!needs_route_ || OpenSmRoutesLocked()) return;
   needs_route_ = false;
   auto tables = fabric::Route(fabric_, route_options_);
   if (!tables.ok()) {
@@ -539,7 +666,7 @@ v1::GetFabricResponse FabricView::Get(const v1::GetFabricRequest& req,
   TickLocked(clock_->NowNanos());
   const Domains& d = DomainsLocked();
   v1::GetFabricResponse r;
-  r.set_engine(engine_name_);
+  r.set_engine(OpenSmRoutesLocked() ? tables_.engine : engine_name_);
   r.set_generation(static_cast<int64_t>(generation_));
   r.set_num_links(static_cast<int32_t>(fabric_.num_links()));
   for (NodeId s : fabric_.switches()) {
@@ -671,8 +798,15 @@ v1::FabricHealthResponse FabricView::Health(const std::vector<JobNodes>& jobs) {
     aj.set_tenant(j.tenant);
     *r.add_affected_jobs() = std::move(aj);
   }
+  r.set_routes(OpenSmRoutesLocked() ? "opensm:" + options_.lfts_path : engine_name_);
+  r.set_routes_error(routes_error_);
+  r.set_routes_loaded_ms(routes_loaded_unix_ms_);
+  const fabric::VerifyReport& v = VerifyLocked();
+  r.set_unreachable_pairs(static_cast<int64_t>(v.unreachable));
+  r.set_route_loops(static_cast<int64_t>(v.loops));
+  for (const std::string& p : v.problems) r.add_route_problems(p);
   r.set_healthy(r.dead_links_size() == 0 && r.dead_switches_size() == 0 && r.degraded_size() == 0 &&
-                r.unreachable_hosts_size() == 0);
+                r.unreachable_hosts_size() == 0 && v.unreachable == 0 && v.loops == 0);
   return r;
 }
 

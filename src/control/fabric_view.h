@@ -26,6 +26,28 @@
 // job is still reported as affected by the element its traffic was on; the load (flows per
 // link) uses the current routes.
 //
+// Routes from OpenSM (options.lfts_path, `gpool controller --fabric-lfts FILE`): instead of
+// computing routes with `engine`, the view reads the LFTs OpenSM programmed from its
+// opensm-lfts.dump (fabric::ReadLftDump; the fabric's LIDs must be the subnet's, so --fabric
+// should be a discovery taken after OpenSM assigned LIDs). Link load, job routes, paths,
+// affected jobs and the leaf domains' routed bandwidth (below) then follow OpenSM's routes.
+//   - Re-read: every Tick stats the file; when (inode, size, mtime) changed it is read and
+//     parsed, and the read is only taken when the stat is the same before and after it (OpenSM
+//     rewrites the file in place after a heavy sweep, so a read racing the writer is retried on
+//     a later tick). A file that fails to parse keeps the previous routes; the error (with the
+//     dump's file:line) is logged once per file version and reported in Health (routes_error).
+//   - A failure does not re-route: the switches keep OpenSM's LFTs until OpenSM sweeps and
+//     rewrites the dump, so until then the routes over the dead element are broken, which Health
+//     reports (unreachable_pairs, route_problems) instead of pretending a re-route happened.
+//   - No dump yet at start (the controller usually starts before OpenSM): the engine's routes
+//     are used and Health says so (routes_error) until the file appears. A dump that exists but
+//     does not parse at start is an error of Open.
+//   - Domains: a leaf's usable bandwidth counts only the uplinks that OpenSM's routes from that
+//     leaf to CAs elsewhere use (an uplink no route takes carries no traffic), so a leaf whose
+//     routes concentrate on few uplinks is degraded for the scheduler.
+// Routes are checked (fabric::Verify, no deadlock check) once per generation: CA pairs without
+// a route or with a loop are reported by Health and logged when the count changes.
+//
 // Thread safety: thread-safe (one mutex). Time comes from options.clock (tests pass a
 // ManualClock).
 #pragma once
@@ -53,6 +75,8 @@ namespace gpool::control {
 struct FabricViewOptions {
   std::string source;                 // see fabric_source.h
   std::string engine = "minhop";      // minhop, updn, ftree, dor
+  // OpenSM's opensm-lfts.dump: take routes from it (see above) instead of `engine`. Empty: off.
+  std::string lfts_path;
   std::chrono::milliseconds hold_down{5000};
   double suppress_penalty = 3;
   double reuse_penalty = 1;
@@ -113,6 +137,8 @@ class FabricView {
 
   uint64_t generation() const;
   const std::string& engine() const { return engine_name_; }
+  // Where the routes in use come from: "minhop" etc., or "opensm:FILE" once the dump is loaded.
+  std::string routes_source() const;
 
  private:
   struct Damp {
@@ -125,6 +151,11 @@ class FabricView {
     int missing_sweeps = 0;  // ObserveDiscovered: consecutive sweeps without it
   };
   struct Domains;  // the per-generation domain layout
+  struct FileStamp {
+    uint64_t dev = 0, ino = 0;
+    int64_t size = -1, mtime_ns = 0;
+    bool operator==(const FileStamp&) const = default;
+  };
 
   explicit FabricView(const FabricViewOptions& options);
   Status Init(fabric::Fabric f);
@@ -134,6 +165,13 @@ class FabricView {
   void DecayLocked(Damp* d, int64_t now);
   Status ApplyLocked(bool is_link, uint32_t id, bool up);
   void RouteIfNeededLocked();
+  // options_.lfts_path: (re)loads the dump when it changed. Returns the load error when the
+  // file exists and does not parse (Init treats that as fatal; ticks log it).
+  Status ReloadLftsLocked();
+  bool OpenSmRoutesLocked() const { return lfts_loaded_; }
+  const fabric::VerifyReport& VerifyLocked();
+  // Leaf switch -> Gb/s of its uplinks that the routes to CAs off that leaf use.
+  double RoutedUplinkGbpsLocked(fabric::NodeId leaf) const;
   const Domains& DomainsLocked();
   // Traces the ring flows of `nodes` over the current tables (links, each once per flow).
   std::vector<fabric::LinkId> JobLinksLocked(const std::vector<std::string>& nodes);
@@ -160,6 +198,16 @@ class FabricView {
   std::unique_ptr<Domains> domains_;
   uint64_t domains_generation_ = UINT64_MAX;
   std::map<std::string, std::vector<fabric::LinkId>> job_links_;  // first-seen routes per job
+  // OpenSM routes (options_.lfts_path).
+  bool lfts_loaded_ = false;          // tables_ are the dump's
+  FileStamp lfts_stamp_;              // of the loaded dump
+  FileStamp lfts_bad_stamp_;          // of the last version that failed (logged once)
+  std::string routes_error_;          // why the loaded routes are not the file's current content
+  int64_t routes_loaded_unix_ms_ = 0;
+  int64_t route_loads_ = 0;
+  fabric::VerifyReport verify_;
+  uint64_t verify_generation_ = UINT64_MAX;
+  size_t logged_broken_ = 0;
 };
 
 }  // namespace gpool::control
