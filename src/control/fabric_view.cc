@@ -183,7 +183,8 @@ Status FabricView::ReloadLftsLocked() {
   ++route_loads_;
   ++generation_;
   last_change_unix_ms_ = routes_loaded_unix_ms_;
-  GPOOL_LOG_INFO("fabric view: loaded OpenSM's routes from {} ({} bytes, load {})", path,
+  // Warning level like the other effective changes (a link down): paths and loads changed.
+  GPOOL_LOG_WARN("fabric view: loaded OpenSM's routes from {} ({} bytes, load {})", path,
                  before.size, route_loads_);
   return Status::Ok();
 }
