@@ -161,6 +161,7 @@ TEST_F(ControllerTest, FractionalJobsShareOneGpu) {
     r.set_gpu_milli(250);
     r.set_gpu_memory_bytes(10ull << 30);
     r.set_kind("inference");
+    r.set_duration_s(60);  // as the fifth: equal work, so age orders them (least_work_first)
     auto j = c_->Submit(r);
     ASSERT_TRUE(j.ok()) << j.status().ToString();
     EXPECT_EQ(j->gpu_milli(), 250);

@@ -59,13 +59,15 @@ void Dashboard::Start() {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = false;
   }
+  // The first sample is taken here, not by the thread, so that /api/history has a point as soon
+  // as Start() returns (the page and its tests read it at once).
+  history_.Add(SampleController(controller_, NowMs()));
   sampler_ = std::thread([this] {
     std::unique_lock<std::mutex> l(mu_);
-    while (!stop_) {
+    while (!cv_.wait_for(l, options_.sample_interval, [this] { return stop_; })) {
       l.unlock();
       history_.Add(SampleController(controller_, NowMs()));
       l.lock();
-      cv_.wait_for(l, options_.sample_interval, [this] { return stop_; });
     }
   });
 }
