@@ -17,13 +17,7 @@ PLUGIN=$(readlink -f "${2:?usage: ibsim_events_test.sh GPOOL_BINARY PLUGIN_SO}")
 here=$(cd "$(dirname "$0")/../.." && pwd)
 . "$here/scripts/ib/ibsim-lib.sh"
 W=$(mktemp -d)
-CTL_PID= AGENT_PID= WATCH_PID=
-cleanup() {
-  for p in $WATCH_PID $AGENT_PID $CTL_PID; do kill -9 "$p" 2>/dev/null || true; done
-  wait $WATCH_PID $AGENT_PID $CTL_PID 2>/dev/null || true
-  ibsim_stop
-  rm -rf "$W"
-}
+. "$here/tests/fabric_ctl/ibsim_ctl_lib.sh"
 fail() {
   echo "FAIL: $*" >&2
   echo "--- controller log" >&2; tail -20 "$W/ctl.log" >&2 || true
@@ -34,20 +28,11 @@ fail() {
 
 "$GPOOL" fabric gen fat-tree --radix 8 --leaves 4 --format ibsim --out "$W/net" >/dev/null
 ibsim_start "$W/net"
-trap cleanup EXIT
+trap ctl_cleanup EXIT
 
 # The controller: the same net file, NO sweep (events only), a short hold-down.
-"$GPOOL" controller --store "sqlite:$W/state.db" --listen 127.0.0.1:0 --interval-ms 100 \
-  --fabric "$W/net" --fabric-hold-down-ms 500 >"$W/ctl.log" 2>&1 &
-CTL_PID=$!
-for _ in $(seq 300); do
-  grep -q "grpc" "$W/ctl.log" 2>/dev/null && break
-  kill -0 "$CTL_PID" 2>/dev/null || fail "controller exited"
-  sleep 0.1
-done
-ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$W/ctl.log")
-[ -n "$ADDR" ] || fail "controller printed no address"
-C=(--controller "$ADDR")
+ctl_start --interval-ms 100 \
+  --fabric "$W/net" --fabric-hold-down-ms 500
 
 # OpenSM with the plugin (OpenSM dlopens lib<name>.so from the library path).
 mkdir -p "$W/plugin"
@@ -66,6 +51,7 @@ asan_rt=$(ldd "$GPOOL" | awk '/libasan/ {print $3}')
 (cd "$IBSIM_DIR" && LD_PRELOAD="$preload" exec "$GPOOL" fabric watch --events "$W/ev.sock" \
    --fabric "$W/net" "${C[@]}" --ready-file "$W/watch.ready" >"$W/watch.log" 2>&1) &
 WATCH_PID=$!
+ctl_track "$WATCH_PID"
 for _ in $(seq 300); do
   [ -e "$W/watch.ready" ] && break
   kill -0 "$WATCH_PID" 2>/dev/null || fail "watcher exited"
@@ -74,13 +60,7 @@ done
 [ -e "$W/watch.ready" ] || fail "watcher not ready"
 grep -q "LIDs known" "$W/watch.log" || fail "watcher did not start"
 
-"$GPOOL" agent --controller "$ADDR" --hollow 0 --fabric "$W/net" --heartbeat-ms 100 >"$W/agent.log" 2>&1 &
-AGENT_PID=$!
-for _ in $(seq 100); do
-  n=$("$GPOOL" nodes -o json "${C[@]}" | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("nodes",[])))')
-  [ "$n" = 16 ] && break; sleep 0.1
-done
-[ "$n" = 16 ] || fail "expected 16 nodes, got $n"
+ctl_hollow_agent "$W/net" 16
 job=$("$GPOOL" submit --gpus 64 --tenant blue --duration 600s "${C[@]}" -- x)
 for _ in $(seq 100); do
   st=$("$GPOOL" jobs describe "$job" -o json "${C[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')

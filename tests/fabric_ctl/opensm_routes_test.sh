@@ -19,13 +19,7 @@ GPOOL=$(readlink -f "${1:?usage: opensm_routes_test.sh GPOOL_BINARY}")
 here=$(cd "$(dirname "$0")/../.." && pwd)
 . "$here/scripts/ib/ibsim-lib.sh"
 W=$(mktemp -d)
-CTL_PID= AGENT_PID=
-cleanup() {
-  for p in $AGENT_PID $CTL_PID; do kill -9 "$p" 2>/dev/null || true; done
-  wait $AGENT_PID $CTL_PID 2>/dev/null || true
-  ibsim_stop
-  rm -rf "$W"
-}
+. "$here/tests/fabric_ctl/ibsim_ctl_lib.sh"
 fail() {
   echo "FAIL: $*" >&2
   echo "--- controller log" >&2; tail -30 "$W/ctl.log" >&2 || true
@@ -35,7 +29,7 @@ fail() {
 
 "$GPOOL" fabric gen fat-tree --radix 8 --leaves 4 --format ibsim --out "$W/net" >/dev/null
 ibsim_start "$W/net"
-trap cleanup EXIT
+trap ctl_cleanup EXIT
 
 # On a regular fat-tree OpenSM's engines and gpool's pick the same ports LID by LID (the same
 # "least used port" rule). Here OpenSM runs updn with spine-3 as its only root (`-a`, a common
@@ -54,27 +48,12 @@ ibsim_run 30 "$GPOOL" fabric discover --out "$W/model.topo" >/dev/null || fail "
 # gpool's own routes on the same model, for comparison.
 "$GPOOL" fabric route "$W/model.topo" --engine minhop --lft-out "$W/gpool-lfts.dump" >/dev/null
 
-"$GPOOL" controller --store "sqlite:$W/state.db" --listen 127.0.0.1:0 --interval-ms 100 \
+ctl_start --interval-ms 100 \
   --fabric "$W/model.topo" --fabric-lfts "$DUMP" \
   --fabric-sweep "cd $IBSIM_DIR && LD_PRELOAD=$IBSIM_UMAD2SIM timeout -k 2 10 $GPOOL fabric discover" \
-  --fabric-sweep-ms 300 --fabric-hold-down-ms 500 >"$W/ctl.log" 2>&1 &
-CTL_PID=$!
-for _ in $(seq 300); do
-  grep -q "grpc" "$W/ctl.log" 2>/dev/null && break
-  kill -0 "$CTL_PID" 2>/dev/null || fail "controller exited"
-  sleep 0.1
-done
-ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$W/ctl.log")
-[ -n "$ADDR" ] || fail "controller printed no address"
-C=(--controller "$ADDR")
+  --fabric-sweep-ms 300 --fabric-hold-down-ms 500
 
-"$GPOOL" agent --controller "$ADDR" --hollow 0 --fabric "$W/net" --heartbeat-ms 100 >"$W/agent.log" 2>&1 &
-AGENT_PID=$!
-for _ in $(seq 100); do
-  n=$("$GPOOL" nodes -o json "${C[@]}" | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("nodes",[])))')
-  [ "$n" = 16 ] && break; sleep 0.1
-done
-[ "$n" = 16 ] || fail "expected 16 nodes, got $n"
+ctl_hollow_agent "$W/net" 16
 
 "$GPOOL" fabric health -o json "${C[@]}" >"$W/h0.json"
 python3 - "$W/h0.json" "$DUMP" <<'PY' || fail "health before: $(cat "$W/h0.json")"
