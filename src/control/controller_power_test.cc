@@ -9,35 +9,20 @@
 #include <gtest/gtest.h>
 
 #include "control/controller.h"
+#include "control/controller_test_util.h"
 #include "control/store_test_util.h"
 
 namespace gpool::control {
 namespace {
 
-constexpr int64_t kStartNs = 1'750'000'000LL * 1'000'000'000;
-
-class ControllerPowerTest : public ::testing::Test {
+class ControllerPowerTest : public ControllerFixture {
  protected:
+  ControllerPowerTest() : ControllerFixture("controller_power_test") {}
   void SetUp() override {
-    dir_ = MakeTempDir("controller_power_test");
-    clock_.SetNanos(kStartNs);
-    opts_.store_url = "sqlite:" + dir_ + "/state.db";
-    opts_.node_timeout = std::chrono::milliseconds(5000);
-    opts_.clock = &clock_;
+    ControllerFixture::SetUp();
     opts_.policy_config =
         "power.enabled=true,power.idle_timeout_s=1,power.warm_buffer_gpus=0,"
         "power.boot_latency_s=1,power.resume_timeout_s=10,power.resume_retries=2";
-  }
-  void TearDown() override {
-    c_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  // Opens the controller, or restarts it on the same store.
-  void Open() {
-    c_.reset();
-    auto c = Controller::Open(opts_);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    c_ = std::move(*c);
   }
   void AddNode(const std::string& name) {
     v1::RegisterNodeRequest r;
@@ -67,11 +52,6 @@ class ControllerPowerTest : public ::testing::Test {
     return v1::Node();
   }
   int64_t NowMs() const { return clock_.NowNanos() / 1000000; }
-
-  std::string dir_;
-  ManualClock clock_;
-  ControllerOptions opts_;
-  std::unique_ptr<Controller> c_;
 };
 
 TEST_F(ControllerPowerTest, PowerStateSurvivesRestartAndResumeIsRetriedThenFails) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "control/controller_test_util.h"
 #include "control/job_spec.h"
 #include "control/store_test_util.h"
 #include "remote/lease/lease.h"
@@ -17,27 +18,12 @@
 namespace gpool::control {
 namespace {
 
-constexpr int64_t kStartNs = 1'750'000'000LL * 1'000'000'000;  // a Unix time, for leases
-
-class ControllerTest : public ::testing::Test {
+class ControllerTest : public ControllerFixture {
  protected:
+  ControllerTest() : ControllerFixture("controller_test") {}
   void SetUp() override {
-    dir_ = MakeTempDir("controller_test");
-    clock_.SetNanos(kStartNs);
-    opts_.store_url = "sqlite:" + dir_ + "/state.db";
-    opts_.node_timeout = std::chrono::milliseconds(5000);
+    ControllerFixture::SetUp();
     opts_.node_settle = std::chrono::milliseconds(3000);
-    opts_.clock = &clock_;
-  }
-  void TearDown() override {
-    c_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  void Open() {
-    c_.reset();
-    auto c = Controller::Open(opts_);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    c_ = std::move(*c);
   }
   void AddNode(const std::string& name, int gpus = 8, const std::string& model = "H100",
                const std::string& gpu_server = "") {
@@ -92,10 +78,6 @@ class ControllerTest : public ::testing::Test {
     }
   }
 
-  std::string dir_;
-  ManualClock clock_;
-  ControllerOptions opts_;
-  std::unique_ptr<Controller> c_;
 };
 
 TEST_F(ControllerTest, MalformedSubmitsNameTheField) {
