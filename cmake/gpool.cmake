@@ -5,6 +5,9 @@
 # gpool_test(NAME SRCS a_test.cc ... DEPS ...)
 #   One GoogleTest binary per folder (fewer links on a 2-core machine); registered with CTest.
 #   Tests run with the repository root as working directory so they can reach testdata/.
+# gpool_script_test(NAME SCRIPT TIMEOUT SECONDS [ARGS a b ...])
+#   A shell scenario test: SCRIPT (beside the calling CMakeLists.txt) run as
+#   `SCRIPT path/to/gpool ARGS...` from the repository root, killed after SECONDS.
 
 function(gpool_library name)
   cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
@@ -19,4 +22,12 @@ function(gpool_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
   add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "GPOOL_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()
+
+function(gpool_script_test name script)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "ARGS" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/${script} $<TARGET_FILE:gpool> ${ARG_ARGS}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT})
 endfunction()
