@@ -1,4 +1,5 @@
 # Shared helpers of the agent tests (sourced). Needs GPOOL and TMP; sets ADDR.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/controller.sh"
 CTL_PID= AGENT_PIDS=
 cleanup() {
   for p in $AGENT_PIDS $CTL_PID; do kill -9 "$p" 2>/dev/null || true; done
@@ -16,13 +17,7 @@ start_controller() {  # extra controller flags in "$@"
   "$GPOOL" --log-level info controller --store "sqlite:$TMP/state.db" --listen 127.0.0.1:0 \
     --interval-ms 100 --node-timeout-ms 5000 "$@" >"$TMP/ctl.log" 2>&1 &
   CTL_PID=$!
-  for _ in $(seq 100); do
-    grep -q "grpc" "$TMP/ctl.log" 2>/dev/null && break
-    kill -0 "$CTL_PID" 2>/dev/null || fail "controller exited"
-    sleep 0.1
-  done
-  ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$TMP/ctl.log")
-  [ -n "$ADDR" ] || fail "controller printed no address"
+  wait_controller "$TMP/ctl.log" "$CTL_PID"
 }
 
 # Checks on `gpool ... -o json` with grep (the JSON is printed one field per line; python's

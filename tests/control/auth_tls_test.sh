@@ -7,6 +7,7 @@
 # controller gets a clear message.
 # Usage: auth_tls_test.sh PATH/TO/gpool
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/controller.sh"
 GPOOL=${1:?usage: auth_tls_test.sh GPOOL_BINARY}
 TMP=$(mktemp -d)
 CTL_PID= AGENT_PID=
@@ -33,13 +34,7 @@ echo "research-0123456789abc" >"$TMP/research.token"
 "$GPOOL" controller --store "sqlite:$TMP/state.db" --listen 127.0.0.1:0 --interval-ms 100 \
   --auth-tokens "$TMP/tokens" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" >"$TMP/ctl.log" 2>&1 &
 CTL_PID=$!
-for _ in $(seq 100); do
-  grep -q "grpc" "$TMP/ctl.log" 2>/dev/null && break
-  kill -0 "$CTL_PID" 2>/dev/null || fail "controller exited"
-  sleep 0.1
-done
-ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$TMP/ctl.log")
-[ -n "$ADDR" ] || fail "controller printed no address"
+wait_controller "$TMP/ctl.log" "$CTL_PID"
 TLS=(--controller "$ADDR" --tls-ca "$TMP/cert.pem")
 ADMIN=(--token admin-0123456789abcdef)
 RESEARCH=(--token-file "$TMP/research.token")

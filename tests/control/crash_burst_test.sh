@@ -6,6 +6,7 @@
 # acknowledged ones except for submits that gave up (at most one each).
 # Usage: crash_burst_test.sh PATH/TO/gpool
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/controller.sh"
 GPOOL=${1:?usage: crash_burst_test.sh GPOOL_BINARY}
 TMP=$(mktemp -d)
 CTL_PID=
@@ -21,13 +22,7 @@ fail() { echo "FAIL: $*" >&2; echo "--- controller logs" >&2; cat "$TMP"/ctl*.lo
 start_controller() {  # $1 = listen address, $2 = log name
   "$GPOOL" controller --store "sqlite:$TMP/state.db" --listen "$1" --interval-ms 100 >"$TMP/$2" 2>&1 &
   CTL_PID=$!
-  for _ in $(seq 100); do
-    grep -q "grpc" "$TMP/$2" 2>/dev/null && break
-    kill -0 "$CTL_PID" 2>/dev/null || fail "controller exited"
-    sleep 0.1
-  done
-  ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$TMP/$2")
-  [ -n "$ADDR" ] || fail "controller printed no address"
+  wait_controller "$TMP/$2" "$CTL_PID"
 }
 
 start_controller 127.0.0.1:0 ctl1.log

@@ -7,6 +7,7 @@
 # their allocations, and still no GPU is bound twice. /metrics and /api/state answer.
 # Usage: e2e_test.sh PATH/TO/gpool
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/controller.sh"
 GPOOL=${1:?usage: e2e_test.sh GPOOL_BINARY}
 TMP=$(mktemp -d)
 CTL_PID= AGENT_PID=
@@ -22,14 +23,8 @@ start_controller() {  # $1 = listen address, $2 = log name
   "$GPOOL" controller --store "sqlite:$TMP/state.db" --listen "$1" --http 127.0.0.1:0 \
     --interval-ms 100 --node-timeout-ms 5000 >"$TMP/$2" 2>&1 &
   CTL_PID=$!
-  for _ in $(seq 100); do
-    grep -q "grpc" "$TMP/$2" 2>/dev/null && break
-    kill -0 "$CTL_PID" 2>/dev/null || fail "controller exited"
-    sleep 0.1
-  done
-  ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$TMP/$2")
+  wait_controller "$TMP/$2" "$CTL_PID"
   HTTP=$(sed -n 's/.*http \(http:[^ ]*\).*/\1/p' "$TMP/$2")
-  [ -n "$ADDR" ] || fail "controller printed no address"
 }
 
 jobs_json() { "$GPOOL" jobs ls -o json --controller "$ADDR"; }

@@ -9,6 +9,7 @@
 # GUIDs and drops them when the job ends; /api/fabric answers with the documented shape.
 # Usage: e2e_test.sh PATH/TO/gpool
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/controller.sh"
 GPOOL=${1:?usage: e2e_test.sh GPOOL_BINARY}
 TMP=$(mktemp -d)
 CTL_PID= AGENT_PID=
@@ -25,14 +26,8 @@ FABRIC="gen:fat-tree:levels=2,radix=8"
   --interval-ms 100 --fabric "$FABRIC" --fabric-sweep-ms 100 --fabric-hold-down-ms 300 \
   --partitions "$TMP/partitions.conf" --tenant-sl blue=3 >"$TMP/ctl.log" 2>&1 &
 CTL_PID=$!
-for _ in $(seq 200); do
-  grep -q "grpc" "$TMP/ctl.log" 2>/dev/null && break
-  kill -0 "$CTL_PID" 2>/dev/null || fail "controller exited"
-  sleep 0.1
-done
-ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$TMP/ctl.log")
+wait_controller "$TMP/ctl.log" "$CTL_PID"
 HTTP=$(sed -n 's/.*http \(http:[^ ]*\).*/\1/p' "$TMP/ctl.log")
-[ -n "$ADDR" ] || fail "controller printed no address"
 C=(--controller "$ADDR")
 
 "$GPOOL" agent --controller "$ADDR" --hollow 0 --fabric "$FABRIC" --heartbeat-ms 100 >"$TMP/agent.log" 2>&1 &

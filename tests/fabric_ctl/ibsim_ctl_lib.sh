@@ -6,6 +6,7 @@
 #   ctl_start ARGS...        `gpool controller` on $W/state.db, a free port, log $W/ctl.log;
 #                            sets CTL_PID, ADDR and C=(--controller ADDR)
 #   ctl_hollow_agent NET N   a hollow agent for the hosts of fabric NET; waits for N nodes
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/controller.sh"
 CTL_PIDS=()
 ctl_track() { CTL_PIDS+=("$1"); }
 ctl_cleanup() {
@@ -19,14 +20,7 @@ ctl_start() {
   "$GPOOL" controller --store "sqlite:$W/state.db" --listen 127.0.0.1:0 "$@" >"$W/ctl.log" 2>&1 &
   CTL_PID=$!
   ctl_track "$CTL_PID"
-  local _
-  for _ in $(seq 300); do
-    grep -q "grpc" "$W/ctl.log" 2>/dev/null && break
-    kill -0 "$CTL_PID" 2>/dev/null || fail "controller exited"
-    sleep 0.1
-  done
-  ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$W/ctl.log")
-  [ -n "$ADDR" ] || fail "controller printed no address"
+  wait_controller "$W/ctl.log" "$CTL_PID"
   C=(--controller "$ADDR")
 }
 ctl_hollow_agent() {
