@@ -9,14 +9,7 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/controller.sh"
 GPOOL=${1:?usage: e2e_test.sh GPOOL_BINARY}
-TMP=$(mktemp -d)
-CTL_PID= AGENT_PID=
-cleanup() {
-  for p in $AGENT_PID $CTL_PID; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+scratch_dir
 fail() { echo "FAIL: $*" >&2; echo "--- controller log" >&2; cat "$TMP"/ctl*.log >&2 || true; exit 1; }
 
 start_controller() {  # $1 = listen address, $2 = log name

@@ -14,17 +14,11 @@
 # its tenant's jobs; an expired token is refused by both the HTTP and the gRPC API.
 # Usage: dashboard_test.sh PATH/TO/gpool [PATH/TO/chromium]
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/controller.sh"
 GPOOL=${1:?usage: dashboard_test.sh GPOOL_BINARY [CHROMIUM]}
 CHROMIUM=${2:-$(command -v chromium || command -v chromium-browser || true)}
 [ -x "$CHROMIUM" ] || { echo "FAIL: chromium not found (scripts/setup.sh installs it)" >&2; exit 1; }
-TMP=$(mktemp -d)
-CTL_PID= AGENT_PID=
-cleanup() {
-  for p in $AGENT_PID $CTL_PID; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+scratch_dir
 ADMIN=admin-token-$RANDOM$RANDOM-dash RESEARCH=research-token-$RANDOM$RANDOM PROD=prod-token-$RANDOM$RANDOM
 AGENT=agent-token-$RANDOM$RANDOM-dash EXPIRED=expired-token-$RANDOM$RANDOM
 cat >"$TMP/tokens" <<TOK
