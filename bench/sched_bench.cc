@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "sched/cluster.h"
+#include "sched/decision_hash.h"
 #include "sched/placement.h"
 #include "sched/scheduler.h"
 
@@ -217,6 +218,7 @@ void BM_Cycle10kJobs10kNodes(benchmark::State& state) {
   SchedulingInput in{.state = &s, .pending = &pending, .queues = &queues, .usage = &ledger,
                      .now_ns = 2'000'000'000'000ll};
   size_t binds = 0;
+  uint64_t hash = 0;
   for (auto _ : state) {
     StatusOr<Decisions> d = policy->Schedule(in);
     if (!d.ok()) {
@@ -224,9 +226,13 @@ void BM_Cycle10kJobs10kNodes(benchmark::State& state) {
       return;
     }
     binds = d->binds.size();
+    hash = HashDecisions(*d);
     benchmark::DoNotOptimize(d);
   }
   state.counters["binds"] = static_cast<double>(binds);
+  // The decisions' fingerprint, cut to 6 digits so the console shows it exactly: a speed-up
+  // must leave it unchanged (sched/decision_hash.h).
+  state.counters["decisions_mod1e6"] = static_cast<double>(hash % 1'000'000);
 }
 BENCHMARK(BM_Cycle10kJobs10kNodes)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(5);
 

@@ -394,23 +394,45 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
   if (!some_fabric && !(job.allow_split && !job.locality.required && total_bound >= n)) {
     return std::nullopt;
   }
+  // Calls fn(d) for every domain of level l whose bound holds the gang. The pruned scan skips
+  // the children of parents too small for it: a domain's bound never exceeds its parent's (the
+  // aggregates of a parent are sums over its children, and the bounds grow with those sums), so
+  // no domain it skips could have qualified. The order differs from domains_at(l), which the
+  // callers don't depend on: `better` is a total order (ties end on the domain id).
+  auto for_each_fitting = [&](Level l, auto&& fn) {
+    if (options.reference_scan || l == Level::kFabric) {
+      for (DomainId d : state.domains_at(l)) {
+        if (p.Bound(d) >= n) fn(d);
+      }
+      return;
+    }
+    const Level parent = static_cast<Level>(static_cast<int>(l) + 1);
+    for (DomainId up : state.domains_at(parent)) {
+      if (p.Bound(up) < n) continue;
+      for (DomainId d : state.children(up)) {
+        if (p.Bound(d) >= n) fn(d);
+      }
+    }
+  };
+  auto cand_of = [&](DomainId d, Level l) -> Cand {
+    return {Degraded(state.domain(d)) ? 1 : 0, l == Level::kLeaf ? 1 : children_needed(d),
+            DomainRoom(state, d, job), d};
+  };
   std::vector<Cand> cands;
   for (Level l = Level::kLeaf; l <= top; l = static_cast<Level>(static_cast<int>(l) + 1)) {
     // Usually the best candidate works: find it in one pass and try it; only on failure collect
     // the rest and try them best first.
     std::optional<Cand> first;
-    for (DomainId d : state.domains_at(l)) {
-      if (p.Bound(d) < n) continue;
-      const Cand c{Degraded(state.domain(d)) ? 1 : 0, children_needed(d), DomainRoom(state, d, job), d};
+    for_each_fitting(l, [&](DomainId d) {
+      const Cand c = cand_of(d, l);
       if (!first || better(c, *first)) first = c;
-    }
+    });
     if (!first) continue;
     if (try_domain(first->d)) return p.TakePlacement();
     cands.clear();
-    for (DomainId d : state.domains_at(l)) {
-      if (d == first->d || p.Bound(d) < n) continue;
-      cands.push_back({Degraded(state.domain(d)) ? 1 : 0, children_needed(d), DomainRoom(state, d, job), d});
-    }
+    for_each_fitting(l, [&](DomainId d) {
+      if (d != first->d) cands.push_back(cand_of(d, l));
+    });
     std::sort(cands.begin(), cands.end(), better);
     for (const Cand& c : cands) {
       if (try_domain(c.d)) return p.TakePlacement();

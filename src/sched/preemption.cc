@@ -64,23 +64,48 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
                      r.spec.total_milli_gpus(), by_priority});
   }
   if (cands.empty()) return std::nullopt;
-  std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+  // A total order (ids are unique among running jobs), so the victims don't depend on how the
+  // candidates are ordered: usually a handful of the thousands are looked at, so they come off
+  // a heap (O(n) to build, O(log n) a victim) rather than out of a full sort.
+  auto cheaper = [](const Cand& a, const Cand& b) {
     if (a.cost != b.cost) return a.cost < b.cost;
     if (a.priority != b.priority) return a.priority < b.priority;
     if (a.start != b.start) return a.start > b.start;
     return a.id > b.id;
-  });
+  };
+  const bool reference = options.placement.reference_scan;
+  auto costlier = [&](const Cand& a, const Cand& b) { return cheaper(b, a); };
+  if (reference) {
+    std::sort(cands.begin(), cands.end(), cheaper);
+    std::reverse(cands.begin(), cands.end());  // cheapest last, popped from the back like the heap
+  } else {
+    std::make_heap(cands.begin(), cands.end(), costlier);  // cheapest at the front
+  }
+  auto next_cheapest = [&]() -> Cand {
+    if (!reference) std::pop_heap(cands.begin(), cands.end(), costlier);
+    Cand c = cands.back();
+    cands.pop_back();
+    return c;
+  };
 
-  ClusterState trial = state;
-  std::vector<const Cand*> chosen;
+  std::optional<ClusterState> own;
+  std::optional<ClusterState>& slot = options.scratch != nullptr && !reference ? *options.scratch : own;
+  if (slot) {
+    *slot = state;  // reuses the buffers of an earlier call
+  } else {
+    slot.emplace(state);
+  }
+  ClusterState& trial = *slot;
+  std::vector<Cand> chosen;
   std::optional<Placement> placement;
-  for (const Cand& c : cands) {
+  while (!cands.empty()) {
     if (static_cast<int>(chosen.size()) >= options.max_victims) break;
+    const Cand c = next_cheapest();
     // Reclaim may take only what a queue borrowed: it must stay at or above its quota.
     if (!c.by_priority && c.queue < nq && used[c.queue] - c.milli < quota[c.queue]) continue;
     if (!trial.Release(c.id, now_ns).ok()) continue;
     if (c.queue < nq) used[c.queue] -= c.milli;
-    chosen.push_back(&c);
+    chosen.push_back(c);
     placement = PlaceGang(trial, job, options.placement);
     if (placement) break;
   }
@@ -88,19 +113,19 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
 
   // Spare victims that turned out not to be needed, most costly first.
   for (size_t k = chosen.size(); k-- > 0;) {
-    const RunningJob* r = state.FindRunning(chosen[k]->id);
+    const RunningJob* r = state.FindRunning(chosen[k].id);
     if (r == nullptr || !trial.Bind(r->spec, r->placement, r->start_ns).ok()) continue;
     if (std::optional<Placement> p = PlaceGang(trial, job, options.placement)) {
       placement = std::move(p);
       chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(k));
     } else {
-      (void)trial.Release(chosen[k]->id, now_ns);
+      (void)trial.Release(chosen[k].id, now_ns);
     }
   }
   PreemptionPlan plan;
-  for (const Cand* c : chosen) {
-    plan.victims.push_back(c->id);
-    plan.reasons.push_back(c->by_priority ? PreemptReason::kPriority : PreemptReason::kReclaim);
+  for (const Cand& c : chosen) {
+    plan.victims.push_back(c.id);
+    plan.reasons.push_back(c.by_priority ? PreemptReason::kPriority : PreemptReason::kReclaim);
   }
   plan.placement = std::move(*placement);
   return plan;

@@ -40,6 +40,11 @@ struct PreemptionOptions {
   // jobs it bound earlier in the same cycle, so that victims are only jobs that were running
   // when the cycle began and no job is both bound and preempted in one set of decisions.
   const std::unordered_set<JobId>* not_victims = nullptr;
+  // Where to build the trial copy of the state (may be null: a fresh copy per call). A caller
+  // that plans several preemptions per cycle passes the same one each time, so that the copy
+  // reuses its buffers instead of allocating (and page-faulting in) megabytes per call. Its
+  // contents on return are scratch.
+  std::optional<ClusterState>* scratch = nullptr;
 };
 
 // Cost of preempting `r` at now_ns (milli-GPU-seconds lost).

@@ -231,6 +231,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   // re-holding, which cost two aggregate updates per reserved node per try.
   std::optional<ClusterState> unheld_work;
   std::unordered_set<JobId> bound_now;  // bound this cycle: never victims in the same cycle
+  std::optional<ClusterState> preempt_scratch;  // PlanPreemption's trial copy, reused per call
   int preemptions = 0;
   int64_t demand_gpus = 0;
   bool blocked = false;  // strict order when backfill is off
@@ -277,7 +278,8 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
                            .reclaim = c_.reclaim,
                            .max_victims = c_.max_preemptions_per_cycle - preemptions,
                            .placement = popts,
-                           .not_victims = &bound_now};
+                           .not_victims = &bound_now,
+                           .scratch = &preempt_scratch};
       if (std::optional<PreemptionPlan> plan = PlanPreemption(work, job, queues, now, po)) {
         for (size_t v = 0; v < plan->victims.size(); ++v) {
           const RunningJob* r = work.FindRunning(plan->victims[v]);
