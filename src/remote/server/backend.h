@@ -36,6 +36,7 @@ enum CudaErr : int32_t {
   kErrNotSupported = 801,
   kErrNotPermitted = 800,
   kErrUnknown = 999,
+  kErrInvalidSymbol = 13,
 };
 
 struct Result {

@@ -18,15 +18,25 @@
 // resident, not only its own share of it (the achieved split then errs toward the larger share:
 // scripts/gpu-check.sh prints it); a kernel that faults is charged nothing.
 //
-// Limits: one primary context per device; runtime and driver enum values are assumed equal
-// (they are, for the flags and attributes used here, in CUDA 12 and 13). Untested without a GPU
-// here: scripts/gpu-check.sh exercises it on a machine with one.
+// Driver entry points: the table in cuda_driver.h (exported, versioned symbol names), checked
+// against cuda.h at build time by cuda_driver_check.cc, as are the CUresult, flag and attribute
+// numbers passed through to the program unchanged. libcuda.so.1 is looked for on the loader path,
+// then in the usual driver folders ($GPOOL_LIBCUDA overrides).
+//
+// Limits: the primary context of each device, retained on first use and never released (the
+// worker process exits with its session); CUDA_VISIBLE_DEVICES applies as for any CUDA program;
+// dynamic shared memory above 48 KiB per block needs cudaFuncSetAttribute, which is not remoted.
+// Untested without a GPU here: scripts/gpu-check.sh exercises it on a machine with one.
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <map>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -34,6 +44,8 @@
 
 #ifdef GPOOL_HAVE_CUDA_H
 #include <cuda.h>
+
+#include "remote/server/cuda_driver.h"
 #endif
 
 namespace gpool::remote::server {
@@ -46,35 +58,65 @@ StatusOr<std::unique_ptr<Backend>> MakeCudaBackend() {
 #else
 namespace {
 
-#define GPOOL_STR2(x) #x
-#define GPOOL_STR(x) GPOOL_STR2(x)
-// Every driver function used, resolved by its versioned name (cuMemAlloc -> "cuMemAlloc_v2").
-#define GPOOL_CU_FUNCS(X)                                                                      \
-  X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceTotalMem)          \
-  X(cuDeviceGetAttribute) X(cuDeviceGetUuid) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)   \
-  X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc)            \
-  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)           \
-  X(cuMemcpy2DAsync) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)             \
-  X(cuModuleGetGlobal) X(cuFuncGetParamInfo) X(cuFuncGetAttribute)                            \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuLaunchKernel)                   \
-  X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)    \
-  X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                \
-  X(cuEventQuery) X(cuEventElapsedTime) X(cuEventDestroy) X(cuGetErrorString)
+// libcuda.so.1 as the loader finds it, else where driver installs put it (containers mount the
+// host's driver under /usr/local/nvidia, often without a loader path to it). $GPOOL_LIBCUDA, when
+// set, is the only one tried.
+constexpr const char* kLibcudaPaths[] = {"libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1",
+                                         "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+                                         "/usr/lib64/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1"};
 
+// The driver entry points of cuda_driver.h, resolved with dlsym by their exported (versioned)
+// names. Member names are the macro-expanded ones (cuMemAlloc_v2), like every call site's.
 struct Driver {
-#define GPOOL_CU_FIELD(f) decltype(&::f) f = nullptr;
+#define GPOOL_CU_FIELD(name, symbol, fallback, ...) CUresult (*name)(__VA_ARGS__) = nullptr;
   GPOOL_CU_FUNCS(GPOOL_CU_FIELD)
 #undef GPOOL_CU_FIELD
   void* handle = nullptr;
+  std::string path;
 
   Status Load() {
-    handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!handle) return Status::Unavailable(fmt::format("dlopen(libcuda.so.1): {}", dlerror()));
-#define GPOOL_CU_LOAD(f)                                                                    \
-  f = reinterpret_cast<decltype(f)>(dlsym(handle, GPOOL_STR(f)));                           \
-  if (!f) return Status::Unavailable("libcuda.so.1 lacks " GPOOL_STR(f) " (driver too old?)");
+    std::string tried;
+    const char* env = std::getenv("GPOOL_LIBCUDA");
+    std::vector<const char*> paths;
+    if (env && *env) {
+      paths.push_back(env);
+    } else {
+      paths.assign(std::begin(kLibcudaPaths), std::end(kLibcudaPaths));
+    }
+    for (const char* p : paths) {
+      handle = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+      if (handle) {
+        path = p;
+        break;
+      }
+      const char* e = dlerror();
+      tried += fmt::format("{}{}", tried.empty() ? "" : "; ", e ? e : p);
+    }
+    if (!handle) {
+      return Status::Unavailable(fmt::format(
+          "cannot load the CUDA driver (no NVIDIA driver here? set GPOOL_LIBCUDA=PATH): {}", tried));
+    }
+    std::string missing;
+    auto sym = [&](const char* symbol, const char* fallback) -> void* {
+      if (void* f = dlsym(handle, symbol)) return f;
+      if (fallback) {
+        if (void* f = dlsym(handle, fallback)) return f;
+      }
+      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", symbol);
+      return nullptr;
+    };
+#define GPOOL_CU_LOAD(name, symbol, fallback, ...) \
+  name = reinterpret_cast<CUresult (*)(__VA_ARGS__)>(sym(symbol, fallback));
     GPOOL_CU_FUNCS(GPOOL_CU_LOAD)
 #undef GPOOL_CU_LOAD
+    if (!missing.empty()) {
+      int version = 0;
+      if (cuDriverGetVersion) cuDriverGetVersion(&version);
+      return Status::Unavailable(fmt::format(
+          "{} (driver for CUDA {}.{}) lacks {}: gpool was built against CUDA {}.{}; update the "
+          "NVIDIA driver", path, version / 1000, version % 1000 / 10, missing, CUDA_VERSION / 1000,
+          CUDA_VERSION % 1000 / 10));
+    }
     return Status::Ok();
   }
 };
@@ -86,6 +128,9 @@ constexpr size_t kStagingBytes = size_t{4} << 20;
 constexpr size_t kMaxTimedInFlight = 16;
 
 class CudaBackend final : public Backend {
+ private:
+  struct StagingPair;
+
  public:
   explicit CudaBackend(Driver d) : cu_(d) {}
 
@@ -95,15 +140,15 @@ class CudaBackend final : public Backend {
     if (CUresult r = cu_.cuDeviceGetCount(&n); r != CUDA_SUCCESS) {
       return Status::Unavailable(Msg("cuDeviceGetCount", r));
     }
+    // Contexts are retained on a device's first use (Use), not here: on a host with eight GPUs a
+    // session that uses one should not hold a context (and its memory) on the other seven.
     for (int i = 0; i < n; ++i) {
       Dev d;
       if (CUresult r = cu_.cuDeviceGet(&d.dev, i); r != CUDA_SUCCESS) return Status::Unavailable(Msg("cuDeviceGet", r));
-      if (CUresult r = cu_.cuDevicePrimaryCtxRetain(&d.ctx, d.dev); r != CUDA_SUCCESS) {
-        return Status::Unavailable(Msg("cuDevicePrimaryCtxRetain", r));
-      }
       devs_.push_back(d);
     }
     timing_.resize(devs_.size());
+    staging_.resize(devs_.size());
     return Status::Ok();
   }
 
@@ -113,14 +158,27 @@ class CudaBackend final : public Backend {
   std::string Msg(const char* call, CUresult r) {
     const char* s = nullptr;
     if (cu_.cuGetErrorString) cu_.cuGetErrorString(r, &s);
+    if (!s && r == CUDA_ERROR_STUB_LIBRARY) s = "the CUDA toolkit's stub libcuda, not a driver";
     return fmt::format("{}: {} ({})", call, s ? s : "unknown error", static_cast<int>(r));
   }
+  // A driver error as the runtime's cudaError_t: the numbers agree (cuda_driver_check.cc holds
+  // that for every CUresult the backend can see) except the two that have no runtime twin.
   Result R(const char* call, CUresult r) {
     if (r == CUDA_SUCCESS) return {};
-    return Err(static_cast<int32_t>(r), Msg(call, r));
+    int32_t code = static_cast<int32_t>(r);
+    if (r == CUDA_ERROR_CONTEXT_ALREADY_CURRENT || code == 916 /* CUDA_ERROR_KEY_ROTATION */) {
+      code = kErrUnknown;
+    }
+    return Err(code, Msg(call, r));
   }
   Result Use(uint32_t dev) {
     if (dev >= devs_.size()) return Err(kErrInvalidDevice, fmt::format("device {} does not exist", dev));
+    if (!devs_[dev].ctx) {
+      if (Result r = R("cuDevicePrimaryCtxRetain", cu_.cuDevicePrimaryCtxRetain(&devs_[dev].ctx, devs_[dev].dev)); !r.ok()) {
+        r.message += fmt::format(" (device {})", dev);
+        return r;
+      }
+    }
     if (dev != current_) {
       if (Result r = R("cuCtxSetCurrent", cu_.cuCtxSetCurrent(devs_[dev].ctx)); !r.ok()) return r;
       current_ = dev;
@@ -135,6 +193,21 @@ class CudaBackend final : public Backend {
       if (p < it->first + it->second.first) return it->second.second;
     }
     return current_ == UINT32_MAX ? 0 : current_;
+  }
+  // A copy that starts inside a tracked allocation must end inside it, as the emulated backend
+  // demands (the driver would let it run on into the next allocation of the same 2 MiB page).
+  // Addresses outside every tracked range are left to the driver to judge.
+  Result CheckRange(uint64_t p, uint64_t n, const char* what) {
+    auto it = owner_.upper_bound(p);
+    if (n == 0 || it == owner_.begin()) return {};
+    --it;
+    uint64_t end = it->first + it->second.first;
+    if (p < end && n > end - p) {
+      return Err(kErrInvalidValue, fmt::format("{}: device range 0x{:x}+{} runs past the end of "
+                                               "its allocation 0x{:x}+{}", what, p, n, it->first,
+                                               it->second.first));
+    }
+    return {};
   }
   Result Stream(uint64_t id, uint32_t dev, CUstream* s) {
     if (id == 0) {
@@ -231,31 +304,40 @@ class CudaBackend final : public Backend {
     owner_.erase(it);
     return R("cuMemFree", cu_.cuMemFree(ptr));
   }
-  Result Staging() {
-    if (staging_[0]) return {};
+  // The staging pair of the device whose context is current (`dev`): the buffers and their
+  // events belong to that context, since an event can be recorded only on a stream of its own
+  // context. The buffers are PORTABLE anyway, so a copy never runs from memory that another
+  // context sees as pageable.
+  Result GetStaging(uint32_t dev, StagingPair** out) {
+    StagingPair& st = staging_[dev];
+    *out = &st;
+    if (st.buf[0]) return {};
     for (int i = 0; i < 2; ++i) {
-      if (Result r = R("cuMemHostAlloc", cu_.cuMemHostAlloc(&staging_[i], kStagingBytes, 0)); !r.ok()) return r;
-      if (Result r = R("cuEventCreate", cu_.cuEventCreate(&staged_[i], CU_EVENT_DISABLE_TIMING)); !r.ok()) return r;
+      if (Result r = R("cuMemHostAlloc", cu_.cuMemHostAlloc(&st.buf[i], kStagingBytes, CU_MEMHOSTALLOC_PORTABLE)); !r.ok()) return r;
+      if (Result r = R("cuEventCreate", cu_.cuEventCreate(&st.done[i], CU_EVENT_DISABLE_TIMING)); !r.ok()) return r;
     }
     return {};
   }
   Result CopyH2D(uint64_t dst, std::span<const std::byte> src, uint64_t stream) override {
+    if (Result r = CheckRange(dst, src.size(), "host-to-device copy"); !r.ok()) return r;
     CUstream s = nullptr;
     if (Result r = Stream(stream, DevOf(dst), &s); !r.ok()) return r;
-    if (Result r = Staging(); !r.ok()) return r;
+    StagingPair* st = nullptr;
+    if (Result r = GetStaging(current_, &st); !r.ok()) return r;
     for (size_t off = 0; off < src.size(); off += kStagingBytes) {
       size_t n = std::min(kStagingBytes, src.size() - off);
-      int i = next_staging_;
-      next_staging_ ^= 1;
+      int i = st->next;
+      st->next ^= 1;
       // Wait until this buffer's previous DMA is done, refill it, and queue its copy.
-      if (Result r = R("cuEventSynchronize", cu_.cuEventSynchronize(staged_[i])); !r.ok()) return r;
-      std::memcpy(staging_[i], src.data() + off, n);
-      if (Result r = R("cuMemcpyHtoDAsync", cu_.cuMemcpyHtoDAsync(dst + off, staging_[i], n, s)); !r.ok()) return r;
-      if (Result r = R("cuEventRecord", cu_.cuEventRecord(staged_[i], s)); !r.ok()) return r;
+      if (Result r = R("cuEventSynchronize", cu_.cuEventSynchronize(st->done[i])); !r.ok()) return r;
+      std::memcpy(st->buf[i], src.data() + off, n);
+      if (Result r = R("cuMemcpyHtoDAsync", cu_.cuMemcpyHtoDAsync(dst + off, st->buf[i], n, s)); !r.ok()) return r;
+      if (Result r = R("cuEventRecord", cu_.cuEventRecord(st->done[i], s)); !r.ok()) return r;
     }
     return {};
   }
   Result CopyD2H(std::byte* dst, uint64_t src, uint64_t size, uint64_t stream) override {
+    if (Result r = CheckRange(src, size, "device-to-host copy"); !r.ok()) return r;
     CUstream s = nullptr;
     if (Result r = Stream(stream, DevOf(src), &s); !r.ok()) return r;
     if (Result r = R("cuMemcpyDtoHAsync", cu_.cuMemcpyDtoHAsync(dst, src, size, s)); !r.ok()) return r;
@@ -263,11 +345,14 @@ class CudaBackend final : public Backend {
   }
   std::span<const std::byte> HostView(uint64_t, uint64_t) override { return {}; }
   Result CopyD2D(uint64_t dst, uint64_t src, uint64_t size, uint64_t stream) override {
+    if (Result r = CheckRange(src, size, "device-to-device copy (source)"); !r.ok()) return r;
+    if (Result r = CheckRange(dst, size, "device-to-device copy (destination)"); !r.ok()) return r;
     CUstream s = nullptr;
     if (Result r = Stream(stream, DevOf(src), &s); !r.ok()) return r;
     return R("cuMemcpyDtoDAsync", cu_.cuMemcpyDtoDAsync(dst, src, size, s));
   }
   Result Memset(uint64_t dst, uint8_t value, uint64_t size, uint64_t stream) override {
+    if (Result r = CheckRange(dst, size, "memset"); !r.ok()) return r;
     CUstream s = nullptr;
     if (Result r = Stream(stream, DevOf(dst), &s); !r.ok()) return r;
     return R("cuMemsetD8Async", cu_.cuMemsetD8Async(dst, value, size, s));
@@ -356,6 +441,8 @@ class CudaBackend final : public Backend {
     CUmodule m = nullptr;
     if (Result r = Module(f->second.first, dev, &m); !r.ok()) return r;
     if (Result r = R("cuModuleGetFunction", cu_.cuModuleGetFunction(out, m, f->second.second.c_str())); !r.ok()) {
+      // The runtime says cudaErrorInvalidDeviceFunction for a kernel the image lacks.
+      if (r.code == kErrNotFound) r.code = kErrInvalidDeviceFunction;
       r.message += " (kernel " + f->second.second + ")";
       return r;
     }
@@ -383,7 +470,11 @@ class CudaBackend final : public Backend {
     if (Result r = Module(v->second.first, dev, &m); !r.ok()) return r;
     CUdeviceptr p = 0;
     size_t n = 0;
-    if (Result r = R("cuModuleGetGlobal", cu_.cuModuleGetGlobal(&p, &n, m, v->second.second.c_str())); !r.ok()) return r;
+    if (Result r = R("cuModuleGetGlobal", cu_.cuModuleGetGlobal(&p, &n, m, v->second.second.c_str())); !r.ok()) {
+      if (r.code == kErrNotFound) r.code = kErrInvalidSymbol;  // as cudaGetSymbolAddress says it
+      r.message += " (symbol " + v->second.second + ")";
+      return r;
+    }
     *ptr = p;
     *size = n;
     owner_[p] = {std::max<size_t>(n, 1), dev};
@@ -596,9 +687,12 @@ class CudaBackend final : public Backend {
   std::map<std::pair<uint64_t, uint32_t>, CUfunction> cufuncs_;
   std::unordered_map<uint64_t, std::pair<uint32_t, CUstream>> streams_;
   std::unordered_map<uint64_t, CUevent> events_;
-  void* staging_[2] = {nullptr, nullptr};
-  CUevent staged_[2] = {nullptr, nullptr};
-  int next_staging_ = 0;
+  struct StagingPair {
+    void* buf[2] = {nullptr, nullptr};
+    CUevent done[2] = {nullptr, nullptr};  // recorded after each buffer's copy
+    int next = 0;
+  };
+  std::vector<StagingPair> staging_;  // per device
   std::vector<DevTiming> timing_;  // per device
 };
 
