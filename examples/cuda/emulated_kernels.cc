@@ -2,6 +2,7 @@
 // (gpool gpu-server --backend emulated --emulated-kernels libgpool_example_kernels.so).
 // Each loops over the whole grid; parameters are read at the offsets of the kernel's real
 // parameter layout, so this also checks that the client packed them byte-exact.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -122,6 +123,20 @@ int AlwaysFails(const gpool_emu_launch* l) { return Fail(l, "illegal address (em
 // A kernel that does nothing: the benchmark's launch-rate probe, noop(int).
 int Noop(const gpool_emu_launch*) { return 0; }
 
+// spin(long long cycles, unsigned long long* done), share_loop's load: busy-waits the kernel's
+// time once for the whole grid, at the emulated device's clock (clock_rate 1,000,000 kHz, so
+// 1,000 cycles a microsecond), then counts the kernel as the GPU's block 0 does.
+int Spin(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8})) return Fail(l, "spin: unexpected parameter layout");
+  auto cycles = gpool_emu_param<long long>(l, 0);
+  auto done = gpool_emu_param<unsigned long long*>(l, 1);
+  auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(cycles);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  ++*done;
+  return 0;
+}
+
 const gpool_emu_kernel kKernels[] = {
     {"_Z9vectorAddPKfS0_Pfi", VectorAdd},
     {"_Z11applyParams6Params4WidecPf", ApplyParams},
@@ -130,6 +145,7 @@ const gpool_emu_kernel kKernels[] = {
     {"_Z4fillPiii", FillKernel},
     {"_Z11alwaysFailsPi", AlwaysFails},
     {"_Z4noopi", Noop},
+    {"_Z4spinxPy", Spin},
 };
 
 }  // namespace

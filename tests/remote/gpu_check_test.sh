@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# CTest for scripts/gpu-check.sh without a GPU (its --emulated mode), so that the script a GPU
+# lease runs once is itself tested in CI:
+#  1. the whole flow against emulated servers passes, with a PASS line for every sample, the
+#     share check and the cuda backend's symbol check against the toolkit's stub libcuda;
+#  2. it fails, naming the sample, when a sample fails, and a sample that hangs is stopped by
+#     --timeout and reported, not waited for (fake samples in a scratch dir).
+#   tests/remote/gpu_check_test.sh PATH/TO/bin/gpool
+set -euo pipefail
+gpool=${1:?usage: gpu_check_test.sh PATH/TO/bin/gpool}
+build=$(cd "$(dirname "$gpool")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "gpu_check_test: FAIL: $*"; exit 1; }
+
+# 1. The whole flow.
+if ! "$here/scripts/gpu-check.sh" --emulated --timeout 60 --build "$build" >"$tmp/full.log" 2>&1; then
+  cat "$tmp/full.log"; fail "gpu-check.sh --emulated failed"
+fi
+cat "$tmp/full.log"
+for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
+            "PASS vector_add 1048576 (gpool, emulated): PASS vector_add n=1048576" \
+            "PASS struct_param (gpool" "PASS streams_events (gpool" "PASS memcpy_sizes 4194304 (gpool" \
+            "PASS symbols (gpool" "PASS multi_device 1 (gpool" "PASS error_paths bad-pointer (gpool" \
+            "PASS error_paths unsupported (gpool" "PASS error_paths oom (gpool" \
+            "PASS error_paths launch-fail (gpool" "PASS noop_launch 20000 (gpool" \
+            "latency: gpool" "bandwidth: gpool" "PASS shares: both sessions ran" \
+            "PASS cuda-stub: every driver symbol resolved" "== summary: 14 passed, 0 failed" \
+            "gpu-check: PASS"; do
+  grep -qF -- "$want" "$tmp/full.log" || fail "missing line: $want"
+done
+
+# 2. A failing and a hanging sample among real ones: both reported, the run fails, no hang.
+mkdir "$tmp/samples"
+for s in "$build"/tests/remote/cuda/*; do ln -s "$s" "$tmp/samples/"; done
+rm "$tmp/samples/symbols" "$tmp/samples/struct_param"
+printf '#!/bin/sh\necho "symbols: wrong value at 7" >&2\nexit 1\n' >"$tmp/samples/symbols"
+printf '#!/bin/sh\nexec sleep 600\n' >"$tmp/samples/struct_param"
+chmod +x "$tmp/samples/symbols" "$tmp/samples/struct_param"
+rc=0
+"$here/scripts/gpu-check.sh" --emulated --timeout 3 --only samples --samples "$tmp/samples" \
+  --build "$build" >"$tmp/bad.log" 2>&1 || rc=$?
+cat "$tmp/bad.log"
+[[ $rc == 1 ]] || fail "a failing sample gave exit $rc, want 1"
+grep -qF "FAIL symbols (gpool, emulated): exit 1" "$tmp/bad.log" || fail "the failing sample is not named"
+grep -qF "gpool: symbols: wrong value at 7" "$tmp/bad.log" || fail "the failing sample's stderr is not shown"
+grep -qF "FAIL struct_param: gpool run timed out after 3s" "$tmp/bad.log" || fail "the hanging sample is not reported as timed out"
+grep -qF "PASS multi_device 1 (gpool, emulated)" "$tmp/bad.log" || fail "the samples after a hang did not run"
+grep -qF "== summary: 10 passed, 2 failed" "$tmp/bad.log" || fail "wrong summary"
+tail -1 "$tmp/bad.log" | grep -qx "gpu-check: FAIL" || fail "last line is not 'gpu-check: FAIL'"
+echo "gpu_check_test: PASS"
