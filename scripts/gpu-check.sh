@@ -27,8 +27,7 @@
 #
 # --only takes a comma-separated subset of: samples, perf, shares, stub, agent (default: all).
 # BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and optionally deps/ (a
-# bundle's libraries), samples/ (prebuilt samples) and tests/remote/ (the CMake-built samples and
-# emulated kernels). Environment: CUDA_HOME (default /usr/local/cuda), GPOOL_ARCH,
+# bundle's libraries) and tests/remote/ (the CMake-built samples and emulated kernels). Environment: CUDA_HOME (default /usr/local/cuda), GPOOL_ARCH,
 # GPOOL_CHECK_PRELOAD (LD_PRELOAD for the sample programs run through gpool, e.g. the ASan
 # runtime when BUILD_DIR is a sanitizer build), CUDA_VISIBLE_DEVICES (honoured by both sides).
 set -uo pipefail
@@ -76,7 +75,7 @@ want() { [[ -z $only || ,$only, == *,$1,* ]]; }
 # ---- --bundle: carry a build to a GPU machine that lacks gpool's build dependencies ----
 if [[ -n $bundle_out ]]; then
   [[ -x $gpool && -f $lib/libcudart.so.13 ]] || die "$build lacks bin/gpool or lib/libcudart.so.13"
-  rm -rf "$bundle_out" && mkdir -p "$bundle_out"/{bin,lib,deps,samples} || die "cannot create $bundle_out"
+  rm -rf "$bundle_out" && mkdir -p "$bundle_out"/{bin,lib,deps,deps-cxx,tests/remote/cuda} || die "cannot create $bundle_out"
   cp "$gpool" "$bundle_out/bin/" && cp "$lib/libcudart.so.13" "$bundle_out/lib/" || die "copy failed"
   # Everything ldd resolves except the C/C++ runtime, which the target's (newer) system provides;
   # a bundled older libstdc++ would shadow the target's for the nvcc-built samples.
@@ -84,14 +83,19 @@ if [[ -n $bundle_out ]]; then
     ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'
   done | sort -u | while read -r so; do
     case $(basename "$so") in
-      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
+      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*) ;;
+      libstdc++.so*|libgcc_s.so*) cp -L "$so" "$bundle_out/deps-cxx/" ;;  # used only if needed
       *) cp -L "$so" "$bundle_out/deps/" ;;
     esac
   done
+  # The CMake-built samples (sm_90) and the emulated kernels, in the build tree's layout, so that
+  # the bundle also runs --emulated and a GPU machine without nvcc still has samples.
   for s in "${samples[@]}"; do
-    [[ -x $build/tests/remote/cuda/$s ]] && cp "$build/tests/remote/cuda/$s" "$bundle_out/samples/"
+    [[ -x $build/tests/remote/cuda/$s ]] && cp "$build/tests/remote/cuda/$s" "$bundle_out/tests/remote/cuda/"
   done
-  echo "gpu-check: bundle in $bundle_out ($(du -sh "$bundle_out" | cut -f1), $(ls "$bundle_out/deps" | wc -l) libraries, $(ls "$bundle_out/samples" | wc -l) samples)"
+  plugin=$build/tests/remote/libgpool_example_kernels.so
+  [[ -f $plugin ]] && cp "$plugin" "$bundle_out/tests/remote/"
+  echo "gpu-check: bundle in $bundle_out ($(du -sh "$bundle_out" | cut -f1), $(ls "$bundle_out/deps" | wc -l) libraries, $(ls "$bundle_out/tests/remote/cuda" | wc -l) samples)"
   exit 0
 fi
 
@@ -131,6 +135,11 @@ gpool_ld=$base_ld
 [[ -d $deps ]] && gpool_ld=$deps${base_ld:+:$base_ld}
 [[ -x $gpool ]] || die "$gpool missing: build it (cmake --build build --target gpool gpool_cudart) or give --build"
 [[ -f $lib/libcudart.so.13 ]] || die "$lib/libcudart.so.13 missing: build target gpool_cudart"
+if ! LD_LIBRARY_PATH=$gpool_ld "$gpool" --help >"$work/gpool-help" 2>&1 && [[ -d $build/deps-cxx ]] &&
+   grep -q 'GLIBCXX\|CXXABI' "$work/gpool-help"; then
+  gpool_ld=$build/deps-cxx:$gpool_ld   # this system's libstdc++ is older than the build machine's
+  echo "libstdc++: the bundle's ($build/deps-cxx), the system's is too old"
+fi
 if ! LD_LIBRARY_PATH=$gpool_ld "$gpool" --help >"$work/gpool-help" 2>&1; then
   LD_LIBRARY_PATH=$gpool_ld ldd "$gpool" | grep 'not found'
   cat "$work/gpool-help"
@@ -171,9 +180,9 @@ if [[ -z $samples_dir ]]; then
   if ((emulated)) && [[ -x $build/tests/remote/cuda/share_loop ]]; then
     samples_dir=$build/tests/remote/cuda          # the CMake-built ones (sm_90, never run natively)
   elif [[ -x $nvcc ]]; then
-    samples_dir=$work/samples
-  elif [[ -d $build/samples ]]; then
-    samples_dir=$build/samples                    # a bundle's, built elsewhere for sm_90
+    samples_dir=$work/samples                     # built here for this GPU's arch
+  elif [[ -x $build/tests/remote/cuda/share_loop ]]; then
+    samples_dir=$build/tests/remote/cuda          # built elsewhere for sm_90 (a bundle's)
   else
     die "no nvcc at $nvcc (set CUDA_HOME) and no prebuilt samples (--samples DIR)"
   fi
@@ -348,7 +357,8 @@ if ((!emulated)); then
   native_run "$work/native.out" share_loop 3
   echo "native, alone: $(grep '^PASS' "$work/native.out")"
 fi
-openssl rand -hex 32 >"$work/lease.key" || die "openssl rand failed"
+# 32 random bytes in hex (od, not openssl: a GPU image need not have the openssl tool).
+od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/lease.key" || die "cannot make a lease key"
 start_server share --key "$work/lease.key"
 saddr=$addr
 lease() { gpoolc lease issue --key "$work/lease.key" --gpu "$saddr/0" --share "$1" --ttl 10m; }
