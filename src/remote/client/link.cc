@@ -100,7 +100,16 @@ Status ServerLink::Flush() {
   batch_.Reset();
   ++batch_gen_;
   queued_.store(false, std::memory_order_relaxed);
+  if (reads_queued_) ReadsSent();
   return Check(s);
+}
+
+void ServerLink::ReadsSent() {
+  reads_queued_ = false;
+  queued_read_bytes_ = 0;
+  // Under state_mu_: the pump checks FrontReadSent() under it before it waits.
+  std::lock_guard<std::mutex> lk(state_mu_);
+  pump_cv_.notify_one();
 }
 
 void ServerLink::TakeAsyncFailure(proto::ReplyHead* head) {
@@ -113,12 +122,12 @@ void ServerLink::TakeAsyncFailure(proto::ReplyHead* head) {
   async_failure_ = proto::ReplyHead{};
 }
 
-Status ServerLink::DrainReadsLocked() {
+Status ServerLink::DrainReadsLocked(bool sent_only) {
   for (;;) {
     PendingRead p;
     {
       std::lock_guard<std::mutex> lk(state_mu_);
-      if (pending_.empty()) return Status::Ok();
+      if (pending_.empty() || (sent_only && !FrontReadSent())) return Status::Ok();
       p = pending_.front();
     }
     GPOOL_RETURN_IF_ERROR(BrokenStatus());
@@ -188,11 +197,11 @@ void ServerLink::PumpLoop() {
   int idle_ticks = 0;
   std::unique_lock<std::mutex> lk(state_mu_);
   while (!pump_stop_) {
-    if (!pending_.empty() && !broken_flag_.load()) {
+    if (FrontReadSent() && !broken_flag_.load()) {
       lk.unlock();
       {
         std::lock_guard<std::mutex> r(read_mu_);
-        (void)DrainReadsLocked();  // a failure marks the link broken; callers see it
+        (void)DrainReadsLocked(/*sent_only=*/true);  // a failure marks the link broken
       }
       lk.lock();
       idle_ticks = 0;
@@ -209,14 +218,14 @@ void ServerLink::PumpLoop() {
         mu_.unlock();
       }
       lk.lock();
-      if (empty) pump_cv_.wait(lk, [&] { return pump_stop_ || pump_wake_ || !pending_.empty(); });
+      if (empty) pump_cv_.wait(lk, [&] { return pump_stop_ || pump_wake_ || FrontReadSent(); });
       pump_sleeping_.store(false);
       pump_wake_ = false;
       idle_ticks = 0;
       continue;
     }
-    pump_cv_.wait_for(lk, kFlushTick, [&] { return pump_stop_ || !pending_.empty(); });
-    if (pump_stop_ || !pending_.empty()) continue;
+    pump_cv_.wait_for(lk, kFlushTick, [&] { return pump_stop_ || FrontReadSent(); });
+    if (pump_stop_ || FrontReadSent()) continue;
     lk.unlock();
     bool busy = false;
     if (!queued_.load(std::memory_order_relaxed)) {
@@ -283,29 +292,33 @@ Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64
   if (n == 0) return Status::Ok();
   GPOOL_RETURN_IF_ERROR(BrokenStatus());
   size_t chunks = (n + proto::kCopyChunkBytes - 1) / proto::kCopyChunkBytes;
-  {
-    // Registered before the requests leave, so every reader knows the replies ahead of its own.
-    std::lock_guard<std::mutex> lk(state_mu_);
-    for (size_t i = 0; i < chunks; ++i) {
-      size_t off = i * proto::kCopyChunkBytes;
-      pending_.push_back(PendingRead{dst + off, std::min(proto::kCopyChunkBytes, n - off),
-                                     async ? nullptr : head});
-    }
-  }
   for (size_t i = 0; i < chunks; ++i) {
     size_t off = i * proto::kCopyChunkBytes;
-    proto::MemcpyD2H m{.src = src + off, .size = std::min(proto::kCopyChunkBytes, n - off),
-                       .stream = stream};
+    size_t len = std::min(proto::kCopyChunkBytes, n - off);
+    {
+      // Registered before its request can leave, so every reader knows the replies ahead of its
+      // own; with the generation of the batch that carries the request.
+      std::lock_guard<std::mutex> lk(state_mu_);
+      pending_.push_back(PendingRead{dst + off, len, async ? nullptr : head, batch_gen_.load()});
+    }
+    proto::MemcpyD2H m{.src = src + off, .size = len, .stream = stream};
     batch_.AddRequest(m);
+    reads_queued_ = true;
+    queued_read_bytes_ += len;
     if (batch_.bytes() >= kFlushBytes || batch_.frames() >= proto::kMaxFramesPerMessage - 1) {
       GPOOL_RETURN_IF_ERROR(Flush());
     }
   }
-  GPOOL_RETURN_IF_ERROR(Flush());
   if (async) {
-    pump_cv_.notify_one();  // the pump receives the data as it comes
+    // Small asynchronous reads stay queued, so that a burst of them shares one send (the next
+    // synchronizing call, a full chunk's worth of reads, or the pump sends it); a chunk's worth
+    // goes at once, as the copy should start.
+    if (queued_read_bytes_ >= proto::kCopyChunkBytes) return Flush();
+    queued_.store(true, std::memory_order_relaxed);
+    if (pump_sleeping_.load()) WakePump();
     return Status::Ok();
   }
+  GPOOL_RETURN_IF_ERROR(Flush());
   std::lock_guard<std::mutex> r(read_mu_);
   GPOOL_RETURN_IF_ERROR(DrainReadsLocked());
   TakeAsyncFailure(head);

@@ -8,10 +8,13 @@
 // copied into the batch. Transport failures come back as Unavailable: the server or its worker is
 // gone, and every later call fails fast the same way.
 //
-// Asynchronous device-to-host copies (CopyFromDevice with async) are registered as pending reads:
-// their replies come back in order ahead of any later reply, and are written into the program's
-// buffer by the pump thread as they arrive, or by the next caller that reads a reply (every
-// synchronizing call does, so the data is in place when a stream/event/device sync returns).
+// Asynchronous device-to-host copies (CopyFromDevice with async) are registered as pending reads
+// and their requests queued in the batch like any asynchronous request (so a burst of small ones
+// shares one send); their replies come back in order ahead of any later reply, and are written
+// into the program's buffer by the pump thread as they arrive, or by the next caller that reads
+// a reply (every synchronizing call does, so the data is in place when a stream/event/device sync
+// returns). The pump waits only for replies whose requests have left (their batch generation is
+// below batch_gen_); unsent ones it flushes like any queued batch.
 //
 // Thread safety: callers serialize whole operations with mu() (Post, Call, Flush, copies); the
 // pump thread takes mu() only with try_lock and reads only under its own lock, so it never
@@ -76,6 +79,7 @@ class ServerLink {
     batch_.Reset();
     ++batch_gen_;
     queued_.store(false, std::memory_order_relaxed);
+    if (reads_queued_) ReadsSent();
     return Check(s);
   }
   // Sends queued requests plus `m` and waits for its reply.
@@ -99,8 +103,9 @@ class ServerLink {
     return Status::Ok();
   }
   Status Flush();
-  // Waits until every pending asynchronous read has landed in its buffer.
+  // Waits until every pending asynchronous read has landed in its buffer. Caller holds mu().
   Status WaitReads() {
+    GPOOL_RETURN_IF_ERROR(Flush());
     std::lock_guard<std::mutex> lk(read_mu_);
     return DrainReadsLocked();
   }
@@ -128,14 +133,22 @@ class ServerLink {
     std::byte* dst;
     size_t len;
     proto::ReplyHead* result;  // null: asynchronous, errors go to async_failure_
+    uint64_t gen;              // batch_gen_ of the batch carrying its request
   };
 
   ServerLink() = default;
   Status ReadFrame(uint16_t op);
   Status Check(Status s);
   Status BrokenStatus();
-  // Reads the replies of every pending read. Caller holds read_mu_.
-  Status DrainReadsLocked();
+  // Reads the replies of every pending read (sent_only: only of those whose requests have left).
+  // Caller holds read_mu_; without sent_only, every pending read's request must have been sent.
+  Status DrainReadsLocked(bool sent_only = false);
+  // Whether the oldest pending read's request has left. Caller holds state_mu_.
+  bool FrontReadSent() const {
+    return !pending_.empty() && pending_.front().gen < batch_gen_.load(std::memory_order_acquire);
+  }
+  // After a batch left: wakes the pump if it carried read requests.
+  void ReadsSent();
   void TakeAsyncFailure(proto::ReplyHead* head);
   void StartPump();
   void PumpLoop();
@@ -146,7 +159,10 @@ class ServerLink {
   std::unique_ptr<Connection> conn_;
   proto::HelloReply hello_;
   proto::BatchWriter batch_;   // guarded by mu_
-  uint64_t batch_gen_ = 0;     // guarded by mu_: bumped whenever the batch is sent
+  // Written under mu_ (bumped whenever the batch is sent), read by the pump without it.
+  std::atomic<uint64_t> batch_gen_{0};
+  bool reads_queued_ = false;  // guarded by mu_: the batch carries read requests
+  size_t queued_read_bytes_ = 0;  // guarded by mu_: bytes the batch's read requests ask for
   std::vector<std::byte> in_;  // guarded by read_mu_ (sync replies)
   std::vector<std::byte> drain_in_;  // guarded by read_mu_ (pending reads)
   proto::Frame frame_;

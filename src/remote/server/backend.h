@@ -60,6 +60,19 @@ class Backend {
   virtual Result Free(uint64_t ptr) = 0;
   // `src` is valid only during the call; the backend copies (or stages) it before returning.
   virtual Result CopyH2D(uint64_t dst, std::span<const std::byte> src, uint64_t stream) = 0;
+  // Receive-in-place of a host-to-device chunk, in two steps around the network receive:
+  // H2DTarget checks the destination and stream and returns where the chunk's `size` bytes should
+  // be received (emulated: the device memory itself; cuda: a pinned staging buffer), or an empty
+  // span when it cannot (bad destination, too large: the session then receives the bytes and
+  // calls CopyH2D, which reports the error). Once they are in, CommitH2D(dst, that span, stream)
+  // completes the copy as CopyH2D would. One target at a time. Default: never in place.
+  virtual std::span<std::byte> H2DTarget(uint64_t dst, uint64_t size, uint64_t stream) {
+    (void)dst, (void)size, (void)stream;
+    return {};
+  }
+  virtual Result CommitH2D(uint64_t dst, std::span<const std::byte> data, uint64_t stream) {
+    return CopyH2D(dst, data, stream);
+  }
   // Completes before returning.
   virtual Result CopyD2H(std::byte* dst, uint64_t src, uint64_t size, uint64_t stream) = 0;
   // When device memory is host-addressable (emulated), returns a view for zero-copy sends after

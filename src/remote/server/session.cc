@@ -20,20 +20,30 @@ Session::Session(uint64_t id, std::unique_ptr<Connection> conn, Backend* backend
 Status Session::Run() {
   std::vector<std::byte> msg;
   for (;;) {
-    Status s = conn_->Recv(&msg);
+    handled_ = 0;
+    place_error_ = Status::Ok();
+    placed_ = Placed{};
+    size_t placed = 0;
+    Status s = conn_->RecvPlaced(&msg, *this, &placed);
     if (!s.ok()) return s.code() == StatusCode::kUnavailable ? Status::Ok() : s;
-    stats_.bytes_in += msg.size();
-    auto frames = ParseMessage(msg);
+    stats_.bytes_in += msg.size() + placed;
+    if (!place_error_.ok()) {
+      return place_error_.code() == StatusCode::kUnavailable ? Status::Ok() : place_error_;
+    }
+    auto frames = ParseMessage(msg, placed);
     if (!frames.ok()) {
       return frames.status().WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
     }
-    for (const Frame& f : *frames) {
-      ++stats_.requests;
-      Status hs = Handle(f);
-      if (!hs.ok()) {
-        if (hs.code() == StatusCode::kUnavailable) return Status::Ok();
-        return hs.WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
+    for (size_t i = handled_; i < frames->size(); ++i) {
+      const Frame& f = (*frames)[i];
+      if (placed != 0 && i + 1 == frames->size()) {
+        // The chunk Place accepted, now in place: complete it as CopyH2D would.
+        ++stats_.requests;
+        Defer(OpName(f.op), backend_->CommitH2D(placed_.dst, placed_.data, placed_.stream));
+        continue;
       }
+      Status hs = Dispatch(f);
+      if (!hs.ok()) return hs.code() == StatusCode::kUnavailable ? Status::Ok() : hs;
     }
     // Nothing queued any more: other sessions need not wait for this one while it is idle.
     if (share_active_) {
@@ -41,6 +51,35 @@ Status Session::Run() {
       share_active_ = false;
     }
   }
+}
+
+Status Session::Dispatch(const Frame& f) {
+  ++stats_.requests;
+  Status hs = Handle(f);
+  if (hs.ok() || hs.code() == StatusCode::kUnavailable) return hs;
+  return hs.WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
+}
+
+std::span<std::byte> Session::Place(std::span<const std::byte> head, size_t tail_len) {
+  // Anything unexpected is left to the normal path, which receives the message whole and
+  // reports what is wrong with it.
+  auto frames = ParseMessage(head, tail_len);
+  if (!frames.ok() || frames->back().op != static_cast<uint16_t>(Op::kMemcpyH2D)) return {};
+  MemcpyH2D q;
+  if (!DecodeBodyDetached(frames->back(), &q).ok()) return {};
+  // The frames before the chunk come first: they may launch kernels on, or free, its destination.
+  for (; handled_ + 1 < frames->size(); ++handled_) {
+    Status hs = Dispatch((*frames)[handled_]);
+    if (!hs.ok()) {
+      place_error_ = hs;
+      ++handled_;
+      return {};
+    }
+  }
+  std::span<std::byte> target = backend_->H2DTarget(q.dst, tail_len, q.stream);
+  if (target.size() != tail_len) return {};
+  placed_ = Placed{.dst = q.dst, .stream = q.stream, .data = target};
+  return target;
 }
 
 void Session::Defer(const char* op, Result r) {

@@ -33,7 +33,11 @@ struct SessionStats {
   uint64_t share_waits = 0;  // launches that waited for other sessions' turns
 };
 
-class Session {
+// A host-to-device chunk that is its message's last frame is received straight into place: the
+// session is the connection's TailPlacer, runs the frames before it (which may write or free the
+// destination), asks the backend where the chunk goes (H2DTarget validates it first: a bad one is
+// received into the message buffer and fails as usual), and commits it once it is in.
+class Session : private TailPlacer {
  public:
   // `arbiter` (may be null: no share enforcement) must have a slot joined for this session.
   Session(uint64_t id, std::unique_ptr<Connection> conn, Backend* backend, SessionLimits limits,
@@ -43,6 +47,9 @@ class Session {
   const SessionStats& stats() const { return stats_; }
 
  private:
+  std::span<std::byte> Place(std::span<const std::byte> head, size_t tail_len) override;
+  // Runs one request; an error ends the session (Unavailable: the client is gone).
+  Status Dispatch(const proto::Frame& f);
   Status Handle(const proto::Frame& f);
   template <class Req, class Fn>
   Status Sync(const proto::Frame& f, Fn fn);
@@ -63,6 +70,14 @@ class Session {
   int arbiter_slot_;
   bool share_active_ = false;  // launched since the last Idle()
   Result deferred_;
+  // The message being received: frames Place already ran, the error that stopped them, and the
+  // chunk it placed (data empty: none).
+  size_t handled_ = 0;
+  Status place_error_;
+  struct Placed {
+    uint64_t dst = 0, stream = 0;
+    std::span<const std::byte> data;
+  } placed_;
   proto::BatchWriter out_;
   std::vector<std::byte> staging_;
 };

@@ -25,6 +25,8 @@ using net::Fd;
 
 constexpr uint32_t kMagic = 0x31545047;  // "GPT1"
 constexpr uint64_t kStripedBit = uint64_t{1} << 63;
+constexpr uint64_t kTailBit = uint64_t{1} << 62;  // a u64 tail length follows the header word
+constexpr uint64_t kLengthBits = kTailBit - 1;
 constexpr uint8_t kKindControl = 0;
 constexpr uint8_t kKindData = 1;
 
@@ -94,14 +96,18 @@ class TcpConnection final : public Connection {
     }
     if (closed_.load()) return Closed();
     const bool striped = !data_.empty() && total >= options_.stripe_min_bytes;
-    uint8_t header[8];
-    PutLe(header, total | (striped ? kStripedBit : 0), 8);
+    const size_t tail_len =
+        parts.size() >= 2 && parts.back().size() >= kTailMinBytes ? parts.back().size() : 0;
+    uint8_t header[16];
+    PutLe(header, total | (striped ? kStripedBit : 0) | (tail_len ? kTailBit : 0), 8);
+    PutLe(header + 8, tail_len, 8);
+    const size_t header_len = tail_len ? 16 : 8;
     size_t control_len = striped ? total / (data_.size() + 1) : total;
     if (!striped && parts.size() <= 3) {
       // The common small message: header and parts in one sendmsg, no allocation.
       iovec v[4];
       size_t n = 0;
-      v[n++] = iovec{header, sizeof(header)};
+      v[n++] = iovec{header, header_len};
       for (const ByteSpan& p : parts) {
         if (!p.empty()) v[n++] = iovec{const_cast<std::byte*>(p.data()), p.size()};
       }
@@ -110,7 +116,7 @@ class TcpConnection final : public Connection {
 
     std::vector<iovec> iov;
     iov.reserve(parts.size() + 1);
-    iov.push_back(iovec{header, sizeof(header)});
+    iov.push_back(iovec{header, header_len});
     std::vector<iovec> body = net::SliceParts(parts, 0, control_len);
     iov.insert(iov.end(), body.begin(), body.end());
     if (!striped) return Fail(net::WriteAll(control_.get(), iov, peer_));
@@ -135,63 +141,21 @@ class TcpConnection final : public Connection {
   }
 
   Status Recv(std::vector<std::byte>* message) override {
-    bool split;
-    return RecvSplit(message, {}, &split);
+    size_t placed;
+    return Receive(message, {}, nullptr, &placed);
   }
 
   Status RecvSplit(std::vector<std::byte>* message, std::span<std::byte> tail,
                    bool* split) override {
-    *split = false;
-    if (closed_.load()) return Closed();
-    uint8_t header[8];
-    Status s = ReadControl(header, sizeof(header));
-    if (!s.ok()) return Fail(s);
-    uint64_t word = GetLe(header, 8);
-    const bool striped = (word & kStripedBit) != 0;
-    const uint64_t total = word & ~kStripedBit;
-    if (total > options_.max_message_bytes) {
-      Close();
-      return Status::InvalidArgument(
-          fmt::format("frame of {} bytes from {} exceeds the {} byte limit; connection closed",
-                      total, peer_, options_.max_message_bytes));
-    }
-    if (striped && data_.empty()) {
-      Close();
-      return Status::InvalidArgument(
-          fmt::format("striped frame from {} on a connection without data streams", peer_));
-    }
-    *split = !tail.empty() && total >= tail.size();
-    const size_t head_len = *split ? total - tail.size() : total;
-    message->resize(head_len);
-    // Reads bytes [off, off+len) of the message from `fd`: the part before head_len into
-    // *message, the rest into `tail`.
-    auto read_range = [&, base = message->data()](int fd, size_t off, size_t len) {
-      auto read = [&](void* p, size_t n) {
-        return fd == control_.get() ? ReadControl(p, n) : net::ReadAll(fd, p, n, peer_);
-      };
-      size_t in_head = off < head_len ? std::min(len, head_len - off) : 0;
-      Status r = read(base + off, in_head);
-      if (r.ok() && len > in_head) r = read(tail.data() + (off + in_head - head_len), len - in_head);
-      return r;
-    };
-    if (!striped) return Fail(read_range(control_.get(), 0, total));
+    size_t placed = 0;
+    Status s = Receive(message, tail, nullptr, &placed);
+    *split = placed != 0;
+    return s;
+  }
 
-    std::vector<Status> results(data_.size());
-    std::vector<std::thread> threads;
-    threads.reserve(data_.size());
-    for (size_t i = 0; i < data_.size(); ++i) {
-      auto [off, len] = Slice(total, i + 1);
-      threads.emplace_back([&, i, off = off, len = len] {
-        results[i] = read_range(data_[i].get(), off, len);
-      });
-    }
-    auto [off0, len0] = Slice(total, 0);
-    s = read_range(control_.get(), off0, len0);
-    for (auto& t : threads) t.join();
-    for (const Status& r : results) {
-      if (s.ok() && !r.ok()) s = r;
-    }
-    return Fail(s);
+  Status RecvPlaced(std::vector<std::byte>* message, TailPlacer& placer,
+                    size_t* placed) override {
+    return Receive(message, {}, &placer, placed);
   }
 
   void Close() override {
@@ -211,6 +175,100 @@ class TcpConnection final : public Connection {
     size_t begin = total / n * i;
     size_t end = i + 1 == n ? total : total / n * (i + 1);
     return {begin, end - begin};
+  }
+
+  // Receives one frame. Without a placer, the message's last tail.size() bytes go into a
+  // non-empty `tail` when the message is that long (RecvSplit). With a placer (RecvPlaced), a
+  // frame sent with a tail asks it where the tail goes once the head is in. *placed: how many
+  // bytes went outside *message. Receiver thread only.
+  Status Receive(std::vector<std::byte>* message, std::span<std::byte> tail, TailPlacer* placer,
+                 size_t* placed) {
+    *placed = 0;
+    if (closed_.load()) return Closed();
+    uint8_t header[8];
+    Status s = ReadControl(header, sizeof(header));
+    if (!s.ok()) return Fail(s);
+    uint64_t word = GetLe(header, 8);
+    const bool striped = (word & kStripedBit) != 0;
+    const uint64_t total = word & kLengthBits;
+    uint64_t marked_tail = 0;
+    if (word & kTailBit) {
+      s = ReadControl(header, sizeof(header));
+      if (!s.ok()) return Fail(s);
+      marked_tail = GetLe(header, 8);
+    }
+    if (total > options_.max_message_bytes) {
+      Close();
+      return Status::InvalidArgument(
+          fmt::format("frame of {} bytes from {} exceeds the {} byte limit; connection closed",
+                      total, peer_, options_.max_message_bytes));
+    }
+    if (marked_tail > total) {
+      Close();
+      return Status::InvalidArgument(fmt::format(
+          "frame of {} bytes from {} claims a {} byte tail; connection closed", total, peer_,
+          marked_tail));
+    }
+    if (striped && data_.empty()) {
+      Close();
+      return Status::InvalidArgument(
+          fmt::format("striped frame from {} on a connection without data streams", peer_));
+    }
+    size_t head_len = total;
+    size_t done = 0;  // bytes of the message already read (into *message)
+    if (placer != nullptr) {
+      // The head must be read before the placer can look at it: all of it precedes the tail on
+      // the control stream unless striping spread the head itself (a head over 1/streams of the
+      // message; then the message is received whole).
+      const size_t candidate = total - marked_tail;
+      if (marked_tail != 0 && (!striped || candidate <= Slice(total, 0).second)) {
+        message->resize(candidate);
+        s = ReadControl(message->data(), candidate);
+        if (!s.ok()) return Fail(s);
+        done = candidate;
+        std::span<std::byte> where = placer->Place(*message, marked_tail);
+        if (where.size() == marked_tail) {
+          tail = where;
+          head_len = candidate;
+        }
+      }
+    } else if (!tail.empty() && total >= tail.size()) {
+      head_len = total - tail.size();
+    } else {
+      tail = {};
+    }
+    if (head_len == total) tail = {};
+    *placed = total - head_len;
+    message->resize(head_len);
+    // Reads bytes [off, off+len) of the message from `fd`: the part before head_len into
+    // *message, the rest into `tail`.
+    auto read_range = [&, base = message->data()](int fd, size_t off, size_t len) {
+      auto read = [&](void* p, size_t n) {
+        return fd == control_.get() ? ReadControl(p, n) : net::ReadAll(fd, p, n, peer_);
+      };
+      size_t in_head = off < head_len ? std::min(len, head_len - off) : 0;
+      Status r = read(base + off, in_head);
+      if (r.ok() && len > in_head) r = read(tail.data() + (off + in_head - head_len), len - in_head);
+      return r;
+    };
+    if (!striped) return Fail(read_range(control_.get(), done, total - done));
+
+    std::vector<Status> results(data_.size());
+    std::vector<std::thread> threads;
+    threads.reserve(data_.size());
+    for (size_t i = 0; i < data_.size(); ++i) {
+      auto [off, len] = Slice(total, i + 1);
+      threads.emplace_back([&, i, off = off, len = len] {
+        results[i] = read_range(data_[i].get(), off, len);
+      });
+    }
+    auto [off0, len0] = Slice(total, 0);
+    s = read_range(control_.get(), off0 + done, len0 - done);
+    for (auto& t : threads) t.join();
+    for (const Status& r : results) {
+      if (s.ok() && !r.ok()) s = r;
+    }
+    return Fail(s);
   }
 
   // Reads exactly `n` bytes from the control stream through a small buffer, so that a small

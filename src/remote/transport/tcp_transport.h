@@ -6,7 +6,10 @@
 //     1 data), u8 index, u16 data_streams, u64 token}; the server answers the control socket with
 //     {u32 magic, u32 reserved, u64 token} and the client then opens its data sockets quoting the
 //     token. A connection is returned by Accept once all its data sockets arrived.
-//   frame on the control socket: u64 header = length | (striped ? 1 << 63 : 0), then the payload.
+//   frame on the control socket: u64 header = length | (striped ? 1 << 63 : 0) | (tail ? 1 << 62
+//     : 0), then, when the tail bit is set, a u64 tail length (the last gather part's size, sent
+//     when it is at least kTailMinBytes: the receiver may place it, see RecvPlaced), then the
+//     payload.
 //     A striped message's payload is cut into (1 + data_streams) contiguous slices; slice 0 follows
 //     the header on the control socket, slice i goes on data socket i, written and read by one
 //     thread per socket.

@@ -25,6 +25,22 @@ namespace gpool::remote {
 
 using ByteSpan = std::span<const std::byte>;
 
+// A message sent in 2+ parts whose last part is large travels with that part marked as its tail,
+// so that a receiver can choose where the tail lands after seeing the head (RecvPlaced). Large:
+// TCP, at least kTailMinBytes; UCX, at least 64 KiB in a message over 256 KiB (smaller ones are
+// copied into one buffered send anyway). Other messages arrive whole.
+inline constexpr size_t kTailMinBytes = 16 << 10;
+
+// Chooses where a message's tail is received (Connection::RecvPlaced). Called on the receiving
+// thread, once per message that arrives with a tail, after its head and before its tail.
+class TailPlacer {
+ public:
+  virtual ~TailPlacer() = default;
+  // `head` is the message without its last `tail_len` bytes. Returns a buffer of exactly
+  // tail_len bytes to receive the tail into, or an empty span to receive the message whole.
+  virtual std::span<std::byte> Place(std::span<const std::byte> head, size_t tail_len) = 0;
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -42,6 +58,14 @@ class Connection {
   virtual Status RecvSplit(std::vector<std::byte>* head, std::span<std::byte> /*tail*/,
                            bool* split) {
     *split = false;
+    return Recv(head);
+  }
+  // Receives one message like Recv; when it arrives with a tail (see kTailMinBytes) and
+  // placer.Place accepts it, *head holds the message without its tail, the tail went straight
+  // where Place said, and *placed is its length. Otherwise *head holds the whole message and
+  // *placed is 0. The default implementation never places.
+  virtual Status RecvPlaced(std::vector<std::byte>* head, TailPlacer& /*placer*/, size_t* placed) {
+    *placed = 0;
     return Recv(head);
   }
   // Closes both directions; pending and later calls return Unavailable.

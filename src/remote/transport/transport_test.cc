@@ -170,6 +170,88 @@ TEST_P(TransportTest, RecvSplitPutsTheTailInTheCallersBuffer) {
   EXPECT_TRUE(sender.get().ok());
 }
 
+// RecvPlaced shows the placer a message's head before its large last part arrives and puts that
+// part where the placer says; a refused or wrongly sized placement, a one-part message, or a
+// small last part arrive whole. (Receive-in-place of host-to-device copy chunks.)
+TEST_P(TransportTest, RecvPlacedPutsTheTailWhereThePlacerSays) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  struct Placer : TailPlacer {
+    std::span<std::byte> answer;
+    std::vector<std::byte> seen_head;
+    size_t seen_len = 0;
+    int calls = 0;
+    std::span<std::byte> Place(std::span<const std::byte> head, size_t tail_len) override {
+      ++calls;
+      seen_head.assign(head.begin(), head.end());
+      seen_len = tail_len;
+      return answer;
+    }
+  };
+  const std::vector<std::byte> head = Pattern(100, 3), tail = Pattern(size_t{1} << 20, 4);
+  const std::vector<std::byte> small_tail = Pattern(1000, 5);
+  const std::vector<std::byte> big_head = Pattern(200 << 10, 6), mid_tail = Pattern(300 << 10, 7);
+  auto cat = [](const std::vector<std::byte>& a, const std::vector<std::byte>& b) {
+    std::vector<std::byte> w = a;
+    w.insert(w.end(), b.begin(), b.end());
+    return w;
+  };
+  const ByteSpan two[2] = {AsBytes(head), AsBytes(tail)};
+  const ByteSpan small[2] = {AsBytes(head), AsBytes(small_tail)};
+  const ByteSpan spread[2] = {AsBytes(big_head), AsBytes(mid_tail)};
+  auto sender = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 3; ++i) {
+      if (Status s = client_->Send(two); !s.ok()) return s;
+    }
+    if (Status s = client_->Send(AsBytes(tail)); !s.ok()) return s;
+    if (Status s = client_->Send(small); !s.ok()) return s;
+    return client_->Send(spread);
+  });
+  std::vector<std::byte> got, dest(tail.size());
+  size_t placed = 99;
+  Placer p;
+  p.answer = dest;
+  ASSERT_TRUE(server_->RecvPlaced(&got, p, &placed).ok());
+  EXPECT_EQ(p.calls, 1);
+  EXPECT_TRUE(p.seen_head == head);
+  EXPECT_EQ(p.seen_len, tail.size());
+  EXPECT_EQ(placed, tail.size());
+  EXPECT_TRUE(got == head);
+  EXPECT_TRUE(dest == tail);
+
+  for (size_t refuse : {size_t{0}, size_t{4096}}) {  // refused; wrong size
+    p = Placer{};
+    p.answer = std::span<std::byte>(dest).first(refuse);
+    ASSERT_TRUE(server_->RecvPlaced(&got, p, &placed).ok());
+    EXPECT_EQ(p.calls, 1);
+    EXPECT_EQ(placed, 0u);
+    EXPECT_TRUE(got == cat(head, tail)) << "placement of " << refuse << " bytes";
+  }
+  for (const std::vector<std::byte>& whole : {tail, cat(head, small_tail)}) {
+    p = Placer{};
+    p.answer = dest;
+    ASSERT_TRUE(server_->RecvPlaced(&got, p, &placed).ok());
+    EXPECT_EQ(p.calls, 0);
+    EXPECT_EQ(placed, 0u);
+    EXPECT_TRUE(got == whole);
+  }
+  // A head larger than a striped message's first slice cannot be read first: TCP striping then
+  // receives it whole; otherwise it is placed. Either way every byte arrives where it says.
+  p = Placer{};
+  std::vector<std::byte> mid_dest(mid_tail.size());
+  p.answer = mid_dest;
+  ASSERT_TRUE(server_->RecvPlaced(&got, p, &placed).ok());
+  if (placed != 0) {
+    EXPECT_EQ(placed, mid_tail.size());
+    EXPECT_TRUE(got == big_head);
+    EXPECT_TRUE(mid_dest == mid_tail);
+  } else {
+    EXPECT_TRUE(got == cat(big_head, mid_tail));
+  }
+  EXPECT_EQ(placed != 0, GetParam().label != "tcp_striped");
+  EXPECT_TRUE(sender.get().ok());
+}
+
 TEST_P(TransportTest, MessagesKeepTheirOrderBothWays) {
   ConnectPair(transport_.get(), transport_.get());
   ASSERT_NE(client_, nullptr);

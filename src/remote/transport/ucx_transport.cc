@@ -213,6 +213,21 @@ class UcxConnection final : public Connection {
 
   Status RecvSplit(std::vector<std::byte>* message, std::span<std::byte> tail,
                    bool* split) override {
+    return Receive(message, tail, nullptr, split);
+  }
+
+  Status RecvPlaced(std::vector<std::byte>* message, TailPlacer& placer,
+                    size_t* placed) override {
+    bool split = false;
+    Status s = Receive(message, {}, &placer, &split);
+    *placed = split ? placed_ : 0;
+    return s;
+  }
+
+  // RecvSplit (into `tail`) or RecvPlaced (`placer` non-null: `tail` is empty and a split
+  // message's tail goes where the placer says, its length in placed_).
+  Status Receive(std::vector<std::byte>* message, std::span<std::byte> tail, TailPlacer* placer,
+                 bool* split) {
     *split = false;
     Backoff backoff;
     Clock::time_point gone_since{};
@@ -221,7 +236,7 @@ class UcxConnection final : public Connection {
       ucp_tag_recv_info_t info{};
       ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kTagWhole, kProbeMask, /*remove=*/1, &info);
       if (msg != nullptr && (info.sender_tag & ~kLengthMask) == kTagHead) {
-        return RecvHeadAndTail(msg, info, message, tail, split);
+        return RecvHeadAndTail(msg, info, message, tail, placer, split);
       }
       if (msg != nullptr) {
         if (info.length > options_.max_message_bytes) {
@@ -331,7 +346,8 @@ class UcxConnection final : public Connection {
   // `tail` when that is exactly the tail's size (the zero-copy case RecvSplit exists for), else
   // after the head in *message (then split as RecvSplit promises, with one copy).
   Status RecvHeadAndTail(ucp_tag_message_h msg, const ucp_tag_recv_info_t& info,
-                         std::vector<std::byte>* message, std::span<std::byte> tail, bool* split) {
+                         std::vector<std::byte>* message, std::span<std::byte> tail,
+                         TailPlacer* placer, bool* split) {
     const size_t head_len = info.length;
     const size_t tail_len = info.sender_tag & kLengthMask;
     if (head_len + tail_len > options_.max_message_bytes) {
@@ -340,11 +356,18 @@ class UcxConnection final : public Connection {
           "message of {} bytes from {} exceeds the {} byte limit; connection closed",
           head_len + tail_len, peer_, options_.max_message_bytes));
     }
-    const bool direct = !tail.empty() && tail.size() == tail_len;
-    message->resize(direct ? head_len : head_len + tail_len);
+    bool direct = !tail.empty() && tail.size() == tail_len;
+    message->resize(direct || placer != nullptr ? head_len : head_len + tail_len);
     ucp_request_param_t param{};
     ucs_status_t st =
         Wait(ucp_tag_msg_recv_nbx(worker_, message->data(), head_len, msg, &param), false, message);
+    if (st == UCS_OK && placer != nullptr) {
+      tail = placer->Place(*message, tail_len);
+      direct = tail.size() == tail_len;
+      if (direct) placed_ = tail_len;
+      if (!direct) message->resize(head_len + tail_len);
+      tail = direct ? tail : std::span<std::byte>();
+    }
     if (st == UCS_OK) {
       std::byte* into = direct ? tail.data() : message->data() + head_len;
       ucp_request_param_t tp{};
@@ -503,6 +526,7 @@ class UcxConnection final : public Connection {
     std::vector<std::byte> data;
   };
   static constexpr size_t kBufferedSendMax = 256 << 10;
+  size_t placed_ = 0;  // receiver thread: the tail length RecvPlaced's last placement took
   static constexpr size_t kMaxBufferedBytes = 8 << 20;
   std::deque<PendingSend> pending_;  // guarded by send_mu_
   size_t pending_bytes_ = 0;
