@@ -336,24 +336,32 @@ class CudaBackend final : public Backend {
     }
     return {};
   }
-  // A chunk is received into the next staging buffer (once its previous DMA is done) and
-  // copied from there, saving CopyH2D's memcpy into staging. The driver checks `dst` when the
-  // DMA is queued (CommitH2D); nothing is written to device memory before that.
+  // A chunk is received into the next staging buffer of its device (once that buffer's previous
+  // DMA is done) and copied from there, saving CopyH2D's memcpy into staging. The destination is
+  // checked first, as CopyH2D does; nothing is written to device memory before CommitH2D.
   std::span<std::byte> H2DTarget(uint64_t dst, uint64_t size, uint64_t stream) override {
     CUstream s = nullptr;
-    if (size > kStagingBytes || !Stream(stream, DevOf(dst), &s).ok() || !Staging().ok()) return {};
-    int i = next_staging_;
-    if (!R("cuEventSynchronize", cu_.cuEventSynchronize(staged_[i])).ok()) return {};
-    return {static_cast<std::byte*>(staging_[i]), size};
+    StagingPair* st = nullptr;
+    if (size > kStagingBytes || !CheckRange(dst, size, "").ok() ||
+        !Stream(stream, DevOf(dst), &s).ok() || !GetStaging(current_, &st).ok()) {
+      return {};
+    }
+    if (!R("cuEventSynchronize", cu_.cuEventSynchronize(st->done[st->next])).ok()) return {};
+    target_ = st;
+    return {static_cast<std::byte*>(st->buf[st->next]), size};
   }
   Result CommitH2D(uint64_t dst, std::span<const std::byte> data, uint64_t stream) override {
-    int i = next_staging_;
-    if (data.data() != static_cast<const std::byte*>(staging_[i])) return CopyH2D(dst, data, stream);
+    StagingPair* st = target_;
+    target_ = nullptr;
+    if (st == nullptr || data.data() != static_cast<const std::byte*>(st->buf[st->next])) {
+      return CopyH2D(dst, data, stream);
+    }
     CUstream s = nullptr;
     if (Result r = Stream(stream, DevOf(dst), &s); !r.ok()) return r;
-    next_staging_ ^= 1;
-    if (Result r = R("cuMemcpyHtoDAsync", cu_.cuMemcpyHtoDAsync(dst, staging_[i], data.size(), s)); !r.ok()) return r;
-    return R("cuEventRecord", cu_.cuEventRecord(staged_[i], s));
+    int i = st->next;
+    st->next ^= 1;
+    if (Result r = R("cuMemcpyHtoDAsync", cu_.cuMemcpyHtoDAsync(dst, st->buf[i], data.size(), s)); !r.ok()) return r;
+    return R("cuEventRecord", cu_.cuEventRecord(st->done[i], s));
   }
   Result CopyD2H(std::byte* dst, uint64_t src, uint64_t size, uint64_t stream) override {
     if (Result r = CheckRange(src, size, "device-to-host copy"); !r.ok()) return r;
@@ -712,6 +720,7 @@ class CudaBackend final : public Backend {
     int next = 0;
   };
   std::vector<StagingPair> staging_;  // per device
+  StagingPair* target_ = nullptr;     // H2DTarget's buffer, until CommitH2D
   std::vector<DevTiming> timing_;  // per device
 };
 
