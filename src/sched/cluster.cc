@@ -85,6 +85,11 @@ StatusOr<ClusterState> ClusterState::Create(ClusterSpec spec) {
     topo->by_level[static_cast<int>(d.level)].push_back(DomainId(static_cast<uint32_t>(i)));
     if (d.parent.valid()) topo->children[d.parent.value()].push_back(DomainId(static_cast<uint32_t>(i)));
   }
+  topo->degraded.resize(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    const DomainSpec& d = sp.domains[i];
+    topo->degraded[i] = d.nominal_bandwidth_gbps > 0 && d.bandwidth_gbps < d.nominal_bandwidth_gbps ? 1 : 0;
+  }
   topo->ancestors.resize(nn);
   topo->gpu_offset.resize(nn);
   size_t gpus = 0;

@@ -107,6 +107,9 @@ class ClusterState {
   const std::vector<DomainId>& children(DomainId d) const { return topo_->children[d.value()]; }
   const std::vector<NodeId>& leaf_nodes(DomainId leaf) const { return topo_->leaf_nodes[leaf.value()]; }
   const std::vector<DomainId>& domains_at(Level l) const;
+  // Whether d runs below its nominal bandwidth (failed links). Domains don't change after
+  // Create, so this is computed once there: placement asks it for every leaf, per gang.
+  bool degraded(DomainId d) const { return topo_->degraded[d.value()] != 0; }
   // The node's ancestor at `l` (kLeaf, kPod or kFabric).
   DomainId ancestor(NodeId n, Level l) const;
   // Smallest level whose domain holds both nodes: kNode for the same node, kLeaf, kPod, kFabric;
@@ -191,6 +194,7 @@ class ClusterState {
     std::array<std::vector<DomainId>, 4> by_level;
     std::vector<std::array<DomainId, 3>> ancestors;  // per node: leaf, pod, fabric
     std::vector<size_t> gpu_offset;
+    std::vector<uint8_t> degraded;  // per domain
   };
   // Open-addressing hash from job id to its slot in running_: a flat vector, so copying the
   // state copies it with one memcpy (an unordered_map copy allocates a node per job).

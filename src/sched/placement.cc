@@ -25,6 +25,10 @@ class Placer {
     for (size_t m = 0; m < s.num_models(); ++m) {
       if (job.gpu_models & (ModelMask{1} << m)) models_.push_back(static_cast<int>(m));
     }
+    if (t_.fractional()) {
+      lo_decile_ = t_.gpu_milli / 100;
+      for (int b = lo_decile_; b <= 10; ++b) per_gpu_[b] = std::min(1000, 100 * b + 99) / t_.gpu_milli;
+    }
   }
 
   // Places up to `want` tasks under domain d; returns how many it placed.
@@ -124,30 +128,35 @@ class Placer {
     return PlaceOnNodes(one, want) == want;
   }
 
-  // ClusterState::TaskCapacityBound, inlined for the hot loop over every leaf, and memoized:
-  // PlaceGang asks for the same domains several times (each level's scan, children_needed of
-  // every parent, a rescan when the best candidate fails), and the state is const for the
-  // Placer's life, so each domain's bound is computed once per Placer.
-  int64_t Bound(DomainId d) {
-    if (bound_memo_.empty()) bound_memo_.assign(s_.num_domains(), -1);
-    int64_t& memo = bound_memo_[d.value()];
-    if (memo < 0) memo = ComputeBound(d);
-    return memo;
-  }
-  int64_t ComputeBound(DomainId d) const {
+  // ClusterState::TaskCapacityBound, inlined for the hot loop over every leaf (PlaceGang scans
+  // every leaf of every pod that may hold the gang, per gang): the per-decile divisions and the
+  // allowed models are worked out once per Placer, so a bound is a few loads from the domain's
+  // aggregates. Cheap enough not to memoize (a memo cost a clear per gang).
+  int64_t Bound(DomainId d) const {
     if (t_.gpus == 0) return s_.TaskCapacityBound(d, t_, job_.gpu_models);
     int64_t bound = 0;
     if (t_.fractional()) {
       for (int m : models_) {
         const ModelAggregate& a = s_.aggregate(d, m);
-        for (int b = t_.gpu_milli / 100; b <= 10; ++b) {
-          bound += int64_t{a.gpus_by_free_decile[b]} * (std::min(1000, 100 * b + 99) / t_.gpu_milli);
-        }
+        for (int b = lo_decile_; b <= 10; ++b) bound += int64_t{a.gpus_by_free_decile[b]} * per_gpu_[b];
       }
       return bound;
     }
     for (int m : models_) bound += s_.aggregate(d, m).tasks_by_size[t_.gpus];
     return bound;
+  }
+  // Best-fit key of a domain for this job: the free room it would have left; lower is better.
+  // Free whole GPUs of the allowed models for whole-GPU tasks (ClusterState::FreeWholeGpus),
+  // their free milli for fractions, free CPU for GPU-less tasks.
+  int64_t Room(DomainId d) const {
+    if (t_.gpus == 0) return s_.domain_free_cpu(d);
+    int64_t room = 0;
+    if (t_.fractional()) {
+      for (int m : models_) room += s_.aggregate(d, m).free_milli;
+    } else {
+      for (int m : models_) room += s_.aggregate(d, m).free_whole_gpus;
+    }
+    return room;
   }
   Placement TakePlacement() { return std::move(out_); }
   void Reset() {
@@ -290,29 +299,12 @@ class Placer {
   const TaskRequest& t_;
   const PlacementOptions& o_;
   std::vector<int> models_;  // allowed model indices
-  std::vector<int64_t> bound_memo_;  // per domain; -1 = not computed yet
+  int lo_decile_ = 11;                   // fractional tasks: the smallest decile that holds one
+  std::array<int64_t, 11> per_gpu_{};    // tasks one GPU of each free decile holds
   Placement out_;
   std::vector<NodeFree> taken_;
   std::unordered_map<uint32_t, size_t> index_;
 };
-
-// Best-fit key of a domain for this job: the free room it would have left; lower is better.
-int64_t DomainRoom(const ClusterState& s, DomainId d, const JobSpec& job) {
-  const TaskRequest& t = job.task;
-  if (t.gpus == 0) return s.domain_free_cpu(d);
-  if (t.fractional()) {
-    int64_t milli = 0;
-    for (size_t m = 0; m < s.num_models(); ++m) {
-      if (job.gpu_models & (ModelMask{1} << m)) milli += s.aggregate(d, static_cast<int>(m)).free_milli;
-    }
-    return milli;
-  }
-  return s.FreeWholeGpus(d, job.gpu_models);
-}
-
-bool Degraded(const DomainSpec& d) {
-  return d.nominal_bandwidth_gbps > 0 && d.bandwidth_gbps < d.nominal_bandwidth_gbps;
-}
 
 }  // namespace
 
@@ -414,9 +406,9 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
       }
     }
   };
+  // A domain that lost bandwidth to failed links ranks after healthy ones (tier 1).
   auto cand_of = [&](DomainId d, Level l) -> Cand {
-    return {Degraded(state.domain(d)) ? 1 : 0, l == Level::kLeaf ? 1 : children_needed(d),
-            DomainRoom(state, d, job), d};
+    return {state.degraded(d) ? 1 : 0, l == Level::kLeaf ? 1 : children_needed(d), p.Room(d), d};
   };
   std::vector<Cand> cands;
   for (Level l = Level::kLeaf; l <= top; l = static_cast<Level>(static_cast<int>(l) + 1)) {
