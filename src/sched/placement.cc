@@ -25,6 +25,10 @@ class Placer {
     for (size_t m = 0; m < s.num_models(); ++m) {
       if (job.gpu_models & (ModelMask{1} << m)) models_.push_back(static_cast<int>(m));
     }
+    // Bound and Room index the aggregates directly: ClusterState::aggregate re-reads the model
+    // count through the shared spec on every call, which the scan over every leaf can't afford.
+    nm_ = s.num_models();
+    if (s.num_domains() > 0 && nm_ > 0) agg_ = &s.aggregate(DomainId(0), 0);
     if (t_.fractional()) {
       lo_decile_ = t_.gpu_milli / 100;
       for (int b = lo_decile_; b <= 10; ++b) per_gpu_[b] = std::min(1000, 100 * b + 99) / t_.gpu_milli;
@@ -137,12 +141,12 @@ class Placer {
     int64_t bound = 0;
     if (t_.fractional()) {
       for (int m : models_) {
-        const ModelAggregate& a = s_.aggregate(d, m);
+        const ModelAggregate& a = Agg(d, m);
         for (int b = lo_decile_; b <= 10; ++b) bound += int64_t{a.gpus_by_free_decile[b]} * per_gpu_[b];
       }
       return bound;
     }
-    for (int m : models_) bound += s_.aggregate(d, m).tasks_by_size[t_.gpus];
+    for (int m : models_) bound += Agg(d, m).tasks_by_size[t_.gpus];
     return bound;
   }
   // Best-fit key of a domain for this job: the free room it would have left; lower is better.
@@ -152,12 +156,13 @@ class Placer {
     if (t_.gpus == 0) return s_.domain_free_cpu(d);
     int64_t room = 0;
     if (t_.fractional()) {
-      for (int m : models_) room += s_.aggregate(d, m).free_milli;
+      for (int m : models_) room += Agg(d, m).free_milli;
     } else {
-      for (int m : models_) room += s_.aggregate(d, m).free_whole_gpus;
+      for (int m : models_) room += Agg(d, m).free_whole_gpus;
     }
     return room;
   }
+  const ModelAggregate& Agg(DomainId d, int m) const { return agg_[d.value() * nm_ + static_cast<size_t>(m)]; }
   Placement TakePlacement() { return std::move(out_); }
   void Reset() {
     out_.tasks.clear();
@@ -299,6 +304,8 @@ class Placer {
   const TaskRequest& t_;
   const PlacementOptions& o_;
   std::vector<int> models_;  // allowed model indices
+  size_t nm_ = 0;
+  const ModelAggregate* agg_ = nullptr;  // the state's aggregates, [domain * nm_ + model]
   int lo_decile_ = 11;                   // fractional tasks: the smallest decile that holds one
   std::array<int64_t, 11> per_gpu_{};    // tasks one GPU of each free decile holds
   Placement out_;
