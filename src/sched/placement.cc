@@ -149,6 +149,20 @@ class Placer {
     for (int m : models_) bound += Agg(d, m).tasks_by_size[t_.gpus];
     return bound;
   }
+  // Bound(d) >= n, stopping as soon as it is known: the scans only filter on it, and for
+  // fractions the wholly free decile (counted first) usually settles it.
+  bool Holds(DomainId d, int64_t n) const {
+    if (!t_.fractional()) return Bound(d) >= n;
+    int64_t bound = 0;
+    for (int m : models_) {
+      const ModelAggregate& a = Agg(d, m);
+      for (int b = 10; b >= lo_decile_; --b) {
+        bound += int64_t{a.gpus_by_free_decile[b]} * per_gpu_[b];
+        if (bound >= n) return true;
+      }
+    }
+    return false;
+  }
   // Best-fit key of a domain for this job: the free room it would have left; lower is better.
   // Free whole GPUs of the allowed models for whole-GPU tasks (ClusterState::FreeWholeGpus),
   // their free milli for fractions, free CPU for GPU-less tasks.
@@ -399,17 +413,23 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
   // no domain it skips could have qualified. The order differs from domains_at(l), which the
   // callers don't depend on: `better` is a total order (ties end on the domain id).
   auto for_each_fitting = [&](Level l, auto&& fn) {
-    if (options.reference_scan || l == Level::kFabric) {
+    if (options.reference_scan) {
       for (DomainId d : state.domains_at(l)) {
         if (p.Bound(d) >= n) fn(d);
       }
       return;
     }
+    if (l == Level::kFabric) {
+      for (DomainId d : state.domains_at(l)) {
+        if (p.Holds(d, n)) fn(d);
+      }
+      return;
+    }
     const Level parent = static_cast<Level>(static_cast<int>(l) + 1);
     for (DomainId up : state.domains_at(parent)) {
-      if (p.Bound(up) < n) continue;
+      if (!p.Holds(up, n)) continue;
       for (DomainId d : state.children(up)) {
-        if (p.Bound(d) >= n) fn(d);
+        if (p.Holds(d, n)) fn(d);
       }
     }
   };
