@@ -163,6 +163,39 @@ class Placer {
     }
     return false;
   }
+  // The best leaf for a gang of n by (degraded, room, id), among leaves whose bound holds it,
+  // skipping pods too small for it: the first pass of PlaceGang's leaf level, which runs for
+  // every gang over every leaf, so bound and room come from one look at each leaf.
+  bool BestLeaf(int64_t n, int* tier, int64_t* room, DomainId* leaf) const {
+    bool found = false;
+    for (DomainId pod : s_.domains_at(Level::kPod)) {
+      if (!Holds(pod, n)) continue;
+      for (DomainId d : s_.children(pod)) {
+        int64_t r;
+        if (t_.gpus > 0 && !t_.fractional()) {
+          int64_t b = 0;
+          r = 0;
+          for (int m : models_) {
+            const ModelAggregate& a = Agg(d, m);
+            b += a.tasks_by_size[t_.gpus];
+            r += a.free_whole_gpus;
+          }
+          if (b < n) continue;
+        } else {
+          if (!Holds(d, n)) continue;
+          r = Room(d);
+        }
+        const int t = s_.degraded(d) ? 1 : 0;
+        if (!found || t < *tier || (t == *tier && (r < *room || (r == *room && d < *leaf)))) {
+          found = true;
+          *tier = t;
+          *room = r;
+          *leaf = d;
+        }
+      }
+    }
+    return found;
+  }
   // Best-fit key of a domain for this job: the free room it would have left; lower is better.
   // Free whole GPUs of the allowed models for whole-GPU tasks (ClusterState::FreeWholeGpus),
   // their free milli for fractions, free CPU for GPU-less tasks.
@@ -442,10 +475,15 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
     // Usually the best candidate works: find it in one pass and try it; only on failure collect
     // the rest and try them best first.
     std::optional<Cand> first;
-    for_each_fitting(l, [&](DomainId d) {
-      const Cand c = cand_of(d, l);
-      if (!first || better(c, *first)) first = c;
-    });
+    if (l == Level::kLeaf && !options.reference_scan) {
+      Cand c{0, 1, 0, DomainId()};
+      if (p.BestLeaf(n, &c.tier, &c.room, &c.d)) first = c;
+    } else {
+      for_each_fitting(l, [&](DomainId d) {
+        const Cand c = cand_of(d, l);
+        if (!first || better(c, *first)) first = c;
+      });
+    }
     if (!first) continue;
     if (try_domain(first->d)) return p.TakePlacement();
     cands.clear();
