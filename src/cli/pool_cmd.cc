@@ -40,6 +40,7 @@ struct ServerFlags {
   bool insecure = false;
   std::string session_mem;
   std::string advertise;
+  bool backend_given = false;  // --backend on the command line (else the default, emulated)
 };
 
 // Lease check for a Hello: GPOOL_LEASE may hold several comma-separated tokens (one per GPU of
@@ -108,6 +109,12 @@ int RunServer(const ServerFlags& f) {
       return 2;
     }
     o.default_limits.memory_bytes = *lim;
+  }
+  // The default stays `emulated` (a server never probes CUDA before it forks its workers), so say
+  // so loudly on a host that has an NVIDIA driver: serving emulated GPUs there is a mistake.
+  if (!f.backend_given && std::filesystem::exists("/dev/nvidiactl")) {
+    fmt::print(stderr, "gpool gpu-server: WARNING: serving EMULATED GPUs on a host with an NVIDIA "
+                       "driver (/dev/nvidiactl); pass --backend cuda for the real ones\n");
   }
   if (f.insecure == !f.key_file.empty()) {
     fmt::print(stderr, "gpool gpu-server: give exactly one of --key FILE or --insecure\n");
@@ -209,7 +216,8 @@ int RunProgram(std::string devices, std::string lease, std::string transport,
 void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   auto f = std::make_shared<ServerFlags>();
   auto* srv = app.add_subcommand("gpu-server", "serve GPUs (real or emulated) to remote CUDA programs");
-  srv->add_option("--backend", f->backend, "cuda or emulated")->check(CLI::IsMember({"cuda", "emulated"}));
+  auto* backend = srv->add_option("--backend", f->backend, "cuda or emulated (default emulated)")
+                      ->check(CLI::IsMember({"cuda", "emulated"}));
   srv->add_option("--emulated-kernels", f->kernels, "plugin .so with CPU kernels for --backend emulated");
   srv->add_option("--emulated-devices", f->emulated_devices, "number of emulated GPUs");
   srv->add_option("--emulated-memory", f->emulated_memory, "memory per emulated GPU");
@@ -220,7 +228,10 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   srv->add_option("--advertise", f->advertise,
                   "HOST:PORT that leases name for this server (default: the --listen address)");
   srv->add_option("--session-mem-limit", f->session_mem, "GPU memory per session unless its lease says");
-  srv->callback([f, exit_code] { *exit_code = RunServer(*f); });
+  srv->callback([f, exit_code, backend] {
+    f->backend_given = backend->count() > 0;
+    *exit_code = RunServer(*f);
+  });
 
   struct RunFlags {
     std::string devices, lease, transport = "tcp";

@@ -220,8 +220,13 @@ class CudaBackend final : public Backend {
     return Use(it->second.first);
   }
 
+  // Device queries need no context: a program that only lists the GPUs makes none.
+  Result Exists(uint32_t dev) {
+    if (dev >= devs_.size()) return Err(kErrInvalidDevice, fmt::format("device {} does not exist", dev));
+    return {};
+  }
   Result GetProps(uint32_t dev, proto::DeviceProps* p) override {
-    if (Result r = Use(dev); !r.ok()) return r;
+    if (Result r = Exists(dev); !r.ok()) return r;
     char name[256] = {0};
     cu_.cuDeviceGetName(name, sizeof name - 1, devs_[dev].dev);
     p->name = name;
@@ -272,7 +277,7 @@ class CudaBackend final : public Backend {
     return {};
   }
   Result GetAttribute(uint32_t dev, int32_t attr, int32_t* value) override {
-    if (Result r = Use(dev); !r.ok()) return r;
+    if (Result r = Exists(dev); !r.ok()) return r;
     int v = 0;
     Result r = R("cuDeviceGetAttribute", cu_.cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(attr), devs_[dev].dev));
     *value = v;
