@@ -188,16 +188,18 @@ void ServerLink::WakePump() {
 }
 
 // One tick per kFlushTick while the link is busy: a batch seen non-empty at two consecutive
-// ticks without being sent in between is flushed (so it waited 1-2 ticks); pending reads are
-// drained as soon as they are registered. After 100 idle ticks the pump sleeps until a Post or
+// ticks without being sent in between is flushed (so it waited 1-2 ticks); likewise a sent read
+// still waiting at two consecutive ticks is received by the pump. After 100 idle ticks the pump sleeps until a Post or
 // a pending read wakes it (see Post: the sleeping flag is set before the last look at the batch,
 // under mu_, so a Post that comes after that look sees it and wakes the pump).
 void ServerLink::PumpLoop() {
   uint64_t seen_gen = UINT64_MAX;  // batch generation seen non-empty at the last tick
+  uint64_t seen_read = UINT64_MAX;  // oldest sent read seen waiting at the last tick
   int idle_ticks = 0;
   std::unique_lock<std::mutex> lk(state_mu_);
   while (!pump_stop_) {
-    if (FrontReadSent() && !broken_flag_.load()) {
+    const bool reads_waiting = FrontReadSent() && !broken_flag_.load();
+    if (reads_waiting && pending_.front().seq == seen_read) {
       lk.unlock();
       {
         std::lock_guard<std::mutex> r(read_mu_);
@@ -205,7 +207,15 @@ void ServerLink::PumpLoop() {
       }
       lk.lock();
       idle_ticks = 0;
+      seen_read = UINT64_MAX;
       continue;
+    }
+    // A read waits one tick for the program's own next call to collect it: receiving on the
+    // calling thread saves a handoff per burst (measured: 64 KiB reads cost 1.3-1.4x the raw
+    // stream's CPU when the pump received them).
+    if (reads_waiting) {
+      seen_read = pending_.front().seq;
+      idle_ticks = 0;
     }
     if (idle_ticks >= 100) {
       pump_sleeping_.store(true);
@@ -224,8 +234,8 @@ void ServerLink::PumpLoop() {
       idle_ticks = 0;
       continue;
     }
-    pump_cv_.wait_for(lk, kFlushTick, [&] { return pump_stop_ || FrontReadSent(); });
-    if (pump_stop_ || FrontReadSent()) continue;
+    pump_cv_.wait_for(lk, kFlushTick, [&] { return pump_stop_; });
+    if (pump_stop_) continue;
     lk.unlock();
     bool busy = false;
     if (!queued_.load(std::memory_order_relaxed)) {
@@ -248,7 +258,7 @@ void ServerLink::PumpLoop() {
       busy = true;
     }
     lk.lock();
-    idle_ticks = busy ? 0 : idle_ticks + 1;
+    idle_ticks = busy || reads_waiting ? 0 : idle_ticks + 1;
   }
 }
 
@@ -299,7 +309,8 @@ Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64
       // Registered before its request can leave, so every reader knows the replies ahead of its
       // own; with the generation of the batch that carries the request.
       std::lock_guard<std::mutex> lk(state_mu_);
-      pending_.push_back(PendingRead{dst + off, len, async ? nullptr : head, batch_gen_.load()});
+      pending_.push_back(
+          PendingRead{dst + off, len, async ? nullptr : head, batch_gen_.load(), ++read_seq_});
     }
     proto::MemcpyD2H m{.src = src + off, .size = len, .stream = stream};
     batch_.AddRequest(m);

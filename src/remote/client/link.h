@@ -11,10 +11,10 @@
 // Asynchronous device-to-host copies (CopyFromDevice with async) are registered as pending reads
 // and their requests queued in the batch like any asynchronous request (so a burst of small ones
 // shares one send); their replies come back in order ahead of any later reply, and are written
-// into the program's buffer by the pump thread as they arrive, or by the next caller that reads
-// a reply (every synchronizing call does, so the data is in place when a stream/event/device sync
-// returns). The pump waits only for replies whose requests have left (their batch generation is
-// below batch_gen_); unsent ones it flushes like any queued batch.
+// into the program's buffer by the next caller that reads a reply (every synchronizing call
+// does, so the data is in place when a stream/event/device sync returns), or by the pump thread
+// once they have waited a tick or two. The pump waits only for replies whose requests have left
+// (their batch generation is below batch_gen_); unsent ones it flushes like any queued batch.
 //
 // Thread safety: callers serialize whole operations with mu() (Post, Call, Flush, copies); the
 // pump thread takes mu() only with try_lock and reads only under its own lock, so it never
@@ -134,6 +134,7 @@ class ServerLink {
     size_t len;
     proto::ReplyHead* result;  // null: asynchronous, errors go to async_failure_
     uint64_t gen;              // batch_gen_ of the batch carrying its request
+    uint64_t seq;              // unique per read, in order
   };
 
   ServerLink() = default;
@@ -173,6 +174,7 @@ class ServerLink {
   Status broken_;
   std::atomic<bool> broken_flag_{false};
   std::deque<PendingRead> pending_;
+  uint64_t read_seq_ = 0;
   proto::ReplyHead async_failure_;  // first failed asynchronous read, not yet reported
   std::condition_variable pump_cv_;
   bool pump_stop_ = false, pump_wake_ = false;
