@@ -33,18 +33,28 @@ $(ASAN_BUILD)/build.ninja: | setup
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=None -DGPOOL_SANITIZE=ON -DGPOOL_BENCH=OFF \
 	  -DCMAKE_CXX_FLAGS="-O1 -g1" $(CMAKE_FLAGS)
 
+# The sanitizer build alone (.ci/run builds it at low priority while the Release tests run).
+asan: setup $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
 # The whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 # verify_asan_link_order=0: the IB tests run gpool with ibsim's umad2sim shim in LD_PRELOAD ahead of
 # the ASan runtime (as OpenSM's tools are run); tests/asan.supp silences the shim's own overflow.
-test-asan: setup $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
+# The Release run's per-test times (when there is one and this tree has none) let ctest start the
+# longest tests first instead of last, so the two -j slots finish together.
+test-asan: asan
+	@if [ -f $(BUILD)/Testing/Temporary/CTestCostData.txt ] && \
+	    [ ! -f $(ASAN_BUILD)/Testing/Temporary/CTestCostData.txt ]; then \
+	  mkdir -p $(ASAN_BUILD)/Testing/Temporary && \
+	  cp $(BUILD)/Testing/Temporary/CTestCostData.txt $(ASAN_BUILD)/Testing/Temporary/; fi
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:suppressions=$(CURDIR)/tests/asan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  ctest --output-on-failure -j $(JOBS)
 
 # libFuzzer targets for the parsers and decoders (clang).
-fuzz: setup
+fuzz:
+	@scripts/setup.sh fuzz
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DGPOOL_FUZZ=ON -DGPOOL_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-fuzz -j $(JOBS)
