@@ -37,17 +37,19 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <ucp/api/ucp.h>
 
 #include "remote/client/link.h"
 #include "remote/server/server.h"
 #include "remote/transport/socket.h"
 #include "remote/transport/transport.h"
+#include "remote/transport/ucx_transport.h"
 
 namespace gpool::remote {
 namespace {
 
 struct Servers {
-  std::string gpu_tcp, gpu_ucx, echo_tcp, echo_ucx, plain_tcp;
+  std::string gpu_tcp, gpu_ucx, echo_tcp, echo_ucx, plain_tcp, plain_ucx;
   std::vector<pid_t> pids;
   int server_cpu = -1;  // --pin: CPU for the server processes
 } g;
@@ -154,6 +156,82 @@ std::string StartPlainEcho() {
                net::WriteAll(s->get(), buf, sizeof buf, "client").ok()) {
         }
       }).detach();
+    }
+  });
+}
+
+// The UCX floor: plain ucp tag ping-pong of 48 bytes, polling at both ends as ucx_perftest does
+// (one worker and endpoint, addresses swapped over a TCP socket; UCX_TLS from the environment),
+// except that an empty poll yields the CPU: pure spinning at both ends starves the peer on a
+// loaded 2-core machine. No gather lists, no OOB liveness socket, no threads, no sleeping.
+// Serves one client at a time, for as long as it stays (the driver connects once).
+struct PlainUcx {
+  ucp_context_h ctx = nullptr;
+  ucp_worker_h worker = nullptr;
+  ucp_ep_h ep = nullptr;
+
+  bool Init() {
+    ucp_params_t p{};
+    p.field_mask = UCP_PARAM_FIELD_FEATURES;
+    p.features = UCP_FEATURE_TAG;
+    if (ucp_init(&p, nullptr, &ctx) != UCS_OK) return false;
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    return ucp_worker_create(ctx, &wp, &worker) == UCS_OK;
+  }
+  // Sends our worker address on `fd`, reads the peer's, and creates the endpoint.
+  bool Wire(int fd) {
+    ucp_address_t* addr = nullptr;
+    size_t len = 0;
+    if (ucp_worker_get_address(worker, &addr, &len) != UCS_OK) return false;
+    uint64_t n = len;
+    bool ok = net::WriteAll(fd, &n, sizeof n, "peer").ok() && net::WriteAll(fd, addr, len, "peer").ok();
+    ucp_worker_release_address(worker, addr);
+    if (!ok || !net::ReadAll(fd, &n, sizeof n, "peer").ok() || n > (1 << 20)) return false;
+    std::vector<std::byte> remote(n);
+    if (!net::ReadAll(fd, remote.data(), n, "peer").ok()) return false;
+    ucp_ep_params_t ep_params{};
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep_params.address = reinterpret_cast<const ucp_address_t*>(remote.data());
+    return ucp_ep_create(worker, &ep_params, &ep) == UCS_OK;
+  }
+  bool Complete(ucs_status_ptr_t req) {
+    if (req == nullptr) return true;
+    if (UCS_PTR_IS_ERR(req)) return false;
+    ucs_status_t st;
+    while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+      if (ucp_worker_progress(worker) == 0) sched_yield();  // the peer may need this CPU
+    }
+    ucp_request_free(req);
+    return st == UCS_OK;
+  }
+  bool Send(void* buf, size_t n) {
+    ucp_request_param_t p{};
+    return Complete(ucp_tag_send_nbx(ep, buf, n, 1, &p));
+  }
+  bool Recv(void* buf, size_t n) {
+    ucp_request_param_t p{};
+    return Complete(ucp_tag_recv_nbx(worker, buf, n, 1, ~ucp_tag_t{0}, &p));
+  }
+};
+
+std::string StartPlainUcxEcho() {
+  return Spawn([&](int fd) {
+    auto l = net::ListenTcp("127.0.0.1:0");
+    if (!l.ok()) _exit(1);
+    std::string a = net::LocalAddress(l->get());
+    if (write(fd, a.data(), a.size()) < 0) _exit(1);
+    close(fd);
+    PlainUcx u;
+    if (!u.Init()) _exit(1);
+    for (;;) {  // one client at a time
+      auto c = net::AcceptTcp(l->get());
+      if (!c.ok()) _exit(0);
+      if (!u.Wire(c->get())) _exit(1);
+      char buf[48];
+      while (u.Recv(buf, sizeof buf) && u.Send(buf, sizeof buf)) {
+      }
     }
   });
 }
@@ -388,6 +466,29 @@ double AllCpu() {
   return cpu;
 }
 
+// Context switches so far (voluntary: the thread slept; involuntary: preempted) of every thread of
+// process `pid` and its descendants, from /proc/PID/task/TID/status. A wake-up costs one
+// voluntary switch, so per operation this counts the sleeps and hand-offs of a round trip
+// whatever the machine's load.
+void TreeSwitches(pid_t pid, double* vol, double* invol) {
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    std::ifstream f(task.path() / "status");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) *vol += std::atof(line.c_str() + 24);
+      if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) *invol += std::atof(line.c_str() + 27);
+    }
+    std::ifstream kids(task.path() / "children");
+    for (pid_t kid; kids >> kid;) TreeSwitches(kid, vol, invol);
+  }
+}
+void AllSwitches(double* vol, double* invol) {
+  *vol = *invol = 0;
+  TreeSwitches(getpid(), vol, invol);
+  for (pid_t p : g.pids) TreeSwitches(p, vol, invol);
+}
+
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "remote_bench --interleaved: %s\n", what.c_str());
   for (pid_t p : g.pids) kill(p, SIGKILL);
@@ -402,20 +503,31 @@ struct Group {
   std::string name;
   bool throughput;  // units are bytes, reported per second; else ops, reported as time per op
   std::vector<Contender> c;  // c[0] is the peer the others are compared with
+  int second = -1;           // if >= 0, a second peer: wall and CPU ratios to it are printed too
 };
 struct Sample {
-  double wall = 0, cpu = 0, units = 0;
+  double wall = 0, cpu = 0, units = 0, steps = 0;
+  double vol = 0, invol = 0;  // context switches, all processes
+  double sleeps = 0;          // this (client) process's UCX sleeps on the worker event fd
 };
 
 Sample Measure(const Contender& c, double min_time) {
   Sample s;
+  double vol0, invol0;
+  AllSwitches(&vol0, &invol0);
+  uint64_t sleeps0 = GetUcxWaitCounters().sleeps;
   double cpu0 = AllCpu();
   auto t0 = std::chrono::steady_clock::now();
   do {
     s.units += c.step();
+    s.steps += 1;
     s.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } while (s.wall < min_time);
   s.cpu = AllCpu() - cpu0;
+  s.sleeps = static_cast<double>(GetUcxWaitCounters().sleeps - sleeps0);
+  AllSwitches(&s.vol, &s.invol);
+  s.vol -= vol0;
+  s.invol -= invol0;
   return s;
 }
 
@@ -434,13 +546,25 @@ void RunGroup(const Group& grp, int reps, double min_time) {
       samples[i].push_back(Measure(grp.c[i], min_time));
     }
   }
-  std::printf("%s (median of %d; ratio = median of per-repetition ratios to %s)\n", grp.name.c_str(),
-              reps, grp.c[0].name.c_str());
+  std::printf("%s (median of %d; ratio = median of per-repetition ratios to %s%s)\n",
+              grp.name.c_str(), reps, grp.c[0].name.c_str(),
+              grp.second >= 0 ? fmt::format("; vs #{}: to {}", grp.second + 1,
+                                            grp.c[grp.second].name)
+                                    .c_str()
+                              : "");
   for (size_t i = 0; i < grp.c.size(); ++i) {
-    std::vector<double> wall, cpu, ratio, cpu_ratio;
+    std::vector<double> wall, cpu, ratio, cpu_ratio, vol, invol, sleeps, ratio2, cpu_ratio2;
     for (int r = 0; r < reps; ++r) {
       const Sample& s = samples[i][r];
       const Sample& p = samples[0][r];
+      if (grp.second >= 0) {
+        const Sample& q = samples[grp.second][r];
+        ratio2.push_back((s.wall / s.units) / (q.wall / q.units));
+        cpu_ratio2.push_back((s.cpu / s.units) / (q.cpu / q.units));
+      }
+      vol.push_back(s.vol / s.steps);
+      invol.push_back(s.invol / s.steps);
+      sleeps.push_back(s.sleeps / s.steps);
       if (grp.throughput) {
         wall.push_back(s.units / s.wall);
         cpu.push_back(s.cpu / s.units * 1e9);  // CPU ns per byte... per GB below
@@ -453,14 +577,22 @@ void RunGroup(const Group& grp, int reps, double min_time) {
         cpu_ratio.push_back((s.cpu / s.units) / (p.cpu / p.units));
       }
     }
+    // Per step (one op, or one burst/stream): voluntary and involuntary context switches of all
+    // processes, and the client's UCX sleeps.
+    std::string per_step = fmt::format("  csw/step {:.2f}+{:.2f} ucx sleeps/step {:.2f}", Median(vol),
+                                       Median(invol), Median(sleeps));
+    if (grp.second >= 0) {
+      per_step += fmt::format("  vs #{}: {:.2f}x cpu {:.2f}x", grp.second + 1, Median(ratio2),
+                              Median(cpu_ratio2));
+    }
     if (grp.throughput) {
-      std::printf("  %-34s %10.1f MB/s  ratio %.2fx   CPU %7.3f s/GB  cpu ratio %.2fx\n",
+      std::printf("  %-34s %10.1f MB/s  ratio %.2fx   CPU %7.3f s/GB  cpu ratio %.2fx%s\n",
                   grp.c[i].name.c_str(), Median(wall) / 1e6, Median(ratio), Median(cpu),
-                  Median(cpu_ratio));
+                  Median(cpu_ratio), per_step.c_str());
     } else {
-      std::printf("  %-34s %10.2f us/op  ratio %.2fx   CPU %7.2f us/op  cpu ratio %.2fx\n",
+      std::printf("  %-34s %10.2f us/op  ratio %.2fx   CPU %7.2f us/op  cpu ratio %.2fx%s\n",
                   grp.c[i].name.c_str(), Median(wall), Median(ratio), Median(cpu),
-                  Median(cpu_ratio));
+                  Median(cpu_ratio), per_step.c_str());
     }
   }
   std::fflush(stdout);
@@ -516,11 +648,30 @@ int RunInterleaved(const DriverFlags& f) {
                          }});
       }
       auto raw = DriverRaw(t);
+      if (t == 1) {
+        // The echo stays the first peer (issue 4's target is against it); the plain ucp
+        // ping-pong (busy-polling) is the floor under both, printed as the second ratio.
+        grp.second = 1;
+      }
       grp.c.push_back({fmt::format("gpool {} Connection echo, 48 B", Name(t)), [raw] {
                          static thread_local std::vector<std::byte> msg(48), in;
                          if (!raw->Send(msg).ok() || !raw->Recv(&in).ok()) Die("echo failed");
                          return 1.0;
                        }});
+      if (t == 1) {
+        auto plain = std::make_shared<PlainUcx>();
+        auto fd = net::ConnectTcp(g.plain_ucx);
+        if (!fd.ok()) Die(fd.status().ToString());
+        if (!plain->Init() || !plain->Wire(fd->get())) Die("plain ucx ping-pong setup failed");
+        auto keep_fd = std::make_shared<net::Fd>(std::move(*fd));
+        grp.c.push_back({"plain ucp tag ping-pong, 48 B", [plain, keep_fd] {
+                           char buf[48] = {0};
+                           if (!plain->Send(buf, sizeof buf) || !plain->Recv(buf, sizeof buf)) {
+                             Die("plain ucx echo failed");
+                           }
+                           return 1.0;
+                         }});
+      }
       std::shared_ptr<client::ServerLink> link = DriverLink(t);
       grp.c.push_back({fmt::format("no-op call through a session, {}", Name(t)), [link] {
                          std::lock_guard<std::mutex> lk(link->mu());
@@ -657,6 +808,7 @@ int main(int argc, char** argv) {
   if (!interleaved || flags.only != "tcp") {
     g.gpu_ucx = StartGpuServer("ucx");
     g.echo_ucx = StartEcho("ucx");
+    if (interleaved && flags.skip.find("lat") == std::string::npos) g.plain_ucx = StartPlainUcxEcho();
   }
   int rc = 0;
   if (interleaved) {

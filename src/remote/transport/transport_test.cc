@@ -1,11 +1,13 @@
 // One suite for every transport: each case runs over TCP (with and without striping) and over
 // UCX (its tcp and shared-memory transports: UCX_TLS=tcp and posix,sysv,self), on loopback.
 #include "remote/transport/transport.h"
+#include "remote/transport/ucx_transport.h"
 
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <future>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 namespace gpool::remote {
 namespace {
@@ -446,6 +449,64 @@ INSTANTIATE_TEST_SUITE_P(
                     Variant{.label = "tcp_striped", .transport = "tcp", .tcp_data_streams = 3,
                             .stripe_min_bytes = 64 << 10},
                     Variant{.label = "ucx_tcp", .transport = "ucx", .ucx_tls = "tcp"},
+                    Variant{.label = "ucx_shm", .transport = "ucx", .ucx_tls = "posix,sysv,self"}),
+    Label);
+
+// UCX only: a receiver with nothing to receive sleeps on the worker's event fd instead of
+// polling (an idle GPU session must not burn a core), and a message wakes it. CPU time, not wall
+// time, is asserted, with a wide margin: a polling receiver (the old sleep-poll loop, or a spin)
+// burns a large part of a core over the idle stretch even on a loaded machine, while a sleeping
+// one uses well under a millisecond.
+class UcxWaitTest : public TransportTest {};
+
+double ProcessCpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+TEST_P(UcxWaitTest, IdleReceiverSleepsAndAMessageWakesIt) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  // One round trip first, so that wire-up is done and both ends are in their steady state.
+  ASSERT_TRUE(client_->Send(AsBytes(Pattern(8, 1))).ok());
+  std::vector<std::byte> got;
+  ASSERT_TRUE(server_->Recv(&got).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // helpers settle
+
+  const UcxWaitCounters before = GetUcxWaitCounters();
+  const double cpu0 = ProcessCpuSeconds();
+  auto receiver = std::async(std::launch::async, [&] {
+    double t0 = ThreadCpuSeconds();
+    std::vector<std::byte> m;
+    Status s = server_->Recv(&m);
+    return std::make_tuple(s, m, ThreadCpuSeconds() - t0);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double idle_cpu = ProcessCpuSeconds() - cpu0;
+  const UcxWaitCounters during = GetUcxWaitCounters();
+  ASSERT_TRUE(client_->Send(AsBytes(Pattern(48, 7))).ok());
+  auto [status, message, receiver_cpu] = receiver.get();
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(message == Pattern(48, 7));
+  // The receiver slept, and not in a loop of short naps (each sleep lasts until an event or
+  // 100 ms; the helper threads of both ends sleep the same way).
+  EXPECT_GE(during.sleeps - before.sleeps, 1u);
+  EXPECT_LE(during.sleeps - before.sleeps, 50u);
+  EXPECT_LT(receiver_cpu, 0.02) << "the waiting receiver polled instead of sleeping";
+  EXPECT_LT(idle_cpu, 0.03) << "an idle connected pair used CPU";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ucx, UcxWaitTest,
+    testing::Values(Variant{.label = "ucx_tcp", .transport = "ucx", .ucx_tls = "tcp"},
                     Variant{.label = "ucx_shm", .transport = "ucx", .ucx_tls = "posix,sysv,self"}),
     Label);
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,10 +11,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -45,22 +48,20 @@ constexpr size_t kSplitTailMin = 64 << 10;
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
-// Spins briefly, then yields, then sleeps: low latency when busy, little CPU when idle.
-class Backoff {
- public:
-  void Idle() {
-    if (++idle_ < 64) return;
-    if (idle_ < 256) {
-      sched_yield();
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  void Reset() { idle_ = 0; }
+// How long a wait keeps polling the worker after its last progress before it sleeps on the
+// worker's event fd. A round trip answered within it costs no wake-up at either end; an idle
+// connection costs this much CPU once, then nothing. (Under load a spinning thread only delays
+// the peer it waits for, so the spin is kept short.)
+constexpr auto kSpinTime = std::chrono::microseconds(50);
+constexpr int kSpinTurnsBeforeYield = 32;
+// Longest single sleep: a safety net only (every wake-up source is an fd in the poll set).
+constexpr auto kMaxSleep = std::chrono::milliseconds(100);
+// How long after the last waiting call the helper thread takes over progress (see "Waiting").
+constexpr auto kHelperDelay = std::chrono::milliseconds(20);
 
- private:
-  int idle_ = 0;
-};
+std::atomic<uint64_t> g_sleeps{0};
+std::atomic<uint64_t> g_kicked{0};
+std::atomic<uint64_t> g_timeouts{0};
 
 // Owns the ucp context; shared by the transport and every connection made from it.
 struct Context {
@@ -69,6 +70,8 @@ struct Context {
   // it is only asked for when all configured transports can (otherwise shared memory would be
   // silently replaced by tcp, or no transport would be left).
   bool peer_error_mode = false;
+  // UCP_FEATURE_WAKEUP is on: workers have an event fd to sleep on (else waits sleep-poll).
+  bool wakeup = false;
   ~Context() {
     if (handle != nullptr) ucp_cleanup(handle);
   }
@@ -107,7 +110,12 @@ class UcxConnection final : public Connection {
 
   ~UcxConnection() override {
     Close();
-    stop_progress_.store(true);
+    {
+      std::lock_guard<std::mutex> lk(pt_mu_);
+      stop_progress_.store(true);
+    }
+    pt_cv_.notify_all();
+    Kick();
     if (progress_thread_.joinable()) progress_thread_.join();
     if (ep_ != nullptr) CloseEndpoint();
     // The forced close completed every buffered send (with an error if it never left).
@@ -128,6 +136,12 @@ class UcxConnection final : public Connection {
     wp.thread_mode = UCS_THREAD_MODE_MULTI;
     ucs_status_t st = ucp_worker_create(ctx_->handle, &wp, &worker_);
     if (st != UCS_OK) return Status::Internal("ucp_worker_create: " + UcsError(st));
+    wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (wake_.get() < 0) return Status::Internal(fmt::format("eventfd: {}", std::strerror(errno)));
+    if (ctx_->wakeup) {
+      st = ucp_worker_get_efd(worker_, &efd_);
+      if (st != UCS_OK) return Status::Internal("ucp_worker_get_efd: " + UcsError(st));
+    }
     ucp_address_t* addr = nullptr;
     size_t addr_len = 0;
     st = ucp_worker_get_address(worker_, &addr, &addr_len);
@@ -180,11 +194,15 @@ class UcxConnection final : public Connection {
     if (split_tail) {
       ucp_dt_iov_t last = iov.back();
       iov.pop_back();
-      std::lock_guard<std::mutex> lock(send_mu_);
-      if (ep_ == nullptr) return Gone();
-      GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
-      GPOOL_RETURN_IF_ERROR(SendBuffered(iov, total - last.length, kTagHead | last.length));
-      return SendAndWait(last.buffer, last.length, ucp_request_param_t{}, kTagTail);
+      Status s = [&] {
+        std::lock_guard<std::mutex> lock(send_mu_);
+        if (ep_ == nullptr) return Gone();
+        GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
+        GPOOL_RETURN_IF_ERROR(SendBuffered(iov, total - last.length, kTagHead | last.length));
+        return SendAndWait(last.buffer, last.length, ucp_request_param_t{}, kTagTail);
+      }();
+      HandOffPendingSends();
+      return s;
     }
     ucp_request_param_t param{};
     void* buffer = nullptr;
@@ -198,12 +216,16 @@ class UcxConnection final : public Connection {
       buffer = iov.data();
       count = iov.size();
     }
-    std::lock_guard<std::mutex> lock(send_mu_);
-    if (ep_ == nullptr) return Gone();
-    GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
-    if (total <= kBufferedSendMax) return SendBuffered(iov, total, kTagWhole);
-    // Large messages go straight from the caller's buffers (rendezvous), so wait for them.
-    return SendAndWait(buffer, count, param, kTagWhole);
+    Status s = [&] {
+      std::lock_guard<std::mutex> lock(send_mu_);
+      if (ep_ == nullptr) return Gone();
+      GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
+      if (total <= kBufferedSendMax) return SendBuffered(iov, total, kTagWhole);
+      // Large messages go straight from the caller's buffers (rendezvous), so wait for them.
+      return SendAndWait(buffer, count, param, kTagWhole);
+    }();
+    HandOffPendingSends();
+    return s;
   }
 
   Status Recv(std::vector<std::byte>* message) override {
@@ -229,7 +251,8 @@ class UcxConnection final : public Connection {
   Status Receive(std::vector<std::byte>* message, std::span<std::byte> tail, TailPlacer* placer,
                  bool* split) {
     *split = false;
-    Backoff backoff;
+    Foreground fg(this);
+    Spin spin;
     Clock::time_point gone_since{};
     for (;;) {
       if (closed_.load()) return Gone();
@@ -272,17 +295,24 @@ class UcxConnection final : public Connection {
         }
         return Status::Ok();
       }
-      if (ucp_worker_progress(worker_) != 0) {
-        backoff.Reset();
+      if (Progress() != 0) {
+        spin = {};
         continue;
       }
-      if (PeerGone()) {
+      auto ready = [&] {
+        ucp_tag_recv_info_t i{};
+        return closed_.load() ||
+               ucp_tag_probe_nb(worker_, kTagWhole, kProbeMask, /*remove=*/0, &i) != nullptr;
+      };
+      if (gone_since != Clock::time_point{} || (spin.Spun() && PeerGone())) {
         // Drain: what the peer sent (and flushed) before it went may still be in flight here.
         auto now = Clock::now();
         if (gone_since == Clock::time_point{}) gone_since = now;
         if (now - gone_since > std::chrono::milliseconds(100)) return Gone();
+        Idle(spin, ready, std::chrono::milliseconds(10), /*watch_oob=*/false);
+        continue;
       }
-      backoff.Idle();
+      Idle(spin, ready);
     }
   }
 
@@ -302,7 +332,8 @@ class UcxConnection final : public Connection {
         ucp_request_free(req);
       }
     }
-    ::shutdown(oob_.get(), SHUT_RDWR);  // tells the peer; wakes nothing else (we poll)
+    ::shutdown(oob_.get(), SHUT_RDWR);  // tells the peer (and wakes our sleepers watching it)
+    Kick();
   }
 
   std::string peer() const override { return peer_; }
@@ -327,6 +358,7 @@ class UcxConnection final : public Connection {
     if (req != nullptr) {
       pending_bytes_ += copy.size();
       pending_.push_back(PendingSend{req, std::move(copy)});
+      has_pending_.store(true);
     }
     return Status::Ok();
   }
@@ -415,16 +447,20 @@ class UcxConnection final : public Connection {
   ucs_status_t Wait(ucs_status_ptr_t req, bool is_send, std::vector<std::byte>* buffer = nullptr) {
     if (req == nullptr) return UCS_OK;
     if (UCS_PTR_IS_ERR(req)) return UCS_PTR_STATUS(req);
-    Backoff backoff;
+    Foreground fg(this);
+    Spin spin;
     bool aborting = false;
     Clock::time_point abort_deadline{};
     ucs_status_t st;
+    auto ready = [&] {
+      return (!aborting && closed_.load()) || ucp_request_check_status(req) != UCS_INPROGRESS;
+    };
     while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-      if (ucp_worker_progress(worker_) != 0) {
-        backoff.Reset();
+      if (Progress() != 0) {
+        spin = {};
         continue;
       }
-      if (!aborting && (closed_.load() || PeerGone())) {
+      if (!aborting && (closed_.load() || (spin.Spun() && PeerGone()))) {
         aborting = true;
         abort_deadline = Clock::now() + std::chrono::seconds(1);
         if (is_send) {
@@ -442,53 +478,211 @@ class UcxConnection final : public Connection {
         // The request is left to the worker, which releases it when destroyed.
         return UCS_ERR_CANCELED;
       }
-      backoff.Idle();
+      if (aborting) {
+        Idle(spin, ready, std::chrono::milliseconds(10), /*watch_oob=*/false);
+      } else {
+        Idle(spin, ready);
+      }
     }
     ucp_request_free(req);
     return st;
   }
 
-  // UCX moves data only inside ucp_worker_progress. Send and Recv progress while they wait; this
-  // thread covers the time between calls (endpoint wire-up, buffered sends, the peer's rendezvous
-  // reads), polling when busy and sleeping up to 1 ms when idle.
-  void ProgressLoop() {
-    int idle = 0;
-    while (!stop_progress_.load()) {
-      if (ucp_worker_progress(worker_) != 0) {
-        idle = 0;
-        continue;
-      }
-      ++idle;
-      if (idle < 16) {
-        sched_yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(std::min(idle, 1000)));
+  // ---- Waiting ----
+  // UCX moves data only inside ucp_worker_progress. A thread that waits (Recv, a send that must
+  // complete, Close) progresses the worker itself: it polls for kSpinTime after the last progress,
+  // then arms the worker and sleeps in poll() on the worker's event fd, the wake eventfd and the
+  // OOB socket (peer gone, Close). Nothing sleeps on a timer, so a message wakes its receiver at
+  // once and an idle connection costs no CPU. Several threads may wait on one worker (a sender
+  // and a receiver): one thread's progress can complete another's request or consume the event
+  // it sleeps on, so a thread whose progress did something kicks the sleepers (Progress()).
+  //
+  // Between calls nobody waits, yet buffered sends, the peer's rendezvous reads and endpoint
+  // wire-up still need progress: the helper thread (ProgressLoop) then sleeps on the event fd
+  // in the same way. It takes over when a send is left in flight with no waiter, or once no call
+  // has waited for kHelperDelay; it stays parked while calls come and go, so a steady stream of
+  // round trips costs no helper wake-ups beyond a few per kHelperDelay.
+
+  // Spin state of one wait loop.
+  struct Spin {
+    Clock::time_point since{};
+    int turns = 0;
+    bool Spun() const { return since != Clock::time_point{} && Clock::now() - since >= kSpinTime; }
+  };
+
+  // Marks a waiting call for the helper thread, which stays parked while one is in progress.
+  class Foreground {
+   public:
+    explicit Foreground(UcxConnection* c) : c_(c) { c_->waiters_.fetch_add(1); }
+    ~Foreground() {
+      c_->last_foreground_ns_.store(Clock::now().time_since_epoch().count());
+      if (c_->waiters_.fetch_sub(1) == 1) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (c_->helper_parked_.load()) c_->NotifyHelper();
       }
     }
+    Foreground(const Foreground&) = delete;
+    Foreground& operator=(const Foreground&) = delete;
+
+   private:
+    UcxConnection* c_;
+  };
+
+  unsigned Progress() {
+    unsigned n = ucp_worker_progress(worker_);
+    if (n != 0) {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (sleepers_.load() > 0) Kick();
+    }
+    return n;
+  }
+
+  void Kick() {
+    if (wake_.get() < 0) return;
+    uint64_t one = 1;
+    ssize_t n = ::write(wake_.get(), &one, sizeof one);
+    (void)n;  // EAGAIN only when the counter is saturated: the sleepers are woken anyway
+  }
+
+  void NotifyHelper() {
+    std::lock_guard<std::mutex> lk(pt_mu_);
+    pt_cv_.notify_one();
+  }
+
+  // One idle step of a wait loop, after a progress that did nothing and a check that found the
+  // wait not over: returns at once while spinning, else sleeps (see above) for at most
+  // `timeout`. `ready` (the wait's condition) is checked again once this thread counts as a
+  // sleeper, so a completion made meanwhile by another thread's progress is never slept through.
+  template <class Ready>
+  void Idle(Spin& spin, Ready&& ready, std::chrono::microseconds timeout = kMaxSleep,
+            bool watch_oob = true) {
+    auto now = Clock::now();
+    if (spin.since == Clock::time_point{}) {
+      spin.since = now;
+      return;
+    }
+    if (now - spin.since < kSpinTime) {
+      // Past the first few turns, let a runnable peer (or the thread we wait for) have this CPU:
+      // on an oversubscribed machine that is what ends the wait soonest.
+      if (++spin.turns > kSpinTurnsBeforeYield) sched_yield();
+      return;
+    }
+    if (efd_ < 0) {  // no wake-up support in this UCX context: sleep-poll
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      return;
+    }
+    sleepers_.fetch_add(1);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!ready() && ucp_worker_arm(worker_) == UCS_OK) {
+      pollfd p[3] = {{efd_, POLLIN, 0}, {wake_.get(), POLLIN, 0}, {-1, POLLIN, 0}};
+      if (watch_oob && !closed_.load() && !peer_failed_.load()) p[2].fd = oob_.get();
+      timespec ts{static_cast<time_t>(timeout.count() / 1000000),
+                  static_cast<long>(timeout.count() % 1000000) * 1000};
+      g_sleeps.fetch_add(1, std::memory_order_relaxed);
+      int n = ::ppoll(p, 3, &ts, nullptr);
+      if (n == 0) g_timeouts.fetch_add(1, std::memory_order_relaxed);
+      if (n > 0 && (p[1].revents & POLLIN) != 0) {
+        g_kicked.fetch_add(1, std::memory_order_relaxed);
+        // Only the last sleeper drains the kick, so that none of the others misses it.
+        if (sleepers_.load() == 1) {
+          uint64_t v;
+          ssize_t r = ::read(wake_.get(), &v, sizeof v);
+          (void)r;
+        }
+      }
+    }
+    sleepers_.fetch_sub(1);
+    spin.since = Clock::now();  // spin again after a wake-up: the rest often follows at once
+    spin.turns = 0;
+  }
+
+  // The helper thread: see "Waiting" above.
+  void ProgressLoop() {
+    std::unique_lock<std::mutex> lk(pt_mu_);
+    while (!stop_progress_.load()) {
+      helper_parked_.store(true);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (waiters_.load() > 0) {
+        pt_cv_.wait(lk);  // woken by the last waiter leaving, a send left in flight, or stop
+        helper_parked_.store(false);
+        continue;
+      }
+      helper_parked_.store(false);
+      auto quiet = Clock::now() - Clock::time_point(Clock::duration(last_foreground_ns_.load()));
+      if (!has_pending_.load() && quiet < kHelperDelay) {
+        pt_cv_.wait_for(lk, kHelperDelay - quiet);
+        continue;
+      }
+      lk.unlock();
+      Spin spin;
+      while (!stop_progress_.load() && waiters_.load() == 0) {
+        if (Progress() != 0) {
+          spin = {};
+          continue;
+        }
+        ReapCompleted();
+        Idle(spin, [&] { return stop_progress_.load() || waiters_.load() != 0; });
+      }
+      lk.lock();
+    }
+  }
+
+  // Called after a send, without send_mu_: a buffered send left in flight with nobody waiting
+  // needs the helper's progress.
+  void HandOffPendingSends() {
+    if (has_pending_.load() && waiters_.load() == 0) NotifyHelper();
+  }
+
+  // Frees the buffered sends that completed; stops at one that failed (its error is for the next
+  // Send to report). Never blocks on send_mu_: a sender holding it is progressing anyway.
+  void ReapCompleted() {
+    std::unique_lock<std::mutex> lock(send_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    while (!pending_.empty() && ucp_request_check_status(pending_.front().request) == UCS_OK) {
+      ucp_request_free(pending_.front().request);
+      pending_bytes_ -= pending_.front().data.size();
+      pending_.pop_front();
+    }
+    has_pending_.store(!pending_.empty());
   }
 
   // Frees completed buffered sends; waits for the oldest while more than `max_pending_bytes` are
   // in flight. A buffered send that failed fails this call. Caller holds send_mu_.
   Status ReapSends(size_t max_pending_bytes) {
+    std::optional<Foreground> fg;
+    Spin spin;
+    Status result;
     while (!pending_.empty()) {
       PendingSend& front = pending_.front();
       ucs_status_t st = ucp_request_check_status(front.request);
       if (st == UCS_INPROGRESS) {
         if (pending_bytes_ <= max_pending_bytes) break;
-        ucp_worker_progress(worker_);
-        if (closed_.load() || PeerGone()) return Gone();
+        if (!fg) fg.emplace(this);
+        if (Progress() != 0) {
+          spin = {};
+          continue;
+        }
+        if (closed_.load() || (spin.Spun() && PeerGone())) {
+          result = Gone();
+          break;
+        }
+        Idle(spin, [&] {
+          return closed_.load() || ucp_request_check_status(front.request) != UCS_INPROGRESS;
+        });
         continue;
       }
       ucp_request_free(front.request);
       pending_bytes_ -= front.data.size();
       pending_.pop_front();
       if (st != UCS_OK) {
-        return closed_.load() || PeerGone()
-                   ? Gone()
-                   : Status::Unavailable(fmt::format("ucx send to {}: {}", peer_, UcsError(st)));
+        result = closed_.load() || PeerGone()
+                     ? Gone()
+                     : Status::Unavailable(fmt::format("ucx send to {}: {}", peer_, UcsError(st)));
+        break;
       }
     }
-    return Status::Ok();
+    has_pending_.store(!pending_.empty());
+    return result;
   }
 
   // Closes the endpoint: forced (outstanding sends complete with an error) where both ends use
@@ -530,6 +724,16 @@ class UcxConnection final : public Connection {
   static constexpr size_t kMaxBufferedBytes = 8 << 20;
   std::deque<PendingSend> pending_;  // guarded by send_mu_
   size_t pending_bytes_ = 0;
+  std::atomic<bool> has_pending_{false};  // pending_ is non-empty (readable without send_mu_)
+  // Waiting (see "Waiting" above).
+  int efd_ = -1;  // the worker's event fd (owned by the worker); -1 without wake-up support
+  Fd wake_;       // eventfd: kicks sleepers
+  std::atomic<int> sleepers_{0};  // threads in Idle's poll (or about to be)
+  std::atomic<int> waiters_{0};   // calls waiting (Foreground)
+  std::atomic<int64_t> last_foreground_ns_{Clock::now().time_since_epoch().count()};
+  std::atomic<bool> helper_parked_{false};
+  std::mutex pt_mu_;  // with pt_cv_, parks the helper thread
+  std::condition_variable pt_cv_;
   std::thread progress_thread_;
   std::atomic<bool> stop_progress_{false};
   std::mutex graveyard_mu_;
@@ -603,6 +807,10 @@ bool AllTransportsDetectPeerFailure(const std::string& option) {
 
 }  // namespace
 
+UcxWaitCounters GetUcxWaitCounters() {
+  return {.sleeps = g_sleeps.load(), .kicked = g_kicked.load(), .timeouts = g_timeouts.load()};
+}
+
 StatusOr<std::unique_ptr<Transport>> MakeUcxTransport(const TransportOptions& options) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
@@ -617,11 +825,19 @@ StatusOr<std::unique_ptr<Transport>> MakeUcxTransport(const TransportOptions& op
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_TAG;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 0;
   auto ctx = std::make_shared<Context>();
   ctx->peer_error_mode = AllTransportsDetectPeerFailure(options.ucx_tls);
+  ctx->wakeup = true;
   st = ucp_init(&params, config, &ctx->handle);
+  if (st != UCS_OK) {
+    // Transports without event support: fall back to sleep-polling waits.
+    params.features = UCP_FEATURE_TAG;
+    ctx->wakeup = false;
+    ctx->handle = nullptr;
+    st = ucp_init(&params, config, &ctx->handle);
+  }
   ucp_config_release(config);
   if (st != UCS_OK) {
     ctx->handle = nullptr;

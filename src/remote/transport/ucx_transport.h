@@ -32,4 +32,13 @@ namespace gpool::remote {
 
 StatusOr<std::unique_ptr<Transport>> MakeUcxTransport(const TransportOptions& options);
 
+// This process's UCX waits so far, over all connections: load-independent figures for benchmarks
+// and tests (a round trip answered while spinning costs no sleep).
+struct UcxWaitCounters {
+  uint64_t sleeps = 0;    // times a waiting thread slept in poll() on the worker's event fd
+  uint64_t kicked = 0;    // sleeps ended by another thread's kick (its progress, or Close)
+  uint64_t timeouts = 0;  // sleeps that ran to their time limit (the safety net, or a drain)
+};
+UcxWaitCounters GetUcxWaitCounters();
+
 }  // namespace gpool::remote
