@@ -21,13 +21,17 @@
 # and every non-system shared library they need into OUT, so that a GPU machine without gpool's
 # build dependencies can run `scripts/gpu-check.sh --build OUT`.
 #
-#   scripts/gpu-check.sh [--emulated] [--build DIR] [--timeout SECONDS] [--share-seconds S]
-#                        [--samples DIR] [--only SECTIONS] [--keep] [--no-agent] [BUILD_DIR]
+#   scripts/gpu-check.sh [--emulated] [--build DIR] [--timeout SECONDS] [--budget SECONDS]
+#                        [--share-seconds S] [--samples DIR] [--only SECTIONS] [--keep]
+#                        [--no-agent] [BUILD_DIR]
 #   scripts/gpu-check.sh --bundle OUT [--build DIR]
 #
-# --only takes a comma-separated subset of: samples, perf, shares, stub, agent (default: all).
-# BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and optionally deps/ (a
-# bundle's libraries) and tests/remote/ (the CMake-built samples and emulated kernels). Environment: CUDA_HOME (default /usr/local/cuda), GPOOL_ARCH,
+# --timeout (default 120) bounds each step, --budget (default 330) the whole run: once it is spent
+# the remaining steps fail at once, so a hung backend still ends with a summary inside a 400 s
+# lease call. --only takes a comma-separated subset of: samples, perf, shares, stub, agent
+# (default: all). BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and
+# optionally deps/ (a bundle's libraries) and tests/remote/ (the CMake-built samples and emulated
+# kernels). Environment: CUDA_HOME (default /usr/local/cuda), GPOOL_ARCH,
 # GPOOL_CHECK_PRELOAD (LD_PRELOAD for the sample programs run through gpool, e.g. the ASan
 # runtime when BUILD_DIR is a sanitizer build), CUDA_VISIBLE_DEVICES (honoured by both sides).
 set -uo pipefail
@@ -35,19 +39,21 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$here/build
 emulated=0
-step_timeout=90
+step_timeout=120
+total_budget=330
 share_secs=
 samples_dir=
 keep=0
 agent=1
 bundle_out=
 only=
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
   case $1 in
     --emulated) emulated=1 ;;
     --build) build=${2:?--build DIR}; shift ;;
     --timeout) step_timeout=${2:?--timeout SECONDS}; shift ;;
+    --budget) total_budget=${2:?--budget SECONDS}; shift ;;
     --share-seconds) share_secs=${2:?--share-seconds S}; shift ;;
     --samples) samples_dir=${2:?--samples DIR}; shift ;;
     --bundle) bundle_out=${2:?--bundle OUT}; shift ;;
@@ -61,6 +67,10 @@ while (($#)); do
   shift
 done
 [[ $step_timeout =~ ^[0-9]+$ && $step_timeout -gt 0 ]] || { echo "gpu-check: --timeout wants seconds" >&2; exit 2; }
+[[ $total_budget =~ ^[0-9]+$ && $total_budget -gt 0 ]] || { echo "gpu-check: --budget wants seconds" >&2; exit 2; }
+# Each step gets --timeout, but never past the whole run's --budget: once that is spent every
+# remaining step gets 1 s (and fails), so the summary still prints inside a lease's time.
+limit() { local left=$((total_budget - SECONDS)); ((left < 1)) && left=1; echo $((left < step_timeout ? left : step_timeout)); }
 build=$(cd "$build" 2>/dev/null && pwd) || { echo "gpu-check: build dir missing" >&2; exit 2; }
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 nvcc=$cuda_home/bin/nvcc
@@ -213,7 +223,7 @@ start_server() {  # NAME ARGS...: sets $addr
   local pid=$!
   pids+=("$pid")
   addr=
-  local deadline=$((SECONDS + step_timeout))
+  local deadline=$((SECONDS + $(limit)))
   while ((SECONDS < deadline)) && kill -0 "$pid" 2>/dev/null; do
     addr=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$work/$name.log")
     [[ -n $addr ]] && return 0
@@ -243,7 +253,9 @@ for d in "$cuda_home/lib64" "$cuda_home/targets/x86_64-linux/lib"; do
 done
 resolved() { LD_LIBRARY_PATH=$1 ldd "$2" 2>/dev/null | awk '$1 == "libcudart.so.13" { print $3 }'; }
 gpool_rt=$(resolved "$lib${gpool_ld:+:$gpool_ld}" "$samples_dir/vector_add")
-if [[ $(readlink -f "$gpool_rt") == $(readlink -f "$lib/libcudart.so.13") ]]; then
+if ! ldd "$samples_dir/vector_add" >/dev/null 2>&1; then
+  note "runtime: $samples_dir/vector_add is not a dynamic executable: which libcudart loads is not checked"
+elif [[ $(readlink -f "$gpool_rt") == $(readlink -f "$lib/libcudart.so.13") ]]; then
   pass "runtime through gpool run: $gpool_rt (the gpool stand-in)"
 else
   fail "runtime-gpool: through gpool run a sample would load '$gpool_rt', not $lib/libcudart.so.13"
@@ -261,11 +273,11 @@ fi
 remote_run() {  # OUT SAMPLE ARGS...
   local out=$1 s=$2; shift 2
   LD_LIBRARY_PATH=$gpool_ld LD_PRELOAD=${GPOOL_CHECK_PRELOAD:-} GPOOL_DEVICES=$devices \
-    timeout --kill-after=5 "$step_timeout" "$gpool" run -- "$samples_dir/$s" "$@" >"$out" 2>&1
+    timeout --kill-after=5 "$(limit)" "$gpool" run -- "$samples_dir/$s" "$@" >"$out" 2>&1
 }
 native_run() {  # OUT SAMPLE ARGS...
   local out=$1 s=$2; shift 2
-  LD_LIBRARY_PATH=$native_ld timeout --kill-after=5 "$step_timeout" "$samples_dir/$s" "$@" >"$out" 2>&1
+  LD_LIBRARY_PATH=$native_ld timeout --kill-after=5 "$(limit)" "$samples_dir/$s" "$@" >"$out" 2>&1
 }
 # Measured numbers differ between runs; the rest of a PASS line must match.
 strip() { grep '^PASS' "$1" | sed -E 's/ *(elapsed_ms|launches_per_s|seconds|kernels_per_s|kernels)=[0-9.]+//g'; }
@@ -283,7 +295,7 @@ for r in "${runs[@]}"; do
   # shellcheck disable=SC2086
   remote_run "$work/remote.out" "$name" $args; rrc=$?
   label="$name${args:+ $args}"
-  if timed_out $rrc; then fail "$label: gpool run timed out after ${step_timeout}s"; show_tail "$work/remote.out" gpool; continue; fi
+  if timed_out $rrc; then fail "$label: gpool run timed out (step limit ${step_timeout}s, run budget ${total_budget}s)"; show_tail "$work/remote.out" gpool; continue; fi
   remote=$(strip "$work/remote.out")
   if ((emulated)); then
     if [[ $rrc == 0 && -n $remote ]]; then pass "$label (gpool, emulated): $remote"
@@ -366,7 +378,7 @@ share_run() {  # OUT SHARE SECONDS
   local l
   l=$(lease "$2") || { echo "lease issue failed" >"$1"; return 1; }
   LD_LIBRARY_PATH=$gpool_ld LD_PRELOAD=${GPOOL_CHECK_PRELOAD:-} \
-    timeout --kill-after=5 "$((step_timeout + $3))" "$gpool" run --devices "$saddr/0" --lease "$l" -- \
+    timeout --kill-after=5 "$(($(limit) + $3))" "$gpool" run --devices "$saddr/0" --lease "$l" -- \
     "$samples_dir/share_loop" "$3" >"$1" 2>&1
 }
 share_run "$work/alone.out" 0.25 "$( ((emulated)) && echo 1 || echo 3)"
@@ -413,7 +425,7 @@ if ((emulated)) && want stub; then
     GPOOL_LIBCUDA=$stub start_server stub --insecure
     backend=("${saved[@]}")
     LD_LIBRARY_PATH=$gpool_ld LD_PRELOAD=${GPOOL_CHECK_PRELOAD:-} GPOOL_DEVICES=$addr/0 \
-      timeout --kill-after=5 "$step_timeout" "$gpool" run -- "$samples_dir/vector_add" 1024 >"$work/stub.out" 2>&1
+      timeout --kill-after=5 "$(limit)" "$gpool" run -- "$samples_dir/vector_add" 1024 >"$work/stub.out" 2>&1
     if grep -q "cuInit: the CUDA toolkit's stub libcuda" "$work/stub.out" "$work/stub.log"; then
       pass "cuda-stub: every driver symbol resolved in $stub; cuInit refused as a stub must"
     else
@@ -426,12 +438,12 @@ fi
 
 if ((!emulated)) && want perf && [[ -x $build/bench/remote_bench ]]; then
   echo "== bench/remote_bench (emulated backend, for the transport figures)"
-  LD_LIBRARY_PATH=$gpool_ld timeout --kill-after=5 "$step_timeout" "$build/bench/remote_bench" \
+  LD_LIBRARY_PATH=$gpool_ld timeout --kill-after=5 "$(limit)" "$build/bench/remote_bench" \
     --benchmark_min_time=0.2s 2>/dev/null | tail -n +4
 fi
 if ((!emulated && agent)) && want agent; then
   # The node agent's NVML discovery (helper script, owned by the agent code).
-  if LD_LIBRARY_PATH=$gpool_ld timeout --kill-after=5 "$step_timeout" "$here/scripts/gpu-check-agent.sh" "$build"; then
+  if LD_LIBRARY_PATH=$gpool_ld timeout --kill-after=5 "$(limit)" "$here/scripts/gpu-check-agent.sh" "$build"; then
     pass "agent: NVML discovery agrees with nvidia-smi"
   else
     fail "agent: NVML discovery (scripts/gpu-check-agent.sh, exit $?)"

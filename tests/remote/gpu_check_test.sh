@@ -4,7 +4,8 @@
 #  1. the whole flow against emulated servers passes, with a PASS line for every sample, the
 #     share check and the cuda backend's symbol check against the toolkit's stub libcuda;
 #  2. it fails, naming the sample, when a sample fails, and a sample that hangs is stopped by
-#     --timeout and reported, not waited for (fake samples in a scratch dir).
+#     --timeout and reported, not waited for (fake samples in a scratch dir);
+#  3. with --budget spent, every remaining step is cut short and the summary still comes.
 #   tests/remote/gpu_check_test.sh PATH/TO/bin/gpool
 set -euo pipefail
 gpool=${1:?usage: gpu_check_test.sh PATH/TO/bin/gpool}
@@ -39,22 +40,36 @@ else
   grep -qF "NOTE cuda-stub: SKIPPED" "$tmp/full.log" || fail "the skipped stub check is not reported"
 fi
 
-# 2. A failing and a hanging sample among real ones: both reported, the run fails, no hang.
+# 2. Fake samples (scripts, so that nothing here depends on the machine's speed): each prints a
+#    PASS line at once, except `symbols`, which fails, and `struct_param`, which hangs.
 mkdir "$tmp/samples"
-for s in "$build"/tests/remote/cuda/*; do ln -s "$s" "$tmp/samples/"; done
-rm "$tmp/samples/symbols" "$tmp/samples/struct_param"
+for s in vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths \
+         noop_launch share_loop; do
+  printf '#!/bin/sh\necho "PASS %s fake"\n' "$s" >"$tmp/samples/$s"
+done
 printf '#!/bin/sh\necho "symbols: wrong value at 7" >&2\nexit 1\n' >"$tmp/samples/symbols"
 printf '#!/bin/sh\nexec sleep 600\n' >"$tmp/samples/struct_param"
-chmod +x "$tmp/samples/symbols" "$tmp/samples/struct_param"
+chmod +x "$tmp/samples"/*
 rc=0
-"$here/scripts/gpu-check.sh" --emulated --timeout 3 --only samples --samples "$tmp/samples" \
+"$here/scripts/gpu-check.sh" --emulated --timeout 8 --only samples --samples "$tmp/samples" \
   --build "$build" >"$tmp/bad.log" 2>&1 || rc=$?
 cat "$tmp/bad.log"
 [[ $rc == 1 ]] || fail "a failing sample gave exit $rc, want 1"
 grep -qF "FAIL symbols (gpool, emulated): exit 1" "$tmp/bad.log" || fail "the failing sample is not named"
 grep -qF "gpool: symbols: wrong value at 7" "$tmp/bad.log" || fail "the failing sample's stderr is not shown"
-grep -qF "FAIL struct_param: gpool run timed out after 3s" "$tmp/bad.log" || fail "the hanging sample is not reported as timed out"
-grep -qF "PASS multi_device 1 (gpool, emulated)" "$tmp/bad.log" || fail "the samples after a hang did not run"
-grep -qF "== summary: 10 passed, 2 failed" "$tmp/bad.log" || fail "wrong summary"
+grep -qF "FAIL struct_param: gpool run timed out (step limit 8s" "$tmp/bad.log" || fail "the hanging sample is not reported as timed out"
+grep -qF "PASS multi_device 1 (gpool, emulated): PASS multi_device fake" "$tmp/bad.log" ||
+  fail "the samples after a hang did not run"
+grep -qF "== summary: 9 passed, 2 failed, 1 notes" "$tmp/bad.log" || fail "wrong summary"
 tail -1 "$tmp/bad.log" | grep -qx "gpu-check: FAIL" || fail "last line is not 'gpu-check: FAIL'"
+
+# 3. The run's --budget: once spent, the remaining steps get 1 s each; the run still ends with
+#    its summary (which steps pass in 1 s depends on the machine's load; the hang never does).
+rc=0
+"$here/scripts/gpu-check.sh" --emulated --timeout 60 --budget 1 --only samples --samples "$tmp/samples" \
+  --build "$build" >"$tmp/budget.log" 2>&1 || rc=$?
+cat "$tmp/budget.log"
+[[ $rc == 1 ]] || fail "an exhausted budget gave exit $rc, want 1"
+grep -qF "FAIL struct_param: gpool run timed out" "$tmp/budget.log" || fail "the hang was not cut by the budget"
+grep -q "^== summary: " "$tmp/budget.log" || fail "no summary after the budget ran out"
 echo "gpu_check_test: PASS"
