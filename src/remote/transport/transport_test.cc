@@ -171,6 +171,17 @@ TEST_P(TransportTest, RecvSplitPutsTheTailInTheCallersBuffer) {
   EXPECT_FALSE(split);
   EXPECT_TRUE(got_head == whole);
   EXPECT_TRUE(sender.get().ok());
+
+  // A small message (UCX: sent whole, received whole and its tail copied out).
+  const std::vector<std::byte> small_tail = Pattern(64 << 10, 8);
+  const ByteSpan small_parts[2] = {AsBytes(head), AsBytes(small_tail)};
+  auto small_sender = std::async(std::launch::async, [&] { return client_->Send(small_parts); });
+  std::vector<std::byte> got_small(small_tail.size());
+  ASSERT_TRUE(server_->RecvSplit(&got_head, got_small, &split).ok());
+  EXPECT_TRUE(split);
+  EXPECT_TRUE(got_head == head);
+  EXPECT_TRUE(got_small == small_tail);
+  EXPECT_TRUE(small_sender.get().ok());
 }
 
 // RecvPlaced shows the placer a message's head before its large last part arrives and puts that

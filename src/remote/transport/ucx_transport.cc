@@ -274,10 +274,15 @@ class UcxConnection final : public Connection {
         ucp_request_param_t param{};
         ucs_status_ptr_t req;
         ucp_dt_iov_t iov[2];  // must outlive the request (Wait below)
+        // A small split one is received whole and its tail copied out: an iov receive of an
+        // eager message cost ~10x the raw stream's CPU per byte for 64 KiB device-to-host
+        // replies over shared memory (docs/benchmarks.md, "Remoting"), a 64 KiB memcpy far less.
+        const bool small = *split && !message->empty() && info.length <= kBufferedSendMax;
+        if (small) message->resize(info.length);
         if (*split && message->empty()) {
           // All of it into `tail`: contiguous, so UCX may use its zero-copy rendezvous.
           req = ucp_tag_msg_recv_nbx(worker_, tail.data(), tail.size(), msg, &param);
-        } else if (*split) {
+        } else if (*split && !small) {  // (small ones take the last branch)
           // Scatter: the head into *message, the rest straight into `tail`.
           iov[0] = {message->data(), message->size()};
           iov[1] = {tail.data(), tail.size()};
@@ -292,6 +297,11 @@ class UcxConnection final : public Connection {
           return closed_.load() ? Gone()
                                 : Status::Unavailable(
                                       fmt::format("ucx receive from {}: {}", peer_, UcsError(st)));
+        }
+        if (small) {
+          const size_t keep = info.length - tail.size();
+          std::memcpy(tail.data(), message->data() + keep, tail.size());
+          message->resize(keep);
         }
         return Status::Ok();
       }
