@@ -51,15 +51,25 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
     int64_t milli;
     bool by_priority;
   };
+  // A victim with GPU tasks holds GPUs of some model (a GPU task can only be bound on a node
+  // with GPUs, all of one model): when the job takes any model, it is useful without looking
+  // at its nodes.
+  const bool reference = options.placement.reference_scan;
+  bool any_model = !reference;
+  for (size_t m = 0; m < state.num_models(); ++m) any_model &= (job.gpu_models & (ModelMask{1} << m)) != 0;
   std::vector<Cand> cands;
+  cands.reserve(state.running().size());
+  // The same filters as ever, cheapest first: the spec's own fields, then the bound-this-cycle
+  // set, then the victim's nodes.
   for (const RunningJob& r : state.running()) {
-    if (!PastMinRuntime(r, now_ns) || !Useful(state, r, job)) continue;
-    if (options.not_victims != nullptr && options.not_victims->count(r.spec.id)) continue;
     const bool by_priority = options.priority && r.spec.priority < job.priority;
     const size_t rq = r.spec.queue.value();
     const bool by_reclaim = options.reclaim && in_quota && rq < nq && rq != jq &&
                             used[rq] > quota[rq] && r.spec.priority <= job.priority;
     if (!by_priority && !by_reclaim) continue;
+    if (!PastMinRuntime(r, now_ns)) continue;
+    if (options.not_victims != nullptr && options.not_victims->count(r.spec.id)) continue;
+    if (!(any_model && r.spec.task.gpus > 0) && !Useful(state, r, job)) continue;
     cands.push_back({PreemptionCost(r, now_ns), r.spec.priority, r.start_ns, r.spec.id, rq,
                      r.spec.total_milli_gpus(), by_priority});
   }
@@ -73,7 +83,6 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
     if (a.start != b.start) return a.start > b.start;
     return a.id > b.id;
   };
-  const bool reference = options.placement.reference_scan;
   auto costlier = [&](const Cand& a, const Cand& b) { return cheaper(b, a); };
   if (reference) {
     std::sort(cands.begin(), cands.end(), cheaper);
