@@ -213,6 +213,13 @@ class TiresiasPolicy final : public sched::Policy {
       return level_of_pending(pending[a]) < level_of_pending(pending[b]);
     });
     FailedShapes failed;
+    // Shapes whose preemption search failed: it fails again for the same shape until a
+    // preemption happens. Its victims are the same (jobs bound since ran 0 s and are no
+    // candidates), the state has only lost room to binds since, and first fit succeeds exactly
+    // when the total room suffices, so no prefix of the victims that failed can succeed now.
+    // The search copies the state and sorts every running job: this saves most of tiresias'
+    // time on long traces without changing a decision.
+    FailedShapes failed_preempt;
     for (size_t i : order) {
       const JobSpec& job = pending[i];
       std::optional<Placement> p;
@@ -220,10 +227,16 @@ class TiresiasPolicy final : public sched::Policy {
         p = sched::PlaceFirstFit(work, job, {});
         if (!p) failed.Add(job);
       }
-      if (!p && level_of_pending(job) == 0 && d.preemptions.size() < kMaxVictims) {
+      if (!p && level_of_pending(job) == 0 && d.preemptions.size() < kMaxVictims &&
+          !failed_preempt.Has(job)) {
         const size_t before = d.preemptions.size();
         p = Preempt(&work, job, in.now_ns, &d);
-        if (d.preemptions.size() != before) failed.Clear();  // room came back
+        if (d.preemptions.size() != before) {
+          failed.Clear();  // room came back
+          failed_preempt.Clear();
+        } else {
+          failed_preempt.Add(job);
+        }
       }
       if (p) Bind(&work, job, std::move(*p), in.now_ns, &d);
     }
