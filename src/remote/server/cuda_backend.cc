@@ -485,6 +485,13 @@ class CudaBackend final : public Backend {
   Result GetParamInfo(uint64_t func, proto::ParamInfo* out) override {
     CUfunction f = nullptr;
     if (Result r = Function(func, Cur(), &f); !r.ok()) return r;
+    // Under lazy loading (CUDA_MODULE_LOADING=LAZY, the default) a function may not be loaded
+    // yet; an attribute query loads it, so that "index out of range" below can only mean the
+    // end of the list, never "not loaded" (a kernel silently taken for one without parameters).
+    int ignored = 0;
+    if (Result r = R("cuFuncGetAttribute", cu_.cuFuncGetAttribute(&ignored, CU_FUNC_ATTRIBUTE_NUM_REGS, f)); !r.ok()) {
+      return r;
+    }
     for (size_t i = 0;; ++i) {
       size_t off = 0, size = 0;
       CUresult r = cu_.cuFuncGetParamInfo(f, i, &off, &size);
