@@ -85,7 +85,12 @@ want() { [[ -z $only || ,$only, == *,$1,* ]]; }
 # ---- --bundle: carry a build to a GPU machine that lacks gpool's build dependencies ----
 if [[ -n $bundle_out ]]; then
   [[ -x $gpool && -f $lib/libcudart.so.13 ]] || die "$build lacks bin/gpool or lib/libcudart.so.13"
+  # Replaces only an earlier bundle (marked), never some other folder given by mistake.
+  if [[ -e $bundle_out && ! -f $bundle_out/.gpool-bundle && -n $(ls -A "$bundle_out" 2>/dev/null) ]]; then
+    die "$bundle_out exists and is not a gpool bundle: give a new folder"
+  fi
   rm -rf "$bundle_out" && mkdir -p "$bundle_out"/{bin,lib,deps,deps-cxx,tests/remote/cuda} || die "cannot create $bundle_out"
+  touch "$bundle_out/.gpool-bundle"
   cp "$gpool" "$bundle_out/bin/" && cp "$lib/libcudart.so.13" "$bundle_out/lib/" || die "copy failed"
   # Everything ldd resolves except the C/C++ runtime, which the target's (newer) system provides;
   # a bundled older libstdc++ would shadow the target's for the nvcc-built samples.
