@@ -52,6 +52,7 @@ struct Servers {
   std::string gpu_tcp, gpu_ucx, echo_tcp, echo_ucx, plain_tcp, plain_ucx;
   std::vector<pid_t> pids;
   int server_cpu = -1;  // --pin: CPU for the server processes
+  pid_t plain_ucx_pid = -1;
 } g;
 
 void PinTo(int cpu) {
@@ -705,6 +706,39 @@ int RunInterleaved(const DriverFlags& f) {
                          }});
     }
     RunGroup(async, f.reps, f.min_time);
+    // The plain ucp echo polls forever for its (now idle) client: stop it before the idle figure.
+    if (g.plain_ucx_pid > 0) {
+      kill(g.plain_ucx_pid, SIGKILL);
+      waitpid(g.plain_ucx_pid, nullptr, 0);
+      g.pids.erase(std::find(g.pids.begin(), g.pids.end(), g.plain_ucx_pid));
+      g.plain_ucx_pid = -1;
+    }
+    // Idle cost: a connected session (one round trip done) left alone for 1 s; CPU and context
+    // switches of all processes (client with its pump and transport helper threads, server,
+    // session worker). A waiting thread that polls shows up here whatever the load.
+    for (int t : transports) {
+      std::shared_ptr<client::ServerLink> link = DriverLink(t);
+      {
+        std::lock_guard<std::mutex> lk(link->mu());
+        proto::Ping ping;
+        proto::ReplyHead h;
+        proto::Empty none;
+        if (!link->Call(ping, &h, &none).ok()) Die("ping failed");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // pump and helpers settle
+      double vol0, invol0, vol1, invol1;
+      AllSwitches(&vol0, &invol0);
+      uint64_t sleeps0 = GetUcxWaitCounters().sleeps;
+      double cpu0 = AllCpu();
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      double cpu = AllCpu() - cpu0;
+      AllSwitches(&vol1, &invol1);
+      std::printf("idle connected session, %s: CPU %.2f ms per s (all processes), context switches "
+                  "%.0f+%.0f per s, client ucx sleeps %.0f per s\n",
+                  Name(t), cpu * 1e3, vol1 - vol0, invol1 - invol0,
+                  static_cast<double>(GetUcxWaitCounters().sleeps - sleeps0));
+    }
+    std::fflush(stdout);
   }
   if (f.skip.find("bw") != std::string::npos) return 0;
   // Copies of `size` bytes; below 4 MiB (one chunk) a step streams 4 MiB worth of them and syncs
@@ -808,7 +842,10 @@ int main(int argc, char** argv) {
   if (!interleaved || flags.only != "tcp") {
     g.gpu_ucx = StartGpuServer("ucx");
     g.echo_ucx = StartEcho("ucx");
-    if (interleaved && flags.skip.find("lat") == std::string::npos) g.plain_ucx = StartPlainUcxEcho();
+    if (interleaved && flags.skip.find("lat") == std::string::npos) {
+      g.plain_ucx = StartPlainUcxEcho();
+      g.plain_ucx_pid = g.pids.back();
+    }
   }
   int rc = 0;
   if (interleaved) {
