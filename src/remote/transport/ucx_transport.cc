@@ -54,6 +54,10 @@ std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 // the peer it waits for, so the spin is kept short.)
 constexpr auto kSpinTime = std::chrono::microseconds(50);
 constexpr int kSpinTurnsBeforeYield = 32;
+// Longest sleep while a send of this connection is in flight: a sender waiting for room (a full
+// shared-memory FIFO, a full socket, the fragments of an active-message rendezvous) gets no event
+// when the receiver makes room, so it must look again soon.
+constexpr auto kInFlightSleep = std::chrono::microseconds(50);
 // Longest single sleep: a safety net only (every wake-up source is an fd in the poll set).
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
 // How long after the last waiting call the helper thread takes over progress (see "Waiting").
@@ -458,6 +462,13 @@ class UcxConnection final : public Connection {
     if (req == nullptr) return UCS_OK;
     if (UCS_PTR_IS_ERR(req)) return UCS_PTR_STATUS(req);
     Foreground fg(this);
+    struct SendWaiting {
+      std::atomic<int>* n;
+      ~SendWaiting() {
+        if (n != nullptr) n->fetch_sub(1);
+      }
+    } send_waiting{is_send ? &sends_waiting_ : nullptr};
+    if (is_send) sends_waiting_.fetch_add(1);
     Spin spin;
     bool aborting = false;
     Clock::time_point abort_deadline{};
@@ -580,6 +591,9 @@ class UcxConnection final : public Connection {
     if (efd_ < 0) {  // no wake-up support in this UCX context: sleep-poll
       std::this_thread::sleep_for(std::chrono::microseconds(50));
       return;
+    }
+    if (has_pending_.load() || sends_waiting_.load() > 0) {
+      timeout = std::min<std::chrono::microseconds>(timeout, kInFlightSleep);
     }
     sleepers_.fetch_add(1);
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -740,6 +754,7 @@ class UcxConnection final : public Connection {
   Fd wake_;       // eventfd: kicks sleepers
   std::atomic<int> sleepers_{0};  // threads in Idle's poll (or about to be)
   std::atomic<int> waiters_{0};   // calls waiting (Foreground)
+  std::atomic<int> sends_waiting_{0};  // calls waiting for a send to complete
   std::atomic<int64_t> last_foreground_ns_{Clock::now().time_since_epoch().count()};
   std::atomic<bool> helper_parked_{false};
   std::mutex pt_mu_;  // with pt_cv_, parks the helper thread

@@ -13,15 +13,23 @@
 // length) and the tail, contiguous: UCX's zero-copy rendezvous does not take IOV datatypes, and
 // the bulk of a copy is always that last part; RecvSplit receives such a tail straight into the
 // caller's buffer.
-// Waiting: busy progress with a short back-off (sched_yield, then 50 us sleeps) instead of
-// UCP_FEATURE_WAKEUP, which not every transport offers; idle waits cost little CPU.
+// Waiting: a waiting call progresses the worker for 50 us (yielding the CPU after a few empty
+// polls), then arms it (UCP_FEATURE_WAKEUP) and sleeps in poll() on its event fd, a wake eventfd
+// and the OOB socket, so a reply that comes within the spin costs no wake-up and an idle
+// connection costs no CPU. A per-connection helper thread takes over progress (sleeping the same
+// way) only when nobody waits: a send left in flight, or 20 ms without a waiting call. Where
+// ucp_init refuses UCP_FEATURE_WAKEUP, waits fall back to 50 us sleep-polling.
 // TransportOptions::ucx_tls sets UCX_TLS for this transport's context ("tcp", "posix,sysv,self",
 // "rc,ud" on InfiniBand); UCX error handling mode PEER is used only when every listed transport
 // supports it (tcp, rc, ud, dc), since asking for it drops shared memory; otherwise the OOB socket
 // alone detects a dead peer. Thread safety: as for Connection (workers run
 // UCS_THREAD_MODE_MULTI).
 // Limits: Close() flushes outstanding sends for at most 2 s; a receive abandoned by Close keeps
-// its buffer alive inside the connection until the connection is destroyed.
+// its buffer alive inside the connection until the connection is destroyed. A sleeping wait also
+// wakes every 100 ms (a safety net against a missed kick), so an idle connection costs ~10
+// wake-ups per second per sleeping thread. While both a sender and a receiver wait on one
+// connection, a kick may be left pending and make their sleeps return at once until one of them
+// is alone again (correct, but it polls meanwhile).
 #pragma once
 
 #include <memory>
