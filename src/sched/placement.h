@@ -35,9 +35,10 @@ struct PlacementOptions {
   const std::vector<uint8_t>* excluded_nodes = nullptr;
   // Domains to try first (a queue's guaranteed domains); empty = none.
   const std::vector<DomainId>* preferred_domains = nullptr;
-  // Tests only: the plain scans (every domain of a level; PlanPreemption's full sort of its
-  // candidates on a fresh copy of the state) instead of the pruned ones, to check that both
-  // take the same decisions. Slower, never different.
+  // Tests only: the plain scans (every domain of a level; in PlanPreemption a fresh copy of the
+  // state, a full sort of the candidates and a walk over every victim's nodes) instead of the
+  // pruned ones, to check that both take the same decisions (fastpath_test.cc). Slower, never
+  // different.
   bool reference_scan = false;
 };
 
