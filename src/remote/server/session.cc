@@ -39,6 +39,7 @@ Status Session::Run() {
       if (placed != 0 && i + 1 == frames->size()) {
         // The chunk Place accepted, now in place: complete it as CopyH2D would.
         ++stats_.requests;
+        ++stats_.h2d_in_place;
         Defer(OpName(f.op), backend_->CommitH2D(placed_.dst, placed_.data, placed_.stream));
         continue;
       }
