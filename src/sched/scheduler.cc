@@ -6,6 +6,7 @@
 #include <charconv>
 #include <climits>
 #include <cmath>
+#include <map>
 #include <set>
 #include <tuple>
 #include <unordered_set>
@@ -16,6 +17,7 @@
 #include "sched/placement.h"
 #include "sched/power.h"
 #include "sched/preemption.h"
+#include "sched/short_job_preemption.h"
 
 namespace gpool::sched {
 
@@ -42,6 +44,7 @@ Status ValidatePolicyConfig(const PolicyConfig& c) {
     return err("max_preemptions_per_cycle",
                fmt::format("must be >= 0, got {}", c.max_preemptions_per_cycle));
   }
+  GPOOL_RETURN_IF_ERROR(ValidateShortJobPreemptionConfig(c.short_preempt));
   const PowerConfig& p = c.power;
   if (!(p.idle_timeout_s > 0)) return err("power.idle_timeout_s", fmt::format("must be > 0, got {}", p.idle_timeout_s));
   if (p.warm_buffer_gpus < 0) return err("power.warm_buffer_gpus", fmt::format("must be >= 0, got {}", p.warm_buffer_gpus));
@@ -74,6 +77,15 @@ StatusOr<Int> ParseInt(std::string_view key, std::string_view v) {
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
   if (ec != std::errc() || p != v.data() + v.size()) {
     return Status::InvalidArgument(fmt::format("policy.{}: '{}' is not an integer", key, v));
+  }
+  return x;
+}
+
+StatusOr<double> ParseDouble(std::string_view key, std::string_view v) {
+  double x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || !std::isfinite(x)) {
+    return Status::InvalidArgument(fmt::format("policy.{}: '{}' is not a number", key, v));
   }
   return x;
 }
@@ -121,6 +133,18 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.fragmentation_aware, ParseBool(k, v));
     } else if (k == "max_preemptions_per_cycle") {
       GPOOL_ASSIGN_OR_RETURN(c.max_preemptions_per_cycle, ParseInt<int>(k, v));
+    } else if (k == "short_preempt.enabled") {
+      GPOOL_ASSIGN_OR_RETURN(c.short_preempt.enabled, ParseBool(k, v));
+    } else if (k == "short_preempt.ratio") {
+      GPOOL_ASSIGN_OR_RETURN(c.short_preempt.ratio, ParseDouble(k, v));
+    } else if (k == "short_preempt.min_run_s") {
+      GPOOL_ASSIGN_OR_RETURN(c.short_preempt.min_run_s, ParseSeconds(k, v));
+    } else if (k == "short_preempt.min_run_fraction") {
+      GPOOL_ASSIGN_OR_RETURN(c.short_preempt.min_run_fraction, ParseDouble(k, v));
+    } else if (k == "short_preempt.restart_cost_s") {
+      GPOOL_ASSIGN_OR_RETURN(c.short_preempt.restart_cost_s, ParseSeconds(k, v));
+    } else if (k == "short_preempt.max_victims") {
+      GPOOL_ASSIGN_OR_RETURN(c.short_preempt.max_victims, ParseInt<int>(k, v));
     } else if (k == "power.enabled") {
       GPOOL_ASSIGN_OR_RETURN(c.power.enabled, ParseBool(k, v));
     } else if (k == "power.idle_timeout_s") {
@@ -232,8 +256,16 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   std::optional<ClusterState> unheld_work;
   std::unordered_set<JobId> bound_now;  // bound this cycle: never victims in the same cycle
   std::optional<ClusterState> preempt_scratch;  // PlanPreemption's trial copy, reused per call
+  // Short-job preemption: the longest remaining time any running job may be preempted for,
+  // and per (shape, priority, queue) the shortest estimate that found no victims.
+  double sjp_max_remaining_s =
+      c_.short_preempt.enabled ? MaxPreemptibleRemainingS(work, now, c_.short_preempt) : 0;
+  std::map<std::tuple<ShapeKey, int32_t, uint32_t>, double> failed_short_preempt;
+  ReleaseProfile release;
+  if (c_.short_preempt.enabled) release = ReleaseProfile(work, now, c_.assumed_runtime_s);
   int preemptions = 0;
   int64_t demand_gpus = 0;
+  int64_t bound_milli = 0;  // taken by this cycle's binds
   bool blocked = false;  // strict order when backfill is off
   int32_t blocked_priority = 0;
 
@@ -298,6 +330,37 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
         failed_preempt.insert(pkey);
       }
     }
+    // Short-job preemption: checkpoint-preempt jobs with far more work left, when the job's
+    // expected wait (counting the capacity this cycle's binds took and the blocked jobs ahead
+    // want) is worth the victims' delay. A shape that found no victims with estimate E finds
+    // none with a longer one either (fewer victims qualify): the cache keeps the shortest.
+    if (!placement && c_.short_preempt.enabled && job.est_runtime_s > 0 &&
+        preemptions < c_.max_preemptions_per_cycle &&
+        c_.short_preempt.ratio * job.est_runtime_s <= sjp_max_remaining_s) {
+      const double wait_s = release.WaitS(bound_milli + demand_gpus * 1000 + job.total_milli_gpus());
+      auto it = failed_short_preempt.find(pkey);
+      const bool cached_fail = it != failed_short_preempt.end() && job.est_runtime_s >= it->second;
+      if (wait_s >= job.est_runtime_s + c_.short_preempt.restart_cost_s && !cached_fail) {
+        if (std::optional<PreemptionPlan> plan = PlanShortJobPreemption(
+                work, job, queues, now, c_.short_preempt, c_.max_preemptions_per_cycle - preemptions,
+                wait_s, popts, &bound_now)) {
+          for (JobId v : plan->victims) {
+            const RunningJob* r = work.FindRunning(v);
+            if (r != nullptr && r->spec.queue.value() < queues.size()) --running_jobs[r->spec.queue.value()];
+            GPOOL_RETURN_IF_ERROR(work.Release(v, now));
+            if (unheld_work) GPOOL_RETURN_IF_ERROR(unheld_work->Release(v, now));
+            out.preemptions.push_back({.victim = v, .for_job = job.id, .reason = "short job"});
+            ++preemptions;
+          }
+          placement = std::move(plan->placement);
+          failed.clear();  // room was freed: earlier failures may fit now
+          failed_short.clear();
+          sjp_max_remaining_s = MaxPreemptibleRemainingS(work, now, c_.short_preempt);
+        } else {
+          failed_short_preempt[pkey] = job.est_runtime_s;
+        }
+      }
+    }
     if (placement) {
       // A placement on reserved nodes binds with those nodes un-held for the moment.
       std::vector<NodeId> rehold;
@@ -314,6 +377,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       GPOOL_RETURN_IF_ERROR(bound);
       if (unheld_work) GPOOL_RETURN_IF_ERROR(unheld_work->Bind(job, *placement, now));
       bound_now.insert(job.id);
+      bound_milli += job.total_milli_gpus();
       ++running_jobs[q];
       out.binds.push_back({.job = job.id,
                            .placement = std::move(*placement),

@@ -36,6 +36,7 @@
 #include "common/status.h"
 #include "sched/cluster.h"
 #include "sched/fairshare.h"
+#include "sched/short_job_preemption.h"
 #include "sched/types.h"
 
 namespace gpool::sched {
@@ -98,6 +99,10 @@ struct PolicyConfig {
   bool reclaim = true;             // preempt borrowers when an owner needs its quota back
   bool fragmentation_aware = true; // FGD packing of fractional tasks
   int max_preemptions_per_cycle = 16;
+  // Pending jobs with short estimates preempt running jobs with far more work left
+  // (short_job_preemption.h); keys short_preempt.*. On: it is what closes the average-JCT gap
+  // to Tiresias under overload (docs/simulator.md).
+  ShortJobPreemptionConfig short_preempt;
   PowerConfig power;
 };
 
