@@ -1,5 +1,7 @@
 #include "sched/fairshare.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -130,10 +132,24 @@ std::vector<size_t> OrderJobs(const std::vector<JobSpec>& pending, const Cluster
       }
     }
     if (options.least_work_first) {
+      double unknown_s = std::numeric_limits<double>::infinity();
+      if (options.unknown_estimate == UnknownEstimate::kMean) {
+        double sum = 0;
+        int64_t known = 0;
+        for (size_t k = i; k < end; ++k) {
+          const double e = pending[by_age[k]].est_runtime_s;
+          if (e > 0) {
+            sum += e;
+            ++known;
+          }
+        }
+        if (known > 0) unknown_s = sum / static_cast<double>(known);
+      }
       auto work = [&](size_t k) {
         const JobSpec& j = pending[k];
-        return j.est_runtime_s > 0 ? j.est_runtime_s * static_cast<double>(j.total_milli_gpus())
-                                   : std::numeric_limits<double>::infinity();
+        const double est = j.est_runtime_s > 0 ? j.est_runtime_s : unknown_s;
+        if (std::isinf(est)) return est;  // not inf x 0 (a job without GPUs): NaN breaks the sort
+        return est * static_cast<double>(j.total_milli_gpus());
       };
       // Stable: equal work (and every job without an estimate) keeps the age order.
       for (auto& v : per_queue) {
@@ -163,6 +179,16 @@ std::vector<size_t> OrderJobs(const std::vector<JobSpec>& pending, const Cluster
     i = end;
   }
   return order;
+}
+
+std::string_view UnknownEstimateName(UnknownEstimate u) {
+  return u == UnknownEstimate::kMean ? "mean" : "last";
+}
+
+StatusOr<UnknownEstimate> ParseUnknownEstimate(std::string_view s) {
+  if (s == "last") return UnknownEstimate::kLast;
+  if (s == "mean") return UnknownEstimate::kMean;
+  return Status::InvalidArgument(fmt::format("'{}' is not last or mean", s));
 }
 
 int64_t QueueQuotaMilli(const ClusterState& state, const QueueSpec& q) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -57,14 +58,23 @@ class UsageLedger {
 double DominantShare(const ClusterState& state, const UsageLedger* ledger,
                      const std::vector<QueueSpec>& queues, QueueId q);
 
+// How least_work_first ranks a job that has no run-time estimate.
+enum class UnknownEstimate : uint8_t {
+  kLast,  // after every job with an estimate (age order among themselves)
+  kMean,  // as if it ran the mean estimate of the pending jobs that have one (x its GPUs)
+};
+std::string_view UnknownEstimateName(UnknownEstimate u);  // "last", "mean"
+StatusOr<UnknownEstimate> ParseUnknownEstimate(std::string_view s);
+
 struct OrderOptions {
   double starvation_age_s = 3600;  // waited this long: first in its priority class
   // Inside each queue (same priority class, not starved), the job with the least estimated
-  // work (GPUs x est_runtime_s) first instead of the oldest; jobs without an estimate come after
-  // those with one, oldest first. Age still bounds the wait: a job that waits
+  // work (GPUs x est_runtime_s) first instead of the oldest; jobs without an estimate rank as
+  // unknown_estimate says (after those with one, oldest first, or at the mean estimate). Age still bounds the wait: a job that waits
   // starvation_age_s goes ahead of every unstarved job of its class. Shortest-work-first cuts
   // the average completion time when jobs queue (it is what minimises it on one machine).
   bool least_work_first = false;
+  UnknownEstimate unknown_estimate = UnknownEstimate::kLast;
 };
 
 // Returns indices into `pending` in scheduling order. Deterministic: ties end on job id.

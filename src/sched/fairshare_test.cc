@@ -33,6 +33,27 @@ TEST(Ordering, PriorityThenShareThenAge) {
   EXPECT_EQ(Ids(jobs, order), (std::vector<uint64_t>{4, 3, 2, 1}));
 }
 
+TEST(Ordering, UnknownEstimatesRankLastOrAtTheMean) {
+  // One queue: 1 (100 s), 2 (10,000 s), 3 (no estimate, the oldest), 4 (no estimate, no GPU).
+  ClusterState s = MakeCluster({.nodes = 2});
+  std::vector<QueueSpec> queues = {{.name = "a"}};
+  std::vector<JobSpec> jobs = {Job(1, 1, 1), Job(2, 1, 1), Job(3, 1, 1), Job(4, 1, 0)};
+  jobs[0].est_runtime_s = 100;
+  jobs[1].est_runtime_s = 10000;
+  jobs[0].submit_ns = Sec(3);
+  jobs[1].submit_ns = Sec(2);
+  jobs[2].submit_ns = Sec(1);
+  jobs[3].submit_ns = Sec(4);
+  OrderOptions o{.least_work_first = true};
+  ASSERT_EQ(o.unknown_estimate, UnknownEstimate::kLast);  // the default
+  EXPECT_EQ(Ids(jobs, OrderJobs(jobs, s, nullptr, queues, Sec(10), o)), (std::vector<uint64_t>{1, 2, 3, 4}));
+  // At the mean (5,050 s x 1 GPU): between 1 and 2. Job 4 asks no GPU: no work, first.
+  o.unknown_estimate = UnknownEstimate::kMean;
+  EXPECT_EQ(Ids(jobs, OrderJobs(jobs, s, nullptr, queues, Sec(10), o)), (std::vector<uint64_t>{4, 1, 3, 2}));
+  EXPECT_EQ(UnknownEstimateName(UnknownEstimate::kMean), "mean");
+  EXPECT_FALSE(ParseUnknownEstimate("median").ok());
+}
+
 TEST(Ordering, QueuesInterleaveAsDrf) {
   ClusterState s = MakeCluster({.nodes = 2});
   std::vector<QueueSpec> queues = {{.name = "a"}, {.name = "b"}};

@@ -115,6 +115,10 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.starvation_age_s, ParseSeconds(k, v));
     } else if (k == "least_work_first") {
       GPOOL_ASSIGN_OR_RETURN(c.least_work_first, ParseBool(k, v));
+    } else if (k == "least_work_unknown") {
+      StatusOr<UnknownEstimate> u = ParseUnknownEstimate(v);
+      if (!u.ok()) return u.status().WithContext(fmt::format("policy.{}", k));
+      c.least_work_unknown = *u;
     } else if (k == "backfill") {
       GPOOL_ASSIGN_OR_RETURN(c.backfill, ParseBool(k, v));
     } else if (k == "assumed_runtime_s") {
@@ -225,7 +229,8 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
 
   const std::vector<size_t> order = OrderJobs(pending, work, in.usage, queues, now,
                                               {.starvation_age_s = c_.starvation_age_s,
-                                               .least_work_first = c_.least_work_first});
+                                               .least_work_first = c_.least_work_first,
+                                               .unknown_estimate = c_.least_work_unknown});
   WorkloadDistribution workload;
   if (c_.fragmentation_aware) workload = WorkloadDistribution::FromJobs(pending, &work);
 

@@ -83,6 +83,8 @@ struct PolicyConfig {
   // Inside a queue's fair-share turn, least estimated work (GPUs x run time) first rather than
   // oldest first (OrderOptions::least_work_first); jobs without an estimate keep age order.
   bool least_work_first = true;
+  // How least_work_first ranks jobs without an estimate (key least_work_unknown=last|mean).
+  UnknownEstimate least_work_unknown = UnknownEstimate::kLast;
   bool backfill = true;            // EASY backfill behind the head reservation
   int max_reservations = 1;
   // EASY proper: jobs whose estimated end precedes a reservation's start may use its nodes.

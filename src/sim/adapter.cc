@@ -114,7 +114,7 @@ StatusOr<sched::JobSpec> ToJobSpec(const SimJob& j, const sched::ClusterSpec& sp
     }
     s.gpu_models = mask;
   }
-  s.est_runtime_s = j.run_s;
+  s.est_runtime_s = j.has_estimate ? j.run_s : 0;
   s.preemptible = true;
   s.kind = sched::JobKind::kTraining;
   s.submit_ns = static_cast<int64_t>(j.submit_s * 1e9);

@@ -26,6 +26,7 @@ struct SimJob {
   std::string gpu_model;    // allowed models separated by '|' ("V100M16|V100M32"); empty: any
   double comm_fraction = 0; // share of run_s spent in all-reduce at full bandwidth, 0..1
   int32_t priority = 0;     // higher first, for policies that use it
+  bool has_estimate = true; // the scheduler is told run_s as its estimate (else: no estimate)
   std::string source;       // "file:line" that produced the job, for error messages
 
   // GPU demand in milli-GPUs (num_gpus * gpu_milli).

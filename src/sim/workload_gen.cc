@@ -89,13 +89,15 @@ StatusOr<SyntheticOptions> ParseSyntheticSpec(std::string_view spec, SyntheticOp
     } else if (k == "tenants") {
       GPOOL_ASSIGN_OR_RETURN(double x, num(1, 1000));
       o.tenants = static_cast<int32_t>(x);
+    } else if (k == "est_known") {
+      GPOOL_ASSIGN_OR_RETURN(o.est_known, num(0, 1));
     } else if (k == "seed") {
       GPOOL_ASSIGN_OR_RETURN(double x, num(0, 9e15));
       o.seed = static_cast<uint64_t>(x);
     } else {
       return Status::InvalidArgument(fmt::format(
           "synthetic spec: unknown key '{}' (known: jobs, load, rate, day_amplitude, max_gpus, "
-          "comm_min, comm_max, frac, min_run_s, max_run_s, tenants, seed)",
+          "comm_min, comm_max, frac, min_run_s, max_run_s, tenants, est_known, seed)",
           k));
     }
   }
@@ -144,6 +146,7 @@ StatusOr<Workload> GenerateSynthetic(const SyntheticOptions& o, const std::vecto
                           : o.load * static_cast<double>(cluster_gpus) / (mean_gpus * mean_run);
   double max_rate = base_per_s * (1 + o.day_amplitude);
   Rng rng(o.seed);
+  Rng est_rng(o.seed ^ 0xE57EE57Eull);  // has_estimate only: the jobs don't depend on est_known
   Workload w;
   w.jobs.reserve(static_cast<size_t>(o.jobs));
   double t = 0;
@@ -189,6 +192,7 @@ StatusOr<Workload> GenerateSynthetic(const SyntheticOptions& o, const std::vecto
     int tenant = 0;
     while (tenant + 1 < o.tenants && tu >= tenant_cdf[tenant]) ++tenant;
     j.tenant = fmt::format("tenant-{}", tenant);
+    j.has_estimate = est_rng.Uniform() < o.est_known;
     j.source = fmt::format("synthetic job {}", i);
     GPOOL_RETURN_IF_ERROR(ValidateJob(j, j.source));
     w.jobs.push_back(std::move(j));

@@ -34,6 +34,9 @@ struct SyntheticOptions {
   double frac_share = 0.0;      // share of jobs asking a fraction of one GPU
   double min_run_s = 60, max_run_s = 5 * 86400.0;
   int32_t tenants = 4;
+  // Share of jobs whose run time the scheduler is told as an estimate (exact); the others have
+  // none. Drawn from a stream of its own, so the jobs are the same whatever the share.
+  double est_known = 1.0;
   uint64_t seed = 1;
 };
 
