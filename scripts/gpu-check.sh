@@ -228,11 +228,9 @@ start_server() {  # NAME ARGS...: sets $addr
   local pid=$!
   pids+=("$pid")
   addr=
-  # At least 10 s: every later step needs the server (a spent --budget cuts steps, not it), and
-  # SECONDS counts whole seconds, so SECONDS + 1 left anywhere from 0 to 1 s for the start-up.
-  local wait_s
-  wait_s=$(limit); ((wait_s < 10)) && wait_s=10
-  local deadline=$((SECONDS + wait_s))
+  # Every later step needs the server: its start is bounded by --timeout, never cut short by a
+  # spent --budget (SECONDS counts whole seconds, so SECONDS + 1 left anywhere from 0 to 1 s).
+  local deadline=$((SECONDS + step_timeout))
   while ((SECONDS < deadline)) && kill -0 "$pid" 2>/dev/null; do
     addr=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$work/$name.log")
     [[ -n $addr ]] && return 0
