@@ -16,10 +16,7 @@ bool PastMinRuntime(const RunningJob& r, int64_t now_ns) {
   return static_cast<double>(now_ns - r.start_ns) * 1e-9 >= r.spec.min_runtime_s;
 }
 
-namespace {
-
-// Whether a victim holds anything the job could use (a node of an allowed model).
-bool Useful(const ClusterState& s, const RunningJob& r, const JobSpec& job) {
+bool HoldsUsefulGpus(const ClusterState& s, const RunningJob& r, const JobSpec& job) {
   if (job.task.gpus == 0) return true;
   for (const TaskBinding& b : r.placement.tasks) {
     const int m = s.node(b.node).gpu_model;
@@ -27,8 +24,6 @@ bool Useful(const ClusterState& s, const RunningJob& r, const JobSpec& job) {
   }
   return false;
 }
-
-}  // namespace
 
 std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const JobSpec& job,
                                              const std::vector<QueueSpec>& queues,
@@ -69,7 +64,7 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
     if (!by_priority && !by_reclaim) continue;
     if (!PastMinRuntime(r, now_ns)) continue;
     if (options.not_victims != nullptr && options.not_victims->count(r.spec.id)) continue;
-    if (!(any_model && r.spec.task.gpus > 0) && !Useful(state, r, job)) continue;
+    if (!(any_model && r.spec.task.gpus > 0) && !HoldsUsefulGpus(state, r, job)) continue;
     cands.push_back({PreemptionCost(r, now_ns), r.spec.priority, r.start_ns, r.spec.id, rq,
                      r.spec.total_milli_gpus(), by_priority});
   }

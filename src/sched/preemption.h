@@ -52,6 +52,10 @@ double PreemptionCost(const RunningJob& r, int64_t now_ns);
 // Whether `r` may be preempted at all now (preemptible and past its minimum run time).
 bool PastMinRuntime(const RunningJob& r, int64_t now_ns);
 
+// Whether victim `r` holds anything `job` could use: a node of a GPU model the job allows (any
+// victim does for a CPU-only job).
+bool HoldsUsefulGpus(const ClusterState& s, const RunningJob& r, const JobSpec& job);
+
 // Finds the cheapest victim set that lets `job` start, or nullopt.
 std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const JobSpec& job,
                                              const std::vector<QueueSpec>& queues,

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "sched/fairshare.h"
+#include "sched/preemption.h"
 
 namespace gpool::sched {
 
@@ -39,15 +40,6 @@ double PreemptibleRemaining(const RunningJob& r, int64_t now_ns, const ShortJobP
   const double age = static_cast<double>(std::max<int64_t>(0, now_ns - r.spec.submit_ns)) * 1e-9;
   if (ran < c.min_run_s || ran < c.min_run_fraction * age) return -1;
   return std::max(0.0, r.spec.est_runtime_s - ran);
-}
-
-bool Useful(const ClusterState& s, const RunningJob& r, const JobSpec& job) {
-  if (job.task.gpus == 0) return true;
-  for (const TaskBinding& b : r.placement.tasks) {
-    const int m = s.node(b.node).gpu_model;
-    if (m >= 0 && (job.gpu_models & (ModelMask{1} << m))) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -120,7 +112,7 @@ std::optional<PreemptionPlan> PlanShortJobPreemption(
     const size_t rq = r.spec.queue.value();
     if (rq >= nq) continue;
     if (rq != jq && used[rq] - r.spec.total_milli_gpus() < quota[rq]) continue;  // not borrowed
-    if (!Useful(state, r, job)) continue;
+    if (!HoldsUsefulGpus(state, r, job)) continue;
     cands.push_back({rem, r.spec.id, rq, r.spec.total_milli_gpus(), r.spec.priority < job.priority});
   }
   if (cands.empty()) return std::nullopt;

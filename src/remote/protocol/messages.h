@@ -500,24 +500,26 @@ Status DecodeBody(const Frame& f, Msg* m) {
   if (!r.ok()) return r.status().WithContext(std::string("decoding ") + OpName(f.op));
   return Status::Ok();
 }
+// Decodes like DecodeVisitor, except that a blob must be the frame's last field, decodes as an
+// empty span, and its length prefix must equal `detached`: its bytes were received elsewhere.
+struct DetachedBlobVisitor : DecodeVisitor {
+  size_t detached;
+  using DecodeVisitor::operator();
+  void operator()(wire::ByteSpan& b, const char* field) {
+    uint64_t n = r->Get<uint64_t>(field);
+    if (r->ok() && (n != detached || r->remaining() != 0)) {
+      r->Fail(std::string("detached blob '") + field + "' does not end the frame");
+    }
+    b = {};
+  }
+};
 // Decodes a request whose body ends in a blob of exactly f.detached bytes that were received
 // elsewhere (a host-to-device chunk received in place): that blob decodes as an empty span, and
 // its length prefix must equal f.detached.
 template <class Msg>
 Status DecodeBodyDetached(const Frame& f, Msg* m) {
-  struct Visitor : DecodeVisitor {
-    size_t detached;
-    using DecodeVisitor::operator();
-    void operator()(wire::ByteSpan& b, const char* field) {
-      uint64_t n = r->Get<uint64_t>(field);
-      if (r->ok() && (n != detached || r->remaining() != 0)) {
-        r->Fail(std::string("detached blob '") + field + "' does not end the frame");
-      }
-      b = {};
-    }
-  };
   wire::Reader r(f.payload);
-  Visitor v{{&r}, f.detached};
+  DetachedBlobVisitor v{{&r}, f.detached};
   m->Visit(v);
   if (r.ok() && r.remaining() != 0) r.Fail("trailing bytes");
   if (!r.ok()) return r.status().WithContext(std::string("decoding ") + OpName(f.op));
@@ -538,19 +540,8 @@ Status DecodeReply(const Frame& f, ReplyHead* head, Body* body) {
 // elsewhere: that blob decodes as an empty span, and its length prefix must equal f.detached.
 template <class Body>
 Status DecodeReplyDetached(const Frame& f, ReplyHead* head, Body* body) {
-  struct Visitor : DecodeVisitor {
-    size_t detached;
-    using DecodeVisitor::operator();
-    void operator()(wire::ByteSpan& b, const char* field) {
-      uint64_t n = r->Get<uint64_t>(field);
-      if (r->ok() && (n != detached || r->remaining() != 0)) {
-        r->Fail(std::string("detached blob '") + field + "' does not end the frame");
-      }
-      b = {};
-    }
-  };
   wire::Reader r(f.payload);
-  Visitor v{{&r}, f.detached};
+  DetachedBlobVisitor v{{&r}, f.detached};
   head->Visit(v);
   body->Visit(v);
   if (r.ok() && r.remaining() != 0) r.Fail("trailing bytes");
