@@ -50,10 +50,13 @@ std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
 // How long a wait keeps polling the worker after its last progress before it sleeps on the
 // worker's event fd. A round trip answered within it costs no wake-up at either end; an idle
-// connection costs this much CPU once, then nothing. (Under load a spinning thread only delays
-// the peer it waits for, so the spin is kept short.)
-constexpr auto kSpinTime = std::chrono::microseconds(50);
-constexpr int kSpinTurnsBeforeYield = 32;
+// connection costs this much CPU once, then nothing. The first kSpinBeforeYield of it never
+// yields: measured on the quiet 2-core host (docs/benchmarks.md, "Remoting"), yielding after 32
+// empty polls made the session no-op over shared memory 46 us against 7.6-11 us without, as a
+// yield hands the core to any runnable task and the reply then waits for it. Past that, on an
+// oversubscribed machine, a runnable peer (or the thread we wait for) gets this CPU.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
+constexpr auto kSpinBeforeYield = std::chrono::microseconds(100);
 // Longest sleep while a send of this connection is in flight: a sender waiting for room (a full
 // shared-memory FIFO, a full socket, the fragments of an active-message rendezvous) gets no event
 // when the receiver makes room, so it must look again soon.
@@ -527,7 +530,6 @@ class UcxConnection final : public Connection {
   // Spin state of one wait loop.
   struct Spin {
     Clock::time_point since{};
-    int turns = 0;
     bool Spun() const { return since != Clock::time_point{} && Clock::now() - since >= kSpinTime; }
   };
 
@@ -583,9 +585,9 @@ class UcxConnection final : public Connection {
       return;
     }
     if (now - spin.since < kSpinTime) {
-      // Past the first few turns, let a runnable peer (or the thread we wait for) have this CPU:
-      // on an oversubscribed machine that is what ends the wait soonest.
-      if (++spin.turns > kSpinTurnsBeforeYield) sched_yield();
+      // Late in the spin, let a runnable peer (or the thread we wait for) have this CPU: on an
+      // oversubscribed machine that is what ends the wait soonest.
+      if (now - spin.since >= kSpinBeforeYield) sched_yield();
       return;
     }
     if (efd_ < 0) {  // no wake-up support in this UCX context: sleep-poll
@@ -617,7 +619,6 @@ class UcxConnection final : public Connection {
     }
     sleepers_.fetch_sub(1);
     spin.since = Clock::now();  // spin again after a wake-up: the rest often follows at once
-    spin.turns = 0;
   }
 
   // The helper thread: see "Waiting" above.

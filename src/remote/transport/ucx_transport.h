@@ -13,8 +13,8 @@
 // length) and the tail, contiguous: UCX's zero-copy rendezvous does not take IOV datatypes, and
 // the bulk of a copy is always that last part; RecvSplit receives such a tail straight into the
 // caller's buffer.
-// Waiting: a waiting call progresses the worker for 50 us (yielding the CPU after a few empty
-// polls), then arms it (UCP_FEATURE_WAKEUP) and sleeps in poll() on its event fd, a wake eventfd
+// Waiting: a waiting call progresses the worker for 200 us (yielding the CPU only in its second
+// half), then arms it (UCP_FEATURE_WAKEUP) and sleeps in poll() on its event fd, a wake eventfd
 // and the OOB socket, so a reply that comes within the spin costs no wake-up and an idle
 // connection costs no CPU. A per-connection helper thread takes over progress (sleeping the same
 // way) only when nobody waits: a send left in flight, or 20 ms without a waiting call. Where
