@@ -16,6 +16,16 @@ bool PastMinRuntime(const RunningJob& r, int64_t now_ns) {
   return static_cast<double>(now_ns - r.start_ns) * 1e-9 >= r.spec.min_runtime_s;
 }
 
+void QueueQuotaAndUse(const ClusterState& state, const std::vector<QueueSpec>& queues,
+                      std::vector<int64_t>* quota, std::vector<int64_t>* used) {
+  quota->resize(queues.size());
+  used->resize(queues.size());
+  for (size_t q = 0; q < queues.size(); ++q) {
+    (*quota)[q] = QueueQuotaMilli(state, queues[q]);
+    (*used)[q] = state.queue_used_milli(QueueId(static_cast<uint32_t>(q)));
+  }
+}
+
 bool HoldsUsefulGpus(const ClusterState& s, const RunningJob& r, const JobSpec& job) {
   if (job.task.gpus == 0) return true;
   for (const TaskBinding& b : r.placement.tasks) {
@@ -29,11 +39,8 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
                                              const std::vector<QueueSpec>& queues,
                                              int64_t now_ns, const PreemptionOptions& options) {
   const size_t nq = queues.size();
-  std::vector<int64_t> quota(nq), used(nq);
-  for (size_t q = 0; q < nq; ++q) {
-    quota[q] = QueueQuotaMilli(state, queues[q]);
-    used[q] = state.queue_used_milli(QueueId(static_cast<uint32_t>(q)));
-  }
+  std::vector<int64_t> quota, used;
+  QueueQuotaAndUse(state, queues, &quota, &used);
   const size_t jq = job.queue.value();
   const bool in_quota = jq < nq && used[jq] + job.total_milli_gpus() <= quota[jq];
 

@@ -52,6 +52,10 @@ double PreemptionCost(const RunningJob& r, int64_t now_ns);
 // Whether `r` may be preempted at all now (preemptible and past its minimum run time).
 bool PastMinRuntime(const RunningJob& r, int64_t now_ns);
 
+// Each queue's guaranteed quota and the milli-GPUs it uses now, indexed like `queues`.
+void QueueQuotaAndUse(const ClusterState& state, const std::vector<QueueSpec>& queues,
+                      std::vector<int64_t>* quota, std::vector<int64_t>* used);
+
 // Whether victim `r` holds anything `job` could use: a node of a GPU model the job allows (any
 // victim does for a CPU-only job).
 bool HoldsUsefulGpus(const ClusterState& s, const RunningJob& r, const JobSpec& job);

@@ -89,11 +89,8 @@ std::optional<PreemptionPlan> PlanShortJobPreemption(
   if (expected_wait_s < delay_per_victim) return std::nullopt;  // not worth even one victim
   const double need_remaining = c.ratio * job.est_runtime_s;
   const size_t nq = queues.size();
-  std::vector<int64_t> quota(nq), used(nq);
-  for (size_t q = 0; q < nq; ++q) {
-    quota[q] = QueueQuotaMilli(state, queues[q]);
-    used[q] = state.queue_used_milli(QueueId(static_cast<uint32_t>(q)));
-  }
+  std::vector<int64_t> quota, used;
+  QueueQuotaAndUse(state, queues, &quota, &used);
   const size_t jq = job.queue.value();
 
   struct Cand {
