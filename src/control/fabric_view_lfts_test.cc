@@ -65,6 +65,13 @@ struct Fixture {
     return f.lid_of_port(f.port_of(n, 1));
   }
   // The path as "sw[port]" hops the view reports, from the a end of each link.
+  // host0001 (leaf-0) -> host0005 (leaf-1): the path every test follows.
+  static v1::FabricPathRequest Host1ToHost5() {
+    v1::FabricPathRequest req;
+    req.set_from("host0001");
+    req.set_to("host0005");
+    return req;
+  }
   static std::vector<std::string> Hops(const v1::FabricPathResponse& r) {
     std::vector<std::string> out;
     for (const auto& l : r.links()) out.push_back(fmt::format("{}[{}]", l.a(), l.a_port()));
@@ -115,9 +122,7 @@ TEST(FabricViewLftsTest, PathsAndAffectedJobsFollowOpenSmsRoutes) {
   x.Write(opensm);
   ASSERT_TRUE(x.Open().ok());
 
-  v1::FabricPathRequest req;
-  req.set_from("host0001");
-  req.set_to("host0005");
+  v1::FabricPathRequest req = Fixture::Host1ToHost5();
   auto p = x.view->Path(req);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   auto hops = Fixture::Hops(*p);
@@ -203,9 +208,7 @@ TEST(FabricViewLftsTest, BadDumpKeepsTheOldRoutesAndSaysWhere) {
   EXPECT_THAT(h.routes_error(), HasSubstr("keeping the routes loaded before"));
   EXPECT_EQ(h.routes(), "opensm:" + x.dump);
   EXPECT_EQ(x.view->generation(), gen);
-  v1::FabricPathRequest req;
-  req.set_from("host0001");
-  req.set_to("host0005");
+  v1::FabricPathRequest req = Fixture::Host1ToHost5();
   auto p = x.view->Path(req);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(Fixture::Hops(*p)[1], fmt::format("leaf-0[{}]", d.opensm_port));
@@ -233,9 +236,7 @@ TEST(FabricViewLftsTest, NoDumpYetUsesTheEngineAndSaysSoUntilItAppears) {
   h = x.view->Health({});
   EXPECT_EQ(h.routes(), "opensm:" + x.dump);
   EXPECT_EQ(h.routes_error(), "");
-  v1::FabricPathRequest req;
-  req.set_from("host0001");
-  req.set_to("host0005");
+  v1::FabricPathRequest req = Fixture::Host1ToHost5();
   auto p = x.view->Path(req);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(Fixture::Hops(*p)[1], fmt::format("leaf-0[{}]", d.opensm_port));
@@ -261,9 +262,7 @@ TEST(FabricViewLftsTest, MissingRoutesAreReportedNotHidden) {
   // Every CA of leaf-0 (4) lacks a route to host0005.
   EXPECT_EQ(h.unreachable_pairs(), 4);
   ASSERT_GT(h.route_problems_size(), 0);
-  v1::FabricPathRequest req;
-  req.set_from("host0001");
-  req.set_to("host0005");
+  v1::FabricPathRequest req = Fixture::Host1ToHost5();
   EXPECT_FALSE(x.view->Path(req).ok());
 }
 
