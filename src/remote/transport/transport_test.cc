@@ -112,6 +112,41 @@ TEST_P(TransportTest, SmallAndLargeMessagesArriveWhole) {
   EXPECT_TRUE(sender.get().ok());
 }
 
+// A burst of messages whose sizes straddle the TCP receiver's read-ahead (1 KiB after a bulk
+// message, 64 KiB otherwise) and the 16 KiB bulk threshold, sent before the receiver reads, so
+// that one recv brings the end of one message and the start of the next; received alternately
+// whole and split, every byte must land where it belongs.
+TEST_P(TransportTest, BurstAcrossReadAheadBoundariesArrivesIntact) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  const std::vector<size_t> base = {0,     1,     1023,  1024,   1025, 16383, 16384, 16385,
+                                    70000, 3,     65544, 2,      1500, 200000, 1,   5000};
+  std::vector<size_t> sizes;
+  for (int r = 0; r < 3; ++r) sizes.insert(sizes.end(), base.begin(), base.end());
+  auto sender = std::async(std::launch::async, [&] {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      // Odd ones as two gather parts, the last one large enough to travel as a tail.
+      std::vector<std::byte> m = Pattern(sizes[i], static_cast<uint32_t>(i + 100));
+      size_t cut = i % 2 ? m.size() / 8 : m.size();
+      ByteSpan parts[2] = {ByteSpan(m.data(), cut), ByteSpan(m.data() + cut, m.size() - cut)};
+      Status s = client_->Send(std::span<const ByteSpan>(parts, 2));
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  });
+  std::vector<std::byte> got, tail(4096);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<std::byte> want = Pattern(sizes[i], static_cast<uint32_t>(i + 100));
+    bool split = false;
+    Status s = i % 3 == 0 ? server_->Recv(&got) : server_->RecvSplit(&got, tail, &split);
+    ASSERT_TRUE(s.ok()) << "message " << i << " (" << sizes[i] << " bytes): " << s.ToString();
+    if (split) got.insert(got.end(), tail.begin(), tail.end());
+    ASSERT_EQ(got.size(), sizes[i]) << "message " << i;
+    ASSERT_TRUE(got == want) << "message " << i << " (" << sizes[i] << " bytes)";
+  }
+  EXPECT_TRUE(sender.get().ok());
+}
+
 TEST_P(TransportTest, GatherSendConcatenatesParts) {
   ConnectPair(transport_.get(), transport_.get());
   ASSERT_NE(client_, nullptr);
