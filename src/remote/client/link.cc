@@ -105,11 +105,26 @@ Status ServerLink::Flush() {
 }
 
 void ServerLink::ReadsSent() {
-  reads_queued_ = false;
+  const bool wake = async_reads_queued_;
+  reads_queued_ = async_reads_queued_ = false;
   queued_read_bytes_ = 0;
-  // Under state_mu_: the pump checks FrontReadSent() under it before it waits.
+  // A synchronous read is received by its caller right away: no need to wake the pump. Under
+  // state_mu_: the pump sets pump_sleeping_ and looks at the pending reads under it.
+  if (!wake) return;
   std::lock_guard<std::mutex> lk(state_mu_);
-  pump_cv_.notify_one();
+  if (pump_sleeping_.load()) {
+    pump_wake_ = true;
+    pump_cv_.notify_one();
+  }
+}
+
+bool ServerLink::ReadsUnattended() {
+  if (!FrontReadSent() || broken_flag_.load()) return false;
+  // A caller that holds read_mu_ receives every pending read before it lets go (try_lock: the
+  // lock order is read_mu_ before state_mu_).
+  if (!read_mu_.try_lock()) return false;
+  read_mu_.unlock();
+  return true;
 }
 
 void ServerLink::TakeAsyncFailure(proto::ReplyHead* head) {
@@ -187,78 +202,49 @@ void ServerLink::WakePump() {
   pump_cv_.notify_one();
 }
 
-// One tick per kFlushTick while the link is busy: a batch seen non-empty at two consecutive
-// ticks without being sent in between is flushed (so it waited 1-2 ticks); likewise a sent read
-// still waiting at two consecutive ticks is received by the pump. After 100 idle ticks the pump sleeps until a Post or
-// a pending read wakes it (see Post: the sleeping flag is set before the last look at the batch,
-// under mu_, so a Post that comes after that look sees it and wakes the pump).
+// Sleeps until woken (MarkQueued, ReadsSent, the destructor) unless a batch is queued or sent
+// reads wait unattended; then looks again one kFlushTick later: a batch still unsent since the
+// first look has waited 1-2 ticks and is sent; the oldest sent read, still waiting and still
+// unattended, is received with every other sent one. A caller receiving, or holding mu_ while it
+// works, is left alone (try_lock): it sends and receives itself, and may be blocked in a send
+// that only our receiving of replies can unblock (hence sent reads are looked at whatever mu_).
 void ServerLink::PumpLoop() {
-  uint64_t seen_gen = UINT64_MAX;  // batch generation seen non-empty at the last tick
-  uint64_t seen_read = UINT64_MAX;  // oldest sent read seen waiting at the last tick
-  int idle_ticks = 0;
   std::unique_lock<std::mutex> lk(state_mu_);
   while (!pump_stop_) {
-    const bool reads_waiting = FrontReadSent() && !broken_flag_.load();
-    if (reads_waiting && pending_.front().seq == seen_read) {
-      lk.unlock();
-      {
-        std::lock_guard<std::mutex> r(read_mu_);
-        (void)DrainReadsLocked(/*sent_only=*/true);  // a failure marks the link broken
-      }
-      lk.lock();
-      idle_ticks = 0;
-      seen_read = UINT64_MAX;
-      continue;
-    }
-    // A read waits one tick for the program's own next call to collect it: receiving on the
-    // calling thread saves a handoff per burst (measured: 64 KiB reads cost 1.3-1.4x the raw
-    // stream's CPU when the pump received them).
-    if (reads_waiting) {
-      seen_read = pending_.front().seq;
-      idle_ticks = 0;
-    }
-    if (idle_ticks >= 100) {
-      pump_sleeping_.store(true);
-      lk.unlock();
-      // try_lock: a caller holding mu_ may be blocked in a send that only our draining of
-      // replies can unblock; a held mu_ just means "busy, don't sleep".
-      bool empty = false;
-      if (mu_.try_lock()) {
-        empty = batch_.empty();
-        mu_.unlock();
-      }
-      lk.lock();
-      if (empty) pump_cv_.wait(lk, [&] { return pump_stop_ || pump_wake_ || FrontReadSent(); });
+    // Set before the looks below: a MarkQueued or ReadsSent after them sees it and wakes us.
+    pump_sleeping_.store(true);
+    const bool batch = queued_.load();
+    if (!batch && !ReadsUnattended()) {
+      pump_cv_.wait(lk, [&] { return pump_stop_ || pump_wake_; });
       pump_sleeping_.store(false);
       pump_wake_ = false;
-      idle_ticks = 0;
+      pump_wakes_.fetch_add(1);
       continue;
     }
+    pump_sleeping_.store(false);
+    pump_wake_ = false;
+    const uint64_t gen = batch ? batch_gen_.load() : UINT64_MAX;
+    const uint64_t front = FrontReadSent() ? pending_.front().seq : 0;  // seqs start at 1
     pump_cv_.wait_for(lk, kFlushTick, [&] { return pump_stop_; });
-    if (pump_stop_) continue;
+    if (pump_stop_) break;
+    pump_wakes_.fetch_add(1);
     lk.unlock();
-    bool busy = false;
-    if (!queued_.load(std::memory_order_relaxed)) {
-      seen_gen = UINT64_MAX;  // nothing queued: idle, whoever holds mu_
-    } else if (mu_.try_lock()) {  // held: a caller is at work and sends or queues itself
-      if (!batch_.empty()) {
-        busy = true;
-        if (seen_gen == batch_gen_) {
-          (void)Flush();
-          pump_flushes_.fetch_add(1);
-          seen_gen = UINT64_MAX;
-        } else {
-          seen_gen = batch_gen_;
-        }
-      } else {
-        seen_gen = UINT64_MAX;
+    if (gen != UINT64_MAX && queued_.load() && mu_.try_lock()) {
+      if (!batch_.empty() && batch_gen_.load() == gen) {
+        (void)Flush();
+        pump_flushes_.fetch_add(1);
       }
       mu_.unlock();
-    } else {
-      busy = true;
     }
     lk.lock();
-    idle_ticks = busy || reads_waiting ? 0 : idle_ticks + 1;
+    if (front != 0 && FrontReadSent() && pending_.front().seq == front && !broken_flag_.load()) {
+      lk.unlock();
+      if (read_mu_.try_lock()) {
+        (void)DrainReadsLocked(/*sent_only=*/true);  // a failure marks the link broken
+        read_mu_.unlock();
+      }
+      lk.lock();
+    }
   }
 }
 
@@ -315,6 +301,7 @@ Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64
     proto::MemcpyD2H m{.src = src + off, .size = len, .stream = stream};
     batch_.AddRequest(m);
     reads_queued_ = true;
+    async_reads_queued_ |= async;
     queued_read_bytes_ += len;
     if (batch_.bytes() >= kFlushBytes || batch_.frames() >= proto::kMaxFramesPerMessage - 1) {
       GPOOL_RETURN_IF_ERROR(Flush());
@@ -325,8 +312,7 @@ Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64
     // synchronizing call, a full chunk's worth of reads, or the pump sends it); a chunk's worth
     // goes at once, as the copy should start.
     if (queued_read_bytes_ >= proto::kCopyChunkBytes) return Flush();
-    queued_.store(true, std::memory_order_relaxed);
-    if (pump_sleeping_.load()) WakePump();
+    MarkQueued();
     return Status::Ok();
   }
   GPOOL_RETURN_IF_ERROR(Flush());

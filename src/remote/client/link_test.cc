@@ -217,6 +217,51 @@ TEST_P(LinkTest, QueuedSmallAsyncReadsAreSentByThePumpAndLand) {
   EXPECT_TRUE(src == dst);
 }
 
+// Synchronous calls and copies are received by their callers, so they never wake a sleeping pump
+// (each wake-up is a thread hop competing with the copy's threads for a core); an asynchronous
+// read that nobody collects does wake it, and lands.
+TEST_P(LinkTest, SynchronousCopiesLeaveThePumpAsleepAndAnAsyncReadWakesIt) {
+  const size_t n = 64 << 10;
+  std::vector<std::byte> src = Pattern(n, 7), dst(n), late(n, std::byte{0});
+  uint64_t d;
+  {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    d = Malloc(n);
+    ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());  // a 64 KiB chunk goes at once
+    ASSERT_EQ(Sync().async_error, 0);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!link_->pump_asleep() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(link_->pump_asleep()) << "an idle link's pump never went to sleep";
+  const uint64_t wakes = link_->pump_wakes();
+  {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    for (int i = 0; i < 20; ++i) {
+      std::fill(dst.begin(), dst.end(), std::byte{0});
+      proto::ReplyHead h;
+      ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, i % 2 ? n : 4096, 0, &h).ok());
+      ASSERT_EQ(h.error, 0) << h.message;
+      ASSERT_TRUE(std::equal(dst.begin(), dst.begin() + (i % 2 ? n : 4096), src.begin()));
+    }
+    ASSERT_EQ(Sync().async_error, 0);
+  }
+  EXPECT_EQ(link_->pump_wakes(), wakes) << "synchronous copies woke the pump";
+  {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    proto::ReplyHead h;
+    ASSERT_TRUE(link_->CopyFromDevice(late.data(), d, n, 0, &h, /*async=*/true).ok());
+  }
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (link_->pending_reads() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(link_->pending_reads(), 0u) << "the sleeping pump never collected the async read";
+  EXPECT_TRUE(late == src);
+  EXPECT_GT(link_->pump_wakes(), wakes);
+}
+
 // Host-to-device chunks are received straight into device memory once the frames queued before
 // them have run: a memset queued before a copy to the same bytes must not overwrite it, and one
 // queued after it must. 64 KiB rides with a tail on TCP; 1 MiB is split on UCX too.
