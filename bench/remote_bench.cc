@@ -510,13 +510,14 @@ struct Sample {
   double wall = 0, cpu = 0, units = 0, steps = 0;
   double vol = 0, invol = 0;  // context switches, all processes
   double sleeps = 0;          // this (client) process's UCX sleeps on the worker event fd
+  double yields = 0, oob_polls = 0, helper_wakes = 0;  // its other UCX waits (GetUcxWaitCounters)
 };
 
 Sample Measure(const Contender& c, double min_time) {
   Sample s;
   double vol0, invol0;
   AllSwitches(&vol0, &invol0);
-  uint64_t sleeps0 = GetUcxWaitCounters().sleeps;
+  const UcxWaitCounters ucx0 = GetUcxWaitCounters();
   double cpu0 = AllCpu();
   auto t0 = std::chrono::steady_clock::now();
   do {
@@ -525,7 +526,12 @@ Sample Measure(const Contender& c, double min_time) {
     s.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } while (s.wall < min_time);
   s.cpu = AllCpu() - cpu0;
-  s.sleeps = static_cast<double>(GetUcxWaitCounters().sleeps - sleeps0);
+  const UcxWaitCounters ucx1 = GetUcxWaitCounters();
+  s.sleeps = static_cast<double>(ucx1.sleeps - ucx0.sleeps);
+  s.yields = static_cast<double>(ucx1.yields - ucx0.yields);
+  s.oob_polls = static_cast<double>(ucx1.oob_polls - ucx0.oob_polls);
+  s.helper_wakes = static_cast<double>(ucx1.helper_notifies - ucx0.helper_notifies +
+                                       ucx1.helper_runs - ucx0.helper_runs);
   AllSwitches(&s.vol, &s.invol);
   s.vol -= vol0;
   s.invol -= invol0;
@@ -555,6 +561,7 @@ void RunGroup(const Group& grp, int reps, double min_time) {
                               : "");
   for (size_t i = 0; i < grp.c.size(); ++i) {
     std::vector<double> wall, cpu, ratio, cpu_ratio, vol, invol, sleeps, ratio2, cpu_ratio2;
+    std::vector<double> yields, oob_polls, helper_wakes;
     for (int r = 0; r < reps; ++r) {
       const Sample& s = samples[i][r];
       const Sample& p = samples[0][r];
@@ -566,6 +573,9 @@ void RunGroup(const Group& grp, int reps, double min_time) {
       vol.push_back(s.vol / s.steps);
       invol.push_back(s.invol / s.steps);
       sleeps.push_back(s.sleeps / s.steps);
+      yields.push_back(s.yields / s.steps);
+      oob_polls.push_back(s.oob_polls / s.steps);
+      helper_wakes.push_back(s.helper_wakes / s.steps);
       if (grp.throughput) {
         wall.push_back(s.units / s.wall);
         cpu.push_back(s.cpu / s.units * 1e9);  // CPU ns per byte... per GB below
@@ -579,9 +589,12 @@ void RunGroup(const Group& grp, int reps, double min_time) {
       }
     }
     // Per step (one op, or one burst/stream): voluntary and involuntary context switches of all
-    // processes, and the client's UCX sleeps.
-    std::string per_step = fmt::format("  csw/step {:.2f}+{:.2f} ucx sleeps/step {:.2f}", Median(vol),
-                                       Median(invol), Median(sleeps));
+    // processes, and the client process's UCX waits: sleeps, yields (syscalls), liveness-socket
+    // polls (syscalls), helper-thread wake-ups (load-independent hop counts).
+    std::string per_step = fmt::format(
+        "  csw/step {:.2f}+{:.2f} ucx sleeps/step {:.2f} yields {:.2f} oob polls {:.2f} helper {:.3f}",
+        Median(vol), Median(invol), Median(sleeps), Median(yields), Median(oob_polls),
+        Median(helper_wakes));
     if (grp.second >= 0) {
       per_step += fmt::format("  vs #{}: {:.2f}x cpu {:.2f}x", grp.second + 1, Median(ratio2),
                               Median(cpu_ratio2));

@@ -50,13 +50,17 @@ std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
 // How long a wait keeps polling the worker after its last progress before it sleeps on the
 // worker's event fd. A round trip answered within it costs no wake-up at either end; an idle
-// connection costs this much CPU once, then nothing. The first kSpinBeforeYield of it never
-// yields: measured on the quiet 2-core host (docs/benchmarks.md, "Remoting"), yielding after 32
-// empty polls made the session no-op over shared memory 46 us against 7.6-11 us without, as a
-// yield hands the core to any runnable task and the reply then waits for it. Past that, on an
-// oversubscribed machine, a runnable peer (or the thread we wait for) gets this CPU.
+// connection costs this much CPU once, then nothing. Only its first kSpinBeforeYield polls
+// without pause; after that every empty poll yields the CPU, as the plain ucp ping-pong the
+// benchmarks compare with does. On a loaded machine the peer often shares this thread's core,
+// and a spin that did not yield kept it off for up to 100 us: the gpool echo over shared memory
+// took 147-284 us per round trip against 16-38 us for the plain loop in the same run, and 18-37
+// us once it yielded after 3 us (docs/benchmarks.md, "Remoting"). A yield with nothing else
+// runnable returns at once (a syscall, ~1 us here). (An earlier version that yielded after 32
+// empty polls was slow on the quiet host because each call then also woke the helper thread,
+// which the yield handed the core to; that wake-up is gone.)
 constexpr auto kSpinTime = std::chrono::microseconds(200);
-constexpr auto kSpinBeforeYield = std::chrono::microseconds(100);
+constexpr auto kSpinBeforeYield = std::chrono::microseconds(2);
 // Longest sleep while a send of this connection is in flight: a sender waiting for room (a full
 // shared-memory FIFO, a full socket, the fragments of an active-message rendezvous) gets no event
 // when the receiver makes room, so it must look again soon.
@@ -65,10 +69,21 @@ constexpr auto kInFlightSleep = std::chrono::microseconds(50);
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
 // How long after the last waiting call the helper thread takes over progress (see "Waiting").
 constexpr auto kHelperDelay = std::chrono::milliseconds(20);
+// How often a parked helper looks again while a call waits (and progresses) itself: it then
+// takes over at most this long after the last wait ended plus kHelperDelay. It is not woken when
+// a wait ends; that cost a futex wake and a helper wake-up per ~8 round trips.
+constexpr auto kHelperRecheck = std::chrono::milliseconds(100);
+// Send looks at the OOB socket for a peer that went away on every this many sends (see
+// PeerGoneRecently), starting with the first.
+constexpr uint64_t kSendPeerCheckEvery = 32;
 
 std::atomic<uint64_t> g_sleeps{0};
 std::atomic<uint64_t> g_kicked{0};
 std::atomic<uint64_t> g_timeouts{0};
+std::atomic<uint64_t> g_yields{0};
+std::atomic<uint64_t> g_oob_polls{0};
+std::atomic<uint64_t> g_helper_runs{0};
+std::atomic<uint64_t> g_helper_notifies{0};
 
 // Owns the ucp context; shared by the transport and every connection made from it.
 struct Context {
@@ -182,8 +197,10 @@ class UcxConnection final : public Connection {
 
   Status Send(std::span<const ByteSpan> parts) override {
     size_t total = 0;
-    std::vector<ucp_dt_iov_t> iov;
-    iov.reserve(parts.size());
+    // Per thread and reused: no allocation per message (UCX reads it only until the send
+    // completed or was copied, within this call).
+    thread_local std::vector<ucp_dt_iov_t> iov;
+    iov.clear();
     for (const ByteSpan& p : parts) {
       total += p.size();
       if (!p.empty()) iov.push_back(ucp_dt_iov_t{const_cast<std::byte*>(p.data()), p.size()});
@@ -192,7 +209,7 @@ class UcxConnection final : public Connection {
       return Status::InvalidArgument(fmt::format(
           "message of {} bytes to {} exceeds the {} byte limit", total, peer_, options_.max_message_bytes));
     }
-    if (closed_.load() || PeerGone()) return Gone();
+    if (closed_.load() || PeerGoneRecently()) return Gone();
     // Split: the parts before the last (small: headers) as a whole head, then the last part.
     // Only messages too large to buffer (rendezvous, where iov costs zero-copy); smaller ones
     // are copied whole into one buffer anyway.
@@ -360,6 +377,36 @@ class UcxConnection final : public Connection {
   // may not be progressing its worker yet (endpoint wire-up needs it), and a sender must not wait
   // for the peer's next Recv to return. Caller holds send_mu_.
   Status SendBuffered(const std::vector<ucp_dt_iov_t>& iov, size_t total, ucp_tag_t tag) {
+    if (pending_.empty()) {
+      // Most small sends leave at once (inline into the shared-memory FIFO or the socket): try
+      // that from the caller's buffers first, which saves the copy and its allocation. Only with
+      // nothing in flight, so that it cannot overtake an earlier buffered send.
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+      void* buffer = nullptr;
+      size_t count = 0;
+      if (iov.size() == 1) {
+        buffer = iov[0].buffer;
+        count = iov[0].length;
+      } else if (iov.size() > 1) {
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        p.datatype = ucp_dt_make_iov();
+        buffer = const_cast<ucp_dt_iov_t*>(iov.data());
+        count = iov.size();
+      }
+      ucs_status_ptr_t req = ucp_tag_send_nbx(ep_, buffer, count, tag, &p);
+      if (req == nullptr) return Status::Ok();
+      if (UCS_PTR_IS_PTR(req)) {  // not expected with FORCE_IMM_CMPL; wait rather than leak
+        ucs_status_t st = Wait(req, /*is_send=*/true);
+        if (st == UCS_OK) return Status::Ok();
+        return Status::Unavailable(fmt::format("ucx send to {}: {}", peer_, UcsError(st)));
+      }
+      if (UCS_PTR_STATUS(req) != UCS_ERR_NO_RESOURCE) {
+        return Status::Unavailable(
+            fmt::format("ucx send to {}: {}", peer_, UcsError(UCS_PTR_STATUS(req))));
+      }
+      // No room now: copy and leave it in flight below.
+    }
     std::vector<std::byte> copy(total);
     size_t at = 0;
     for (const ucp_dt_iov_t& v : iov) {
@@ -442,6 +489,7 @@ class UcxConnection final : public Connection {
   bool PeerGone() {
     if (peer_failed_.load()) return true;
     pollfd p{oob_.get(), POLLIN, 0};
+    g_oob_polls.fetch_add(1, std::memory_order_relaxed);
     if (::poll(&p, 1, 0) <= 0) return false;
     char b;
     ssize_t n = ::recv(oob_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -450,6 +498,18 @@ class UcxConnection final : public Connection {
       return true;
     }
     return false;
+  }
+
+  // PeerGone for Send's fast path, which must not cost a syscall per message (a poll() is
+  // ~1 us here, half a raw shared-memory round trip): the OOB socket is polled on every
+  // kSendPeerCheckEvery-th send only; in between, only what a receive or a wait found out
+  // counts. A send to a peer that died may therefore succeed (it went into a dead FIFO or
+  // socket, as a TCP send into the socket buffer does), and the sender's next wait or receive,
+  // or one of its next kSendPeerCheckEvery sends, reports the loss.
+  bool PeerGoneRecently() {
+    if (peer_failed_.load(std::memory_order_relaxed)) return true;
+    if (sends_.fetch_add(1, std::memory_order_relaxed) % kSendPeerCheckEvery != 0) return false;
+    return PeerGone();
   }
 
   Status Gone() const {
@@ -537,12 +597,13 @@ class UcxConnection final : public Connection {
   class Foreground {
    public:
     explicit Foreground(UcxConnection* c) : c_(c) { c_->waiters_.fetch_add(1); }
+    // Wakes nobody: the parked helper looks again by itself after kHelperDelay. (Notifying it
+    // when the last waiter left cost a futex wake and a helper wake-up on ~1 round trip in 8,
+    // since it found the next call already waiting and parked again.)
     ~Foreground() {
-      c_->last_foreground_ns_.store(Clock::now().time_since_epoch().count());
-      if (c_->waiters_.fetch_sub(1) == 1) {
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (c_->helper_parked_.load()) c_->NotifyHelper();
-      }
+      c_->last_foreground_ns_.store(Clock::now().time_since_epoch().count(),
+                                    std::memory_order_relaxed);
+      c_->waiters_.fetch_sub(1);
     }
     Foreground(const Foreground&) = delete;
     Foreground& operator=(const Foreground&) = delete;
@@ -568,6 +629,7 @@ class UcxConnection final : public Connection {
   }
 
   void NotifyHelper() {
+    g_helper_notifies.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lk(pt_mu_);
     pt_cv_.notify_one();
   }
@@ -585,9 +647,12 @@ class UcxConnection final : public Connection {
       return;
     }
     if (now - spin.since < kSpinTime) {
-      // Late in the spin, let a runnable peer (or the thread we wait for) have this CPU: on an
-      // oversubscribed machine that is what ends the wait soonest.
-      if (now - spin.since >= kSpinBeforeYield) sched_yield();
+      // Past the first few microseconds, let a runnable peer (or the thread we wait for) have
+      // this CPU: on an oversubscribed machine that is what ends the wait soonest.
+      if (now - spin.since >= kSpinBeforeYield) {
+        g_yields.fetch_add(1, std::memory_order_relaxed);
+        sched_yield();
+      }
       return;
     }
     if (efd_ < 0) {  // no wake-up support in this UCX context: sleep-poll
@@ -625,20 +690,19 @@ class UcxConnection final : public Connection {
   void ProgressLoop() {
     std::unique_lock<std::mutex> lk(pt_mu_);
     while (!stop_progress_.load()) {
-      helper_parked_.store(true);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      // Parked: woken by a send left in flight with nobody waiting (HandOffPendingSends), by
+      // stop, or by its own timer, which finds out whether calls still come and go.
       if (waiters_.load() > 0) {
-        pt_cv_.wait(lk);  // woken by the last waiter leaving, a send left in flight, or stop
-        helper_parked_.store(false);
+        pt_cv_.wait_for(lk, kHelperRecheck);
         continue;
       }
-      helper_parked_.store(false);
       auto quiet = Clock::now() - Clock::time_point(Clock::duration(last_foreground_ns_.load()));
       if (!has_pending_.load() && quiet < kHelperDelay) {
         pt_cv_.wait_for(lk, kHelperDelay - quiet);
         continue;
       }
       lk.unlock();
+      g_helper_runs.fetch_add(1, std::memory_order_relaxed);
       Spin spin;
       while (!stop_progress_.load() && waiters_.load() == 0) {
         if (Progress() != 0) {
@@ -757,7 +821,7 @@ class UcxConnection final : public Connection {
   std::atomic<int> waiters_{0};   // calls waiting (Foreground)
   std::atomic<int> sends_waiting_{0};  // calls waiting for a send to complete
   std::atomic<int64_t> last_foreground_ns_{Clock::now().time_since_epoch().count()};
-  std::atomic<bool> helper_parked_{false};
+  std::atomic<uint64_t> sends_{0};  // Send calls, for PeerGoneRecently
   std::mutex pt_mu_;  // with pt_cv_, parks the helper thread
   std::condition_variable pt_cv_;
   std::thread progress_thread_;
@@ -834,7 +898,13 @@ bool AllTransportsDetectPeerFailure(const std::string& option) {
 }  // namespace
 
 UcxWaitCounters GetUcxWaitCounters() {
-  return {.sleeps = g_sleeps.load(), .kicked = g_kicked.load(), .timeouts = g_timeouts.load()};
+  return {.sleeps = g_sleeps.load(),
+          .kicked = g_kicked.load(),
+          .timeouts = g_timeouts.load(),
+          .yields = g_yields.load(),
+          .oob_polls = g_oob_polls.load(),
+          .helper_runs = g_helper_runs.load(),
+          .helper_notifies = g_helper_notifies.load()};
 }
 
 StatusOr<std::unique_ptr<Transport>> MakeUcxTransport(const TransportOptions& options) {
