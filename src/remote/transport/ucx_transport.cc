@@ -377,7 +377,7 @@ class UcxConnection final : public Connection {
   // may not be progressing its worker yet (endpoint wire-up needs it), and a sender must not wait
   // for the peer's next Recv to return. Caller holds send_mu_.
   Status SendBuffered(const std::vector<ucp_dt_iov_t>& iov, size_t total, ucp_tag_t tag) {
-    if (pending_.empty()) {
+    if (pending_.empty() && total <= kImmediateSendMax) {
       // Most small sends leave at once (inline into the shared-memory FIFO or the socket): try
       // that from the caller's buffers first, which saves the copy and its allocation. Only with
       // nothing in flight, so that it cannot overtake an earlier buffered send.
@@ -584,8 +584,9 @@ class UcxConnection final : public Connection {
   // Between calls nobody waits, yet buffered sends, the peer's rendezvous reads and endpoint
   // wire-up still need progress: the helper thread (ProgressLoop) then sleeps on the event fd
   // in the same way. It takes over when a send is left in flight with no waiter, or once no call
-  // has waited for kHelperDelay; it stays parked while calls come and go, so a steady stream of
-  // round trips costs no helper wake-ups beyond a few per kHelperDelay.
+  // has waited for kHelperDelay; it stays parked while calls come and go (looking again every
+  // kHelperRecheck, never woken by a wait that ends), so a steady stream of round trips costs no
+  // helper wake-ups beyond ~10 per second.
 
   // Spin state of one wait loop.
   struct Spin {
@@ -809,6 +810,9 @@ class UcxConnection final : public Connection {
     std::vector<std::byte> data;
   };
   static constexpr size_t kBufferedSendMax = 256 << 10;
+  // Sends this small are first tried in place (SendBuffered); larger ones rarely leave at once
+  // (rendezvous, or several FIFO fragments), so the try would be wasted.
+  static constexpr size_t kImmediateSendMax = 8 << 10;
   size_t placed_ = 0;  // receiver thread: the tail length RecvPlaced's last placement took
   static constexpr size_t kMaxBufferedBytes = 8 << 20;
   std::deque<PendingSend> pending_;  // guarded by send_mu_

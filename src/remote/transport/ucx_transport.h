@@ -13,12 +13,15 @@
 // length) and the tail, contiguous: UCX's zero-copy rendezvous does not take IOV datatypes, and
 // the bulk of a copy is always that last part; RecvSplit receives such a tail straight into the
 // caller's buffer.
-// Waiting: a waiting call progresses the worker for 200 us (yielding the CPU only in its second
-// half), then arms it (UCP_FEATURE_WAKEUP) and sleeps in poll() on its event fd, a wake eventfd
-// and the OOB socket, so a reply that comes within the spin costs no wake-up and an idle
-// connection costs no CPU. A per-connection helper thread takes over progress (sleeping the same
-// way) only when nobody waits: a send left in flight, or 20 ms without a waiting call. Where
-// ucp_init refuses UCP_FEATURE_WAKEUP, waits fall back to 50 us sleep-polling.
+// Waiting: the waiting call's own thread progresses the worker (no hand-off to another thread)
+// for 200 us, yielding the CPU on every empty poll after the first 2 us as a plain ucp polling
+// loop does, then arms it (UCP_FEATURE_WAKEUP) and sleeps in poll() on its event fd, a wake
+// eventfd and the OOB socket, so a reply that comes within the spin costs no wake-up and an idle
+// connection costs no CPU. A message costs no syscall of gpool's own (Send looks at the OOB
+// socket on every 32nd message only). A per-connection helper thread takes over progress
+// (sleeping the same way) only when nobody waits: at once for a send left in flight, else 20-120
+// ms after the last waiting call (it is never woken when a wait ends). Where ucp_init refuses
+// UCP_FEATURE_WAKEUP, waits fall back to 50 us sleep-polling.
 // TransportOptions::ucx_tls sets UCX_TLS for this transport's context ("tcp", "posix,sysv,self",
 // "rc,ud" on InfiniBand); UCX error handling mode PEER is used only when every listed transport
 // supports it (tcp, rc, ud, dc), since asking for it drops shared memory; otherwise the OOB socket
