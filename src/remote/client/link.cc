@@ -1,5 +1,10 @@
 #include "remote/client/link.h"
 
+#include <poll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -12,9 +17,11 @@ ServerLink::~ServerLink() {
       std::lock_guard<std::mutex> lk(state_mu_);
       pump_stop_ = true;
     }
-    pump_cv_.notify_all();
+    timer_armed_.store(false);
+    ArmTimer(/*now=*/true);
     pump_.join();
   }
+  if (timer_fd_ >= 0) close(timer_fd_);
   if (conn_) {
     std::lock_guard<std::mutex> lk(mu_);
     (void)Flush();
@@ -70,7 +77,7 @@ StatusOr<std::unique_ptr<ServerLink>> ServerLink::Connect(const LinkOptions& o) 
     return Status::PermissionDenied(fmt::format("GPU server {}: attach refused: {}", o.address,
                                                 head.message));
   }
-  link->StartPump();
+  GPOOL_RETURN_IF_ERROR(link->StartPump());
   return link;
 }
 
@@ -108,14 +115,23 @@ void ServerLink::ReadsSent() {
   const bool wake = async_reads_queued_;
   reads_queued_ = async_reads_queued_ = false;
   queued_read_bytes_ = 0;
-  // A synchronous read is received by its caller right away: no need to wake the pump. Under
-  // state_mu_: the pump sets pump_sleeping_ and looks at the pending reads under it.
-  if (!wake) return;
-  std::lock_guard<std::mutex> lk(state_mu_);
-  if (pump_sleeping_.load()) {
-    pump_wake_ = true;
-    pump_cv_.notify_one();
-  }
+  // A synchronous read is received by its caller right away: no need for the pump.
+  if (wake) ArmTimer();
+}
+
+void ServerLink::ArmTimer(bool now) {
+  if (timer_armed_.exchange(true)) return;
+  itimerspec t{};
+  t.it_value.tv_nsec = now ? 1 : std::chrono::nanoseconds(kFlushTick).count();
+  // Cannot fail with a valid fd and value; the pump would then only act at a later arming.
+  (void)timerfd_settime(timer_fd_, 0, &t, nullptr);
+}
+
+void ServerLink::DisarmForReceive() {
+  if (!timer_armed_.load(std::memory_order_relaxed) || !batch_.empty()) return;
+  if (!timer_armed_.exchange(false)) return;
+  itimerspec t{};  // zero: disarmed (and a fired, unread expiry is dropped)
+  (void)timerfd_settime(timer_fd_, 0, &t, nullptr);
 }
 
 bool ServerLink::ReadsUnattended() {
@@ -190,44 +206,49 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
   }
 }
 
-void ServerLink::StartPump() {
-  pump_ = std::thread([this] { PumpLoop(); });
-}
-
-void ServerLink::WakePump() {
-  {
-    std::lock_guard<std::mutex> lk(state_mu_);
-    pump_wake_ = true;
+Status ServerLink::StartPump() {
+  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+  if (timer_fd_ < 0) {
+    return Status::Internal(fmt::format("GPU server {}: timerfd_create for the link's pump: {}",
+                                        address_, std::strerror(errno)));
   }
-  pump_cv_.notify_one();
+  pump_ = std::thread([this] { PumpLoop(); });
+  return Status::Ok();
 }
 
-// Sleeps until woken (MarkQueued, ReadsSent, the destructor) unless a batch is queued or sent
-// reads wait unattended; then looks again one kFlushTick later: a batch still unsent since the
-// first look has waited 1-2 ticks and is sent; the oldest sent read, still waiting and still
-// unattended, is received with every other sent one. A caller receiving, or holding mu_ while it
-// works, is left alone (try_lock): it sends and receives itself, and may be blocked in a send
-// that only our receiving of replies can unblock (hence sent reads are looked at whatever mu_).
+// Waits for the timer (no timeout) while nothing waits; once it fires, looks at what waits and
+// acts one kFlushTick after each look: a batch still unsent since the look (same generation) is
+// sent; the oldest sent read, still the oldest and still unattended, is received with every other
+// sent one. A caller receiving, or holding mu_ while it works, is left alone (try_lock): it sends
+// and receives itself, and may be blocked in a send that only our receiving of replies can unblock
+// (hence sent reads are looked at whatever mu_).
 void ServerLink::PumpLoop() {
-  std::unique_lock<std::mutex> lk(state_mu_);
-  while (!pump_stop_) {
-    // Set before the looks below: a MarkQueued or ReadsSent after them sees it and wakes us.
-    pump_sleeping_.store(true);
-    const bool batch = queued_.load();
-    if (!batch && !ReadsUnattended()) {
-      pump_cv_.wait(lk, [&] { return pump_stop_ || pump_wake_; });
+  using Clock = std::chrono::steady_clock;
+  uint64_t gen = UINT64_MAX, front = 0;  // what the last look saw waiting (front 0: no read)
+  Clock::time_point looked;
+  for (;;) {
+    const bool ticking = gen != UINT64_MAX || front != 0;
+    pollfd p{timer_fd_, POLLIN, 0};
+    if (ticking) {
+      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(looked + kFlushTick -
+                                                                       Clock::now());
+      timespec ts{0, std::max<long>(0, static_cast<long>(left.count()))};
+      (void)ppoll(&p, 1, &ts, nullptr);
+    } else {
+      pump_sleeping_.store(true);
+      (void)ppoll(&p, 1, nullptr, nullptr);
       pump_sleeping_.store(false);
-      pump_wake_ = false;
-      pump_wakes_.fetch_add(1);
-      continue;
     }
-    pump_sleeping_.store(false);
-    pump_wake_ = false;
-    const uint64_t gen = batch ? batch_gen_.load() : UINT64_MAX;
-    const uint64_t front = FrontReadSent() ? pending_.front().seq : 0;  // seqs start at 1
-    pump_cv_.wait_for(lk, kFlushTick, [&] { return pump_stop_; });
-    if (pump_stop_) break;
     pump_wakes_.fetch_add(1);
+    if (p.revents & POLLIN) {
+      uint64_t expirations;
+      (void)!read(timer_fd_, &expirations, sizeof expirations);
+      // Before the look below: a caller that queues after this arms the timer again.
+      timer_armed_.store(false);
+    }
+    std::unique_lock<std::mutex> lk(state_mu_);
+    if (pump_stop_) return;
+    if (ticking && Clock::now() < looked + kFlushTick) continue;  // the timer fired early
     lk.unlock();
     if (gen != UINT64_MAX && queued_.load() && mu_.try_lock()) {
       if (!batch_.empty() && batch_gen_.load() == gen) {
@@ -245,6 +266,10 @@ void ServerLink::PumpLoop() {
       }
       lk.lock();
     }
+    // Look: what waits now is acted on one tick from now.
+    gen = queued_.load() ? batch_gen_.load() : UINT64_MAX;
+    front = ReadsUnattended() ? pending_.front().seq : 0;
+    looked = Clock::now();
   }
 }
 
@@ -317,6 +342,7 @@ Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64
   }
   GPOOL_RETURN_IF_ERROR(Flush());
   std::lock_guard<std::mutex> r(read_mu_);
+  DisarmForReceive();
   GPOOL_RETURN_IF_ERROR(DrainReadsLocked());
   TakeAsyncFailure(head);
   return Status::Ok();

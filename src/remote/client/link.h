@@ -2,7 +2,7 @@
 //
 // Asynchronous requests are appended to an outgoing batch and sent at the next synchronous call,
 // when the batch passes kFlushBytes, on Flush(), or by the link's pump thread once the batch has
-// sat for one to two ticks of kFlushTick (so queued work never waits longer than ~2 ms for the
+// sat for two to three ticks of kFlushTick (so queued work never waits longer than ~3 ms for the
 // program's next CUDA call). One ordered connection keeps requests in program order, which is
 // stronger than CUDA's per-stream order. Large host data travels as a separate gather part, never
 // copied into the batch. Transport failures come back as Unavailable: the server or its worker is
@@ -13,15 +13,19 @@
 // shares one send); their replies come back in order ahead of any later reply, and are written
 // into the program's buffer by the next caller that reads a reply (every synchronizing call
 // does, so the data is in place when a stream/event/device sync returns), or by the pump thread
-// once they have waited a tick or two. The pump waits only for replies whose requests have left
+// once they have waited two or three ticks. The pump waits only for replies whose requests have left
 // (their batch generation is below batch_gen_); unsent ones it flushes like any queued batch.
 //
-// The pump sleeps unless something may need it within a tick: a queued batch, or sent
-// asynchronous reads that no caller is receiving. It is woken by the request that makes the batch
-// non-empty and by a batch that sends asynchronous reads, only when it sleeps; it does not tick
-// while a caller receives (that caller drains every pending read) nor for synchronous calls and
-// copies. Each wake-up is a thread hop that competes with the copy's own threads for a core
-// (measured: a 64 KiB device-to-host burst woke the ticking pump ~3 times per 4 MiB).
+// The pump sleeps on a one-shot timer (timerfd) that callers arm, without waking any thread, when
+// the batch becomes non-empty or a flush sends asynchronous reads, and disarm when they have sent
+// everything and start receiving every pending reply themselves; so a burst the program syncs
+// itself within a tick costs two timerfd_settime calls and no wake-up. When the timer fires, the pump ticks (kFlushTick) for as
+// long as a batch stays queued or sent reads wait unattended: a batch still unsent a tick after it
+// looked is sent (so queued work waits 2-3 ticks at most, ~2-3 ms); the oldest sent read, still
+// waiting and with no caller receiving, is received with the other sent ones. Synchronous calls
+// and copies never arm it. Each pump wake-up is a thread hop that competes with the copy's own
+// threads for a core (measured: a 64 KiB device-to-host burst woke the old ticking pump ~3 times
+// per 4 MiB, a notified one ~2.5 times).
 //
 // Thread safety: callers serialize whole operations with mu() (Post, Call, Flush, copies); the
 // pump thread takes mu() and read_mu_ only with try_lock, so it never blocks a caller for long.
@@ -29,7 +33,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -100,6 +103,7 @@ class ServerLink {
   template <class Body>
   Status ReadReply(uint16_t op, proto::ReplyHead* head, Body* body) {
     std::lock_guard<std::mutex> lk(read_mu_);
+    DisarmForReceive();
     GPOOL_RETURN_IF_ERROR(DrainReadsLocked());
     GPOOL_RETURN_IF_ERROR(ReadFrame(op));
     GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReply(frame_, head, body)));
@@ -111,6 +115,7 @@ class ServerLink {
   Status WaitReads() {
     GPOOL_RETURN_IF_ERROR(Flush());
     std::lock_guard<std::mutex> lk(read_mu_);
+    DisarmForReceive();
     return DrainReadsLocked();
   }
   bool broken() const { return broken_flag_.load(); }
@@ -153,7 +158,8 @@ class ServerLink {
   Status DrainReadsLocked(bool sent_only = false);
   // Whether the oldest pending read's request has left. Caller holds state_mu_.
   bool FrontReadSent() const {
-    return !pending_.empty() && pending_.front().gen < batch_gen_.load(std::memory_order_acquire);
+    // seq_cst: the pump loads it after clearing timer_armed_ (see ArmTimer in ReadsSent).
+    return !pending_.empty() && pending_.front().gen < batch_gen_.load();
   }
   // After a batch left with read requests: wakes a sleeping pump if some were asynchronous.
   void ReadsSent();
@@ -161,17 +167,22 @@ class ServerLink {
   // woken to send them within a tick or two. Caller holds mu_.
   void MarkQueued() {
     if (queued_.load(std::memory_order_relaxed)) return;
-    // seq_cst store, then load: pairs with the pump's store of pump_sleeping_ and load of queued_
-    // (either this sees it asleep or it sees the batch).
+    // seq_cst store before ArmTimer's exchange: pairs with the pump's clearing of timer_armed_
+    // before it looks at queued_ (either this arms the timer again or the pump sees the batch).
     queued_.store(true);
-    if (pump_sleeping_.load()) WakePump();
+    ArmTimer();
   }
+  // Arms the pump's timer for one tick unless it is armed (`now`: to fire at once). Caller holds
+  // mu_ (or is the destructor).
+  void ArmTimer(bool now = false);
+  // Disarms the timer when the batch is empty, before the caller receives every pending read
+  // itself: nothing is left for the pump. Caller holds mu_ and read_mu_.
+  void DisarmForReceive();
   // Whether sent reads wait that no caller is receiving. Caller holds state_mu_.
   bool ReadsUnattended();
   void TakeAsyncFailure(proto::ReplyHead* head);
-  void StartPump();
+  Status StartPump();
   void PumpLoop();
-  void WakePump();
 
   std::string address_;
   std::unique_ptr<Transport> transport_;
@@ -195,9 +206,11 @@ class ServerLink {
   std::deque<PendingRead> pending_;
   uint64_t read_seq_ = 0;
   proto::ReplyHead async_failure_;  // first failed asynchronous read, not yet reported
-  std::condition_variable pump_cv_;
-  bool pump_stop_ = false, pump_wake_ = false;
-  // Set (under state_mu_ too) before the pump's last look ahead of an untimed sleep.
+  bool pump_stop_ = false;
+  int timer_fd_ = -1;  // the pump's one-shot timer (timerfd), armed by callers
+  // Whether the timer is armed and not yet consumed by the pump (which clears it before it looks).
+  std::atomic<bool> timer_armed_{false};
+  // The pump waits for the timer with no timeout (tests: it is idle).
   std::atomic<bool> pump_sleeping_{false};
   // Set by MarkQueued, cleared when the batch is sent: lets the pump see queued work without
   // touching mu_ (a caller may hold mu_ for a long synchronous call).
