@@ -13,13 +13,15 @@
 // UCX_TLS, e.g. UCX_TLS=shm,self for shared memory). See docs/benchmarks.md "## Remoting".
 //
 // `remote_bench --interleaved [--pin] [--reps=N] [--min-time=S] [--only=tcp|ucx] [--skip=lat,bw]
-//  [--size=BYTES]`
+//  [--size=BYTES] [--threads]`
 // is a driver for a shared, loaded machine instead of Google Benchmark: each repetition runs every
 // contender of a group back to back (order reversed on odd repetitions), each for at least
 // --min-time seconds, and reports medians of wall and CPU time per operation and the median of
 // the per-repetition ratios to the group's peer. CPU time is of all the bench's processes (client,
 // servers, workers: from getrusage and /proc), so it counts both ends. --pin puts the client on
-// CPU 0 and the servers on CPU 1 (sched_setaffinity).
+// CPU 0 and the servers on CPU 1 (sched_setaffinity). --threads adds, under each contender, the
+// median per step of each thread's voluntary context switches (each a sleep and a wake-up: the
+// thread hops of a copy, which do not depend on the machine's load).
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -31,6 +33,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -51,6 +54,8 @@ namespace {
 struct Servers {
   std::string gpu_tcp, gpu_ucx, echo_tcp, echo_ucx, plain_tcp, plain_ucx;
   std::vector<pid_t> pids;
+  std::vector<std::string> roles;  // of pids, for --threads
+  bool threads = false;            // --threads: wake-ups per step by thread
   int server_cpu = -1;  // --pin: CPU for the server processes
   pid_t plain_ucx_pid = -1;
 } g;
@@ -64,7 +69,7 @@ void PinTo(int cpu) {
 }
 
 // A child that runs `body(write_fd)`; the parent reads one line (the address) back.
-std::string Spawn(const std::function<void(int)>& body) {
+std::string Spawn(const std::string& role, const std::function<void(int)>& body) {
   int fds[2];
   if (pipe(fds) != 0) std::abort();
   pid_t pid = fork();
@@ -76,6 +81,7 @@ std::string Spawn(const std::function<void(int)>& body) {
   }
   close(fds[1]);
   g.pids.push_back(pid);
+  g.roles.push_back(role);
   char buf[256] = {0};
   ssize_t n = read(fds[0], buf, sizeof buf - 1);
   close(fds[0]);
@@ -83,7 +89,7 @@ std::string Spawn(const std::function<void(int)>& body) {
 }
 
 std::string StartGpuServer(const std::string& transport) {
-  return Spawn([&](int fd) {
+  return Spawn("gpu-server " + transport, [&](int fd) {
     server::ServerOptions o;
     o.transport = transport;
     o.emulated.memory_bytes = uint64_t{4} << 30;
@@ -101,7 +107,7 @@ std::string StartGpuServer(const std::string& transport) {
 // a 17-byte request {2, u64 n, u64 size} asks for a burst of n messages of `size` bytes back, all
 // from one 4 MiB buffer; {3, n, size} for the same from successive slices of an n * size buffer.
 std::string StartEcho(const std::string& transport) {
-  return Spawn([&](int fd) {
+  return Spawn("echo " + transport, [&](int fd) {
     auto t = MakeTransport(transport, {});
     if (!t.ok()) _exit(1);
     auto l = (*t)->Listen("127.0.0.1:0");
@@ -142,7 +148,7 @@ std::string StartEcho(const std::string& transport) {
 // The floor under everything: a plain TCP socket echoing fixed 48-byte messages (one recv and
 // one send per message, no framing), as a hand-written RPC would do it.
 std::string StartPlainEcho() {
-  return Spawn([&](int fd) {
+  return Spawn("plain tcp echo", [&](int fd) {
     auto l = net::ListenTcp("127.0.0.1:0");
     if (!l.ok()) _exit(1);
     std::string a = net::LocalAddress(l->get());
@@ -218,7 +224,7 @@ struct PlainUcx {
 };
 
 std::string StartPlainUcxEcho() {
-  return Spawn([&](int fd) {
+  return Spawn("plain ucp echo", [&](int fd) {
     auto l = net::ListenTcp("127.0.0.1:0");
     if (!l.ok()) _exit(1);
     std::string a = net::LocalAddress(l->get());
@@ -471,6 +477,9 @@ double AllCpu() {
 // process `pid` and its descendants, from /proc/PID/task/TID/status. A wake-up costs one
 // voluntary switch, so per operation this counts the sleeps and hand-offs of a round trip
 // whatever the machine's load.
+// The servers are the client's children too, but are counted on their own (g.pids): skipped when
+// walking the client's tree (before, csw/step counted every server thread twice).
+bool IsServer(pid_t pid) { return std::find(g.pids.begin(), g.pids.end(), pid) != g.pids.end(); }
 void TreeSwitches(pid_t pid, double* vol, double* invol) {
   std::error_code ec;
   for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
@@ -481,9 +490,39 @@ void TreeSwitches(pid_t pid, double* vol, double* invol) {
       if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) *invol += std::atof(line.c_str() + 27);
     }
     std::ifstream kids(task.path() / "children");
-    for (pid_t kid; kids >> kid;) TreeSwitches(kid, vol, invol);
+    for (pid_t kid; kids >> kid;) {
+      if (!IsServer(kid)) TreeSwitches(kid, vol, invol);
+    }
   }
 }
+// Voluntary context switches (sleeps, so wake-ups) so far by thread, labelled by role: "<role>
+// main" for a process's first thread, "<role> threads" for all its others, "<role> child ..." for
+// its children (a gpu-server's session worker). Load-independent: a round trip or copy step
+// sleeps and wakes the same threads however busy the machine is.
+void TreeThreadWakes(pid_t pid, const std::string& role, std::map<std::string, double>* out) {
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    std::ifstream f(task.path() / "status");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+        bool main = task.path().filename().string() == std::to_string(pid);
+        (*out)[role + (main ? " main" : " threads")] += std::atof(line.c_str() + 24);
+      }
+    }
+    std::ifstream kids(task.path() / "children");
+    for (pid_t kid; kids >> kid;) {
+      if (!IsServer(kid)) TreeThreadWakes(kid, role + " child", out);
+    }
+  }
+}
+std::map<std::string, double> AllThreadWakes() {
+  std::map<std::string, double> m;
+  TreeThreadWakes(getpid(), "client", &m);
+  for (size_t i = 0; i < g.pids.size(); ++i) TreeThreadWakes(g.pids[i], g.roles[i], &m);
+  return m;
+}
+
 void AllSwitches(double* vol, double* invol) {
   *vol = *invol = 0;
   TreeSwitches(getpid(), vol, invol);
@@ -511,12 +550,15 @@ struct Sample {
   double vol = 0, invol = 0;  // context switches, all processes
   double sleeps = 0;          // this (client) process's UCX sleeps on the worker event fd
   double yields = 0, oob_polls = 0, helper_wakes = 0;  // its other UCX waits (GetUcxWaitCounters)
+  std::map<std::string, double> wakes;  // --threads: voluntary switches by thread (total)
 };
 
 Sample Measure(const Contender& c, double min_time) {
   Sample s;
   double vol0, invol0;
   AllSwitches(&vol0, &invol0);
+  std::map<std::string, double> wakes0;
+  if (g.threads) wakes0 = AllThreadWakes();
   const UcxWaitCounters ucx0 = GetUcxWaitCounters();
   double cpu0 = AllCpu();
   auto t0 = std::chrono::steady_clock::now();
@@ -535,6 +577,9 @@ Sample Measure(const Contender& c, double min_time) {
   AllSwitches(&s.vol, &s.invol);
   s.vol -= vol0;
   s.invol -= invol0;
+  if (g.threads) {
+    for (auto& [k, v] : AllThreadWakes()) s.wakes[k] = v - wakes0[k];
+  }
   return s;
 }
 
@@ -607,6 +652,19 @@ void RunGroup(const Group& grp, int reps, double min_time) {
       std::printf("  %-34s %10.2f us/op  ratio %.2fx   CPU %7.2f us/op  cpu ratio %.2fx%s\n",
                   grp.c[i].name.c_str(), Median(wall), Median(ratio), Median(cpu),
                   Median(cpu_ratio), per_step.c_str());
+    }
+    if (g.threads) {
+      // Median per step of each thread's sleeps (each one a wake-up, a thread hop).
+      std::string line;
+      for (const auto& kv : samples[i][0].wakes) {
+        std::vector<double> per;
+        for (int r = 0; r < reps; ++r) {
+          auto it = samples[i][r].wakes.find(kv.first);
+          per.push_back(it == samples[i][r].wakes.end() ? 0 : it->second / samples[i][r].steps);
+        }
+        if (Median(per) >= 0.05) line += fmt::format("  {} {:.2f}", kv.first, Median(per));
+      }
+      std::printf("    wake-ups/step:%s\n", line.c_str());
     }
   }
   std::fflush(stdout);
@@ -828,6 +886,8 @@ int main(int argc, char** argv) {
     auto val = [&](const char* key) { return a.substr(std::strlen(key)); };
     if (a == "--interleaved") {
       interleaved = true;
+    } else if (a == "--threads") {
+      g.threads = true;
     } else if (a == "--pin") {
       flags.pin = true;
     } else if (a.rfind("--reps=", 0) == 0) {
