@@ -31,8 +31,11 @@ bench: build
 
 $(ASAN_BUILD)/build.ninja: | setup
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=None -DGPOOL_SANITIZE=ON -DGPOOL_BENCH=OFF \
-	  -DCMAKE_CXX_FLAGS="-O1 -g1" $(CMAKE_FLAGS)
+	  -DCMAKE_CXX_FLAGS="-O1 -g1" \
+	  -DGPOOL_CUDA_SAMPLES_FROM=$(CURDIR)/$(BUILD)/tests/remote/cuda $(CMAKE_FLAGS)
 
+# The sanitizer tree copies the Release tree's nvcc samples when they are built and current
+# (tests/remote/CMakeLists.txt), and compiles them itself otherwise.
 # The sanitizer build alone (.ci/run builds it at low priority while the Release tests run).
 asan: setup $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
