@@ -12,7 +12,8 @@
 // last gather part is >= 64 KiB goes as two UCX messages, a head (tag says "head" and the tail's
 // length) and the tail, contiguous: UCX's zero-copy rendezvous does not take IOV datatypes, and
 // the bulk of a copy is always that last part; RecvSplit receives such a tail straight into the
-// caller's buffer.
+// caller's buffer. Messages up to 256 KiB are copied (into reused buffers) and sent eager
+// (UCP_OP_ATTR_FLAG_FAST_CMPL), so Send returns without waiting for the receiver.
 // Waiting: the waiting call's own thread progresses the worker (no hand-off to another thread)
 // for 200 us, yielding the CPU on every empty poll after the first 2 us as a plain ucp polling
 // loop does, then arms it (UCP_FEATURE_WAKEUP) and sleeps in poll() on its event fd, a wake
