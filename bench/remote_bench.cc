@@ -846,6 +846,18 @@ int RunInterleaved(const DriverFlags& f) {
         if (!link->Call(m, &h, &p).ok() || h.error) Die("malloc failed");
         auto host = std::make_shared<std::vector<std::byte>>(total, std::byte{3});
         uint64_t ptr = p.ptr;
+        if (d2h) {
+          // Fill the device memory first (untimed), as a program's results would be: never
+          // written, emulated memory reads back from the kernel's shared zero page, which stays in
+          // the CPU caches and made the server's side of a copy cheaper than the raw echo's
+          // (which sends from a written buffer of the same size).
+          proto::Ping ping;
+          proto::Empty none;
+          if (!link->CopyToDevice(ptr, *host, 0).ok() || !link->Call(ping, &h, &none).ok() ||
+              h.async_error) {
+            Die("filling device memory failed");
+          }
+        }
         grp.c.push_back({"copy through a session", [link, host, ptr, total, size, per_step, d2h] {
                            std::lock_guard<std::mutex> lk(link->mu());
                            proto::ReplyHead h;
