@@ -73,7 +73,8 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(100);
 constexpr auto kHelperDelay = std::chrono::milliseconds(20);
 // How often a parked helper looks again while a call waits (and progresses) itself: it then
 // takes over at most this long after the last wait ended plus kHelperDelay. It is not woken when
-// a wait ends; that cost a futex wake and a helper wake-up per ~8 round trips.
+// a wait ends (that cost a futex wake and a helper wake-up per ~8 round trips), unless a send is
+// left in flight (Foreground).
 constexpr auto kHelperRecheck = std::chrono::milliseconds(100);
 // Send looks at the OOB socket for a peer that went away on every this many sends (see
 // PeerGoneRecently), starting with the first.
@@ -646,13 +647,15 @@ class UcxConnection final : public Connection {
   class Foreground {
    public:
     explicit Foreground(UcxConnection* c) : c_(c) { c_->waiters_.fetch_add(1); }
-    // Wakes nobody: the parked helper looks again by itself after kHelperDelay. (Notifying it
-    // when the last waiter left cost a futex wake and a helper wake-up on ~1 round trip in 8,
-    // since it found the next call already waiting and parked again.)
+    // Wakes the helper only when the last waiter leaves a buffered send in flight (it must be
+    // progressed now); otherwise the parked helper looks again by itself. (Notifying it whenever
+    // the last waiter left cost a futex wake and a helper wake-up on ~1 round trip in 8, since it
+    // found the next call already waiting and parked again.) Pairs with HandOffPendingSends:
+    // both sides write, then read the other's flag, all seq_cst, so one of them notifies.
     ~Foreground() {
       c_->last_foreground_ns_.store(Clock::now().time_since_epoch().count(),
                                     std::memory_order_relaxed);
-      c_->waiters_.fetch_sub(1);
+      if (c_->waiters_.fetch_sub(1) == 1 && c_->has_pending_.load()) c_->NotifyHelper();
     }
     Foreground(const Foreground&) = delete;
     Foreground& operator=(const Foreground&) = delete;

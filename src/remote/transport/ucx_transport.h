@@ -21,8 +21,8 @@
 // connection costs no CPU. A message costs no syscall of gpool's own (Send looks at the OOB
 // socket on every 32nd message only). A per-connection helper thread takes over progress
 // (sleeping the same way) only when nobody waits: at once for a send left in flight, else 20-120
-// ms after the last waiting call (it is never woken when a wait ends). Where ucp_init refuses
-// UCP_FEATURE_WAKEUP, waits fall back to 50 us sleep-polling.
+// ms after the last waiting call (a wait that ends wakes it only if a send is in flight).
+// Where ucp_init refuses UCP_FEATURE_WAKEUP, waits fall back to 50 us sleep-polling.
 // TransportOptions::ucx_tls sets UCX_TLS for this transport's context ("tcp", "posix,sysv,self",
 // "rc,ud" on InfiniBand); UCX error handling mode PEER is used only when every listed transport
 // supports it (tcp, rc, ud, dc), since asking for it drops shared memory; otherwise the OOB socket
