@@ -1,5 +1,5 @@
 // `gpool sim`: replays a trace or a synthetic workload on a cluster under gpool's policy and the
-// baselines, and writes metrics.json, timeline.csv and report.html (docs/simulator.md).
+// baselines, and writes metrics.json, timeline.csv, jobs.csv and report.html (docs/simulator.md).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -275,7 +275,7 @@ Status RunSim(const SimFlags& f) {
                   m.avg_jct_s, m.p50_jct_s, m.p99_jct_s, m.unallocated_gpus, m.allocation_rate,
                   m.makespan_s, static_cast<long long>(m.preemptions), m.energy_kwh);
     }
-    std::printf("wrote %s/metrics.json, timeline.csv, report.html\n", f.out.c_str());
+    std::printf("wrote %s/metrics.json, timeline.csv, jobs.csv, report.html\n", f.out.c_str());
   }
   return Status::Ok();
 }

@@ -250,6 +250,7 @@ StatusOr<RunResult> Engine::Run() {
     o.submit_s = j.submit_s;
     o.gpus = j.num_gpus;
     o.gpu_milli = j.gpu_milli;
+    o.base_run_s = j.run_s;
     o.tenant = queues_.Find(j.tenant);
     runs_[i].remaining_s = j.run_s;
     Status fits = FitsEmptyCluster(s, spec);

@@ -69,6 +69,7 @@ struct JobOutcome {
   double start_s = -1;     // first start; -1 never started
   double finish_s = -1;    // -1 not finished
   double slowdown = 1;     // of its last run
+  double base_run_s = 0;   // the job's run time on an ideal placement (SimJob::run_s)
   int32_t gpus = 0;
   int32_t gpu_milli = 1000;
   int32_t preemptions = 0;

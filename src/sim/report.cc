@@ -196,6 +196,23 @@ std::string TimelineCsv(const std::vector<RunResult>& runs, size_t max_rows) {
   return out;
 }
 
+std::string JobsCsv(const std::vector<RunResult>& runs) {
+  std::string out =
+      "policy,job,tenant,gpus,gpu_milli,submit_s,start_s,finish_s,wait_s,jct_s,base_run_s,slowdown,"
+      "preemptions,leaves\n";
+  for (const auto& r : runs) {
+    for (size_t i = 0; i < r.jobs.size(); ++i) {
+      const JobOutcome& o = r.jobs[i];
+      const std::string wait = o.start_s >= 0 ? fmt::format("{:.3f}", o.wait_s()) : "";
+      const std::string jct = o.finish_s >= 0 ? fmt::format("{:.3f}", o.jct_s()) : "";
+      out += fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{:.4f},{},{}\n", r.policy, i,
+                         o.tenant, o.gpus, o.gpu_milli, o.submit_s, o.start_s, o.finish_s, wait, jct,
+                         o.base_run_s, o.slowdown, o.preemptions, o.leaves);
+    }
+  }
+  return out;
+}
+
 std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
                        const std::vector<Metrics>& metrics) {
   std::string h =
@@ -268,6 +285,7 @@ Status WriteOutputs(const std::string& dir, const RunInfo& info, const std::vect
   GPOOL_RETURN_IF_ERROR(
       WriteFileAtomic(dir + "/metrics.json", MetricsDocument(info, metrics).dump(2) + "\n"));
   GPOOL_RETURN_IF_ERROR(WriteFileAtomic(dir + "/timeline.csv", TimelineCsv(runs)));
+  GPOOL_RETURN_IF_ERROR(WriteFileAtomic(dir + "/jobs.csv", JobsCsv(runs)));
   GPOOL_RETURN_IF_ERROR(WriteFileAtomic(dir + "/report.html", ReportHtml(info, runs, metrics)));
   return Status::Ok();
 }

@@ -1,4 +1,4 @@
-// Outputs of `gpool sim`: metrics.json, timeline.csv and a self-contained report.html whose plots
+// Outputs of `gpool sim`: metrics.json, timeline.csv, jobs.csv and a self-contained report.html whose plots
 // are inline SVG generated here (no scripts, no network): allocation over time, JCT CDF per
 // policy, wait per gang size, energy. Thread safety: pure functions.
 #pragma once
@@ -27,9 +27,13 @@ nlohmann::json MetricsDocument(const RunInfo& info, const std::vector<Metrics>& 
 // policy,t_s,allocated_gpus,running_jobs,pending_jobs,nodes_on,power_w; at most `max_rows` rows
 // per policy (evenly thinned, the last point kept).
 std::string TimelineCsv(const std::vector<RunResult>& runs, size_t max_rows = 2000);
+// One row per job and policy, in job id order, for per-job comparisons between policies:
+// policy,job,tenant,gpus,gpu_milli,submit_s,start_s,finish_s,wait_s,jct_s,base_run_s,slowdown,
+// preemptions,leaves (start/finish -1 and wait/jct empty when the job never started/finished).
+std::string JobsCsv(const std::vector<RunResult>& runs);
 std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
                        const std::vector<Metrics>& metrics);
-// Writes the three files into `dir` (created if missing).
+// Writes metrics.json, timeline.csv, jobs.csv and report.html into `dir` (created if missing).
 Status WriteOutputs(const std::string& dir, const RunInfo& info, const std::vector<RunResult>& runs,
                     const std::vector<Metrics>& metrics);
 
