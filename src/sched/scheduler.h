@@ -63,9 +63,11 @@ struct PowerConfig {
   double idle_timeout_s = 600;     // suspend a node idle this long
   int64_t warm_buffer_gpus = 16;   // keep at least this many free GPUs powered on
   double boot_latency_s = 180;     // resume to ready
-  int max_resumes_per_cycle = 8;
+  // Boot waves: with 8 per cycle and 32 at once, a 1,024-GPU gang arriving at a half-suspended
+  // cluster waited up to four boot latencies (docs/simulator.md); 128 lets it wait about one.
+  int max_resumes_per_cycle = 128;
   int max_suspends_per_cycle = 8;
-  int max_resuming = 32;           // nodes booting at once
+  int max_resuming = 128;          // nodes booting at once
   // Used by the controller, which applies the decisions (src/control/node_power.h): a node
   // still resuming after resume_timeout_s is resumed again, up to resume_retries times; then it
   // is marked failed to resume (not schedulable, not resumed again until it reports back).

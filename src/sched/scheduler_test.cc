@@ -350,6 +350,22 @@ TEST(Policy, ResumesWholeLeavesOnDemandAtALimitedRate) {
   }
 }
 
+TEST(Policy, ResumesABigGangsNodesInOneBootWaveByDefault) {
+  // 160 suspended 8-GPU nodes and a 1,024-GPU gang (128 x 8): with the default limits all 128
+  // nodes it needs boot in this cycle (the old limits, 8 per cycle and 32 at once, made it wait
+  // four boot latencies). The warm buffer's 16 GPUs beyond it wait for the next cycle.
+  ClusterState s = MakeCluster({.nodes = 160, .nodes_per_leaf = 8, .leaves_per_pod = 20});
+  for (uint32_t n = 0; n < 160; ++n) s.SetPower(NodeId(n), PowerState::kOff);
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  PolicyConfig c;
+  c.power.enabled = true;
+  std::vector<JobSpec> pending = {Job(1, 128, 8)};
+  Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  EXPECT_TRUE(d.binds.empty());
+  EXPECT_EQ(d.power.size(), 128u);
+  for (const PowerDecision& p : d.power) EXPECT_EQ(p.target, PowerState::kOn);
+}
+
 TEST(Policy, SameInputSameDecisions) {
   ClusterState s = MakeCluster({.nodes = 32, .nodes_per_leaf = 4, .leaves_per_pod = 4});
   std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 64}, {.name = "b", .weight = 2}};

@@ -113,7 +113,10 @@ std::optional<PreemptionPlan> PlanShortJobPreemption(
     cands.push_back({rem, r.spec.id, rq, r.spec.total_milli_gpus(), r.spec.priority < job.priority});
   }
   if (cands.empty()) return std::nullopt;
+  // Largest victims first: every victim is delayed about as long whatever its size, so the
+  // fewest victims cost least (a 1,024-GPU gang preempting 8-GPU jobs, not 1-GPU ones).
   std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    if (a.milli != b.milli) return a.milli > b.milli;
     if (a.remaining != b.remaining) return a.remaining > b.remaining;
     return a.id > b.id;
   });
@@ -121,7 +124,11 @@ std::optional<PreemptionPlan> PlanShortJobPreemption(
   ClusterState trial = state;
   std::vector<const Cand*> chosen;
   std::optional<Placement> placement;
-  const int limit = std::min(max_victims, c.max_victims);
+  // Each victim is delayed about the job's run time (plus the restart): take no more victims
+  // than the job's expected wait pays for.
+  const double paid = std::floor(expected_wait_s / delay_per_victim);
+  const int limit = static_cast<int>(std::min<double>({static_cast<double>(max_victims),
+                                                       static_cast<double>(c.max_victims), paid}));
   for (const Cand& v : cands) {
     if (static_cast<int>(chosen.size()) >= limit) break;
     // Another tenant's job only while its queue keeps its quota (checked again: earlier

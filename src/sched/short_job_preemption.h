@@ -21,10 +21,13 @@
 //   - both J and V have run-time estimates (V's remaining time is its estimate minus the time
 //     of its current run, which over-counts what is left after an earlier preemption: a
 //     re-started job looks longer, never shorter, than it is).
-// Victims are taken most remaining time first until J fits, at most `max_victims`, then any
-// victim whose removal still leaves a fit is spared (least remaining first). The plan is
-// dropped unless J's expected wait (given by the caller, e.g. from ReleaseProfile with the
-// demand queued ahead of J) is at least victims x (J's estimate + restart_cost_s).
+// Victims are taken largest first (most GPUs; then most remaining time) until J fits, then any
+// victim whose removal still leaves a fit is spared (last taken first). Each victim is delayed
+// about J's run time, whatever its size, so the fewest victims cost least: a big short gang
+// preempts a few big long jobs rather than many small ones. At most
+// min(`max_victims`, J's expected wait / (J's estimate + restart_cost_s)) victims: J's expected
+// wait (given by the caller, e.g. from ReleaseProfile with the demand queued ahead of J) must
+// pay for the delay of every victim, not just one.
 //
 // Thread safety: pure functions over a const ClusterState.
 #pragma once

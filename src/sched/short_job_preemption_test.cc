@@ -155,6 +155,68 @@ TEST(ShortJobPreemption, NotWhenCapacityComesBackSoonAnyway) {
   }
 }
 
+TEST(ShortJobPreemption, FewestVictimsLargestFirst) {
+  // Node 0 holds one 8-GPU job B (remaining 50,000 s); node 1 holds eight 1-GPU jobs with more
+  // work left (90,000 s). The 8-GPU short job S preempts B alone, not the eight small jobs
+  // whose remaining time is longer: every victim is delayed about S's run time, so the fewest
+  // cost least. Nothing else frees capacity for 50,000 s, so S's wait pays for any plan.
+  PolicyConfig config;
+  config.reclaim = false;
+  config.priority_preemption = false;
+  ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
+  JobSpec big = Job(20, 1, 8, 0);
+  big.est_runtime_s = 54000;
+  StartOn(s, big, 0, 0);
+  for (uint32_t k = 0; k < 8; ++k) {
+    JobSpec small = Job(30 + k, 1, 1, 0);
+    small.est_runtime_s = 94000;
+    Placement p{.tasks = {{.node = NodeId(1), .gpu_mask = 1u << k, .gpu_milli = 1000}}};
+    ASSERT_TRUE(s.Bind(small, p, 0).ok());
+  }
+  JobSpec sj = Job(1, 1, 8, 0);
+  sj.est_runtime_s = 1000;
+  sj.submit_ns = Sec(3000);
+  Decisions d = Schedule1(config, s, {sj}, {{.name = "a", .guaranteed_gpus = 16}}, Sec(4000));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim, JobId(20));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(0));
+}
+
+TEST(ShortJobPreemption, TheWaitMustPayForEveryVictim) {
+  // Node 0 is held by four 2-GPU long jobs; node 1 by M, of a higher class (never a victim),
+  // ending in `m_left` s. S (8 GPUs, 1,000 s) would wait m_left, and needs all four small jobs
+  // preempted: its wait must cover 4 x (1,000 + 60) s. 3,000 s pays for two victims, not four.
+  PolicyConfig config;
+  config.reclaim = false;
+  config.priority_preemption = false;
+  for (const double m_left : {3000.0, 10000.0}) {
+    ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
+    for (uint32_t k = 0; k < 4; ++k) {
+      JobSpec v = Job(10 + k, 1, 2, 0);
+      v.est_runtime_s = 100000;
+      Placement p{.tasks = {{.node = NodeId(0), .gpu_mask = 3u << (2 * k), .gpu_milli = 1000}}};
+      ASSERT_TRUE(s.Bind(v, p, 0).ok());
+    }
+    JobSpec m = Job(20, 1, 8, 0);
+    m.priority = 1;
+    m.est_runtime_s = 4000 + m_left;
+    StartOn(s, m, 1, 0);
+    JobSpec sj = Job(1, 1, 8, 0);
+    sj.est_runtime_s = 1000;
+    sj.submit_ns = Sec(3000);
+    Decisions d = Schedule1(config, s, {sj}, {{.name = "a", .guaranteed_gpus = 16}}, Sec(4000));
+    if (m_left < 4 * 1060) {
+      EXPECT_TRUE(d.preemptions.empty()) << m_left;
+      EXPECT_TRUE(d.binds.empty()) << m_left;
+    } else {
+      EXPECT_EQ(d.preemptions.size(), 4u) << m_left;
+      ASSERT_EQ(d.binds.size(), 1u) << m_left;
+      EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(0)) << m_left;
+    }
+  }
+}
+
 TEST(ShortJobPreemption, ReleaseProfileWaits) {
   ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
   JobSpec a = Job(10, 1, 8, 0), b = Job(11, 1, 4, 0);
