@@ -112,6 +112,32 @@ TEST_P(TransportTest, SmallAndLargeMessagesArriveWhole) {
   EXPECT_TRUE(sender.get().ok());
 }
 
+// Mid-size messages (copied and sent buffered by UCX, which then reuses its copies) sent in a
+// burst faster than they are received, so that many are in flight while the sender's caller
+// buffers are already gone: each must arrive with its own bytes, whatever size came before.
+TEST_P(TransportTest, BufferedBurstKeepsEachMessagesBytes) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  const std::vector<size_t> sizes = {9000, 200000, 65553, 131072, 8193, 262144};
+  constexpr int kMessages = 120;
+  auto sender = std::async(std::launch::async, [&] {
+    for (int i = 0; i < kMessages; ++i) {
+      std::vector<std::byte> m = Pattern(sizes[i % sizes.size()], static_cast<uint32_t>(i));
+      Status s = client_->Send(AsBytes(m));
+      std::fill(m.begin(), m.end(), std::byte{0xEE});  // the caller's buffer is reused at once
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let sends pile up
+  std::vector<std::byte> got;
+  for (int i = 0; i < kMessages; ++i) {
+    ASSERT_TRUE(server_->Recv(&got).ok()) << i;
+    ASSERT_TRUE(got == Pattern(sizes[i % sizes.size()], static_cast<uint32_t>(i))) << "message " << i;
+  }
+  EXPECT_TRUE(sender.get().ok());
+}
+
 // A burst of messages whose sizes straddle the TCP receiver's read-ahead (1 KiB after a bulk
 // message, 64 KiB otherwise) and the 16 KiB bulk threshold, sent before the receiver reads, so
 // that one recv brings the end of one message and the start of the next; received alternately
