@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "sched/fabric_load.h"
 #include "sched/types.h"
 
 namespace gpool::sched {
@@ -180,6 +181,13 @@ class ClusterState {
   // Cluster-wide allocated totals.
   int64_t used_milli() const { return used_milli_; }
 
+  // ---- Fabric load (optional) ----
+  // The caller's view of uplink load (fabric_load.h), shared by copies. Null (the default, and
+  // the controller today): placement ignores the network and decides exactly as without it.
+  void SetFabricLoad(std::shared_ptr<const FabricLoad> load) { load_ = std::move(load); }
+  // Null when unset or empty.
+  const FabricLoad* fabric_load() const { return load_ && !load_->empty() ? load_.get() : nullptr; }
+
  private:
   ClusterState() = default;
   size_t gpu_index(NodeId n, int gpu) const { return topo_->gpu_offset[n.value()] + gpu; }
@@ -239,6 +247,7 @@ class ClusterState {
   JobIndex running_index_;
   std::vector<int64_t> queue_used_milli_;
   int64_t used_milli_ = 0;
+  std::shared_ptr<const FabricLoad> load_;
 };
 
 }  // namespace gpool::sched

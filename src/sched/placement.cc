@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <climits>
+#include <cmath>
 #include <unordered_map>
 
 namespace gpool::sched {
@@ -20,8 +21,10 @@ struct NodeFree {
 
 class Placer {
  public:
-  Placer(const ClusterState& s, const JobSpec& job, const PlacementOptions& o)
-      : s_(s), job_(job), t_(job.task), o_(o) {
+  // `use_load`: follow the state's fabric load view (PlaceGang); PlaceInDomain and first fit
+  // ignore it, so baselines that call them keep their own behaviour.
+  Placer(const ClusterState& s, const JobSpec& job, const PlacementOptions& o, bool use_load = false)
+      : s_(s), job_(job), t_(job.task), o_(o), load_(use_load ? s.fabric_load() : nullptr) {
     for (size_t m = 0; m < s.num_models(); ++m) {
       if (job.gpu_models & (ModelMask{1} << m)) models_.push_back(static_cast<int>(m));
     }
@@ -40,37 +43,107 @@ class Placer {
     if (want <= 0) return 0;
     const DomainSpec& dom = s_.domain(d);
     if (dom.level == Level::kLeaf) return PlaceOnNodes(s_.leaf_nodes(d), want);
-    // Fewest children: largest capacity first, the last one the smallest that covers the rest.
-    std::vector<std::pair<int64_t, DomainId>> kids;
+    std::vector<Kid> kids = Kids(d);
+    std::vector<uint8_t> used(kids.size(), 0);
+    int32_t placed = 0;
+    if (load_ != nullptr) {
+      // Children whose uplinks are no more shared than the plan's bottleneck first; the rest
+      // only if those fall short of their bounds.
+      const KidPlan plan = PlanKids(kids, want);
+      placed = PlaceOverKids(kids, want, plan.contention, &used);
+    }
+    return placed + PlaceOverKids(kids, want - placed, kNoLimit, &used);
+  }
+
+  // A child domain with its capacity bound for this gang and the contention on its uplinks.
+  struct Kid {
+    int64_t cap;
+    DomainId d;
+    double contention;
+  };
+  // The children of d that may hold a task, largest capacity first.
+  std::vector<Kid> Kids(DomainId d) const {
+    std::vector<Kid> kids;
     for (DomainId c : s_.children(d)) {
       const int64_t b = Bound(c);
-      if (b > 0) kids.push_back({b, c});
+      if (b > 0) kids.push_back({b, c, load_ != nullptr ? load_->Contention(c) : 1.0});
     }
-    std::sort(kids.begin(), kids.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    std::sort(kids.begin(), kids.end(), [](const Kid& a, const Kid& b) {
+      return a.cap != b.cap ? a.cap > b.cap : a.d < b.d;
     });
+    return kids;
+  }
+  static constexpr double kNoLimit = 1e300;
+  // Contentions within 1% count as equal: a plan does not trade a leaf for noise.
+  static bool WithinContention(double c, double limit) { return c <= limit * 1.01; }
+  // Fewest children: largest capacity first, the last one the smallest that covers the rest;
+  // only children whose contention is within `limit`. Returns how many it placed.
+  int32_t PlaceOverKids(const std::vector<Kid>& kids, int32_t want, double limit,
+                        std::vector<uint8_t>* used) {
     int32_t placed = 0;
-    std::vector<uint8_t> used(kids.size(), 0);
     while (placed < want) {
       const int32_t rest = want - placed;
-      // The smallest unused child that covers the rest alone, else the largest unused one.
+      // The smallest unused child that covers the rest alone, else the largest unused one;
+      // among equal capacities the least contended (then, as without a view, the last of the
+      // covering ones and the first of the others in id order).
       int pick = -1;
+      bool covers = false;
       for (size_t i = 0; i < kids.size(); ++i) {
-        if (used[i]) continue;
-        if (kids[i].first >= rest) {
-          pick = static_cast<int>(i);  // sorted descending: keep going to find a smaller one
+        if ((*used)[i] || !WithinContention(kids[i].contention, limit)) continue;
+        const Kid& k = kids[i];
+        if (k.cap >= rest) {  // sorted descending: keep going to find a smaller one
+          if (pick < 0 || k.cap < kids[pick].cap || k.contention <= kids[pick].contention) {
+            pick = static_cast<int>(i);
+          }
+          covers = true;
+        } else if (covers) {
+          break;
         } else if (pick < 0) {
           pick = static_cast<int>(i);  // none covers it: the largest unused
+        } else if (k.cap < kids[pick].cap) {
           break;
-        } else {
-          break;
+        } else if (k.contention < kids[pick].contention) {
+          pick = static_cast<int>(i);
         }
       }
       if (pick < 0) break;
-      used[pick] = 1;
-      placed += PlaceUpTo(kids[pick].second, rest);
+      (*used)[pick] = 1;
+      placed += PlaceUpTo(kids[pick].d, rest);
     }
     return placed;
+  }
+  // The children a gang of `want` would take by the bounds: the least contention (bottleneck)
+  // at which the children no more loaded than that hold it, and how many of them it needs
+  // (largest first). With no load view: contention 1 and the plain fewest-children count.
+  struct KidPlan {
+    double contention = 1;
+    int needed = 0;
+  };
+  KidPlan PlanKids(const std::vector<Kid>& kids, int64_t want) const {
+    int64_t sum = 0;
+    auto count_within = [&](double limit) {
+      sum = 0;
+      int k = 0;
+      for (const Kid& c : kids) {  // largest first
+        if (sum >= want) break;
+        if (!WithinContention(c.contention, limit)) continue;
+        sum += c.cap;
+        ++k;
+      }
+      return sum >= want ? k : -1;
+    };
+    const int all = count_within(kNoLimit);
+    KidPlan best{1, all >= 0 ? all : static_cast<int>(kids.size())};
+    if (load_ == nullptr || all < 0) return best;
+    std::vector<double> levels;
+    for (const Kid& c : kids) levels.push_back(c.contention);
+    std::sort(levels.begin(), levels.end());
+    for (size_t i = 0; i < levels.size(); ++i) {
+      if (i > 0 && WithinContention(levels[i], levels[i - 1])) continue;
+      const int k = count_within(levels[i]);
+      if (k >= 0) return {levels[i], k};
+    }
+    return best;
   }
 
   // Places up to `want` tasks on `nodes`, best fit. Whole-GPU and GPU-less tasks take the nodes
@@ -350,6 +423,7 @@ class Placer {
   const JobSpec& job_;
   const TaskRequest& t_;
   const PlacementOptions& o_;
+  const FabricLoad* load_;  // null: placement ignores the network
   std::vector<int> models_;  // allowed model indices
   size_t nm_ = 0;
   const ModelAggregate* agg_ = nullptr;  // the state's aggregates, [domain * nm_ + model]
@@ -360,6 +434,54 @@ class Placer {
   std::unordered_map<uint32_t, size_t> index_;
 };
 
+// Fewest leaves that hold `n` tasks of `job` if every suspended (or resuming) healthy node were
+// on and wholly free, on top of what is free now; INT_MAX when nothing would.
+int LeavesWithResumes(const ClusterState& s, const JobSpec& job, const PlacementOptions& o, int64_t n,
+                      const Placer& p) {
+  const TaskRequest& t = job.task;
+  std::vector<int64_t> cap(s.num_domains(), 0);
+  for (DomainId l : s.domains_at(Level::kLeaf)) {
+    int64_t c = p.Bound(l);
+    for (NodeId id : s.leaf_nodes(l)) {
+      const NodeSpec& node = s.node(id);
+      if (node.health != Health::kHealthy || node.power == PowerState::kOn) continue;
+      if (o.excluded_nodes && id.value() < o.excluded_nodes->size() && (*o.excluded_nodes)[id.value()]) continue;
+      int64_t fit = INT32_MAX;
+      if (t.cpu_milli > 0) fit = node.cpu_milli / t.cpu_milli;
+      if (t.memory_bytes > 0) fit = std::min<int64_t>(fit, static_cast<int64_t>(node.memory_bytes / t.memory_bytes));
+      if (t.gpus > 0) {
+        if (node.gpu_model < 0 || !(job.gpu_models & (ModelMask{1} << node.gpu_model))) continue;
+        fit = std::min<int64_t>(fit, t.fractional() ? int64_t{node.gpus} * (1000 / t.gpu_milli) : node.gpus / t.gpus);
+      }
+      if (fit != INT32_MAX) c += fit;
+    }
+    cap[l.value()] = c;
+    if (c >= n) return 1;
+  }
+  auto fewest = [&](std::vector<int64_t> caps) {
+    std::sort(caps.rbegin(), caps.rend());
+    int64_t sum = 0;
+    int k = 0;
+    for (int64_t c : caps) {
+      if (sum >= n) break;
+      sum += c;
+      ++k;
+    }
+    return sum >= n ? k : INT_MAX;
+  };
+  int best = INT_MAX;
+  std::vector<int64_t> all;
+  for (DomainId pod : s.domains_at(Level::kPod)) {
+    std::vector<int64_t> caps;
+    for (DomainId l : s.children(pod)) {
+      if (s.domain(l).level == Level::kLeaf) caps.push_back(cap[l.value()]);
+    }
+    all.insert(all.end(), caps.begin(), caps.end());
+    best = std::min(best, fewest(std::move(caps)));
+  }
+  return best != INT_MAX ? best : fewest(std::move(all));
+}
+
 }  // namespace
 
 std::optional<Placement> PlaceInDomain(const ClusterState& state, const JobSpec& job, DomainId d,
@@ -369,10 +491,12 @@ std::optional<Placement> PlaceInDomain(const ClusterState& state, const JobSpec&
   return p.TakePlacement();
 }
 
-std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job,
-                                   const PlacementOptions& options) {
+namespace {
+
+std::optional<Placement> PlaceGangNow(const ClusterState& state, const JobSpec& job,
+                                      const PlacementOptions& options) {
   const int32_t n = job.num_tasks;
-  Placer p(state, job, options);
+  Placer p(state, job, options, /*use_load=*/true);
   const bool one_node = job.locality.required && job.locality.level == Level::kNode;
   const Level top = job.locality.required ? std::max(job.locality.level, Level::kLeaf) : Level::kFabric;
 
@@ -402,29 +526,19 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
   }
 
   // Fewest children a gang needs in d (largest capacity first): a pod whose leaves hold the
-  // gang in 3 leaves beats one that needs 5, even if the latter is fuller.
-  auto children_needed = [&](DomainId d) -> int {
-    if (state.domain(d).level == Level::kLeaf) return 1;
-    std::vector<int64_t> caps;
-    for (DomainId c : state.children(d)) caps.push_back(p.Bound(c));
-    std::sort(caps.rbegin(), caps.rend());
-    int64_t sum = 0;
-    int k = 0;
-    for (int64_t c : caps) {
-      if (sum >= n) break;
-      sum += c;
-      ++k;
-    }
-    return k;
-  };
+  // gang in 3 leaves beats one that needs 5, even if the latter is fuller. With a fabric load
+  // view, the least contended plan first (Placer::PlanKids): a pod whose free leaves have idle
+  // uplinks beats one whose leaves share them with running rings, whatever their count.
   struct Cand {
     int tier;
+    int contention;  // quantized: 0 = none, +1 per 1% of slowdown on the plan's worst uplink
     int needed;
     int64_t room;
     DomainId d;
   };
   auto better = [](const Cand& a, const Cand& b) {
     if (a.tier != b.tier) return a.tier < b.tier;
+    if (a.contention != b.contention) return a.contention < b.contention;
     if (a.needed != b.needed) return a.needed < b.needed;
     if (a.room != b.room) return a.room < b.room;
     return a.d < b.d;
@@ -468,7 +582,13 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
   };
   // A domain that lost bandwidth to failed links ranks after healthy ones (tier 1).
   auto cand_of = [&](DomainId d, Level l) -> Cand {
-    return {state.degraded(d) ? 1 : 0, l == Level::kLeaf ? 1 : children_needed(d), p.Room(d), d};
+    Cand c{state.degraded(d) ? 1 : 0, 0, 1, p.Room(d), d};
+    if (l != Level::kLeaf) {
+      const Placer::KidPlan plan = p.PlanKids(p.Kids(d), n);
+      c.needed = plan.needed;
+      c.contention = static_cast<int>(std::floor(std::log(std::max(1.0, plan.contention)) / std::log(1.01) + 1e-9));
+    }
+    return c;
   };
   std::vector<Cand> cands;
   for (Level l = Level::kLeaf; l <= top; l = static_cast<Level>(static_cast<int>(l) + 1)) {
@@ -476,7 +596,7 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
     // the rest and try them best first.
     std::optional<Cand> first;
     if (l == Level::kLeaf && !options.reference_scan) {
-      Cand c{0, 1, 0, DomainId()};
+      Cand c{0, 0, 1, 0, DomainId()};
       if (p.BestLeaf(n, &c.tier, &c.room, &c.d)) first = c;
     } else {
       for_each_fitting(l, [&](DomainId d) {
@@ -512,6 +632,28 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
     if (placed == n) return p.TakePlacement();
   }
   return std::nullopt;
+}
+
+// Whether a gang placed across `leaves` leaves of the powered-on nodes should wait for
+// suspended ones instead (PlacementOptions::resume_latency_s).
+bool WaitForResume(const ClusterState& state, const JobSpec& job, const PlacementOptions& options,
+                   int leaves) {
+  if (leaves <= 1 || !(options.resume_latency_s > 0) || state.fabric_load() == nullptr) return false;
+  const double bound_s = std::max(kResumeWaits * options.resume_latency_s, kResumeRuntimeShare * job.est_runtime_s);
+  if (static_cast<double>(options.now_ns - job.submit_ns) > bound_s * 1e9) {
+    return false;  // waited long enough: take what is on
+  }
+  const Placer p(state, job, options);
+  return LeavesWithResumes(state, job, options, job.num_tasks, p) < leaves;
+}
+
+}  // namespace
+
+std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job,
+                                   const PlacementOptions& options) {
+  std::optional<Placement> p = PlaceGangNow(state, job, options);
+  if (p && WaitForResume(state, job, options, CountLeaves(state, *p))) return std::nullopt;
+  return p;
 }
 
 std::optional<Placement> PlaceFirstFit(const ClusterState& state, const JobSpec& job,

@@ -40,7 +40,19 @@ struct PlacementOptions {
   // pruned ones, to check that both take the same decisions (fastpath_test.cc). Slower, never
   // different.
   bool reference_scan = false;
+  // Power-managed clusters: how long a suspended node takes to resume (0 = never wait for one).
+  // With a fabric load view (ClusterState::fabric_load) and this set, PlaceGang declines a gang
+  // that the powered-on nodes hold only across more leaves than the same gang would need with
+  // the suspended nodes back on, for up to kResumeWaits x this after the job's submission: the
+  // caller counts it as demand, resumes nodes, and places it whole a boot later (WaitForResume).
+  double resume_latency_s = 0;
+  int64_t now_ns = 0;  // the cycle's time, for that bound
 };
+
+// PlaceGang waits for resumes at most this many resume latencies after a job's submission.
+inline constexpr double kResumeWaits = 3;
+// ...or this share of its estimated run time, when longer (big gangs resume in several rounds).
+inline constexpr double kResumeRuntimeShare = 0.25;
 
 // Places every task of `job` or returns nullopt when it doesn't fit now.
 std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job,

@@ -286,7 +286,9 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
 
     const bool queue_matters = !queue.guaranteed_domains.empty();
     PlacementOptions popts{.workload = c_.fragmentation_aware ? &workload : nullptr,
-                           .preferred_domains = queue_matters ? &queue.guaranteed_domains : nullptr};
+                           .preferred_domains = queue_matters ? &queue.guaranteed_domains : nullptr,
+                           .resume_latency_s = c_.power.enabled ? c_.power.boot_latency_s : 0,
+                           .now_ns = now};
     const ShapeKey key = KeyOf(job, queue_matters);
     std::optional<Placement> placement;
     if (!failed.count(key)) {

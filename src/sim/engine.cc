@@ -10,6 +10,7 @@
 #include "sched/cluster.h"
 #include "sched/fairshare.h"
 #include "sim/adapter.h"
+#include "sim/load_view.h"
 #include "sim/perf_model.h"
 
 namespace gpool::sim {
@@ -99,12 +100,14 @@ class Engine {
   RunResult r_;
   int64_t finished_ = 0;
   bool bound_this_cycle_ = false;
+  bool load_dirty_ = true;  // the fabric load view is stale
 };
 
 Status Engine::StopRun(sched::ClusterState& state, uint32_t id, double t) {
   JobRun& run = runs_[id];
   GPOOL_RETURN_IF_ERROR(state.Release(sched::JobId(id), ToNs(t)));
   net_.AddRing(run.hosts, -1);
+  load_dirty_ |= run.hosts.size() > 1;
   tenant_used_milli_[r_.jobs[id].tenant] -= specs_[id].total_milli_gpus();
   ++run.epoch;
   return Status::Ok();
@@ -114,6 +117,11 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
   ++r_.cycles;
   const int64_t now = ToNs(t);
   ledger_->Advance(state, now);
+  // The policy sees the uplink load of the rings running now (rebuilt only when they changed).
+  if (load_dirty_) {
+    state.SetFabricLoad(FabricLoadOf(cluster_, net_));
+    load_dirty_ = false;
+  }
   sched::SchedulingInput in{.state = &state, .pending = &pending_, .queues = &queues_.queues,
                             .usage = ledger_.get(), .now_ns = now, .seed = opt_.seed};
   auto decided = policy_.Schedule(in);
@@ -170,6 +178,7 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
     std::sort(run.hosts.begin(), run.hosts.end());
     run.hosts.erase(std::unique(run.hosts.begin(), run.hosts.end()), run.hosts.end());
     net_.AddRing(run.hosts, +1);
+    load_dirty_ |= run.hosts.size() > 1;
     run.slowdown = net_.Slowdown(work_.jobs[id].comm_fraction, run.hosts);
     JobOutcome& o = r_.jobs[id];
     if (o.start_s < 0) o.start_s = t;

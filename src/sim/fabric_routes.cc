@@ -1,5 +1,7 @@
 #include "sim/fabric_routes.h"
 
+#include <algorithm>
+#include <deque>
 #include <set>
 
 #include <fmt/format.h>
@@ -56,7 +58,88 @@ StatusOr<std::shared_ptr<const FabricRoutes>> FabricRoutes::Build(fabric::Fabric
     }
   }
   GPOOL_RETURN_IF_ERROR(r->CheckReachable(cluster));
+  r->FindUplinks(cluster);
   return std::shared_ptr<const FabricRoutes>(std::move(r));
+}
+
+void FabricRoutes::FindUplinks(const SimCluster& cluster) {
+  const fabric::Fabric& fab = fabric_;
+  const size_t n = fab.num_nodes();
+  // Switch tiers by distance from the hosts, as ClusterFromFabric computes them.
+  std::vector<int> tier(n, -1);
+  std::deque<NodeId> q;
+  for (NodeId ca : fab.cas()) {
+    for (auto* a = fab.adj_begin(ca); a != fab.adj_end(ca); ++a) {
+      if (fab.node(a->peer).type != NodeType::kCa && tier[a->peer.value()] < 0) {
+        tier[a->peer.value()] = 0;
+        q.push_back(a->peer);
+      }
+    }
+  }
+  while (!q.empty()) {
+    const NodeId s = q.front();
+    q.pop_front();
+    for (auto* a = fab.adj_begin(s); a != fab.adj_end(s); ++a) {
+      if (fab.node(a->peer).type == NodeType::kCa || tier[a->peer.value()] >= 0) continue;
+      tier[a->peer.value()] = tier[s.value()] + 1;
+      q.push_back(a->peer);
+    }
+  }
+  int top = 0;
+  for (int t : tier) top = std::max(top, t);
+  // The directed links from the switches in `inside` to switches outside it.
+  auto uplinks_of = [&](const std::vector<NodeId>& inside) {
+    std::set<uint32_t> in;
+    for (NodeId s : inside) in.insert(s.value());
+    Uplinks u;
+    for (NodeId s : inside) {
+      for (auto* a = fab.adj_begin(s); a != fab.adj_end(s); ++a) {
+        if (fab.node(a->peer).type == NodeType::kCa || in.count(a->peer.value())) continue;
+        const fabric::Link& link = fab.link(a->link);
+        const bool forward = fab.port(link.a).node == s;  // direction 0 runs a -> b
+        const size_t l = 2 * static_cast<size_t>(a->link.value());
+        u.up.push_back(forward ? l : l + 1);
+        u.down.push_back(forward ? l + 1 : l);
+      }
+    }
+    return u;
+  };
+  // Each leaf's switch: the first switch its hosts' CAs link to (ClusterFromFabric's choice).
+  std::vector<NodeId> leaf_switch(cluster.leaf_names.size());
+  std::vector<std::vector<NodeId>> pod_leaves(cluster.pod_names.size());
+  for (const SimHost& h : cluster.hosts) {
+    if (leaf_switch[h.leaf].valid()) continue;
+    const NodeId ca(static_cast<uint32_t>(h.ca));
+    for (auto* a = fab.adj_begin(ca); a != fab.adj_end(ca); ++a) {
+      if (fab.node(a->peer).type != NodeType::kCa) {
+        leaf_switch[h.leaf] = a->peer;
+        pod_leaves[h.pod].push_back(a->peer);
+        break;
+      }
+    }
+  }
+  leaf_uplinks_.clear();
+  for (NodeId s : leaf_switch) leaf_uplinks_.push_back(s.valid() ? uplinks_of({s}) : Uplinks{});
+  // A pod's switches: its leaves and every switch below the top tier joined to them.
+  pod_uplinks_.clear();
+  for (const auto& leaves : pod_leaves) {
+    std::vector<NodeId> inside;
+    std::set<uint32_t> seen;
+    std::deque<NodeId> todo(leaves.begin(), leaves.end());
+    for (NodeId s : leaves) seen.insert(s.value());
+    while (!todo.empty()) {
+      const NodeId s = todo.front();
+      todo.pop_front();
+      inside.push_back(s);
+      if (top < 2) continue;  // two tiers: a pod is one leaf
+      for (auto* a = fab.adj_begin(s); a != fab.adj_end(s); ++a) {
+        const int t = tier[a->peer.value()];
+        if (t < 0 || t >= top || !seen.insert(a->peer.value()).second) continue;
+        todo.push_back(a->peer);
+      }
+    }
+    pod_uplinks_.push_back(uplinks_of(inside));
+  }
 }
 
 Status FabricRoutes::CheckReachable(const SimCluster& cluster) const {

@@ -48,6 +48,16 @@ class FabricRoutes {
   // The rate channel k of host h can inject (its CA port's link rate).
   double channel_gbps(uint32_t host, int k) const { return port_gbps_[host][k]; }
   const std::string& engine() const { return tables_.engine; }
+  // The uplinks of each leaf (SimHost::leaf) and pod (SimHost::pod) of the cluster, as directed
+  // links: `up` leaves the domain's switches towards a higher tier, `down` enters them from it
+  // (the same cables, the other way). A leaf's are its switch's links to other switches; a
+  // pod's, the links from its switches (those below the top tier, joined as ClusterFromFabric
+  // joins them) to switches outside it. For the fabric load view (load_view.h).
+  struct Uplinks {
+    std::vector<size_t> up, down;
+  };
+  const std::vector<Uplinks>& leaf_uplinks() const { return leaf_uplinks_; }
+  const std::vector<Uplinks>& pod_uplinks() const { return pod_uplinks_; }
   const fabric::Fabric& fabric() const { return fabric_; }
 
   // Calls fn(directed link) for each link on the route of channel k from host a to host b
@@ -76,6 +86,7 @@ class FabricRoutes {
  private:
   FabricRoutes() = default;
   Status CheckReachable(const SimCluster& cluster) const;
+  void FindUplinks(const SimCluster& cluster);
 
   fabric::Fabric fabric_;
   fabric::RoutingTables tables_;
@@ -83,6 +94,7 @@ class FabricRoutes {
   std::vector<std::vector<fabric::PortId>> ports_;     // per host: its connected CA ports
   std::vector<std::vector<fabric::Lid>> dst_lid_;      // per host: the LIDs of those ports
   std::vector<std::vector<double>> port_gbps_;         // per host: their link rates
+  std::vector<Uplinks> leaf_uplinks_, pod_uplinks_;    // per SimCluster leaf / pod
 };
 
 // A cluster from the fabric (ClusterFromFabric) that carries its routes, so that the performance

@@ -60,6 +60,8 @@ class NetModel {
   int32_t host_up_flows(uint32_t h) const { return flows_[HostUp(h)]; }
   int32_t leaf_up_flows(int32_t leaf) const { return flows_[LeafUp(leaf)]; }
   int32_t pod_up_flows(int32_t pod) const { return flows_[PodUp(pod)]; }
+  int32_t leaf_down_flows(int32_t leaf) const { return flows_[LeafDown(leaf)]; }
+  int32_t pod_down_flows(int32_t pod) const { return flows_[PodDown(pod)]; }
   int32_t link_flows(size_t directed_link) const { return flows_[directed_link]; }
   // True when no flow is left (every AddRing(+1) was matched by a -1).
   bool idle() const;
