@@ -12,6 +12,14 @@
 // nodes with the fewest free GPUs that still fit; fractional tasks go on the GPU where the FGD
 // fragmentation grows least (fragmentation.h), ties to the fullest GPU.
 //
+// With a fabric load view (ClusterState::fabric_load, fabric_load.h), a gang that must span
+// children ranks domains by the contention on the uplinks it would cross first (the least
+// shared plan), then fewest children, then best fit, and takes the least loaded children of
+// equal capacity; PlaceGang only (PlaceInDomain and first fit ignore the view). A gang inside one
+// leaf crosses no uplink, so leaf choice is unchanged. Without a view decisions are exactly as
+// before. Limits: the view is the caller's snapshot (rings placed in the same cycle are not in
+// it), and the choice is per leaf/pod, not per uplink port (the routes pick the port).
+//
 // GPU model constraints and node health are honoured; a gang is placed whole or not at all, and
 // never across domains its locality forbids. Required locality at level L: one domain of L.
 // Preferred locality at L: start at L's smallest domains and go up only when nothing fits.
