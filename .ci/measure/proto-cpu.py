@@ -9,7 +9,7 @@ for e in cc:
         a = shlex.split(e['command'])
         if a[0].endswith('ccache'): a = a[1:]
         a = [x for x in a if x not in ('-fno-sanitize=all', '-g0')]
-        a[a.index('-o') + 1] = '/tmp/citime-proto.o'
+        a[a.index('-o') + 1] = '/tmp/gpool-proto.o'
         for k in ('-MT', '-MF'):
             if k in a: i = a.index(k); del a[i:i+2]
         a = [x for x in a if x != '-MD']
