@@ -12,8 +12,8 @@
 // Servers run in child processes forked before any thread starts. Transport: tcp, or ucx (set
 // UCX_TLS, e.g. UCX_TLS=shm,self for shared memory). See docs/benchmarks.md "## Remoting".
 //
-// `remote_bench --interleaved [--pin] [--reps=N] [--min-time=S] [--only=tcp|ucx] [--skip=lat,bw]
-//  [--size=BYTES] [--threads]`
+// `remote_bench --interleaved [--pin] [--reps=N] [--min-time=S] [--only=tcp|ucx]
+//  [--skip=lat,bw,h2d,d2h] [--size=BYTES] [--threads]` (--skip=h2d: no host-to-device copies)
 // is a driver for a shared, loaded machine instead of Google Benchmark: each repetition runs every
 // contender of a group back to back (order reversed on odd repetitions), each for at least
 // --min-time seconds, and reports medians of wall and CPU time per operation and the median of
@@ -822,6 +822,7 @@ int RunInterleaved(const DriverFlags& f) {
       const size_t per_step = std::max(size, proto::kCopyChunkBytes) / size;
       const size_t total = size * per_step;
       for (bool d2h : {false, true}) {
+        if (f.skip.find(d2h ? "d2h" : "h2d") != std::string::npos) continue;
         Group grp{fmt::format("{} {} copies of {} bytes{}", Name(t), d2h ? "d2h" : "h2d", size,
                               per_step > 1 ? fmt::format(", {} per sync", per_step) : ""),
                   true, {}};

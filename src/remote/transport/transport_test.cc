@@ -580,6 +580,44 @@ TEST_P(UcxWaitTest, IdleReceiverSleepsAndAMessageWakesIt) {
 // not timed: each Send used to poll the liveness socket (one poll() per message) and each wait
 // that ended woke the parked helper thread (a futex wake and a helper wake-up on ~1 round trip
 // in 8), which made a shared-memory round trip 4x the plain ucp ping-pong's.
+// UCX only: a receiver that waits right after a burst of buffered sends (a session after its
+// replies) frees them once they complete, and then sleeps in long naps like any idle receiver;
+// it used to nap 50 us at a time (the in-flight cap) for as long as it waited, because only a
+// later Send or the parked helper freed completed sends. Counted: sleeps, not time.
+TEST_P(UcxWaitTest, ReceiverIdleAfterABurstOfSendsSleepsLong) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  ASSERT_TRUE(client_->Send(AsBytes(Pattern(8, 1))).ok());
+  std::vector<std::byte> got;
+  ASSERT_TRUE(server_->Recv(&got).ok());
+  constexpr int kBurst = 64;  // 4 MiB: more than the shared-memory FIFO holds at once
+  for (int i = 0; i < kBurst; ++i) {
+    ASSERT_TRUE(server_->Send(AsBytes(Pattern(64 << 10, static_cast<uint32_t>(i)))).ok()) << i;
+  }
+  auto receiver = std::async(std::launch::async, [&] {
+    std::vector<std::byte> m;
+    Status s = server_->Recv(&m);
+    return std::make_pair(s, m);
+  });
+  // The receiver waits (so the helper is parked) before the FIFO drains and the sends complete.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < kBurst; ++i) {
+    ASSERT_TRUE(client_->Recv(&got).ok()) << i;
+    ASSERT_TRUE(got == Pattern(64 << 10, static_cast<uint32_t>(i))) << "message " << i;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the last sends complete
+  const UcxWaitCounters before = GetUcxWaitCounters();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const UcxWaitCounters during = GetUcxWaitCounters();
+  ASSERT_TRUE(client_->Send(AsBytes(Pattern(48, 7))).ok());
+  auto [status, message] = receiver.get();
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(message == Pattern(48, 7));
+  // Each sleep lasts until an event or 100 ms (both ends' helpers sleep the same way); 50 us
+  // naps over 300 ms would be hundreds even on a loaded machine.
+  EXPECT_LE(during.sleeps - before.sleeps, 50u);
+}
+
 TEST_P(UcxWaitTest, SendsDoNotPollTheLivenessSocketPerMessage) {
   ConnectPair(transport_.get(), transport_.get());
   ASSERT_NE(client_, nullptr);
