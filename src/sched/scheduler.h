@@ -86,7 +86,10 @@ struct PolicyConfig {
   // oldest first (OrderOptions::least_work_first); jobs without an estimate keep age order.
   bool least_work_first = true;
   // How least_work_first ranks jobs without an estimate (key least_work_unknown=last|mean).
-  UnknownEstimate least_work_unknown = UnknownEstimate::kLast;
+  // At the mean of the estimates pending: on the synthetic workload with half the jobs
+  // estimated it cut average JCT on every seed measured (docs/simulator.md); `last` let such
+  // jobs wait behind all estimated work until they starved.
+  UnknownEstimate least_work_unknown = UnknownEstimate::kMean;
   bool backfill = true;            // EASY backfill behind the head reservation
   int max_reservations = 1;
   // EASY proper: jobs whose estimated end precedes a reservation's start may use its nodes.

@@ -366,6 +366,31 @@ TEST(Policy, ResumesABigGangsNodesInOneBootWaveByDefault) {
   for (const PowerDecision& p : d.power) EXPECT_EQ(p.target, PowerState::kOn);
 }
 
+TEST(Policy, JobsWithoutAnEstimateRankAtTheMeanByDefault) {
+  // 2 free GPUs; pending 1 (100 s), 2 (10,000 s) and 3 (no estimate, the oldest), 1 GPU each.
+  // By default 3 ranks as if it ran the mean (5,050 s): 1 and 3 start, 2 waits. With
+  // least_work_unknown=last, 3 waits behind every estimated job.
+  ClusterState s = MakeCluster({.nodes = 1, .nodes_per_leaf = 1});
+  Start(s, Job(99, 1, 6), 0);  // no estimate: nothing to preempt it for
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  std::vector<JobSpec> pending = {Job(1, 1, 1), Job(2, 1, 1), Job(3, 1, 1)};
+  pending[0].est_runtime_s = 100;
+  pending[1].est_runtime_s = 10000;
+  pending[0].submit_ns = Sec(3);
+  pending[1].submit_ns = Sec(2);
+  pending[2].submit_ns = Sec(1);
+  auto bound = [&](const PolicyConfig& c) {
+    std::vector<uint64_t> ids;
+    for (const auto& b : RunPolicy(*Make(c), s, pending, queues, Sec(10)).binds) ids.push_back(b.job.value());
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  EXPECT_EQ(bound(PolicyConfig{}), (std::vector<uint64_t>{1, 3}));
+  StatusOr<PolicyConfig> last = ParsePolicyConfig("least_work_unknown=last");
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(bound(*last), (std::vector<uint64_t>{1, 2}));
+}
+
 TEST(Policy, SameInputSameDecisions) {
   ClusterState s = MakeCluster({.nodes = 32, .nodes_per_leaf = 4, .leaves_per_pod = 4});
   std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 64}, {.name = "b", .weight = 2}};
