@@ -190,13 +190,18 @@ StatusOr<std::string> ResolveToken(const std::string& token, const std::string& 
 }
 
 StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& o) {
+  grpc::ChannelArguments args;
+  // gRPC's reconnect backoff grows to 120 s while the controller is down; an agent would then
+  // come back long after a restarted controller's node timeout (5-30 s) and see its nodes
+  // declared lost and their jobs re-queued. One try a second is cheap for one controller.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   if (o.tls_ca_file.empty()) {
-    return grpc::CreateChannel(o.address, grpc::InsecureChannelCredentials());
+    return grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args);
   }
   GPOOL_ASSIGN_OR_RETURN(std::string roots, ReadFile(o.tls_ca_file));
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = roots;
-  grpc::ChannelArguments args;
   if (!o.tls_server_name.empty()) args.SetSslTargetNameOverride(o.tls_server_name);
   return grpc::CreateCustomChannel(o.address, grpc::SslCredentials(ssl), args);
 }

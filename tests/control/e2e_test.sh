@@ -77,7 +77,10 @@ before=$(jobs_json)
 [ "$(echo "$before" | count_state running)" = 4 ] || fail "expected 4 running before the crash"
 kill -9 "$CTL_PID"; wait "$CTL_PID" 2>/dev/null || true
 start_controller "$ADDR" ctl2.log
-sleep 1  # a few scheduling cycles and heartbeats after the restart
+# A few scheduling cycles and heartbeats after the restart (the agent reconnects within ~1 s;
+# the restarted controller gives its nodes a fresh 5 s grace period). Polled, not a fixed sleep:
+# the checks below are the same whichever moment they see.
+for _ in $(seq 100); do [ "$(jobs_json | count_state running)" = 4 ] && break; sleep 0.1; done
 after=$(jobs_json)
 for id in "${acked[@]}"; do
   echo "$after" | grep -q "\"$id\"" || fail "acknowledged job $id lost in the restart (acked: ${acked[*]}; listed after: $(echo "$after" | python3 -c 'import json,sys; print(" ".join(j["id"]+":"+j["state"] for j in json.load(sys.stdin).get("jobs",[])))' 2>&1))"
