@@ -652,7 +652,11 @@ bool WaitForResume(const ClusterState& state, const JobSpec& job, const Placemen
 std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job,
                                    const PlacementOptions& options) {
   std::optional<Placement> p = PlaceGangNow(state, job, options);
-  if (p && WaitForResume(state, job, options, CountLeaves(state, *p))) return std::nullopt;
+  // Checked before counting leaves: without a view or power management this costs nothing.
+  if (p && options.resume_latency_s > 0 && state.fabric_load() != nullptr &&
+      WaitForResume(state, job, options, CountLeaves(state, *p))) {
+    return std::nullopt;
+  }
   return p;
 }
 
