@@ -304,8 +304,10 @@ class UcxConnection final : public Connection {
         // A small split one is received whole and its tail copied out: an iov receive of an
         // eager message cost ~10x the raw stream's CPU per byte for 64 KiB device-to-host
         // replies over shared memory (docs/benchmarks.md, "Remoting"), a 64 KiB memcpy far less.
+        // Into rx_whole_, never shrunk: resizing *message from its head to the whole message
+        // zero-filled the tail's bytes first, a third pass over each one in the receiver.
         const bool small = *split && !message->empty() && info.length <= kBufferedSendMax;
-        if (small) message->resize(info.length);
+        if (small && rx_whole_.size() < info.length) rx_whole_.resize(info.length);
         if (*split && message->empty()) {
           // All of it into `tail`: contiguous, so UCX may use its zero-copy rendezvous.
           req = ucp_tag_msg_recv_nbx(worker_, tail.data(), tail.size(), msg, &param);
@@ -316,19 +318,21 @@ class UcxConnection final : public Connection {
           param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
           param.datatype = ucp_dt_make_iov();
           req = ucp_tag_msg_recv_nbx(worker_, iov, 2, msg, &param);
+        } else if (small) {
+          req = ucp_tag_msg_recv_nbx(worker_, rx_whole_.data(), info.length, msg, &param);
         } else {
           req = ucp_tag_msg_recv_nbx(worker_, message->data(), message->size(), msg, &param);
         }
-        ucs_status_t st = Wait(req, /*is_send=*/false, message);
+        ucs_status_t st = Wait(req, /*is_send=*/false, small ? &rx_whole_ : message);
         if (st != UCS_OK) {
           return closed_.load() ? Gone()
                                 : Status::Unavailable(
                                       fmt::format("ucx receive from {}: {}", peer_, UcsError(st)));
         }
         if (small) {
-          const size_t keep = info.length - tail.size();
-          std::memcpy(tail.data(), message->data() + keep, tail.size());
-          message->resize(keep);
+          const size_t keep = info.length - tail.size();  // = message->size()
+          std::memcpy(message->data(), rx_whole_.data(), keep);
+          std::memcpy(tail.data(), rx_whole_.data() + keep, tail.size());
         }
         return Status::Ok();
       }
@@ -876,6 +880,7 @@ class UcxConnection final : public Connection {
   // (rendezvous, or several FIFO fragments), so the try would be wasted.
   static constexpr size_t kImmediateSendMax = 8 << 10;
   size_t placed_ = 0;  // receiver thread: the tail length RecvPlaced's last placement took
+  std::vector<std::byte> rx_whole_;  // receiver thread: small split messages, received whole
   static constexpr size_t kMaxBufferedBytes = 8 << 20;
   std::deque<PendingSend> pending_;  // guarded by send_mu_
   size_t pending_bytes_ = 0;
