@@ -6,6 +6,7 @@
 #include "fabric/routing.h"
 #include "sim/adapter.h"
 #include "sim/fabric_routes.h"
+#include "sim/test_clusters.h"
 
 namespace gpool::sim {
 namespace {
@@ -69,15 +70,7 @@ TEST(LoadView, RoutedUplinksLoseRateAsRingsCrossThem) {
 
 // Aggregate pipes: two pods of two leaves of two 1600 Gb/s hosts; 3200 Gb/s leaf and pod pipes.
 TEST(LoadView, AggregatePipesShareTheirCapacity) {
-  SimCluster c;
-  c.pod_names = {"p0", "p1"};
-  c.leaf_names = {"l0", "l1", "l2", "l3"};
-  for (int h = 0; h < 8; ++h) {
-    c.hosts.push_back({.name = "h" + std::to_string(h), .gpus = 8, .leaf = h / 2, .pod = h / 4,
-                       .nic_gbps = 1600});
-  }
-  c.leaf_uplink_gbps = {3200, 3200, 3200, 3200};
-  c.pod_uplink_gbps = {3200, 3200};
+  SimCluster c = TestTwoPodTree();
   NetModel net(c);
   // One cross-pod ring: pod 0's pipe gives the next flow 3200 / 2 = 1600, the NIC: no contention.
   net.AddRing({0, 4}, +1);

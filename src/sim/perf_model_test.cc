@@ -8,24 +8,12 @@
 #include "fabric/generators.h"
 #include "fabric/routing.h"
 #include "sim/fabric_routes.h"
+#include "sim/test_clusters.h"
 
 namespace gpool::sim {
 namespace {
 
-// Two pods of two leaves of two hosts; hosts 1600 Gb/s, leaf uplinks 3200 (1:1), pod uplinks
-// 3200 (2:1).
-SimCluster Tree() {
-  SimCluster c;
-  c.pod_names = {"p0", "p1"};
-  c.leaf_names = {"l0", "l1", "l2", "l3"};
-  for (int h = 0; h < 8; ++h) {
-    c.hosts.push_back({.name = "h" + std::to_string(h), .gpus = 8, .leaf = h / 2, .pod = h / 4,
-                       .nic_gbps = 1600});
-  }
-  c.leaf_uplink_gbps = {3200, 3200, 3200, 3200};
-  c.pod_uplink_gbps = {3200, 3200};
-  return c;
-}
+SimCluster Tree() { return TestTwoPodTree(); }
 
 TEST(NetModel, SingleHostAndUncontendedRingsRunAtFullSpeed) {
   SimCluster c = Tree();

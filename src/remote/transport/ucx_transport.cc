@@ -20,6 +20,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -49,6 +51,17 @@ constexpr ucp_tag_t kLengthMask = (ucp_tag_t{1} << kKindShift) - 1;
 constexpr size_t kSplitTailMin = 64 << 10;
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
+
+// What ucp_tag_send_nbx takes for `iov`: one part as a plain buffer, several as an iov datatype
+// (set in `param`). `iov` must outlive the send.
+std::pair<void*, size_t> SendBufferOf(const std::vector<ucp_dt_iov_t>& iov,
+                                      ucp_request_param_t* param) {
+  if (iov.empty()) return {nullptr, 0};
+  if (iov.size() == 1) return {iov[0].buffer, iov[0].length};
+  param->op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+  param->datatype = ucp_dt_make_iov();
+  return {const_cast<ucp_dt_iov_t*>(iov.data()), iov.size()};
+}
 
 // How long a wait keeps polling the worker after its last progress before it sleeps on the
 // worker's event fd. A round trip answered within it costs no wake-up at either end; an idle
@@ -232,24 +245,14 @@ class UcxConnection final : public Connection {
       return s;
     }
     ucp_request_param_t param{};
-    void* buffer = nullptr;
-    size_t count = 0;
-    if (iov.size() == 1) {
-      buffer = iov[0].buffer;
-      count = iov[0].length;
-    } else if (iov.size() > 1) {
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-      param.datatype = ucp_dt_make_iov();
-      buffer = iov.data();
-      count = iov.size();
-    }
+    const std::pair<void*, size_t> whole = SendBufferOf(iov, &param);
     Status s = [&] {
       std::lock_guard<std::mutex> lock(send_mu_);
       if (ep_ == nullptr) return Gone();
       GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
       if (total <= kBufferedSendMax) return SendBuffered(iov, total, kTagWhole);
       // Large messages go straight from the caller's buffers (rendezvous), so wait for them.
-      return SendAndWait(buffer, count, param, kTagWhole);
+      return SendAndWait(whole.first, whole.second, param, kTagWhole);
     }();
     HandOffPendingSends();
     return s;
@@ -403,17 +406,7 @@ class UcxConnection final : public Connection {
       // nothing in flight, so that it cannot overtake an earlier buffered send.
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-      void* buffer = nullptr;
-      size_t count = 0;
-      if (iov.size() == 1) {
-        buffer = iov[0].buffer;
-        count = iov[0].length;
-      } else if (iov.size() > 1) {
-        p.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
-        p.datatype = ucp_dt_make_iov();
-        buffer = const_cast<ucp_dt_iov_t*>(iov.data());
-        count = iov.size();
-      }
+      auto [buffer, count] = SendBufferOf(iov, &p);
       ucs_status_ptr_t req = ucp_tag_send_nbx(ep_, buffer, count, tag, &p);
       if (req == nullptr) return Status::Ok();
       if (UCS_PTR_IS_PTR(req)) {  // not expected with FORCE_IMM_CMPL; wait rather than leak
