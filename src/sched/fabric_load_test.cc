@@ -15,14 +15,11 @@
 namespace gpool::sched {
 namespace {
 
+using testing::Fill;
 using testing::Job;
 using testing::MakeCluster;
 using testing::Sec;
 
-void Fill(ClusterState& s, uint32_t n, int gpus, uint64_t id) {
-  JobSpec j = Job(id, 1, gpus);
-  ASSERT_TRUE(s.Bind(j, {.tasks = {{.node = NodeId(n), .gpu_mask = (1u << gpus) - 1}}}, 0).ok());
-}
 
 std::set<DomainId> Leaves(const ClusterState& s, const Placement& p) {
   std::set<DomainId> out;

@@ -12,15 +12,11 @@ namespace {
 
 using testing::ClusterShape;
 using testing::Fractional;
+using testing::Fill;
 using testing::Job;
 using testing::MakeCluster;
 using testing::MakeSpec;
 
-// Occupies `gpus` GPUs on node n with a filler job.
-void Fill(ClusterState& s, uint32_t n, int gpus, uint64_t id) {
-  JobSpec j = Job(id, 1, gpus);
-  ASSERT_TRUE(s.Bind(j, {.tasks = {{.node = NodeId(n), .gpu_mask = (1u << gpus) - 1}}}, 0).ok());
-}
 
 std::set<uint32_t> Nodes(const Placement& p) {
   std::set<uint32_t> n;

@@ -66,4 +66,10 @@ inline JobSpec Fractional(uint64_t id, int32_t milli, uint32_t queue = 0) {
 
 inline int64_t Sec(double s) { return static_cast<int64_t>(s * 1e9); }
 
+// Occupies `gpus` GPUs (the lowest ones) of node n with a one-task filler job `id`.
+inline void Fill(ClusterState& s, uint32_t n, int gpus, uint64_t id) {
+  JobSpec j = Job(id, 1, gpus);
+  ASSERT_TRUE(s.Bind(j, {.tasks = {{.node = NodeId(n), .gpu_mask = (1u << gpus) - 1}}}, 0).ok());
+}
+
 }  // namespace gpool::sched::testing
