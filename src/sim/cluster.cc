@@ -166,12 +166,10 @@ StatusOr<SimCluster> ParseClosCsv(std::string_view text, std::string_view filena
   return c;
 }
 
-StatusOr<SimCluster> ClusterFromFabric(const fabric::Fabric& f, const FabricClusterOptions& options) {
+std::vector<int> SwitchTiers(const fabric::Fabric& f) {
   using fabric::NodeId;
   using fabric::NodeType;
-  if (f.num_cas() == 0) return Status::InvalidArgument("fabric has no channel adapters (hosts)");
   const size_t n = f.num_nodes();
-  // Switch tier by distance from the hosts: leaves (tier 0) touch a CA.
   std::vector<int> tier(n, -1);
   std::deque<NodeId> q;
   for (NodeId ca : f.cas()) {
@@ -183,7 +181,7 @@ StatusOr<SimCluster> ClusterFromFabric(const fabric::Fabric& f, const FabricClus
     }
   }
   while (!q.empty()) {
-    NodeId s = q.front();
+    const NodeId s = q.front();
     q.pop_front();
     for (auto* a = f.adj_begin(s); a != f.adj_end(s); ++a) {
       if (f.node(a->peer).type == NodeType::kCa || tier[a->peer.value()] >= 0) continue;
@@ -191,6 +189,15 @@ StatusOr<SimCluster> ClusterFromFabric(const fabric::Fabric& f, const FabricClus
       q.push_back(a->peer);
     }
   }
+  return tier;
+}
+
+StatusOr<SimCluster> ClusterFromFabric(const fabric::Fabric& f, const FabricClusterOptions& options) {
+  using fabric::NodeId;
+  using fabric::NodeType;
+  if (f.num_cas() == 0) return Status::InvalidArgument("fabric has no channel adapters (hosts)");
+  const size_t n = f.num_nodes();
+  const std::vector<int> tier = SwitchTiers(f);
   int top = 0;
   for (int t : tier) top = std::max(top, t);
   // Pods: components of switches below the top tier (for 2 tiers, each leaf alone).

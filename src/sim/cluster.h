@@ -96,6 +96,10 @@ struct FabricClusterOptions {
 // 2-tier fabric is one pod per leaf). Capacities come from the fabric's link rates.
 StatusOr<SimCluster> ClusterFromFabric(const fabric::Fabric& f, const FabricClusterOptions& options);
 
+// Each switch's tier by hop distance from the hosts (leaves, which touch a channel adapter, are
+// tier 0); -1 for channel adapters and switches no host reaches. Indexed by fabric NodeId.
+std::vector<int> SwitchTiers(const fabric::Fabric& f);
+
 // Sniffs the header of a node file: "openb" (sn,...), "clos-csv" (ip,DSW,PSW,ASW), or an error.
 StatusOr<std::string> DetectNodeFormat(std::string_view text, std::string_view filename);
 // Reads a node file in the detected format.

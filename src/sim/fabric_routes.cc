@@ -64,27 +64,7 @@ StatusOr<std::shared_ptr<const FabricRoutes>> FabricRoutes::Build(fabric::Fabric
 
 void FabricRoutes::FindUplinks(const SimCluster& cluster) {
   const fabric::Fabric& fab = fabric_;
-  const size_t n = fab.num_nodes();
-  // Switch tiers by distance from the hosts, as ClusterFromFabric computes them.
-  std::vector<int> tier(n, -1);
-  std::deque<NodeId> q;
-  for (NodeId ca : fab.cas()) {
-    for (auto* a = fab.adj_begin(ca); a != fab.adj_end(ca); ++a) {
-      if (fab.node(a->peer).type != NodeType::kCa && tier[a->peer.value()] < 0) {
-        tier[a->peer.value()] = 0;
-        q.push_back(a->peer);
-      }
-    }
-  }
-  while (!q.empty()) {
-    const NodeId s = q.front();
-    q.pop_front();
-    for (auto* a = fab.adj_begin(s); a != fab.adj_end(s); ++a) {
-      if (fab.node(a->peer).type == NodeType::kCa || tier[a->peer.value()] >= 0) continue;
-      tier[a->peer.value()] = tier[s.value()] + 1;
-      q.push_back(a->peer);
-    }
-  }
+  const std::vector<int> tier = SwitchTiers(fab);  // as ClusterFromFabric numbers them
   int top = 0;
   for (int t : tier) top = std::max(top, t);
   // The directed links from the switches in `inside` to switches outside it.
