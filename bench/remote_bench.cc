@@ -22,6 +22,7 @@
 // CPU 0 and the servers on CPU 1 (sched_setaffinity). --threads adds, under each contender, the
 // median per step of each thread's voluntary context switches (each a sleep and a wake-up: the
 // thread hops of a copy, which do not depend on the machine's load).
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -34,6 +35,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -119,6 +121,7 @@ std::string StartEcho(const std::string& transport) {
       auto c = (*l)->Accept();
       if (!c.ok()) _exit(0);
       std::thread([conn = std::shared_ptr<Connection>(std::move(*c))] {
+        pthread_setname_np(pthread_self(), "echo-conn");  // --threads labels it
         std::vector<std::byte> m;
         std::vector<std::byte> burst(4 << 20, std::byte{5}), spread;
         std::byte one{1};
@@ -495,20 +498,39 @@ void TreeSwitches(pid_t pid, double* vol, double* invol) {
     }
   }
 }
-// Voluntary context switches (sleeps, so wake-ups) so far by thread, labelled by role: "<role>
-// main" for a process's first thread, "<role> threads" for all its others, "<role> child ..." for
-// its children (a gpu-server's session worker). Load-independent: a round trip or copy step
-// sleeps and wakes the same threads however busy the machine is.
-void TreeThreadWakes(pid_t pid, const std::string& role, std::map<std::string, double>* out) {
+// Voluntary context switches (sleeps, so wake-ups) so far of every live thread, by TID, with its
+// label: "<role> main" for a process's first thread, "<role> <name>" for a thread gpool named
+// ("gpool-pump", "gpool-tcp-tx", "gpool-tcp-rx", "echo-conn"; /proc/.../comm), "<role> threads"
+// for the other, unnamed ones (UCX's and the UCX transport's helper threads), "<role> child ..."
+// for its children (a gpu-server's session worker). Load-independent: a round trip or copy step
+// sleeps and wakes the same threads however busy the machine is. Per step, only threads alive at
+// the end count, each from its count at the start (0 if it started since): before, totals were
+// summed by label at both ends, so a thread that exited in between (the per-message striping
+// threads of the old TCP transport, the previous group's session worker) subtracted its whole
+// history from whatever thread shared its label, and the rows showed other groups' threads.
+struct ThreadWake {
+  std::string label;
+  double vol = 0;
+};
+using ThreadWakes = std::map<std::string, ThreadWake>;  // by "PID/TID"
+void TreeThreadWakes(pid_t pid, const std::string& role, ThreadWakes* out) {
   std::error_code ec;
   for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    const std::string tid = task.path().filename().string();
     std::ifstream f(task.path() / "status");
-    std::string line;
+    std::string line, comm;
+    double vol = -1;
     while (std::getline(f, line)) {
-      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
-        bool main = task.path().filename().string() == std::to_string(pid);
-        (*out)[role + (main ? " main" : " threads")] += std::atof(line.c_str() + 24);
-      }
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) vol = std::atof(line.c_str() + 24);
+    }
+    std::ifstream c(task.path() / "comm");
+    std::getline(c, comm);
+    if (vol >= 0) {
+      const bool named = comm.rfind("gpool-", 0) == 0 || comm.rfind("echo-", 0) == 0;
+      std::string label = role + (tid == std::to_string(pid) ? " main"
+                                  : named                    ? " " + comm
+                                                             : " threads");
+      (*out)[fmt::format("{}/{}", pid, tid)] = ThreadWake{std::move(label), vol};
     }
     std::ifstream kids(task.path() / "children");
     for (pid_t kid; kids >> kid;) {
@@ -516,11 +538,20 @@ void TreeThreadWakes(pid_t pid, const std::string& role, std::map<std::string, d
     }
   }
 }
-std::map<std::string, double> AllThreadWakes() {
-  std::map<std::string, double> m;
+ThreadWakes AllThreadWakes() {
+  ThreadWakes m;
   TreeThreadWakes(getpid(), "client", &m);
   for (size_t i = 0; i < g.pids.size(); ++i) TreeThreadWakes(g.pids[i], g.roles[i], &m);
   return m;
+}
+// Wake-ups between two snapshots by label, of the threads alive at the second.
+std::map<std::string, double> WakesSince(const ThreadWakes& before, const ThreadWakes& after) {
+  std::map<std::string, double> out;
+  for (const auto& [id, t] : after) {
+    auto it = before.find(id);
+    out[t.label] += t.vol - (it == before.end() ? 0 : it->second.vol);
+  }
+  return out;
 }
 
 void AllSwitches(double* vol, double* invol) {
@@ -557,7 +588,7 @@ Sample Measure(const Contender& c, double min_time) {
   Sample s;
   double vol0, invol0;
   AllSwitches(&vol0, &invol0);
-  std::map<std::string, double> wakes0;
+  ThreadWakes wakes0;
   if (g.threads) wakes0 = AllThreadWakes();
   const UcxWaitCounters ucx0 = GetUcxWaitCounters();
   double cpu0 = AllCpu();
@@ -578,7 +609,7 @@ Sample Measure(const Contender& c, double min_time) {
   s.vol -= vol0;
   s.invol -= invol0;
   if (g.threads) {
-    for (auto& [k, v] : AllThreadWakes()) s.wakes[k] = v - wakes0[k];
+    s.wakes = WakesSince(wakes0, AllThreadWakes());
   }
   return s;
 }
@@ -655,14 +686,19 @@ void RunGroup(const Group& grp, int reps, double min_time) {
     }
     if (g.threads) {
       // Median per step of each thread's sleeps (each one a wake-up, a thread hop).
+      // Every label seen in any repetition (not only the first's).
       std::string line;
-      for (const auto& kv : samples[i][0].wakes) {
+      std::set<std::string> labels;
+      for (int r = 0; r < reps; ++r) {
+        for (const auto& kv : samples[i][r].wakes) labels.insert(kv.first);
+      }
+      for (const std::string& label : labels) {
         std::vector<double> per;
         for (int r = 0; r < reps; ++r) {
-          auto it = samples[i][r].wakes.find(kv.first);
+          auto it = samples[i][r].wakes.find(label);
           per.push_back(it == samples[i][r].wakes.end() ? 0 : it->second / samples[i][r].steps);
         }
-        if (Median(per) >= 0.05) line += fmt::format("  {} {:.2f}", kv.first, Median(per));
+        if (Median(per) >= 0.05) line += fmt::format("  {} {:.2f}", label, Median(per));
       }
       std::printf("    wake-ups/step:%s\n", line.c_str());
     }

@@ -1,6 +1,7 @@
 #include "remote/client/link.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -212,7 +213,10 @@ Status ServerLink::StartPump() {
     return Status::Internal(fmt::format("GPU server {}: timerfd_create for the link's pump: {}",
                                         address_, std::strerror(errno)));
   }
-  pump_ = std::thread([this] { PumpLoop(); });
+  pump_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "gpool-pump");  // for per-thread counts (remote_bench)
+    PumpLoop();
+  });
   return Status::Ok();
 }
 
