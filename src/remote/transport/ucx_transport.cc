@@ -76,6 +76,16 @@ std::pair<void*, size_t> SendBufferOf(const std::vector<ucp_dt_iov_t>& iov,
 // which the yield handed the core to; that wake-up is gone.)
 constexpr auto kSpinTime = std::chrono::microseconds(200);
 constexpr auto kSpinBeforeYield = std::chrono::microseconds(2);
+// ...except while this thread shares its CPU with another runnable thread (t_cpu_shared: its
+// last yield took at least kYieldSwitched, so something else ran meanwhile; a yield with nothing
+// else to run is one syscall, ~1-1.5 us on the build VM). Then it yields on every empty poll,
+// as the plain loop does: when both ends of a round trip share one CPU, the peer can only answer
+// once this thread yields, and the 2 us spin at both ends made such a round trip 14.1 us against
+// 9.5 us for the plain loop on one CPU (shared memory, build VM), while on two CPUs the spin makes
+// it 1.24 us against 1.70 us (docs/benchmarks.md, "Remoting"). A yield that returns at once
+// (nothing else ran) ends the shared state.
+constexpr auto kYieldSwitched = std::chrono::microseconds(4);
+thread_local bool t_cpu_shared = false;
 // Longest sleep while a send of this connection is in flight: a sender waiting for room (a full
 // shared-memory FIFO, a full socket, the fragments of an active-message rendezvous) gets no event
 // when the receiver makes room, so it must look again soon.
@@ -97,6 +107,7 @@ std::atomic<uint64_t> g_sleeps{0};
 std::atomic<uint64_t> g_kicked{0};
 std::atomic<uint64_t> g_timeouts{0};
 std::atomic<uint64_t> g_yields{0};
+std::atomic<uint64_t> g_yields_switched{0};
 std::atomic<uint64_t> g_oob_polls{0};
 std::atomic<uint64_t> g_helper_runs{0};
 std::atomic<uint64_t> g_helper_notifies{0};
@@ -643,7 +654,9 @@ class UcxConnection final : public Connection {
   // Spin state of one wait loop.
   struct Spin {
     Clock::time_point since{};
-    bool Spun() const { return since != Clock::time_point{} && Clock::now() - since >= kSpinTime; }
+    Clock::time_point last{};  // the last idle step's clock reading (one clock read per step)
+    // Whether the wait had spun kSpinTime as of its last idle step.
+    bool Spun() const { return since != Clock::time_point{} && last - since >= kSpinTime; }
   };
 
   // Marks a waiting call for the helper thread, which stays parked while one is in progress.
@@ -696,17 +709,20 @@ class UcxConnection final : public Connection {
   template <class Ready>
   void Idle(Spin& spin, Ready&& ready, std::chrono::microseconds timeout = kMaxSleep,
             bool watch_oob = true) {
-    auto now = Clock::now();
-    if (spin.since == Clock::time_point{}) {
-      spin.since = now;
-      return;
-    }
+    const auto now = Clock::now();
+    spin.last = now;
+    if (spin.since == Clock::time_point{}) spin.since = now;
     if (now - spin.since < kSpinTime) {
-      // Past the first few microseconds, let a runnable peer (or the thread we wait for) have
-      // this CPU: on an oversubscribed machine that is what ends the wait soonest.
-      if (now - spin.since >= kSpinBeforeYield) {
+      // Past the first few microseconds, or at once while this thread shares its CPU, let a
+      // runnable peer (or the thread we wait for) have this CPU: on an oversubscribed machine
+      // that is what ends the wait soonest.
+      if (t_cpu_shared || now - spin.since >= kSpinBeforeYield) {
         g_yields.fetch_add(1, std::memory_order_relaxed);
         sched_yield();
+        const auto after = Clock::now();
+        t_cpu_shared = after - now >= kYieldSwitched;
+        if (t_cpu_shared) g_yields_switched.fetch_add(1, std::memory_order_relaxed);
+        spin.last = after;
       }
       return;
     }
@@ -738,7 +754,8 @@ class UcxConnection final : public Connection {
       }
     }
     sleepers_.fetch_sub(1);
-    spin.since = Clock::now();  // spin again after a wake-up: the rest often follows at once
+    // Spin again after a wake-up: the rest often follows at once.
+    spin.since = spin.last = Clock::now();
   }
 
   // The helper thread: see "Waiting" above.
@@ -966,6 +983,7 @@ UcxWaitCounters GetUcxWaitCounters() {
           .kicked = g_kicked.load(),
           .timeouts = g_timeouts.load(),
           .yields = g_yields.load(),
+          .yields_switched = g_yields_switched.load(),
           .oob_polls = g_oob_polls.load(),
           .helper_runs = g_helper_runs.load(),
           .helper_notifies = g_helper_notifies.load()};

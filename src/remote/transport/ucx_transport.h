@@ -51,6 +51,7 @@ struct UcxWaitCounters {
   uint64_t kicked = 0;    // sleeps ended by another thread's kick (its progress, or Close)
   uint64_t timeouts = 0;  // sleeps that ran to their time limit (the safety net, or a drain)
   uint64_t yields = 0;    // sched_yield calls of waiting threads (a syscall each)
+  uint64_t yields_switched = 0;  // yields that took >= 4 us: another thread ran on that CPU
   uint64_t oob_polls = 0;       // poll() syscalls on the liveness socket (PeerGone checks)
   uint64_t helper_runs = 0;     // times a helper thread took over progress (a thread wake-up)
   uint64_t helper_notifies = 0; // times a call woke the helper thread (a futex syscall)
