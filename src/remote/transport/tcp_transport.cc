@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,7 +12,6 @@
 #include <map>
 #include <mutex>
 #include <random>
-#include <semaphore>
 #include <thread>
 
 #include <fmt/format.h>
@@ -81,55 +79,6 @@ StatusOr<Hello> RecvHello(int fd, std::string_view peer) {
   return h;
 }
 
-// One thread that runs one striped message's slice at a time for its connection, kept for the
-// connection's life: Start hands it a job and returns at once, Wait returns the job's Status. The
-// job is a callable owned by the caller, which must stay alive until Wait returns (no allocation
-// per message). Thread safety: Start and Wait from one thread (the connection's sender or
-// receiver), alternately.
-class StripeLane {
- public:
-  explicit StripeLane(const char* name) : thread_([this, name] {
-    pthread_setname_np(pthread_self(), name);  // shows in /proc/PID/task/TID/comm
-    Loop();
-  }) {}
-  ~StripeLane() {
-    stop_ = true;
-    start_.release();
-    thread_.join();
-  }
-  template <class Fn>
-  void Start(Fn& fn, size_t index) {
-    fn_ = &fn;
-    call_ = [](void* f, size_t i) { return (*static_cast<Fn*>(f))(i); };
-    index_ = index;
-    start_.release();
-  }
-  Status Wait() {
-    done_.acquire();
-    return std::move(result_);
-  }
-
- private:
-  void Loop() {
-    for (;;) {
-      start_.acquire();
-      if (stop_) return;
-      result_ = call_(fn_, index_);
-      done_.release();
-    }
-  }
-
-  // Written by the caller before start_.release(), read by the lane after start_.acquire() (and
-  // result_ the other way round, through done_): the semaphores order them.
-  void* fn_ = nullptr;
-  Status (*call_)(void*, size_t) = nullptr;
-  size_t index_ = 0;
-  Status result_;
-  bool stop_ = false;
-  std::binary_semaphore start_{0}, done_{0};
-  std::thread thread_;  // last: starts after the members above exist
-};
-
 class TcpConnection final : public Connection {
  public:
   TcpConnection(Fd control, std::vector<Fd> data, const TransportOptions& options)
@@ -172,15 +121,23 @@ class TcpConnection final : public Connection {
     iov.insert(iov.end(), body.begin(), body.end());
     if (!striped) return Fail(net::WriteAll(control_.get(), iov, peer_));
 
-    // Each extra stream's slice is written by that stream's send lane (a thread kept for the
-    // connection's life), the control slice by the calling thread.
-    auto write_slice = [&](size_t i) {
+    // One thread per extra stream; the calling thread writes the control slice.
+    std::vector<Status> results(data_.size());
+    std::vector<std::thread> threads;
+    threads.reserve(data_.size());
+    for (size_t i = 0; i < data_.size(); ++i) {
       auto [off, len] = Slice(total, i + 1);
-      std::vector<iovec> v = net::SliceParts(parts, off, len);
-      return net::WriteAll(data_[i].get(), v, peer_);
-    };
-    return Fail(RunStriped(&send_lanes_, "gpool-tcp-tx", write_slice,
-                           [&] { return net::WriteAll(control_.get(), iov, peer_); }));
+      threads.emplace_back([&, i, off = off, len = len] {
+        std::vector<iovec> v = net::SliceParts(parts, off, len);
+        results[i] = net::WriteAll(data_[i].get(), v, peer_);
+      });
+    }
+    Status s = net::WriteAll(control_.get(), iov, peer_);
+    for (auto& t : threads) t.join();
+    for (const Status& r : results) {
+      if (s.ok() && !r.ok()) s = r;
+    }
+    return Fail(s);
   }
 
   Status Recv(std::vector<std::byte>* message) override {
@@ -297,35 +254,22 @@ class TcpConnection final : public Connection {
     };
     if (!striped) return Fail(read_range(control_.get(), done, total - done));
 
-    auto read_slice = [&](size_t i) {
-      auto [off, len] = Slice(total, i + 1);
-      return read_range(data_[i].get(), off, len);
-    };
-    auto [off0, len0] = Slice(total, 0);
-    return Fail(RunStriped(&recv_lanes_, "gpool-tcp-rx", read_slice, [&, off0 = off0, len0 = len0] {
-      return read_range(control_.get(), off0 + done, len0 - done);
-    }));
-  }
-
-  // Runs slice(i) for every data stream i on that stream's lane, and own() on the calling thread,
-  // and returns the first error. The lanes are started on the first striped message (a connection
-  // that never stripes has none). Before, every striped message started and joined one thread per
-  // data stream on each side: 4 thread creations per 4 MiB chunk with the default 2 streams, ~8 per
-  // 16 MiB copy at each end. Caller: the sending thread for send_lanes_, the receiving one for
-  // recv_lanes_.
-  template <class SliceFn, class OwnFn>
-  Status RunStriped(std::vector<std::unique_ptr<StripeLane>>* lanes, const char* name,
-                    SliceFn& slice, OwnFn own) {
-    if (lanes->empty()) {
-      for (size_t i = 0; i < data_.size(); ++i) lanes->push_back(std::make_unique<StripeLane>(name));
-    }
-    for (size_t i = 0; i < data_.size(); ++i) (*lanes)[i]->Start(slice, i);
-    Status s = own();
+    std::vector<Status> results(data_.size());
+    std::vector<std::thread> threads;
+    threads.reserve(data_.size());
     for (size_t i = 0; i < data_.size(); ++i) {
-      Status r = (*lanes)[i]->Wait();
+      auto [off, len] = Slice(total, i + 1);
+      threads.emplace_back([&, i, off = off, len = len] {
+        results[i] = read_range(data_[i].get(), off, len);
+      });
+    }
+    auto [off0, len0] = Slice(total, 0);
+    s = read_range(control_.get(), off0 + done, len0 - done);
+    for (auto& t : threads) t.join();
+    for (const Status& r : results) {
       if (s.ok() && !r.ok()) s = r;
     }
-    return s;
+    return Fail(s);
   }
 
   // Reads exactly `n` bytes from the control stream: first what an earlier recv read ahead, then
@@ -392,10 +336,6 @@ class TcpConnection final : public Connection {
   std::vector<std::byte> rbuf_;  // control-stream bytes read ahead: [rpos_, rend_) unread
   size_t rpos_ = 0, rend_ = 0;
   bool bulk_ = false;  // the last message received was at least kTailMinBytes
-  // Last: destroyed (joined) first, while the sockets are still open. A lane is idle whenever no
-  // Send or Recv runs (each waits for its lanes), so joining never waits for I/O.
-  std::vector<std::unique_ptr<StripeLane>> send_lanes_;  // sending thread only
-  std::vector<std::unique_ptr<StripeLane>> recv_lanes_;  // receiving thread only
 };
 
 class TcpListener final : public Listener {

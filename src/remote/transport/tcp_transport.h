@@ -11,9 +11,8 @@
 //     when it is at least kTailMinBytes: the receiver may place it, see RecvPlaced), then the
 //     payload.
 //     A striped message's payload is cut into (1 + data_streams) contiguous slices; slice 0 follows
-//     the header on the control socket, slice i goes on data socket i. The calling thread moves
-//     slice 0; each data socket's slices are written by its send lane and read by its receive
-//     lane, threads started with the connection's first striped message and kept for its life.
+//     the header on the control socket, slice i goes on data socket i, written and read by one
+//     thread per socket.
 // Limits: no TLS or authentication here (leases authorize sessions above); the handshake of one
 // slow client holds Accept up to handshake_timeout_ms. Thread safety: as for Connection.
 #pragma once
