@@ -568,15 +568,20 @@ BENCHMARK(BM_AsyncOps)->Arg(0)->Arg(1)->UseRealTime();
 
 // ---- `--interleaved`: medians of repetitions run back to back with their peers ----
 
-// CPU seconds used so far by process `pid` (all its threads, from /proc/PID/task/TID/schedstat,
-// which counts nanoseconds on the CPU, unlike tick-sampled utime) and its descendants.
+// CPU seconds used so far by process `pid` and its descendants: the process's CPU-time clock
+// (clock_getcpuclockid: nanoseconds, like /proc/PID/task/TID/schedstat, unlike tick-sampled
+// utime), which also counts threads that have exited. Summing the live threads' schedstat, as
+// before, dropped the CPU of every thread that ended during a step: all the work of the old TCP
+// transport's per-message striping threads at the receiving end.
 double TreeCpu(pid_t pid) {
   double cpu = 0;
+  clockid_t clock;
+  timespec ts{};
+  if (clock_getcpuclockid(pid, &clock) == 0 && clock_gettime(clock, &ts) == 0) {
+    cpu = static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+  }
   std::error_code ec;
   for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
-    std::ifstream f(task.path() / "schedstat");
-    double ns = 0;
-    if (f >> ns) cpu += ns / 1e9;
     std::ifstream kids(task.path() / "children");
     for (pid_t kid; kids >> kid;) cpu += TreeCpu(kid);
   }
@@ -614,14 +619,15 @@ void TreeSwitches(pid_t pid, double* vol, double* invol) {
 }
 // Voluntary context switches (sleeps, so wake-ups) so far of every live thread, by TID, with its
 // label: "<role> main" for a process's first thread, "<role> <name>" for a thread gpool named
-// ("gpool-pump", "gpool-tcp-tx", "gpool-tcp-rx", "echo-conn"; /proc/.../comm), "<role> threads"
-// for the other, unnamed ones (UCX's and the UCX transport's helper threads), "<role> child ..."
+// ("gpool-pump", the link's pump; "echo-conn", the echo's connection thread; /proc/.../comm),
+// "<role> threads" for the other, unnamed ones (UCX's and the UCX transport's helper threads, the
+// TCP transport's per-message striping threads, which exit within the step), "<role> child ..."
 // for its children (a gpu-server's session worker). Load-independent: a round trip or copy step
 // sleeps and wakes the same threads however busy the machine is. Per step, only threads alive at
 // the end count, each from its count at the start (0 if it started since): before, totals were
-// summed by label at both ends, so a thread that exited in between (the per-message striping
-// threads of the old TCP transport, the previous group's session worker) subtracted its whole
-// history from whatever thread shared its label, and the rows showed other groups' threads.
+// summed by label at both ends, so a thread that exited in between (a TCP striping thread, the
+// previous group's session worker) subtracted its whole history from whatever thread shared its
+// label, and the rows showed other groups' threads.
 struct ThreadWake {
   std::string label;
   double vol = 0;
