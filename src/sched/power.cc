@@ -4,6 +4,19 @@
 
 namespace gpool::sched {
 
+int64_t RecentArrivalGpus(const ClusterState& state, const std::vector<JobSpec>& pending, int64_t now_ns,
+                          double window_s) {
+  if (!(window_s > 0)) return 0;
+  const int64_t since = now_ns - static_cast<int64_t>(window_s * 1e9);
+  int64_t milli = 0;
+  auto add = [&](const JobSpec& j) {
+    if (j.submit_ns >= since && j.submit_ns <= now_ns) milli += (j.total_milli_gpus() + 999) / 1000 * 1000;
+  };
+  for (const JobSpec& j : pending) add(j);
+  for (const RunningJob& r : state.running()) add(r.spec);
+  return milli / 1000;
+}
+
 std::vector<PowerDecision> PlanPower(const ClusterState& state, const PowerConfig& config,
                                      const PowerInput& in) {
   std::vector<PowerDecision> out;
@@ -24,8 +37,8 @@ std::vector<PowerDecision> PlanPower(const ClusterState& state, const PowerConfi
     return in.keep_on != nullptr && n.value() < in.keep_on->size() && (*in.keep_on)[n.value()];
   };
 
-  const int64_t deficit =
-      std::max<int64_t>(0, config.warm_buffer_gpus - free_on) + in.demand_gpus - resuming_gpus;
+  const int64_t buffer = std::max(config.warm_buffer_gpus, in.recent_arrival_gpus);
+  const int64_t deficit = std::max<int64_t>(0, buffer - free_on) + in.demand_gpus - resuming_gpus;
   if (deficit > 0) {
     // Resume whole leaves: the leaf with the most off nodes first, its nodes in id order.
     std::vector<std::pair<int, DomainId>> leaves;
@@ -82,7 +95,7 @@ std::vector<PowerDecision> PlanPower(const ClusterState& state, const PowerConfi
   std::sort(leaves.begin(), leaves.end(), [](const Leaf& a, const Leaf& b) {
     return a.off_fraction != b.off_fraction ? a.off_fraction > b.off_fraction : a.leaf < b.leaf;
   });
-  int64_t spare = free_on - config.warm_buffer_gpus;
+  int64_t spare = free_on - buffer;
   for (const Leaf& l : leaves) {
     for (NodeId n : state.leaf_nodes(l.leaf)) {
       if (static_cast<int>(out.size()) >= config.max_suspends_per_cycle) return out;

@@ -48,6 +48,9 @@ Status ValidatePolicyConfig(const PolicyConfig& c) {
   const PowerConfig& p = c.power;
   if (!(p.idle_timeout_s > 0)) return err("power.idle_timeout_s", fmt::format("must be > 0, got {}", p.idle_timeout_s));
   if (p.warm_buffer_gpus < 0) return err("power.warm_buffer_gpus", fmt::format("must be >= 0, got {}", p.warm_buffer_gpus));
+  if (!(p.arrival_window_s >= 0)) {
+    return err("power.arrival_window_s", fmt::format("must be >= 0, got {}", p.arrival_window_s));
+  }
   if (!(p.boot_latency_s >= 0)) return err("power.boot_latency_s", fmt::format("must be >= 0, got {}", p.boot_latency_s));
   if (p.max_resumes_per_cycle < 0) {
     return err("power.max_resumes_per_cycle", fmt::format("must be >= 0, got {}", p.max_resumes_per_cycle));
@@ -155,6 +158,8 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.power.idle_timeout_s, ParseSeconds(k, v));
     } else if (k == "power.warm_buffer_gpus") {
       GPOOL_ASSIGN_OR_RETURN(c.power.warm_buffer_gpus, ParseInt<int64_t>(k, v));
+    } else if (k == "power.arrival_window_s") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.arrival_window_s, ParseSeconds(k, v));
     } else if (k == "power.boot_latency_s") {
       GPOOL_ASSIGN_OR_RETURN(c.power.boot_latency_s, ParseSeconds(k, v));
     } else if (k == "power.max_resumes_per_cycle") {
@@ -412,7 +417,13 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   }
 
   // Power acts on what is left after this cycle's binds; reserved nodes stay on.
-  out.power = PlanPower(work, c_.power, {.now_ns = now, .demand_gpus = demand_gpus, .keep_on = &held});
+  if (c_.power.enabled) {
+    out.power = PlanPower(work, c_.power,
+                          {.now_ns = now,
+                           .demand_gpus = demand_gpus,
+                           .keep_on = &held,
+                           .recent_arrival_gpus = RecentArrivalGpus(work, pending, now, c_.power.arrival_window_s)});
+  }
   return out;
 }
 

@@ -330,6 +330,45 @@ TEST(Policy, SuspendsIdleNodesKeepingTheWarmBuffer) {
   EXPECT_EQ(after.FreeWholeGpus(after.domains_at(Level::kFabric)[0], kAnyModel), 16);
 }
 
+TEST(Policy, KeepsTheRecentArrivalsGpusWarm) {
+  // 8 nodes of 8 GPUs, all idle since t=0 but the 24-GPU job on nodes 0-2, submitted at t=900.
+  // At t=1000 the fixed buffer (16) lets 3 idle nodes go; with the arrivals of the last 600 s
+  // (24 GPUs) only 2 may, and once the job's submission is older than the window, 3 again.
+  ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
+  JobSpec running = Job(99, 3, 8);
+  running.submit_ns = Sec(900);
+  Start(s, running, 0);
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  PolicyConfig c;
+  c.power = {.enabled = true, .idle_timeout_s = 60, .warm_buffer_gpus = 16, .max_suspends_per_cycle = 100};
+  ASSERT_EQ(c.power.arrival_window_s, 600);  // the default
+  auto suspends = [&](const PolicyConfig& pc, double now_s) {
+    Decisions d = RunPolicy(*Make(pc), s, {}, queues, Sec(now_s));
+    for (const PowerDecision& p : d.power) EXPECT_EQ(p.target, PowerState::kOff);
+    return d.power.size();
+  };
+  EXPECT_EQ(suspends(c, 1000), 2u);
+  EXPECT_EQ(suspends(c, 1600), 3u);
+  PolicyConfig fixed = c;
+  fixed.power.arrival_window_s = 0;
+  EXPECT_EQ(suspends(fixed, 1000), 3u);
+
+  // Resume side: every idle node off, nothing pending. The recent 24 GPUs bring 3 nodes back,
+  // the fixed buffer 2.
+  for (uint32_t n = 3; n < 8; ++n) s.SetPower(NodeId(n), PowerState::kOff);
+  Decisions d = RunPolicy(*Make(c), s, {}, queues, Sec(1000));
+  EXPECT_EQ(d.power.size(), 3u);
+  for (const PowerDecision& p : d.power) EXPECT_EQ(p.target, PowerState::kOn);
+  EXPECT_EQ(RunPolicy(*Make(fixed), s, {}, queues, Sec(1000)).power.size(), 2u);
+  // Pending jobs count too, fractions rounded up per job: 24 + 8 + 1 GPUs.
+  std::vector<JobSpec> pending = {Job(1, 1, 8), testing::Fractional(2, 300)};
+  pending[0].submit_ns = Sec(950);
+  pending[1].submit_ns = Sec(960);
+  EXPECT_EQ(RecentArrivalGpus(s, pending, Sec(1000), 600), 33);
+  EXPECT_EQ(RecentArrivalGpus(s, pending, Sec(1000), 0), 0);
+  EXPECT_EQ(RecentArrivalGpus(s, pending, Sec(1545), 600), 9);  // the running job is older
+}
+
 TEST(Policy, ResumesWholeLeavesOnDemandAtALimitedRate) {
   ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
   for (uint32_t n = 1; n < 8; ++n) s.SetPower(NodeId(n), PowerState::kOff);
