@@ -80,10 +80,11 @@ constexpr auto kSpinBeforeYield = std::chrono::microseconds(2);
 // last yield took at least kYieldSwitched, so something else ran meanwhile; a yield with nothing
 // else to run is one syscall, ~1-1.5 us on the build VM). Then it yields on every empty poll,
 // as the plain loop does: when both ends of a round trip share one CPU, the peer can only answer
-// once this thread yields, and the 2 us spin at both ends made such a round trip 14.1 us against
-// 9.5 us for the plain loop on one CPU (shared memory, build VM), while on two CPUs the spin makes
-// it 1.24 us against 1.70 us (docs/benchmarks.md, "Remoting"). A yield that returns at once
-// (nothing else ran) ends the shared state.
+// once this thread yields, and the 2 us spin at both ends made such a round trip 15.1 us against
+// 9.5 us for the plain loop (shared memory, build VM; now 10.5 us against 9.9), while on two
+// CPUs the spin makes it 0.45 us against 1.43 us (bench/ucx_rt_bench.cc, docs/benchmarks.md
+// "Remoting"). A yield that returns at once (nothing else ran) ends the shared state. Only
+// speed depends on this guess; a wrong one costs a syscall per poll, or a 2 us spin.
 constexpr auto kYieldSwitched = std::chrono::microseconds(4);
 thread_local bool t_cpu_shared = false;
 // Longest sleep while a send of this connection is in flight: a sender waiting for room (a full

@@ -15,8 +15,9 @@
 // caller's buffer. Messages up to 256 KiB are copied (into reused buffers) and sent eager
 // (UCP_OP_ATTR_FLAG_FAST_CMPL), so Send returns without waiting for the receiver.
 // Waiting: the waiting call's own thread progresses the worker (no hand-off to another thread)
-// for 200 us, yielding the CPU on every empty poll after the first 2 us as a plain ucp polling
-// loop does, then arms it (UCP_FEATURE_WAKEUP) and sleeps in poll() on its event fd, a wake
+// for 200 us, yielding the CPU on every empty poll after the first 2 us (from the first while the
+// thread shares its CPU: its last yield let another thread run) as a plain ucp polling loop
+// does, then arms it (UCP_FEATURE_WAKEUP) and sleeps in poll() on its event fd, a wake
 // eventfd and the OOB socket, so a reply that comes within the spin costs no wake-up and an idle
 // connection costs no CPU. A message costs no syscall of gpool's own (Send looks at the OOB
 // socket on every 32nd message only). A per-connection helper thread takes over progress
