@@ -1,5 +1,6 @@
 #include "agent/protocol.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -30,6 +31,10 @@ Status RunNodeLoop(const LoopOptions& options, const std::vector<NodeDriver*>& n
     }
   };
   std::vector<bool> registered(nodes.size(), false);
+  // Heartbeat failures in a row, for the log: the first failure and the recovery are what an
+  // operator needs (when the agent lost the controller and for how long), not one line per try.
+  int failing = 0;
+  auto lost_since = std::chrono::steady_clock::now();
   auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(5); };
   while (!stop->load()) {
     auto round_start = std::chrono::steady_clock::now();
@@ -67,14 +72,41 @@ Status RunNodeLoop(const LoopOptions& options, const std::vector<NodeDriver*>& n
       v1::HeartbeatResponse resp;
       grpc::Status s = stub->Heartbeat(&ctx, req, &resp);
       if (!s.ok()) {
+        if (failing++ == 0) {
+          lost_since = std::chrono::steady_clock::now();
+          GPOOL_LOG_WARN("heartbeat {} to {}: {} ({}); retrying", n->name(), endpoints.current(),
+                         s.error_message(), static_cast<int>(s.error_code()));
+        }
         if (s.error_code() == grpc::StatusCode::NOT_FOUND) registered[i] = false;
         failed(s);
         continue;  // the driver keeps its finished tasks to report again
       }
+      if (failing > 0) {
+        GPOOL_LOG_INFO("heartbeats to {} succeed again after {} failures in {} ms",
+                       endpoints.current(), failing,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - lost_since).count());
+        failing = 0;
+      }
       n->OnHeartbeatResponse(resp);
     }
     auto next = round_start + options.heartbeat_interval;
+    bool connecting = failing > 0;
     while (!stop->load() && std::chrono::steady_clock::now() < next) {
+      if (connecting) {
+        // gRPC 1.51 finishes a reconnect attempt only while some thread polls the channel;
+        // calls that fail fast (TRANSIENT_FAILURE) do not, which leaves it to gRPC's backup
+        // poller, every 5 s: a restarted controller would see our nodes silent past its node
+        // timeout. Waiting for the connection polls it, so we are back within the reconnect
+        // backoff (auth.cc: at most 1 s). Short slices keep *stop responsive.
+        auto ch = endpoints.Channel();
+        auto slice = std::min(next, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+        if (ch.ok() && (*ch)->WaitForConnected(std::chrono::system_clock::now() +
+                                               (slice - std::chrono::steady_clock::now()))) {
+          connecting = false;  // connected; the next round's heartbeat goes at its time
+        }
+        continue;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }

@@ -332,6 +332,7 @@ Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
   auto stub = v1::JobService::NewStub(c.channel);
   v1::Job job;
   grpc::Status s;
+  std::shared_ptr<grpc::Channel> channel = c.channel;
   for (int attempt = 0; attempt < 6; ++attempt) {
     grpc::ClientContext ctx;
     Prepare(&ctx, c);
@@ -339,9 +340,16 @@ Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
     if (c.endpoints != nullptr && c.endpoints->Failed(s)) {  // follow the leader (HA)
       auto ch = c.endpoints->Channel();
-      if (ch.ok()) stub = v1::JobService::NewStub(*ch);
+      if (ch.ok()) {
+        channel = *ch;
+        stub = v1::JobService::NewStub(channel);
+      }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200 << attempt));
+    // Wait out the pause polling the channel: gRPC 1.51 completes a reconnect attempt only
+    // while a thread polls it (agent/protocol.cc), else on its 5 s backup poller.
+    auto until = std::chrono::system_clock::now() + std::chrono::milliseconds(200 << attempt);
+    channel->WaitForConnected(until);
+    std::this_thread::sleep_until(until);
   }
   GPOOL_RETURN_IF_ERROR(Rpc(s, f));
   if (f.output == "json") {

@@ -88,7 +88,13 @@ StatusOr<std::shared_ptr<grpc::Channel>> ControllerEndpoints::FindLeader(
     if (!Failed(last)) return ch;
     if (std::chrono::steady_clock::now() >= give_up) break;
     // A full round without a leader: an election is probably running; wait a little.
-    if (++tries % addresses_.size() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Waiting on the channel polls its reconnect attempt, which gRPC 1.51 otherwise leaves to
+    // its 5 s backup poller (agent/protocol.cc).
+    if (++tries % addresses_.size() == 0) {
+      auto until = std::chrono::system_clock::now() + std::chrono::milliseconds(100);
+      ch->WaitForConnected(until);
+      std::this_thread::sleep_until(until);
+    }
   }
   return Status::Unavailable(fmt::format("no controller of {} answered as the leader ({})",
                                          base_.address, last.error_message()));

@@ -10,7 +10,12 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/controller.sh"
 GPOOL=${1:?usage: e2e_test.sh GPOOL_BINARY}
 scratch_dir
-fail() { echo "FAIL: $*" >&2; echo "--- controller log" >&2; cat "$TMP"/ctl*.log >&2 || true; exit 1; }
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- controller log" >&2; cat "$TMP"/ctl*.log >&2 || true
+  echo "--- agent log" >&2; cat "$TMP"/agent.log >&2 || true
+  exit 1
+}
 
 start_controller() {  # $1 = listen address, $2 = log name
   "$GPOOL" controller --store "sqlite:$TMP/state.db" --listen "$1" --http 127.0.0.1:0 \
@@ -26,7 +31,7 @@ jobs_json() { "$GPOOL" jobs ls -o json --controller "$ADDR"; }
 source "$(dirname "$0")/jobs_lib.sh"
 
 start_controller 127.0.0.1:0 ctl1.log
-"$GPOOL" agent --controller "$ADDR" --hollow 4 --heartbeat-ms 100 >"$TMP/agent.log" 2>&1 &
+"$GPOOL" --log-level info agent --controller "$ADDR" --hollow 4 --heartbeat-ms 100 >"$TMP/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 100); do
   n=$("$GPOOL" nodes -o json --controller "$ADDR" | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("nodes",[])))')
