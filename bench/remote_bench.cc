@@ -340,6 +340,9 @@ struct PlainStreamClient {
   }
 };
 
+// First byte of a message that pauses the plain ucp echo (it is not echoed).
+constexpr char kPlainUcxPause = 0x7e;
+
 std::string StartPlainUcxEcho() {
   return Spawn("plain ucp echo", [&](int fd) {
     auto l = net::ListenTcp("127.0.0.1:0");
@@ -354,7 +357,15 @@ std::string StartPlainUcxEcho() {
       if (!c.ok()) _exit(0);
       if (!u.Wire(c->get())) _exit(1);
       char buf[48];
-      while (u.Recv(buf, sizeof buf) && u.Send(buf, sizeof buf)) {
+      while (u.Recv(buf, sizeof buf)) {
+        if (buf[0] == kPlainUcxPause) {
+          // Paused between its turns (see the round-trip group): no polling until the driver
+          // writes a byte to the bootstrap socket.
+          char go;
+          if (!net::ReadAll(c->get(), &go, 1, "driver").ok()) break;
+          continue;
+        }
+        if (!u.Send(buf, sizeof buf)) break;
       }
     }
   });
@@ -895,18 +906,27 @@ int RunInterleaved(const DriverFlags& f) {
       if (t == 1) {
         // The plain ucp ping-pong is the peer (issue 4's target is against it), as the plain
         // socket is for TCP; the ratio to gpool's own Connection echo is printed second. Its
-        // echo server busy-polls even while its client is idle, so it is stopped (SIGSTOP)
-        // outside its own turns: left running, it kept one of the two cores busy while gpool's
-        // contenders were measured, whose ends then shared the other (a round trip of two ends
-        // on one core is ~2x (tcp) to ~8x (shm) one of two ends on two cores here,
-        // docs/benchmarks.md "Remoting"), while gpool's servers sleep during its turns.
+        // echo server busy-polls while it waits, so it is paused outside its own turns (a
+        // message makes it block on its bootstrap socket; a byte there resumes it): left
+        // polling, it kept one of the two cores busy while gpool's contenders were measured,
+        // whose two ends then had to share a CPU (a round trip on one CPU is ~8x (shm) and
+        // ~1.8x (tcp) one on two here, bench/ucx_rt_bench.cc), while gpool's servers sleep
+        // during its turns. (SIGSTOP/SIGCONT did the same, but a signal interrupts UCX's
+        // syscalls; this keeps the peer plain.)
         auto plain = std::make_shared<PlainUcx>();
         auto fd = net::ConnectTcp(g.plain_ucx);
         if (!fd.ok()) Die(fd.status().ToString());
         if (!plain->Init() || !plain->Wire(fd->get())) Die("plain ucx ping-pong setup failed");
         auto keep_fd = std::make_shared<net::Fd>(std::move(*fd));
-        const pid_t pid = g.plain_ucx_pid;
-        kill(pid, SIGSTOP);
+        auto pause = [plain] {
+          char buf[48] = {kPlainUcxPause};
+          if (!plain->Send(buf, sizeof buf)) Die("plain ucx pause failed");
+        };
+        auto resume = [keep_fd] {
+          char go = 1;
+          if (!net::WriteAll(keep_fd->get(), &go, 1, "plain ucp echo").ok()) Die("resume failed");
+        };
+        pause();
         grp.c.push_back({"plain ucp tag ping-pong, 48 B",
                          [plain, keep_fd] {
                            char buf[48] = {0};
@@ -915,7 +935,7 @@ int RunInterleaved(const DriverFlags& f) {
                            }
                            return 1.0;
                          },
-                         [pid] { kill(pid, SIGCONT); }, [pid] { kill(pid, SIGSTOP); }});
+                         resume, pause});
         grp.second = 1;
       }
       auto raw = DriverRaw(t);
