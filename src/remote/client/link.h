@@ -130,8 +130,11 @@ class ServerLink {
   bool pump_asleep() const { return pump_sleeping_.load(); }
 
   // Host-to-device copy, chunked (proto::kCopyChunkBytes); small ones ride in the batch, large
-  // chunks go uncopied as gather parts. Asynchronous: errors come with a later reply.
+  // chunks go uncopied as gather parts, up to kChunksInFlight of them handed to the transport at
+  // once (Connection::SendAll: UCX keeps their rendezvous in flight together). Returns when the
+  // bytes have left `src`. Asynchronous: errors come with a later reply.
   Status CopyToDevice(uint64_t dst, wire::ByteSpan src, uint64_t stream);
+  static constexpr size_t kChunksInFlight = 8;
   // Device-to-host copy: all chunk requests go out at once and the replies stream back into
   // `dst` (large chunks are received straight into it). Synchronous (async false): returns when
   // `dst` is filled, with the first reply error in *head (error or async_error non-zero).
@@ -150,6 +153,8 @@ class ServerLink {
   };
 
   ServerLink() = default;
+  // CopyToDevice of more than one chunk. Caller holds mu_.
+  Status CopyChunksToDevice(uint64_t dst, wire::ByteSpan src, uint64_t stream);
   Status ReadFrame(uint16_t op);
   Status Check(Status s);
   Status BrokenStatus();
@@ -189,6 +194,10 @@ class ServerLink {
   std::unique_ptr<Connection> conn_;
   proto::HelloReply hello_;
   proto::BatchWriter batch_;   // guarded by mu_
+  // CopyChunksToDevice's heads of chunks 1.. (chunk 0's is batch_), parts and messages; mu_.
+  proto::BatchWriter chunk_heads_[kChunksInFlight];
+  wire::ByteSpan chunk_parts_[kChunksInFlight][2];
+  std::span<const wire::ByteSpan> chunk_msgs_[kChunksInFlight];
   // Written under mu_ (bumped whenever the batch is sent), read by the pump without it.
   std::atomic<uint64_t> batch_gen_{0};
   bool reads_queued_ = false;  // guarded by mu_: the batch carries read requests

@@ -47,6 +47,14 @@ class Connection {
   // Sends one message made of `parts` concatenated. Returns Unavailable once the peer is gone.
   virtual Status Send(std::span<const ByteSpan> parts) = 0;
   Status Send(ByteSpan message) { return Send(std::span<const ByteSpan>(&message, 1)); }
+  // Sends `messages` (each a gather list) in order, as Send on each would, and returns once all
+  // have left (their buffers may be reused). A transport may keep several in flight together:
+  // UCX sends large ones by zero-copy rendezvous, which costs a round trip per message when each
+  // waits for the previous one. The default sends them one by one.
+  virtual Status SendAll(std::span<const std::span<const ByteSpan>> messages) {
+    for (std::span<const ByteSpan> m : messages) GPOOL_RETURN_IF_ERROR(Send(m));
+    return Status::Ok();
+  }
   // Blocks until one whole message arrives and stores it in *message (resized to fit; the
   // buffer's capacity is reused). Returns Unavailable when the peer closed or died.
   virtual Status Recv(std::vector<std::byte>* message) = 0;
