@@ -9,6 +9,7 @@
 
 #include "sched/fairshare.h"
 #include "sched/placement.h"
+#include "sched/power.h"
 #include "sched/scheduler.h"
 #include "sched/test_util.h"
 
@@ -213,6 +214,35 @@ TEST(QueueRules, GuaranteedDomainIsPreferredForPlacement) {
   Decisions e = Decide(s, {Job(2, 1, 8, 1)}, queues, Sec(1));
   ASSERT_EQ(e.binds.size(), 1u);
   EXPECT_NE(s.ancestor(e.binds[0].placement.tasks[0].node, Level::kLeaf), leaf1);
+}
+
+// ---- Power rate limits ------------------------------------------------------------------------
+
+TEST(PowerLimits, AtMostMaxSuspendsPerCycle) {
+  // 8 idle nodes past the idle timeout and no buffer: all could go, the limit lets 3.
+  ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
+  PowerConfig c{.enabled = true, .idle_timeout_s = 60, .warm_buffer_gpus = 0, .arrival_window_s = 0,
+                .max_suspends_per_cycle = 3};
+  std::vector<PowerDecision> p = PlanPower(s, c, {.now_ns = Sec(100)});
+  ASSERT_EQ(p.size(), 3u);
+  for (const PowerDecision& d : p) EXPECT_EQ(d.target, PowerState::kOff);
+  c.max_suspends_per_cycle = 100;
+  EXPECT_EQ(PlanPower(s, c, {.now_ns = Sec(100)}).size(), 8u);
+}
+
+TEST(PowerLimits, AtMostMaxResumingBootAtOnce) {
+  // 8 nodes: 2 already booting, 6 off, 64 GPUs wanted. max_resuming 3 leaves room for one more
+  // boot although max_resumes_per_cycle would allow them all.
+  ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
+  for (uint32_t n = 0; n < 8; ++n) s.SetPower(NodeId(n), n < 2 ? PowerState::kResuming : PowerState::kOff);
+  PowerConfig c{.enabled = true, .warm_buffer_gpus = 0, .arrival_window_s = 0, .boot_latency_s = 120,
+                .max_resumes_per_cycle = 128, .max_resuming = 3};
+  std::vector<PowerDecision> p = PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 64});
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].target, PowerState::kOn);
+  EXPECT_EQ(p[0].ready_ns, Sec(130));
+  c.max_resuming = 128;
+  EXPECT_EQ(PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 64}).size(), 6u);
 }
 
 }  // namespace
