@@ -3,9 +3,11 @@
 // When the job at the head can't start now, it gets a reservation: running jobs are released in
 // order of their expected end (start + estimated run time) on a copy of the state until the
 // gang fits; that time is the shadow time and the placement found then is the set of nodes
-// held for it. Later jobs are backfilled only on nodes outside the reservation, so they can't
-// delay it. (Classic EASY also lets a job use reserved nodes if it ends before the shadow time;
-// we don't, which is conservative: it never delays the reservation, at some cost in fill.)
+// held for it. Later jobs are backfilled on nodes outside the reservation, so they can't delay
+// it; and, as in classic EASY, a job whose estimated end comes before the shadow time may use
+// the reserved nodes too (the default policy's PolicyConfig::backfill_reserved_nodes, on by
+// default; off = conservative, reserved nodes only for the reserved job). These functions only
+// compute and mark the reservation; that choice is the caller's (scheduler.cc).
 // Jobs without a run time estimate are assumed to run `assumed_runtime_s` (like a time limit);
 // with 0 they count as never ending, and a head job that can't fit even when every estimated
 // job has ended gets no reservation.

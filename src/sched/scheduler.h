@@ -90,7 +90,8 @@ struct PolicyConfig {
   // into plain FIFO and undoes fair share and least-work-first (docs/simulator.md measures it).
   double starvation_age_s = 8 * 3600.0;
   // Inside a queue's fair-share turn, least estimated work (GPUs x run time) first rather than
-  // oldest first (OrderOptions::least_work_first); jobs without an estimate keep age order.
+  // oldest first (OrderOptions::least_work_first); jobs without an estimate rank as
+  // least_work_unknown says (by default as if they ran the mean estimate pending).
   bool least_work_first = true;
   // How least_work_first ranks jobs without an estimate (key least_work_unknown=last|mean).
   // At the mean of the estimates pending: on the synthetic workload with half the jobs
