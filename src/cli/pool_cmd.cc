@@ -94,6 +94,7 @@ int RunServer(const ServerFlags& f) {
   o.listen = f.listen;
   o.transport = f.transport;
   o.backend = f.backend;
+  o.advertise = f.advertise;
   o.emulated.devices = f.emulated_devices;
   o.emulated.kernels_plugin = f.kernels;
   auto mem = ParseBytes(f.emulated_memory);

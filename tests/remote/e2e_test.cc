@@ -29,10 +29,11 @@ class Server {
   explicit Server(std::vector<std::string> extra = {}, std::string transport = "tcp") {
     std::vector<std::string> argv = {GPOOL_BIN, "--log-level", "info", "gpu-server", "--backend",
                                      "emulated", "--emulated-kernels", GPOOL_KERNELS_PLUGIN,
-                                     "--listen", "127.0.0.1:0", "--transport", transport};
-    bool keyed = false;
-    for (auto& e : extra) keyed |= e == "--key";
+                                     "--transport", transport};
+    bool keyed = false, listen = false;
+    for (auto& e : extra) keyed |= e == "--key", listen |= e == "--listen";
     if (!keyed) argv.push_back("--insecure");
+    if (!listen) argv.insert(argv.end(), {"--listen", "127.0.0.1:0"});
     argv.insert(argv.end(), extra.begin(), extra.end());
     proc_ = std::make_unique<Subprocess>(argv);
     const std::string mark = "listening on ";
@@ -118,6 +119,20 @@ TEST_F(E2ETcp, TwoServersAggregated) {
   auto [rc, out] = RunSample(devices, {Sample("multi_device"), "3"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("PASS multi_device devices=3"), std::string::npos) << out;
+}
+
+TEST_F(E2ETcp, WildcardListenTellsClientsTheAddressTheyReached) {
+  // Bound to 0.0.0.0, the server must send clients to the address they reached it at, never to
+  // 0.0.0.0 (which only happens to work on the same host).
+  Server s({"--listen", "0.0.0.0:0"});
+  ASSERT_EQ(s.address().rfind("0.0.0.0:", 0), 0u) << s.address();
+  std::string reached = "127.0.0.1:" + s.address().substr(8);
+  auto [rc, out] = RunSample(reached + "/0", {Sample("vector_add"), "1000"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("PASS vector_add"), std::string::npos) << out;
+  ASSERT_TRUE(s.proc().WaitFor(" in worker ", 10000)) << s.proc().output();
+  EXPECT_NE(s.proc().output().find(" at 127.0.0.1:"), std::string::npos) << s.proc().output();
+  EXPECT_EQ(s.proc().output().find(" at 0.0.0.0:"), std::string::npos) << s.proc().output();
 }
 
 TEST_F(E2ETcp, MemoryLimitOverrun) {

@@ -25,6 +25,15 @@ std::string HostOf(const std::string& address) {
   return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
+std::string PortOf(const std::string& address) {
+  auto colon = address.rfind(':');
+  return colon == std::string::npos ? "" : address.substr(colon + 1);
+}
+
+bool IsWildcardHost(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]" || host == "*";
+}
+
 bool WriteAll(int fd, const std::string& s) {
   size_t done = 0;
   while (done < s.size()) {
@@ -43,6 +52,17 @@ Status SendHelloReply(Connection* c, proto::ReplyHead head, proto::HelloReply bo
 }
 
 }  // namespace
+
+std::string DataAddressFor(const std::string& worker_address, const std::string& control_local,
+                           const std::string& advertise) {
+  std::string host = HostOf(worker_address);
+  if (!advertise.empty()) {
+    host = HostOf(advertise);
+  } else if (IsWildcardHost(host) && !control_local.empty() && control_local != "?") {
+    host = HostOf(control_local);
+  }
+  return host + ":" + PortOf(worker_address);
+}
 
 GpuServer::GpuServer(ServerOptions options) : o_(std::move(options)) {}
 GpuServer::~GpuServer() { Stop(); }
@@ -97,7 +117,14 @@ Status GpuServer::Serve() {
 Status GpuServer::HandleClient(std::unique_ptr<Connection> control) {
   std::string peer = control->peer();
   std::vector<std::byte> msg;
-  GPOOL_RETURN_IF_ERROR(control->Recv(&msg));
+  // One thread accepts everyone: a peer that connects and never says Hello must not stall it.
+  if (o_.hello_timeout_ms > 0) GPOOL_RETURN_IF_ERROR(control->SetRecvTimeout(o_.hello_timeout_ms));
+  Status got = control->Recv(&msg);
+  if (!got.ok()) {
+    return Status::Unavailable(fmt::format("{}: no Hello within {} ms: {}", peer,
+                                           o_.hello_timeout_ms, got.message()));
+  }
+  if (o_.hello_timeout_ms > 0) GPOOL_RETURN_IF_ERROR(control->SetRecvTimeout(0));
   proto::Hello hello;
   auto frames = proto::ParseMessage(msg);
   Status s = frames.status();
@@ -165,7 +192,7 @@ Status GpuServer::HandleClient(std::unique_ptr<Connection> control) {
   if (sscanf(report.c_str(), "OK %255s %u", addr, &devices) != 2) {
     return refuse(kErrUnknown, "bad worker report: " + report);
   }
-  reply.data_address = addr;
+  reply.data_address = DataAddressFor(addr, control->local_address(), o_.advertise);
   reply.device_count = devices;
   reply.mem_limit = limits.memory_bytes;
   GPOOL_LOG_INFO("gpu-server: session {} for {} ({}) in worker {} at {}", session, hello.client,

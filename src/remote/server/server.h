@@ -35,7 +35,20 @@ struct ServerOptions {
   // Checks a Hello's lease token and fills the session's limits; null means --insecure.
   std::function<Status(const std::string& token, SessionLimits* limits)> authorize;
   SessionLimits default_limits;  // applied when authorize is null or leaves them unset
+  // HOST:PORT clients reach this server at (gpu-server --advertise); its host is what clients are
+  // told to connect to for data. Empty: the address each client reached the control port at.
+  std::string advertise;
+  // How long a new control connection may take to send its Hello; a silent peer is dropped then,
+  // so it cannot stop the (single-threaded) accept loop from serving others.
+  int hello_timeout_ms = 5000;
 };
+
+// The data address a client is told to connect to, for a worker listening on `worker_address`
+// (HOST:PORT): the port is the worker's; the host is --advertise's when given, else the address
+// the client reached the control port at (`control_local`, getsockname of the accepted socket)
+// when the worker listens on a wildcard (0.0.0.0, ::), else the worker's own.
+std::string DataAddressFor(const std::string& worker_address, const std::string& control_local,
+                           const std::string& advertise);
 
 class GpuServer {
  public:

@@ -167,6 +167,10 @@ class TcpConnection final : public Connection {
   }
 
   std::string peer() const override { return peer_; }
+  std::string local_address() const override { return net::LocalAddress(control_.get()); }
+  Status SetRecvTimeout(int timeout_ms) override {
+    return net::SetTimeouts(control_.get(), timeout_ms);
+  }
 
  private:
   // Byte range of slice `i` of a striped message of `total` bytes.

@@ -80,6 +80,16 @@ class Connection {
   virtual void Close() = 0;
   // The peer's address for error messages ("127.0.0.1:5000").
   virtual std::string peer() const = 0;
+  // This end's address as the peer reached it ("10.0.0.5:7000", getsockname), or "" where the
+  // transport has none. A server bound to 0.0.0.0 tells clients where to go next from it.
+  virtual std::string local_address() const { return ""; }
+  // Bounds every later receive to `timeout_ms` (0: no bound), so a peer that goes silent cannot
+  // block a caller forever; a receive that times out fails (Unavailable) and the connection is
+  // then unusable. TCP bounds its control stream only (meant for small handshake messages).
+  virtual Status SetRecvTimeout(int timeout_ms) {
+    (void)timeout_ms;
+    return Status::Unimplemented("this transport has no receive timeout");
+  }
 };
 
 class Listener {
