@@ -1,6 +1,8 @@
 // The error paths, one mode per run (argv[1]); each prints "PASS error_paths <mode>" when the
 // runtime behaves as CUDA would, and the tests check the messages gpool prints on stderr.
-//   oom          a cudaMalloc beyond the session's memory limit fails, smaller ones still work
+//   oom [MiB [LIMIT]]  a cudaMalloc of MiB (default 64 GiB) beyond the session's memory limit
+//                fails, smaller ones still work; with LIMIT (bytes), cudaMemGetInfo's total and
+//                totalGlobalMem must both report exactly LIMIT, and free at most that
 //   launch-fail  a kernel that fails is reported at the next synchronizing call
 //   no-kernel    a kernel the server cannot run is reported at the next synchronizing call
 //   bad-pointer  cudaFree and cudaMemcpy of pointers that were never allocated fail
@@ -21,7 +23,20 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "oom") {
     void* p = nullptr;
-    cudaError_t e = cudaMalloc(&p, size_t{64} << 30);
+    size_t ask_mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : size_t{64} << 10;
+    if (argc > 3) {
+      size_t limit = std::strtoull(argv[3], nullptr, 10);
+      size_t free_b = 0, total_b = 0;
+      CHECK(cudaMemGetInfo(&free_b, &total_b));
+      cudaDeviceProp prop;
+      CHECK(cudaGetDeviceProperties(&prop, 0));
+      std::printf("memory: total %zu free %zu totalGlobalMem %zu\n", total_b, free_b,
+                  prop.totalGlobalMem);
+      EXPECT(total_b == limit);
+      EXPECT(free_b <= limit);
+      EXPECT(prop.totalGlobalMem == limit);
+    }
+    cudaError_t e = cudaMalloc(&p, ask_mib << 20);
     EXPECT(e == cudaErrorMemoryAllocation);
     EXPECT(cudaGetLastError() == cudaErrorMemoryAllocation);
     EXPECT(cudaGetLastError() == cudaSuccess);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <functional>
 #include <memory>
 
@@ -27,7 +28,6 @@ namespace {
 
 using remote::server::GpuServer;
 using remote::server::ServerOptions;
-using remote::server::SessionLimits;
 
 struct ServerFlags {
   std::string backend = "emulated";
@@ -44,16 +44,21 @@ struct ServerFlags {
 };
 
 // Lease check for a Hello: GPOOL_LEASE may hold several comma-separated tokens (one per GPU of
-// an aggregated program); the first one signed with our key, unexpired, and naming a GPU of this
-// server (its advertised HOST:PORT) opens the session and sets its limits.
-std::function<Status(const std::string&, SessionLimits*)> MakeAuthorizer(
+// an aggregated program). Every token naming a GPU of this server (its advertised HOST:PORT) must
+// be signed with our key and unexpired; each grants its own GPU with its own memory limit (the
+// server refuses other devices: LeaseGuardBackend). Tokens naming other servers are skipped. The
+// session's compute share is the smallest of its leases' (the arbiter keeps one per session).
+using remote::server::DeviceGrant;
+using remote::server::SessionGrant;
+std::function<Status(const std::string&, SessionGrant*)> MakeAuthorizer(
     remote::LeaseAuthority authority, std::shared_ptr<const std::string> advertised) {
   return [authority = std::move(authority), advertised](const std::string& tokens,
-                                                        SessionLimits* limits) -> Status {
+                                                        SessionGrant* grant) -> Status {
     const std::string& advertise = *advertised;
     if (tokens.empty()) return Status::PermissionDenied("no lease token (set GPOOL_LEASE or --lease)");
     std::string last = "no token names this server";
     size_t at = 0;
+    double share = 1.0;
     while (at <= tokens.size()) {
       size_t comma = tokens.find(',', at);
       std::string token = tokens.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
@@ -68,19 +73,29 @@ std::function<Status(const std::string&, SessionLimits*)> MakeAuthorizer(
           if (j.is_object() && j.contains("gpu") && j["gpu"].is_string()) gpu = j["gpu"];
         }
       }
-      if (gpu.rfind(advertise + "/", 0) != 0) {
-        gpu = advertise + "/0";  // let Verify say what is wrong with it
-      }
-      auto lease = authority.Verify(token, gpu, *remote::UnixClock::Default());
+      const bool ours = gpu.rfind(advertise + "/", 0) == 0;
+      auto lease = authority.Verify(token, ours ? gpu : advertise + "/0",
+                                    *remote::UnixClock::Default());
       if (!lease.ok()) {
+        // A bad token for one of our GPUs refuses the session; one for another server is its own.
+        if (ours) {
+          return Status::PermissionDenied(
+              fmt::format("{} (the lease for {})", lease.status().message(), gpu));
+        }
         last = lease.status().message();
         continue;
       }
-      if (lease->memory_bytes) limits->memory_bytes = lease->memory_bytes;
-      limits->compute_share = lease->compute_milli / 1000.0;
-      return Status::Ok();
+      DeviceGrant g;
+      g.gpu = lease->gpu;
+      g.device = static_cast<uint32_t>(std::strtoul(g.gpu.substr(g.gpu.rfind('/') + 1).c_str(), nullptr, 10));
+      g.memory_bytes = lease->memory_bytes;
+      g.compute_share = lease->compute_milli / 1000.0;
+      share = std::min(share, g.compute_share);
+      grant->devices.push_back(std::move(g));
     }
-    return Status::PermissionDenied(last);
+    if (grant->devices.empty()) return Status::PermissionDenied(last);
+    grant->limits.compute_share = share;
+    return Status::Ok();
   };
 }
 

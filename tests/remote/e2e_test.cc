@@ -137,7 +137,9 @@ TEST_F(E2ETcp, WildcardListenTellsClientsTheAddressTheyReached) {
 
 TEST_F(E2ETcp, MemoryLimitOverrun) {
   Server s({"--session-mem-limit", "1GiB"});
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("error_paths"), "oom"});
+  // 2 GiB: over the limit, well under the 16 GiB emulated device; the limit is also what
+  // cudaMemGetInfo and totalGlobalMem report.
+  auto [rc, out] = RunSample(s.address() + "/0", {Sample("error_paths"), "oom", "2048", "1073741824"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("PASS error_paths oom"), std::string::npos) << out;
   EXPECT_NE(out.find("session's memory limit is 1073741824 bytes"), std::string::npos) << out;
@@ -258,7 +260,7 @@ TEST_F(E2ETcp, LeaseIsRequiredAndChecked) {
   std::string key(64, 'a');
   std::string key_file = ::testing::TempDir() + "/gpool_lease_" + std::to_string(getpid()) + ".key";
   ASSERT_TRUE(WriteFileAtomic(key_file, key).ok());
-  Server s({"--key", key_file});
+  Server s({"--key", key_file, "--emulated-devices", "2"});
   auto authority = LeaseAuthority::Create(std::string(32, '\xaa'));
   ASSERT_TRUE(authority.ok()) << authority.status().ToString();
   auto token = authority->Issue({.gpu = s.address() + "/0", .memory_bytes = 1 << 30},
@@ -269,9 +271,30 @@ TEST_F(E2ETcp, LeaseIsRequiredAndChecked) {
                              {"--lease", *token});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("PASS vector_add"), std::string::npos) << out;
-  auto [rc_oom, out_oom] = RunSample(s.address() + "/0", {Sample("error_paths"), "oom"}, "tcp",
+  // Over the lease's 1 GiB, under the 16 GiB device; the lease's limit is what the program sees.
+  auto [rc_oom, out_oom] = RunSample(s.address() + "/0",
+                                     {Sample("error_paths"), "oom", "2048", "1073741824"}, "tcp",
                                      {"--lease", *token});
   EXPECT_EQ(rc_oom, 0) << out_oom;
+  EXPECT_NE(out_oom.find("PASS error_paths oom"), std::string::npos) << out_oom;
+  EXPECT_NE(out_oom.find("its lease's memory limit is 1073741824 bytes"), std::string::npos)
+      << out_oom;
+  // The lease names GPU 0: the same server's GPU 1 is refused, naming it.
+  auto [rc_dev, out_dev] = RunSample(s.address() + "/1", {Sample("vector_add"), "1000"}, "tcp",
+                                     {"--lease", *token});
+  EXPECT_NE(rc_dev, 0) << out_dev;
+  EXPECT_NE(out_dev.find("on GPU " + s.address() + "/1 refused: this session's lease covers only " +
+                         s.address() + "/0"),
+            std::string::npos) << out_dev;
+  // Several tokens: each GPU gets its own lease's limits, not the first token's (GPU 1's lease
+  // has no memory limit; GPU 0's 1 GiB still applies).
+  auto token1 = authority->Issue({.gpu = s.address() + "/1"}, *UnixClock::Default());
+  ASSERT_TRUE(token1.ok());
+  auto [rc_two, out_two] = RunSample(s.address() + "/0",
+                                     {Sample("error_paths"), "oom", "2048", "1073741824"}, "tcp",
+                                     {"--lease", *token1 + "," + *token});
+  EXPECT_EQ(rc_two, 0) << out_two;
+  EXPECT_NE(out_two.find("PASS error_paths oom"), std::string::npos) << out_two;
   // A forged token (signature changed) and no token at all are refused, clearly.
   std::string forged = *token;
   forged.back() = forged.back() == 'A' ? 'B' : 'A';

@@ -145,11 +145,17 @@ Status GpuServer::HandleClient(std::unique_ptr<Connection> control) {
                   fmt::format("this server speaks {} for data, the client asked for {}",
                               o_.transport, hello.transport.empty() ? "(none)" : hello.transport));
   }
-  SessionLimits limits = o_.default_limits;
+  SessionGrant grant;
+  grant.limits = o_.default_limits;
   if (o_.authorize) {
-    Status a = o_.authorize(hello.token, &limits);
-    if (!a.ok()) return refuse(kErrNotPermitted, "lease refused: " + a.message());
+    Status a = o_.authorize(hello.token, &grant);
+    if (!a.ok()) {
+      std::string why = a.message();  // LeaseAuthority's own messages start "lease refused: "
+      return refuse(kErrNotPermitted, why.rfind("lease refused", 0) == 0 ? why : "lease refused: " + why);
+    }
+    if (grant.devices.empty()) return refuse(kErrNotPermitted, "lease refused: it grants no GPU");
   }
+  const SessionLimits& limits = grant.limits;
 
   uint64_t session = next_session_++;
   uint64_t nonce = std::random_device{}() * 0x100000000ull + std::random_device{}();
@@ -163,7 +169,7 @@ Status GpuServer::HandleClient(std::unique_ptr<Connection> control) {
   }
   if (pid == 0) {
     close(fds[0]);
-    RunWorker(fds[1], session, nonce, limits);
+    RunWorker(fds[1], session, nonce, grant);
   }
   close(fds[1]);
   // The worker reports "OK <address> <devices>" or "ERR <message>".
@@ -202,7 +208,8 @@ Status GpuServer::HandleClient(std::unique_ptr<Connection> control) {
   return rs;
 }
 
-void GpuServer::RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, SessionLimits limits) {
+void GpuServer::RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, SessionGrant grant) {
+  const SessionLimits& limits = grant.limits;
   // Die with the server, so clients of a dead server see their connection close.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // Drop every inherited descriptor (control listener, other clients) but stdio and the pipe.
@@ -258,7 +265,14 @@ void GpuServer::RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, Session
     GPOOL_LOG_WARN("gpu-server: session {}: {}; its compute share is not enforced", session,
                    slot.status().ToString());
   }
-  Session s(session, std::move(conn), backend->get(), limits, slot.ok() ? arbiter_.get() : nullptr,
+  // A leased session may use only the GPUs its leases name, each within its lease's memory.
+  Backend* b = backend->get();
+  std::unique_ptr<LeaseGuardBackend> guard;
+  if (!grant.devices.empty()) {
+    guard = std::make_unique<LeaseGuardBackend>(b, grant.devices);
+    b = guard.get();
+  }
+  Session s(session, std::move(conn), b, limits, slot.ok() ? arbiter_.get() : nullptr,
             slot.ok() ? *slot : -1);
   Status st = s.Run();
   if (slot.ok()) arbiter_->Leave(*slot);

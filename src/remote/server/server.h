@@ -21,6 +21,7 @@
 
 #include "common/status.h"
 #include "remote/server/backend.h"
+#include "remote/server/lease_guard.h"
 #include "remote/server/session.h"
 #include "remote/server/share_arbiter.h"
 #include "remote/transport/transport.h"
@@ -32,8 +33,10 @@ struct ServerOptions {
   std::string transport = "tcp";       // data transport of sessions: tcp or ucx
   std::string backend = "emulated";    // emulated or cuda
   EmulatedOptions emulated;
-  // Checks a Hello's lease token and fills the session's limits; null means --insecure.
-  std::function<Status(const std::string& token, SessionLimits* limits)> authorize;
+  // Checks a Hello's lease tokens and fills what they grant: the devices the session may use,
+  // each with its lease's limits (enforced by LeaseGuardBackend), and the session-wide limits
+  // (pre-set to default_limits). Null means --insecure: every device, default_limits.
+  std::function<Status(const std::string& tokens, SessionGrant* grant)> authorize;
   SessionLimits default_limits;  // applied when authorize is null or leaves them unset
   // HOST:PORT clients reach this server at (gpu-server --advertise); its host is what clients are
   // told to connect to for data. Empty: the address each client reached the control port at.
@@ -63,7 +66,7 @@ class GpuServer {
 
  private:
   Status HandleClient(std::unique_ptr<Connection> control);
-  [[noreturn]] void RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, SessionLimits limits);
+  [[noreturn]] void RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, SessionGrant grant);
 
   ServerOptions o_;
   std::unique_ptr<Transport> control_transport_;

@@ -1,0 +1,128 @@
+#include "remote/server/lease_guard.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace gpool::remote::server {
+
+LeaseGuardBackend::LeaseGuardBackend(Backend* inner, std::vector<DeviceGrant> grants)
+    : inner_(inner) {
+  for (DeviceGrant& g : grants) {
+    uint32_t dev = g.device;
+    grants_[dev] = std::move(g);
+  }
+}
+
+Result LeaseGuardBackend::Check(uint32_t dev, const char* call) const {
+  if (grants_.count(dev) != 0) return Result::Ok();
+  // The server's own HOST:PORT, as the leases name it.
+  const std::string& any = grants_.begin()->second.gpu;
+  std::string server = any.substr(0, any.rfind('/'));
+  std::string granted;
+  for (const auto& [d, g] : grants_) granted += (granted.empty() ? "" : ", ") + g.gpu;
+  return Err(kErrNotPermitted,
+             fmt::format("{} on GPU {}/{} refused: this session's lease covers only {}", call,
+                         server, dev, granted));
+}
+
+Result LeaseGuardBackend::GetProps(uint32_t dev, proto::DeviceProps* out) {
+  if (Result r = Check(dev, "cudaGetDeviceProperties"); !r.ok()) return r;
+  Result r = inner_->GetProps(dev, out);
+  const DeviceGrant& g = grants_.at(dev);
+  if (r.ok() && g.memory_bytes) {
+    out->total_global_mem = std::min<uint64_t>(out->total_global_mem, g.memory_bytes);
+  }
+  return r;
+}
+
+Result LeaseGuardBackend::GetAttribute(uint32_t dev, int32_t attr, int32_t* value) {
+  if (Result r = Check(dev, "cudaDeviceGetAttribute"); !r.ok()) return r;
+  return inner_->GetAttribute(dev, attr, value);
+}
+
+Result LeaseGuardBackend::MemGetInfo(uint32_t dev, uint64_t* free, uint64_t* total) {
+  if (Result r = Check(dev, "cudaMemGetInfo"); !r.ok()) return r;
+  Result r = inner_->MemGetInfo(dev, free, total);
+  const DeviceGrant& g = grants_.at(dev);
+  if (r.ok() && g.memory_bytes) {
+    *total = std::min(*total, g.memory_bytes);
+    *free = std::min(*free, g.memory_bytes - std::min(g.memory_bytes, in_use_[dev]));
+  }
+  return r;
+}
+
+Result LeaseGuardBackend::Malloc(uint32_t dev, uint64_t size, uint64_t* ptr) {
+  if (Result r = Check(dev, "cudaMalloc"); !r.ok()) return r;
+  const DeviceGrant& g = grants_.at(dev);
+  uint64_t& used = in_use_[dev];
+  if (g.memory_bytes && (size > g.memory_bytes || used > g.memory_bytes - size)) {
+    return Err(kErrMemoryAllocation,
+               fmt::format("cudaMalloc({} bytes) on GPU {} refused: its lease's memory limit is {} "
+                           "bytes and {} are in use",
+                           size, g.gpu, g.memory_bytes, used));
+  }
+  Result r = inner_->Malloc(dev, size, ptr);
+  if (r.ok()) {
+    allocations_[*ptr] = {dev, size};
+    used += size;
+  }
+  return r;
+}
+
+Result LeaseGuardBackend::Free(uint64_t ptr) {
+  Result r = inner_->Free(ptr);
+  if (r.ok()) {
+    auto it = allocations_.find(ptr);
+    if (it != allocations_.end()) {
+      in_use_[it->second.first] -= it->second.second;
+      allocations_.erase(it);
+    }
+  }
+  return r;
+}
+
+Result LeaseGuardBackend::Launch(const proto::Launch& l, uint64_t* ns) {
+  // A launch on a stream runs on that stream's device, checked when the stream was created.
+  if (l.stream == 0) {
+    if (Result r = Check(l.device, "kernel launch"); !r.ok()) return r;
+  }
+  return inner_->Launch(l, ns);
+}
+
+Result LeaseGuardBackend::StreamCreate(uint32_t dev, uint64_t id, uint32_t flags, int32_t priority) {
+  if (Result r = Check(dev, "cudaStreamCreate"); !r.ok()) return r;
+  return inner_->StreamCreate(dev, id, flags, priority);
+}
+
+Result LeaseGuardBackend::StreamSync(uint32_t dev, uint64_t id) {
+  if (Result r = Check(dev, "cudaStreamSynchronize"); !r.ok()) return r;
+  return inner_->StreamSync(dev, id);
+}
+
+Result LeaseGuardBackend::StreamQuery(uint32_t dev, uint64_t id) {
+  if (Result r = Check(dev, "cudaStreamQuery"); !r.ok()) return r;
+  return inner_->StreamQuery(dev, id);
+}
+
+Result LeaseGuardBackend::StreamWaitEvent(uint32_t dev, uint64_t stream, uint64_t event) {
+  if (Result r = Check(dev, "cudaStreamWaitEvent"); !r.ok()) return r;
+  return inner_->StreamWaitEvent(dev, stream, event);
+}
+
+Result LeaseGuardBackend::EventCreate(uint32_t dev, uint64_t id, uint32_t flags) {
+  if (Result r = Check(dev, "cudaEventCreate"); !r.ok()) return r;
+  return inner_->EventCreate(dev, id, flags);
+}
+
+Result LeaseGuardBackend::EventRecord(uint32_t dev, uint64_t event, uint64_t stream) {
+  if (Result r = Check(dev, "cudaEventRecord"); !r.ok()) return r;
+  return inner_->EventRecord(dev, event, stream);
+}
+
+Result LeaseGuardBackend::DeviceSync(uint32_t dev) {
+  if (Result r = Check(dev, "cudaDeviceSynchronize"); !r.ok()) return r;
+  return inner_->DeviceSync(dev);
+}
+
+}  // namespace gpool::remote::server

@@ -1,0 +1,124 @@
+// What a session's leases grant, and the backend wrapper that enforces it.
+//
+// A lease names one GPU (HOST:PORT/INDEX) and its limits. A session may hold several (one per GPU
+// of this server that an aggregated program uses): it may then use exactly those devices, each
+// within its own lease's memory. LeaseGuardBackend sits between the Session and the real backend
+// and refuses (cudaErrorNotPermitted, naming the GPU and the leases) any call on another device,
+// and any allocation beyond that device's lease (cudaErrorMemoryAllocation). Calls addressed by
+// pointer or by id (copies, frees, events, streams) need no check: this session's worker has only
+// the pointers it allocated on granted devices and the streams it created on them.
+// Limits: symbols and modules are loaded per device lazily by the backend; a symbol address is
+// not tied to a device here. Thread safety: like any backend, one session thread only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "remote/server/backend.h"
+#include "remote/server/session.h"
+
+namespace gpool::remote::server {
+
+struct DeviceGrant {
+  uint32_t device = 0;
+  uint64_t memory_bytes = 0;  // 0: no limit below the device's own
+  double compute_share = 1.0;
+  std::string gpu;  // "HOST:PORT/INDEX" as the lease names it, for messages
+};
+
+// The outcome of checking a Hello's lease tokens.
+struct SessionGrant {
+  SessionLimits limits;             // session-wide (--session-mem-limit, the compute share)
+  std::vector<DeviceGrant> devices;  // empty: every device (--insecure)
+};
+
+class LeaseGuardBackend final : public Backend {
+ public:
+  // `inner` outlives this; `grants` is non-empty.
+  LeaseGuardBackend(Backend* inner, std::vector<DeviceGrant> grants);
+
+  std::string_view name() const override { return inner_->name(); }
+  int DeviceCount() override { return inner_->DeviceCount(); }
+  Result GetProps(uint32_t dev, proto::DeviceProps* out) override;
+  Result GetAttribute(uint32_t dev, int32_t attr, int32_t* value) override;
+  Result MemGetInfo(uint32_t dev, uint64_t* free, uint64_t* total) override;
+  Result Malloc(uint32_t dev, uint64_t size, uint64_t* ptr) override;
+  Result Free(uint64_t ptr) override;
+  Result CopyH2D(uint64_t dst, std::span<const std::byte> src, uint64_t stream) override {
+    return inner_->CopyH2D(dst, src, stream);
+  }
+  std::span<std::byte> H2DTarget(uint64_t dst, uint64_t size, uint64_t stream) override {
+    return inner_->H2DTarget(dst, size, stream);
+  }
+  Result CommitH2D(uint64_t dst, std::span<const std::byte> data, uint64_t stream) override {
+    return inner_->CommitH2D(dst, data, stream);
+  }
+  Result CopyD2H(std::byte* dst, uint64_t src, uint64_t size, uint64_t stream) override {
+    return inner_->CopyD2H(dst, src, size, stream);
+  }
+  std::span<const std::byte> HostView(uint64_t src, uint64_t size) override {
+    return inner_->HostView(src, size);
+  }
+  Result CopyD2D(uint64_t dst, uint64_t src, uint64_t size, uint64_t stream) override {
+    return inner_->CopyD2D(dst, src, size, stream);
+  }
+  Result Memset(uint64_t dst, uint8_t value, uint64_t size, uint64_t stream) override {
+    return inner_->Memset(dst, value, size, stream);
+  }
+  Result Copy2D(const proto::Memcpy2D& c, std::byte* host_out) override {
+    return inner_->Copy2D(c, host_out);
+  }
+  Result LoadModule(uint64_t module, std::span<const std::byte> image) override {
+    return inner_->LoadModule(module, image);
+  }
+  Result RegisterFunction(uint64_t module, uint64_t func, const std::string& name) override {
+    return inner_->RegisterFunction(module, func, name);
+  }
+  Result RegisterVar(uint64_t module, uint64_t var, const std::string& name, uint64_t size,
+                     bool constant) override {
+    return inner_->RegisterVar(module, var, name, size, constant);
+  }
+  Result UnloadModule(uint64_t module) override { return inner_->UnloadModule(module); }
+  Result GetParamInfo(uint64_t func, proto::ParamInfo* out) override {
+    return inner_->GetParamInfo(func, out);
+  }
+  Result GetSymbol(uint64_t var, uint64_t* ptr, uint64_t* size) override {
+    return inner_->GetSymbol(var, ptr, size);
+  }
+  Result FuncAttributes(uint64_t func, proto::FuncAttrs* out) override {
+    return inner_->FuncAttributes(func, out);
+  }
+  Result Occupancy(uint64_t func, int32_t block_size, uint64_t shmem, int32_t* blocks) override {
+    return inner_->Occupancy(func, block_size, shmem, blocks);
+  }
+  Result Launch(const proto::Launch& l, uint64_t* ns) override;
+  uint64_t TakeKernelTime(uint32_t dev) override { return inner_->TakeKernelTime(dev); }
+  Result StreamCreate(uint32_t dev, uint64_t id, uint32_t flags, int32_t priority) override;
+  Result StreamDestroy(uint64_t id) override { return inner_->StreamDestroy(id); }
+  Result StreamSync(uint32_t dev, uint64_t id) override;
+  Result StreamQuery(uint32_t dev, uint64_t id) override;
+  Result StreamWaitEvent(uint32_t dev, uint64_t stream, uint64_t event) override;
+  Result EventCreate(uint32_t dev, uint64_t id, uint32_t flags) override;
+  Result EventRecord(uint32_t dev, uint64_t event, uint64_t stream) override;
+  Result EventSync(uint64_t event) override { return inner_->EventSync(event); }
+  Result EventQuery(uint64_t event) override { return inner_->EventQuery(event); }
+  Result EventElapsed(uint64_t start, uint64_t end, float* ms) override {
+    return inner_->EventElapsed(start, end, ms);
+  }
+  Result EventDestroy(uint64_t event) override { return inner_->EventDestroy(event); }
+  Result DeviceSync(uint32_t dev) override;
+
+ private:
+  // Ok when `dev` is granted; else cudaErrorNotPermitted naming it and the granted GPUs.
+  Result Check(uint32_t dev, const char* call) const;
+
+  Backend* inner_;
+  std::map<uint32_t, DeviceGrant> grants_;
+  std::map<uint32_t, uint64_t> in_use_;  // device -> bytes allocated
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> allocations_;  // ptr -> dev, size
+};
+
+}  // namespace gpool::remote::server
