@@ -68,6 +68,11 @@ int main(int argc, char** argv) {
     EXPECT(cudaMallocManaged(&p, 16) == cudaErrorNotSupported);
     cudaGraph_t g;
     EXPECT(cudaGraphCreate(&g, 0) == cudaErrorNotSupported);
+    // Within the default 48 KiB a no-op is right; opting in to more is not applied: loud.
+    const void* k = reinterpret_cast<const void*>(alwaysFails);
+    EXPECT(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024) == cudaSuccess);
+    EXPECT(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10) ==
+           cudaErrorNotSupported);
     EXPECT(cudaGetLastError() == cudaErrorNotSupported);
   } else if (mode == "refused") {
     void* p = nullptr;

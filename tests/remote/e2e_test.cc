@@ -166,6 +166,8 @@ TEST_F(E2ETcp, UnsupportedCallsFailLoudly) {
   EXPECT_NE(out.find("cudaGraphCreate is not supported by the gpool client runtime"),
             std::string::npos) << out;
   EXPECT_NE(out.find("cudaMallocManaged is not supported"), std::string::npos) << out;
+  EXPECT_NE(out.find("cudaFuncSetAttribute(attribute 8, value 102400) is not supported"),
+            std::string::npos) << out;
 }
 
 TEST_F(E2ETcp, NoDevicesIsAClearError) {

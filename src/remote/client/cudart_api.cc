@@ -1342,8 +1342,24 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* f
   attr->maxDynamicSharedSizeBytes = a.max_dynamic_shared_size_bytes;
   return cudaSuccess;
 }
-cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute, int) {
-  return FindFunction(func) ? cudaSuccess : Ret(cudaErrorInvalidDeviceFunction);
+// Not forwarded to the server (no op for it yet). What a no-op gets right is accepted: a dynamic
+// shared memory maximum within the 48 KiB every kernel may use without opting in, and the
+// carveout preference (a hint CUDA itself may ignore). Anything else would be silently dropped
+// and change how the kernel runs (opting in to more shared memory, cluster settings), so it fails
+// loudly with cudaErrorNotSupported naming the attribute.
+cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
+  if (!FindFunction(func)) return Ret(cudaErrorInvalidDeviceFunction);
+  constexpr int kDefaultDynamicSharedBytes = 48 << 10;
+  if (attr == cudaFuncAttributePreferredSharedMemoryCarveout ||
+      (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && value >= 0 &&
+       value <= kDefaultDynamicSharedBytes)) {
+    return cudaSuccess;
+  }
+  Say(fmt::format("cudaFuncSetAttribute(attribute {}, value {}) is not supported by the gpool "
+                  "client runtime (only a dynamic shared memory size up to {} bytes and the "
+                  "carveout hint are)",
+                  static_cast<int>(attr), value, kDefaultDynamicSharedBytes));
+  return Ret(cudaErrorNotSupported);
 }
 cudaError_t cudaFuncSetCacheConfig(const void* func, enum cudaFuncCache) {
   return FindFunction(func) ? cudaSuccess : Ret(cudaErrorInvalidDeviceFunction);
