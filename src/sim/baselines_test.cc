@@ -169,6 +169,28 @@ TEST(SlurmBaseline, PicksTheTightestLeafThatHoldsTheGang) {
   for (const auto& t : d.binds[0].placement.tasks) EXPECT_EQ(t.node, NodeId(7));
 }
 
+TEST(SlurmBaseline, FractionsTakeWhollyFreeGpusExclusively) {
+  // GRES GPUs are exclusive. Node 1: GPUs 0-5 busy, GPU 6 has 500 milli free, GPU 7 is free.
+  // Two 300-milli jobs: the first takes GPU 7 of node 1 (the node with fewest free GPUs), the
+  // second a free GPU of node 0; neither shares GPU 6 or each other's GPU.
+  ClusterState s = MakeCluster({.nodes = 2});
+  RunOn(s, 100, 1, 6, 0);
+  JobSpec half = sched::testing::Fractional(101, 500);
+  ASSERT_TRUE(s.Bind(half, {.tasks = {{.node = NodeId(1), .gpu_mask = 1u << 6, .gpu_milli = 500,
+                                       .gpu_memory_bytes = 1ull << 30}}},
+                     0)
+                  .ok());
+  JobSpec a = sched::testing::Fractional(1, 300), b = sched::testing::Fractional(2, 300);
+  b.submit_ns = 1;
+  Decisions d = Decide(*Make("slurm"), s, {a, b}, Sec(1));
+  ASSERT_EQ(d.binds.size(), 2u);
+  const sched::TaskBinding& ta = BindOf(d, 1)->placement.tasks[0];
+  const sched::TaskBinding& tb = BindOf(d, 2)->placement.tasks[0];
+  EXPECT_EQ(ta.node, NodeId(1));
+  EXPECT_EQ(ta.gpu_mask, 1u << 7);
+  EXPECT_EQ(tb.node, NodeId(0));
+}
+
 // ---- Tiresias-like --------------------------------------------------------------------------
 
 constexpr double kGpuHourMilliS = 3600.0 * 1000;
