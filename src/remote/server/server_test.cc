@@ -1,5 +1,6 @@
 // GpuServer's accept path without forking a worker: the data address it tells clients, and that a
-// peer that connects and never sends Hello cannot stop the accept loop.
+// peer that connects and never sends Hello cannot stop the accept loop. LeaseGuardBackend over
+// the emulated backend: only the leased device, within its lease's memory.
 #include "remote/server/server.h"
 
 #include <thread>
@@ -7,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "remote/protocol/messages.h"
+#include "remote/server/lease_guard.h"
 
 namespace gpool::remote::server {
 namespace {
@@ -72,6 +74,43 @@ TEST(GpuServer, SilentPeerDoesNotStopTheAcceptLoop) {
   EXPECT_EQ(st.message().find("timed out"), std::string::npos) << st.ToString();
   server.Stop();
   serve.join();
+}
+
+TEST(LeaseGuardBackend, OnlyTheLeasedDeviceWithinItsLeasesMemory) {
+  auto emulated = MakeEmulatedBackend({.devices = 2, .memory_bytes = uint64_t{64} << 20});
+  ASSERT_TRUE(emulated.ok()) << emulated.status().ToString();
+  LeaseGuardBackend guard(emulated->get(), {{.device = 0, .memory_bytes = 1 << 20,
+                                              .gpu = "h:7000/0"}});
+  uint64_t p = 0, q = 0, r = 0;
+  Result other = guard.Malloc(1, 4096, &p);
+  EXPECT_EQ(other.code, kErrNotPermitted);
+  EXPECT_NE(other.message.find("on GPU h:7000/1 refused: this session's lease covers only h:7000/0"),
+            std::string::npos) << other.message;
+  EXPECT_EQ(guard.DeviceSync(1).code, kErrNotPermitted);
+  EXPECT_EQ(guard.StreamCreate(1, 5, 0, 0).code, kErrNotPermitted);
+  proto::Launch launch;
+  launch.device = 1;
+  uint64_t ns = 0;
+  EXPECT_EQ(guard.Launch(launch, &ns).code, kErrNotPermitted);
+  // Device 0 within its lease's 1 MiB.
+  Result big = guard.Malloc(0, 2 << 20, &p);
+  EXPECT_EQ(big.code, kErrMemoryAllocation);
+  EXPECT_NE(big.message.find("its lease's memory limit is 1048576 bytes"), std::string::npos)
+      << big.message;
+  ASSERT_TRUE(guard.Malloc(0, 512 << 10, &p).ok());
+  ASSERT_TRUE(guard.Malloc(0, 512 << 10, &q).ok());
+  EXPECT_EQ(guard.Malloc(0, 1, &r).code, kErrMemoryAllocation);
+  uint64_t free = 0, total = 0;
+  ASSERT_TRUE(guard.MemGetInfo(0, &free, &total).ok());
+  EXPECT_EQ(total, uint64_t{1} << 20);
+  EXPECT_EQ(free, 0u);
+  ASSERT_TRUE(guard.Free(q).ok());
+  ASSERT_TRUE(guard.MemGetInfo(0, &free, &total).ok());
+  EXPECT_EQ(free, uint64_t{512} << 10);
+  EXPECT_TRUE(guard.Malloc(0, 512 << 10, &r).ok());
+  proto::DeviceProps props;
+  ASSERT_TRUE(guard.GetProps(0, &props).ok());
+  EXPECT_EQ(props.total_global_mem, uint64_t{1} << 20);
 }
 
 }  // namespace
