@@ -37,11 +37,11 @@
 namespace gpool::cli {
 namespace {
 
-std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
+std::atomic<bool> g_cluster_stop{false};
+void OnClusterSignal(int) { g_cluster_stop = true; }
 void InstallSignals() {
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnClusterSignal);
+  std::signal(SIGTERM, OnClusterSignal);
 }
 
 struct ClusterFlags {
@@ -81,7 +81,7 @@ struct ClusterFlags {
   std::string id;
 };
 
-std::string Json(const google::protobuf::Message& m) {
+std::string ClusterJson(const google::protobuf::Message& m) {
   std::string out;
   google::protobuf::util::JsonPrintOptions o;
   o.preserve_proto_field_names = true;
@@ -143,7 +143,7 @@ Status Rpc(const grpc::Status& s, const ClusterFlags& f) {
 // failure turned into the CLI's message (Rpc). `method` is the generated stub's sync method,
 // e.g. &v1::JobService::Stub::List. Calls that retry or stream keep their own code.
 template <typename Stub, typename Req, typename Resp>
-StatusOr<Resp> Call(const ClusterFlags& f, const Client& c,
+StatusOr<Resp> ClusterCall(const ClusterFlags& f, const Client& c,
                     grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
                     const Req& req) {
   Stub stub(c.channel);
@@ -213,7 +213,7 @@ Status RunController(const ClusterFlags& f) {
   }
   std::printf("\n");
   std::fflush(stdout);
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!g_cluster_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   if (fabric_monitor) fabric_monitor->Stop();
   controller->Stop();
   api.Shutdown();
@@ -234,7 +234,7 @@ Status RunAgent(const ClusterFlags& f) {
       return Status::Ok();
     }
     InstallSignals();
-    return agent::RunNodeAgent(r, &g_stop);
+    return agent::RunNodeAgent(r, &g_cluster_stop);
   }
   agent::HollowOptions o;
   o.controller = f.controller;
@@ -250,7 +250,7 @@ Status RunAgent(const ClusterFlags& f) {
     GPOOL_ASSIGN_OR_RETURN(o.names, FabricHostNames(f.fabric));
   }
   InstallSignals();
-  return agent::RunHollowAgent(o, &g_stop);
+  return agent::RunHollowAgent(o, &g_cluster_stop);
 }
 
 std::string RandomRequestId() {
@@ -353,7 +353,7 @@ Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
   }
   GPOOL_RETURN_IF_ERROR(Rpc(s, f));
   if (f.output == "json") {
-    std::printf("%s\n", Json(job).c_str());
+    std::printf("%s\n", ClusterJson(job).c_str());
   } else {
     std::printf("%s\n", job.id().c_str());
   }
@@ -386,9 +386,9 @@ Status JobsList(const ClusterFlags& f) {
   v1::ListJobsRequest req;
   req.set_tenant(f.tenant_filter);
   req.set_state(f.state_filter);
-  GPOOL_ASSIGN_OR_RETURN(v1::ListJobsResponse resp, Call(f, c, &v1::JobService::Stub::List, req));
+  GPOOL_ASSIGN_OR_RETURN(v1::ListJobsResponse resp, ClusterCall(f, c, &v1::JobService::Stub::List, req));
   if (f.output == "json") {
-    std::printf("%s\n", Json(resp).c_str());
+    std::printf("%s\n", ClusterJson(resp).c_str());
     return Status::Ok();
   }
   std::map<std::string, int> by_state;
@@ -460,14 +460,14 @@ Status JobOne(const ClusterFlags& f, bool cancel) {
   if (cancel) {
     v1::CancelJobRequest req;
     req.set_id(f.id);
-    GPOOL_ASSIGN_OR_RETURN(job, Call(f, c, &v1::JobService::Stub::Cancel, req));
+    GPOOL_ASSIGN_OR_RETURN(job, ClusterCall(f, c, &v1::JobService::Stub::Cancel, req));
   } else {
     v1::GetJobRequest req;
     req.set_id(f.id);
-    GPOOL_ASSIGN_OR_RETURN(job, Call(f, c, &v1::JobService::Stub::Get, req));
+    GPOOL_ASSIGN_OR_RETURN(job, ClusterCall(f, c, &v1::JobService::Stub::Get, req));
   }
   if (f.output == "json") {
-    std::printf("%s\n", Json(job).c_str());
+    std::printf("%s\n", ClusterJson(job).c_str());
   } else if (cancel) {
     std::printf("%s %s\n", job.id().c_str(), job.state().c_str());
   } else {
@@ -489,7 +489,7 @@ Status JobsWatch(const ClusterFlags& f) {
   req.set_initial(true);
   InstallSignals();
   std::thread canceller([&ctx] {
-    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (!g_cluster_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ctx.TryCancel();
   });
   auto reader = stub->Watch(&ctx, req);
@@ -510,7 +510,7 @@ Status JobsWatch(const ClusterFlags& f) {
     std::fflush(stdout);
     if (f.iterations > 0 && ++n >= f.iterations) break;
   }
-  g_stop = true;
+  g_cluster_stop = true;
   canceller.join();
   if (f.iterations > 0 && n >= f.iterations) {
     ctx.TryCancel();
@@ -529,9 +529,9 @@ Status JobLeases(const ClusterFlags& f) {
   req.set_job_id(f.id);
   req.set_ttl_s(f.ttl_s);
   GPOOL_ASSIGN_OR_RETURN(v1::IssueLeasesResponse resp,
-                         Call(f, c, &v1::LeaseService::Stub::Issue, req));
+                         ClusterCall(f, c, &v1::LeaseService::Stub::Issue, req));
   if (f.output == "json") {
-    std::printf("%s\n", Json(resp).c_str());
+    std::printf("%s\n", ClusterJson(resp).c_str());
     return Status::Ok();
   }
   for (const auto& l : resp.leases()) {
@@ -541,7 +541,7 @@ Status JobLeases(const ClusterFlags& f) {
 }
 
 StatusOr<v1::ListNodesResponse> FetchNodes(const ClusterFlags& f, const Client& c) {
-  return Call(f, c, &v1::NodeService::Stub::List, v1::ListNodesRequest());
+  return ClusterCall(f, c, &v1::NodeService::Stub::List, v1::ListNodesRequest());
 }
 
 Status Nodes(const ClusterFlags& f) {
@@ -549,7 +549,7 @@ Status Nodes(const ClusterFlags& f) {
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
   GPOOL_ASSIGN_OR_RETURN(v1::ListNodesResponse resp, FetchNodes(f, c));
   if (f.output == "json") {
-    std::printf("%s\n", Json(resp).c_str());
+    std::printf("%s\n", ClusterJson(resp).c_str());
     return Status::Ok();
   }
   int64_t gpus = 0, used = 0, ready = 0;
@@ -567,7 +567,7 @@ Status Nodes(const ClusterFlags& f) {
 }
 
 StatusOr<v1::ListTenantsResponse> FetchTenants(const ClusterFlags& f, const Client& c) {
-  return Call(f, c, &v1::TenantService::Stub::List, v1::ListTenantsRequest());
+  return ClusterCall(f, c, &v1::TenantService::Stub::List, v1::ListTenantsRequest());
 }
 
 void PrintTenants(const v1::ListTenantsResponse& resp) {
@@ -583,7 +583,7 @@ Status Tenants(const ClusterFlags& f) {
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
   GPOOL_ASSIGN_OR_RETURN(v1::ListTenantsResponse resp, FetchTenants(f, c));
   if (f.output == "json") {
-    std::printf("%s\n", Json(resp).c_str());
+    std::printf("%s\n", ClusterJson(resp).c_str());
     return Status::Ok();
   }
   PrintTenants(resp);
@@ -599,18 +599,18 @@ Status Top(const ClusterFlags& f) {
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
   InstallSignals();
   bool tty = isatty(fileno(stdout));
-  for (int frame = 0; !g_stop && (f.iterations == 0 || frame < f.iterations); ++frame) {
+  for (int frame = 0; !g_cluster_stop && (f.iterations == 0 || frame < f.iterations); ++frame) {
     if (frame > 0) {
       auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(f.refresh_ms);
-      while (!g_stop && std::chrono::steady_clock::now() < until) {
+      while (!g_cluster_stop && std::chrono::steady_clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      if (g_stop) break;
+      if (g_cluster_stop) break;
     }
     GPOOL_ASSIGN_OR_RETURN(v1::ListNodesResponse nodes, FetchNodes(f, c));
     GPOOL_ASSIGN_OR_RETURN(v1::ListTenantsResponse tenants, FetchTenants(f, c));
     GPOOL_ASSIGN_OR_RETURN(v1::ListJobsResponse jobs,
-                           Call(f, c, &v1::JobService::Stub::List, v1::ListJobsRequest()));
+                           ClusterCall(f, c, &v1::JobService::Stub::List, v1::ListJobsRequest()));
     std::map<std::string, int> node_states, job_states;
     double gpus = 0, alloc = 0, util = 0;
     int util_n = 0;
@@ -651,7 +651,7 @@ Status Top(const ClusterFlags& f) {
   return Status::Ok();
 }
 
-void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
+void RegisterCluster(CLI::App& app, const GlobalFlags&, int* exit_code) {
   auto f = std::make_shared<ClusterFlags>();
   auto run = [f, exit_code](const char* name, auto fn) {
     return [f, exit_code, name, fn] {
@@ -810,7 +810,7 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   top->callback(run("top", Top));
 }
 
-GPOOL_REGISTER_COMMAND(Register);
+GPOOL_REGISTER_COMMAND(RegisterCluster);
 
 }  // namespace
 }  // namespace gpool::cli

@@ -32,4 +32,4 @@ struct Registrar {
 #define GPOOL_CLI_CONCAT2(a, b) a##b
 #define GPOOL_CLI_CONCAT(a, b) GPOOL_CLI_CONCAT2(a, b)
 #define GPOOL_REGISTER_COMMAND(fn) \
-  static ::gpool::cli::Registrar GPOOL_CLI_CONCAT(gpool_cli_registrar_, __LINE__)(fn)
+  static ::gpool::cli::Registrar GPOOL_CLI_CONCAT(gpool_cli_registrar_, __COUNTER__)(fn)

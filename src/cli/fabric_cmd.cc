@@ -36,7 +36,7 @@ using Json = nlohmann::ordered_json;
 // ---------------------------------------------------------------------------------------------
 // Output helpers
 
-int Fail(std::string_view cmd, const Status& s) {
+int FabricFail(std::string_view cmd, const Status& s) {
   fmt::print(stderr, "gpool fabric {}: {}\n", cmd, s.message());
   return 1;
 }
@@ -234,14 +234,14 @@ int RunGen(const GenFlags& g) {
   StatusOr<Fabric> fabric = Status::InvalidArgument("unknown generator");
   std::string shape;
   auto rate = ParseRate(g.rate);
-  if (!rate.ok()) return Fail(cmd, rate.status());
+  if (!rate.ok()) return FabricFail(cmd, rate.status());
   if (g.kind == "fat-tree" || g.kind == "brief") {
     FatTreeOptions o;
     if (g.kind == "brief") {
       o = BriefFabric();
     } else {
       auto over = ParseOversubscription(g.oversubscription);
-      if (!over.ok()) return Fail(cmd, over.status());
+      if (!over.ok()) return FabricFail(cmd, over.status());
       o.levels = g.levels;
       o.radix = g.radix;
       o.pods = g.pods;
@@ -254,19 +254,19 @@ int RunGen(const GenFlags& g) {
       o.hosts = g.hosts;
     }
     auto s = ResolveFatTree(o);
-    if (!s.ok()) return Fail(cmd, s.status());
+    if (!s.ok()) return FabricFail(cmd, s.status());
     shape = s->ToString();
     fabric = GenerateFatTree(o);
   } else if (g.kind == "torus") {
     TorusOptions o;
     auto d = Split(g.dims, 'x');
     if (d.size() < 1 || d.size() > 3)
-      return Fail(cmd, Status::InvalidArgument(
+      return FabricFail(cmd, Status::InvalidArgument(
                            fmt::format("--dims '{}': expected XxYxZ such as 8x8x8", g.dims)));
     for (size_t i = 0; i < 3; ++i) {
       o.dims[i] = 1;
       if (i < d.size() && (!ParseInt(d[i], &o.dims[i]) || o.dims[i] < 1))
-        return Fail(cmd, Status::InvalidArgument(
+        return FabricFail(cmd, Status::InvalidArgument(
                              fmt::format("--dims '{}': '{}' is not a positive size", g.dims, d[i])));
     }
     o.hcas_per_switch = g.hcas_per_switch;
@@ -287,18 +287,18 @@ int RunGen(const GenFlags& g) {
                         o.routers_per_group, o.hosts_per_router, o.global_links_per_router);
     fabric = GenerateDragonfly(o);
   }
-  if (!fabric.ok()) return Fail(cmd, fabric.status());
+  if (!fabric.ok()) return FabricFail(cmd, fabric.status());
 
   StatusOr<std::string> text = Status::Internal("no format");
   if (g.format == "ibnetdiscover") text = WriteIbnetdiscover(*fabric);
   else if (g.format == "ibsim") text = WriteIbsimNet(*fabric);
   else text = WriteJson(*fabric);
-  if (!text.ok()) return Fail(cmd, text.status());
+  if (!text.ok()) return FabricFail(cmd, text.status());
   if (g.out.empty()) {
     std::fwrite(text->data(), 1, text->size(), stdout);
     return 0;
   }
-  if (Status s = WriteFileAtomic(g.out, *text); !s.ok()) return Fail(cmd, s);
+  if (Status s = WriteFileAtomic(g.out, *text); !s.ok()) return FabricFail(cmd, s);
   Locality loc = ComputeLocality(*fabric);
   if (g.output == "json") {
     Json j;
@@ -322,7 +322,7 @@ int RunGen(const GenFlags& g) {
 
 int RunLoad(const InputFlags& in) {
   auto l = LoadInput(in);
-  if (!l.ok()) return Fail("load", l.status());
+  if (!l.ok()) return FabricFail("load", l.status());
   const Fabric& f = l->fabric;
   Locality loc = ComputeLocality(f);
   if (in.output == "json") {
@@ -356,11 +356,11 @@ struct RouteFlags {
 
 int RunRoute(const RouteFlags& r) {
   auto l = LoadInput(r.in);
-  if (!l.ok()) return Fail("route", l.status());
+  if (!l.ok()) return FabricFail("route", l.status());
   const Fabric& f = l->fabric;
   double route_ms = 0;
   auto t = RouteWith(f, r.engine, &route_ms, r.lfts);
-  if (!t.ok()) return Fail("route", t.status());
+  if (!t.ok()) return FabricFail("route", t.status());
   auto t0 = std::chrono::steady_clock::now();
   VerifyReport v = Verify(f, *t, {});
   double verify_ms = MsSince(t0);
@@ -370,7 +370,7 @@ int RunRoute(const RouteFlags& r) {
       entries += t->out_port(s, static_cast<Lid>(lid)) != kNoRoute;
   if (!r.lft_out.empty()) {
     if (Status s = WriteFileAtomic(r.lft_out, WriteLftDump(f, *t)); !s.ok())
-      return Fail("route", s.WithContext("--lft-out"));
+      return FabricFail("route", s.WithContext("--lft-out"));
   }
   if (r.in.output == "json") {
     Json j;
@@ -496,20 +496,20 @@ void LoadTable(const Fabric& f, const LoadReport& r, size_t top, const std::stri
 
 int RunAnalyze(const AnalyzeFlags& a) {
   auto l = LoadInput(a.in);
-  if (!l.ok()) return Fail("analyze", l.status());
+  if (!l.ok()) return FabricFail("analyze", l.status());
   const Fabric& f = l->fabric;
   auto pattern = ParsePattern(f, a.pattern);
-  if (!pattern.ok()) return Fail("analyze", pattern.status());
+  if (!pattern.ok()) return FabricFail("analyze", pattern.status());
   double route_ms = 0;
   auto t = RouteWith(f, a.engine, &route_ms, a.lfts);
-  if (!t.ok()) return Fail("analyze", t.status());
+  if (!t.ok()) return FabricFail("analyze", t.status());
   auto t0 = std::chrono::steady_clock::now();
   auto load = AnalyzeLoad(f, *t, *pattern, {.max_shifts = a.shifts, .keep_per_link = true});
   double analyze_ms = MsSince(t0);
-  if (!load.ok()) return Fail("analyze", load.status());
+  if (!load.ok()) return FabricFail("analyze", load.status());
   Locality loc = ComputeLocality(f);
   auto bis = Bisection(f, loc);
-  if (!bis.ok()) return Fail("analyze", bis.status());
+  if (!bis.ok()) return FabricFail("analyze", bis.status());
   if (a.in.output == "json") {
     Json j;
     j["file"] = a.in.file;
@@ -559,18 +559,18 @@ struct FailFlags {
 
 int RunFail(const FailFlags& ff) {
   auto l = LoadInput(ff.in);
-  if (!l.ok()) return Fail("fail", l.status());
+  if (!l.ok()) return FabricFail("fail", l.status());
   Fabric& f = l->fabric;
   auto target = !ff.link.empty() ? ResolveLink(f, ff.link) : ResolveSwitch(f, ff.sw);
-  if (!target.ok()) return Fail("fail", target.status());
+  if (!target.ok()) return FabricFail("fail", target.status());
   auto pattern = ParsePattern(f, ff.pattern);
-  if (!pattern.ok()) return Fail("fail", pattern.status());
+  if (!pattern.ok()) return FabricFail("fail", pattern.status());
   double route_ms = 0;
   auto t = RouteWith(f, ff.engine, &route_ms);
-  if (!t.ok()) return Fail("fail", t.status());
+  if (!t.ok()) return FabricFail("fail", t.status());
   TrafficOptions topts{.max_shifts = ff.shifts};
   auto before = AnalyzeLoad(f, *t, *pattern, topts);
-  if (!before.ok()) return Fail("fail", before.status());
+  if (!before.ok()) return FabricFail("fail", before.status());
 
   // Timed on its own (without pair counting), then counted on a copy for the report.
   Fabric counted_fabric = f;
@@ -578,11 +578,11 @@ int RunFail(const FailFlags& ff) {
   auto t0 = std::chrono::steady_clock::now();
   auto timed = FailAndReroute(&f, &*t, *target, {.count_pairs = false});
   double reroute_ms = MsSince(t0);
-  if (!timed.ok()) return Fail("fail", timed.status());
+  if (!timed.ok()) return FabricFail("fail", timed.status());
   auto r = FailAndReroute(&counted_fabric, &counted_tables, *target, {});
-  if (!r.ok()) return Fail("fail", r.status());
+  if (!r.ok()) return FabricFail("fail", r.status());
   auto after = AnalyzeLoad(f, *t, *pattern, topts);
-  if (!after.ok()) return Fail("fail", after.status());
+  if (!after.ok()) return FabricFail("fail", after.status());
   VerifyReport v = Verify(f, *t, {});
 
   if (ff.in.output == "json") {
@@ -637,7 +637,7 @@ struct ExportFlags {
 
 int RunExport(const ExportFlags& e) {
   auto l = LoadInput(e.in);
-  if (!l.ok()) return Fail("export", l.status());
+  if (!l.ok()) return FabricFail("export", l.status());
   const Fabric& f = l->fabric;
   StatusOr<std::string> text = Status::Internal("no format");
   if (e.format == "ibsim") text = WriteIbsimNet(f);
@@ -645,12 +645,12 @@ int RunExport(const ExportFlags& e) {
   else if (e.format == "slurm") text = WriteSlurmTopology(f);
   else if (e.format == "dot") text = WriteDot(f);
   else text = WriteJson(f);
-  if (!text.ok()) return Fail("export", text.status());
+  if (!text.ok()) return FabricFail("export", text.status());
   if (e.out.empty()) {
     std::fwrite(text->data(), 1, text->size(), stdout);
     return 0;
   }
-  if (Status s = WriteFileAtomic(e.out, *text); !s.ok()) return Fail("export", s);
+  if (Status s = WriteFileAtomic(e.out, *text); !s.ok()) return FabricFail("export", s);
   return 0;
 }
 
@@ -659,7 +659,7 @@ int RunExport(const ExportFlags& e) {
 
 const std::vector<std::string> kEngines = {"minhop", "updn", "ftree", "dor"};
 
-void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
+void RegisterFabric(CLI::App& app, const GlobalFlags&, int* exit_code) {
   auto* fab = app.add_subcommand("fabric", "generate, load, route, analyse and fail fabrics offline");
   fab->require_subcommand(1);
 
@@ -788,7 +788,7 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   RegisterFabricWatch(fab, exit_code);
 }
 
-GPOOL_REGISTER_COMMAND(Register);
+GPOOL_REGISTER_COMMAND(RegisterFabric);
 
 }  // namespace
 }  // namespace gpool::cli

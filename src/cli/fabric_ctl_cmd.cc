@@ -105,7 +105,7 @@ struct ClientFlags {
   std::string token, token_file, tls_ca, tls_server_name;
 };
 
-std::string Json(const google::protobuf::Message& m) {
+std::string CtlJson(const google::protobuf::Message& m) {
   std::string out;
   google::protobuf::util::JsonPrintOptions o;
   o.preserve_proto_field_names = true;
@@ -115,7 +115,7 @@ std::string Json(const google::protobuf::Message& m) {
   return out;
 }
 
-Status Call(const ClientFlags& f, const std::function<grpc::Status(v1::FabricService::Stub*, grpc::ClientContext*)>& fn) {
+Status CtlCall(const ClientFlags& f, const std::function<grpc::Status(v1::FabricService::Stub*, grpc::ClientContext*)>& fn) {
   control::ClientOptions o;
   o.address = f.controller;
   o.tls_ca_file = f.tls_ca;
@@ -156,9 +156,9 @@ Status Show(const ClientFlags& f) {
   v1::GetFabricRequest req;
   req.set_all_links(f.all);
   v1::GetFabricResponse r;
-  GPOOL_RETURN_IF_ERROR(Call(f, [&](auto* s, auto* c) { return s->Get(c, req, &r); }));
+  GPOOL_RETURN_IF_ERROR(CtlCall(f, [&](auto* s, auto* c) { return s->Get(c, req, &r); }));
   if (f.output == "json") {
-    std::printf("%s\n", Json(r).c_str());
+    std::printf("%s\n", CtlJson(r).c_str());
     return Status::Ok();
   }
   int down_sw = 0, unreachable = 0;
@@ -184,9 +184,9 @@ Status PathCmd(const ClientFlags& f) {
   req.set_to(f.to);
   req.set_rail(f.rail);
   v1::FabricPathResponse r;
-  GPOOL_RETURN_IF_ERROR(Call(f, [&](auto* s, auto* c) { return s->Path(c, req, &r); }));
+  GPOOL_RETURN_IF_ERROR(CtlCall(f, [&](auto* s, auto* c) { return s->Path(c, req, &r); }));
   if (f.output == "json") {
-    std::printf("%s\n", Json(r).c_str());
+    std::printf("%s\n", CtlJson(r).c_str());
     return Status::Ok();
   }
   std::printf("%s -> %s: %d links, %d switches\n", r.from_ca().c_str(), r.to_ca().c_str(),
@@ -197,9 +197,9 @@ Status PathCmd(const ClientFlags& f) {
 
 Status HealthCmd(const ClientFlags& f) {
   v1::FabricHealthResponse r;
-  GPOOL_RETURN_IF_ERROR(Call(f, [&](auto* s, auto* c) { return s->Health(c, v1::FabricHealthRequest(), &r); }));
+  GPOOL_RETURN_IF_ERROR(CtlCall(f, [&](auto* s, auto* c) { return s->Health(c, v1::FabricHealthRequest(), &r); }));
   if (f.output == "json") {
-    std::printf("%s\n", Json(r).c_str());
+    std::printf("%s\n", CtlJson(r).c_str());
     return Status::Ok();
   }
   std::printf("%s (generation %ld), routes from %s\n", r.healthy() ? "healthy" : "DEGRADED",
@@ -249,9 +249,9 @@ Status Report(const ClientFlags& f) {
   req.set_switch_name(f.sw);
   req.set_up(f.state == "up");
   v1::FabricEventResponse r;
-  GPOOL_RETURN_IF_ERROR(Call(f, [&](auto* s, auto* c) { return s->Event(c, req, &r); }));
+  GPOOL_RETURN_IF_ERROR(CtlCall(f, [&](auto* s, auto* c) { return s->Event(c, req, &r); }));
   if (f.output == "json") {
-    std::printf("%s\n", Json(r).c_str());
+    std::printf("%s\n", CtlJson(r).c_str());
   } else {
     std::printf("generation %ld\n", r.generation());
   }

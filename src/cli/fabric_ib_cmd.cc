@@ -24,7 +24,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-int Fail(std::string_view cmd, const Status& s) {
+int IbFail(std::string_view cmd, const Status& s) {
   fmt::print(stderr, "gpool fabric {}: {}\n", cmd, s.message());
   return 1;
 }
@@ -53,12 +53,12 @@ int RunDiscover(const DiscoverFlags& d) {
   auto t0 = std::chrono::steady_clock::now();
   auto f = d.cache.empty() ? ib::DiscoverFabric(o) : ib::LoadIbndCache(d.cache, o);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (!f.ok()) return Fail("discover", f.status());
+  if (!f.ok()) return IbFail("discover", f.status());
 
   Status same;
   if (!d.expect.empty()) {
     auto plan = fabric::LoadFabric(d.expect);
-    if (!plan.ok()) return Fail("discover", plan.status().WithContext("--expect"));
+    if (!plan.ok()) return IbFail("discover", plan.status().WithContext("--expect"));
     fabric::CompareOptions c{.unknown_sysimg_matches = true};
     for (const auto& i : d.ignore) {
       if (i == "guids") c.guids = false;
@@ -72,13 +72,13 @@ int RunDiscover(const DiscoverFlags& d) {
   if (d.format == "ibnetdiscover") text = fabric::WriteIbnetdiscover(*f);
   else if (d.format == "ibsim") text = fabric::WriteIbsimNet(*f);
   else text = fabric::WriteJson(*f);
-  if (!text.ok()) return Fail("discover", text.status());
+  if (!text.ok()) return IbFail("discover", text.status());
   if (d.out.empty() && d.expect.empty()) {
     std::fwrite(text->data(), 1, text->size(), stdout);
     return 0;
   }
   if (!d.out.empty())
-    if (Status s = WriteFileAtomic(d.out, *text); !s.ok()) return Fail("discover", s);
+    if (Status s = WriteFileAtomic(d.out, *text); !s.ok()) return IbFail("discover", s);
   std::string source = d.cache.empty() ? "live" : d.cache;
   if (d.output == "json") {
     Json j;
@@ -118,16 +118,16 @@ struct PortFlags {
 
 int RunPort(const PortFlags& p) {
   if (p.lid <= 0 || p.lid > fabric::kMaxUnicastLid)
-    return Fail("port", Status::InvalidArgument(fmt::format("LID {}: expected 1..49151", p.lid)));
+    return IbFail("port", Status::InvalidArgument(fmt::format("LID {}: expected 1..49151", p.lid)));
   auto m = ib::MadPort::Open({.ca_name = p.ca, .ca_port = p.ca_port});
-  if (!m.ok()) return Fail("port", m.status());
+  if (!m.ok()) return IbFail("port", m.status());
   auto lid = static_cast<uint16_t>(p.lid);
   auto st = (*m)->QueryState(lid, p.port);
-  if (!st.ok()) return Fail("port", st.status());
+  if (!st.ok()) return IbFail("port", st.status());
   auto c = (*m)->QueryCounters(lid, p.port);
-  if (!c.ok()) return Fail("port", c.status());
+  if (!c.ok()) return IbFail("port", c.status());
   if (p.reset)
-    if (Status s = (*m)->ResetCounters(lid, p.port); !s.ok()) return Fail("port", s);
+    if (Status s = (*m)->ResetCounters(lid, p.port); !s.ok()) return IbFail("port", s);
   if (p.output == "json") {
     Json j;
     j["lid"] = p.lid;

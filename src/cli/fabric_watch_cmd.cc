@@ -40,8 +40,8 @@ struct WatchFlags {
   std::string ready_file;
 };
 
-std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
+std::atomic<bool> g_watch_stop{false};
+void OnWatchSignal(int) { g_watch_stop = true; }
 
 int64_t NowNs() {
   timespec ts{};
@@ -75,11 +75,11 @@ Status RunWatch(const WatchFlags& f) {
   if (!f.ready_file.empty()) {
     if (FILE* r = std::fopen(f.ready_file.c_str(), "w")) std::fclose(r);
   }
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnWatchSignal);
+  std::signal(SIGTERM, OnWatchSignal);
   size_t warned = 0;
   int64_t subnet_ups = 0;
-  while (!g_stop) {
+  while (!g_watch_stop) {
     GPOOL_ASSIGN_OR_RETURN(std::vector<ib::FabricChange> changes, w->Poll(std::chrono::milliseconds(200)));
     if (w->subnet_ups() != subnet_ups) {  // OpenSM finished a sweep: scripts wait for it
       subnet_ups = w->subnet_ups();

@@ -84,7 +84,7 @@ Status Verify(const LeaseFlags& f) {
   return Status::Ok();
 }
 
-void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
+void RegisterLease(CLI::App& app, const GlobalFlags&, int* exit_code) {
   CLI::App* lease = app.add_subcommand("lease", "issue and check GPU session leases");
   lease->require_subcommand(1);
   auto f = std::make_shared<LeaseFlags>();
@@ -117,6 +117,6 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
 
 }  // namespace
 
-GPOOL_REGISTER_COMMAND(Register);
+GPOOL_REGISTER_COMMAND(RegisterLease);
 
 }  // namespace gpool::cli

@@ -100,7 +100,7 @@ std::function<Status(const std::string&, SessionGrant*)> MakeAuthorizer(
 }
 
 GpuServer* g_server = nullptr;
-void OnSignal(int) {
+void OnPoolSignal(int) {
   if (g_server) g_server->Stop();
 }
 
@@ -171,8 +171,8 @@ int RunServer(const ServerFlags& f) {
              f.backend, f.transport);
   std::fflush(stdout);
   g_server = &server;
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnPoolSignal);
+  std::signal(SIGTERM, OnPoolSignal);
   s = server.Serve();
   g_server = nullptr;
   if (!s.ok()) {
@@ -229,7 +229,7 @@ int RunProgram(std::string devices, std::string lease, std::string transport,
   return 127;
 }
 
-void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
+void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
   auto f = std::make_shared<ServerFlags>();
   auto* srv = app.add_subcommand("gpu-server", "serve GPUs (real or emulated) to remote CUDA programs");
   auto* backend = srv->add_option("--backend", f->backend, "cuda or emulated (default emulated)")
@@ -262,7 +262,7 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
   run->callback([r, exit_code] { *exit_code = RunProgram(r->devices, r->lease, r->transport, r->argv); });
 }
 
-GPOOL_REGISTER_COMMAND(Register);
+GPOOL_REGISTER_COMMAND(RegisterPool);
 
 }  // namespace
 }  // namespace gpool::cli

@@ -280,7 +280,7 @@ Status RunSim(const SimFlags& f) {
   return Status::Ok();
 }
 
-void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
+void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
   auto f = std::make_shared<SimFlags>();
   CLI::App* cmd = app.add_subcommand("sim", "replay a workload on a cluster under scheduling policies");
   cmd->add_option("--trace", f->trace, "trace file (for synthetic: the run-time list to sample)")->required();
@@ -345,6 +345,6 @@ void Register(CLI::App& app, const GlobalFlags&, int* exit_code) {
 
 }  // namespace
 
-GPOOL_REGISTER_COMMAND(Register);
+GPOOL_REGISTER_COMMAND(RegisterSim);
 
 }  // namespace gpool::cli
