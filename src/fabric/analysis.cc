@@ -14,8 +14,8 @@
 namespace gpool::fabric {
 namespace {
 
-constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
-constexpr size_t kMaxProblems = 5;
+constexpr uint32_t kNoSwitch = std::numeric_limits<uint32_t>::max();
+constexpr size_t kMaxAnalysisProblems = 5;
 
 // Direction of `link` when entered from node `from`: 0 = Link::a to Link::b, 1 = the reverse.
 inline uint32_t Directed(const Fabric& f, LinkId link, NodeId from) {
@@ -127,7 +127,7 @@ double PortGbps(const Fabric& f, PortId p) {
 
 void NoteProblem(const Fabric& f, const RoutingTables& t, const Endpoint& s, const Endpoint& d,
                  LoadReport* r) {
-  if (r->problems.size() >= kMaxProblems) return;
+  if (r->problems.size() >= kMaxAnalysisProblems) return;
   auto path = TracePath(f, t, s.port, d.lid);
   r->problems.push_back(fmt::format("{} -> {} (LID {}): {}", f.node(s.ca).name, f.node(d.ca).name,
                                     d.lid,
@@ -166,9 +166,9 @@ StatusOr<LoadReport> AllToAll(const Fabric& f, const RoutingTables& t,
   // Endpoints per CA node, so a CA never "sends" to its own other ports.
   std::vector<uint32_t> per_node(f.num_nodes(), 0);
   for (const Endpoint& e : eps) ++per_node[e.ca.value()];
-  // Each source's attachment: the switch its port is cabled to (kNone when it is cabled to a CA
+  // Each source's attachment: the switch its port is cabled to (kNoSwitch when it is cabled to a CA
   // or its link is down) and its per-flow rate.
-  std::vector<uint32_t> attach(n, kNone);
+  std::vector<uint32_t> attach(n, kNoSwitch);
   std::vector<double> rate(n, 0);
   std::vector<uint64_t> inj_cnt(num_sw, 0);
   std::vector<double> inj_gbps(num_sw, 0);
@@ -199,7 +199,7 @@ StatusOr<LoadReport> AllToAll(const Fabric& f, const RoutingTables& t,
     const auto& same = eps_of_node[d.ca.value()];
     // The destination's node does not send to itself: take its ports out of the injection.
     for (uint32_t e : same)
-      if (attach[e] != kNone) --inj_cnt[attach[e]], inj_gbps[attach[e]] -= rate[e];
+      if (attach[e] != kNoSwitch) --inj_cnt[attach[e]], inj_gbps[attach[e]] -= rate[e];
 
     size_t expected = n - same.size();
     size_t routed = 0;
@@ -214,16 +214,16 @@ StatusOr<LoadReport> AllToAll(const Fabric& f, const RoutingTables& t,
       NodeId sw = tree.switch_node(si);
       load.Add(Directed(f, tree.out_link(si), sw), c, g);
       uint32_t nx = tree.next(si);
-      if (nx != kNone) acc_cnt[nx] += c, acc_gbps[nx] += g;
+      if (nx != kNoSwitch) acc_cnt[nx] += c, acc_gbps[nx] += g;
     }
     for (uint32_t e : same) {
-      if (attach[e] == kNone) continue;
+      if (attach[e] == kNoSwitch) continue;
       ++inj_cnt[attach[e]], inj_gbps[attach[e]] += rate[e];
       if (tree.reaches(attach[e])) ++excluded[e];
     }
     // Sources cabled straight to the destination (back-to-back CAs) need no switch.
     for (uint32_t si = 0; si < n; ++si) {
-      if (attach[si] != kNone || rate[si] == 0 || eps[si].ca == d.ca) continue;
+      if (attach[si] != kNoSwitch || rate[si] == 0 || eps[si].ca == d.ca) continue;
       LinkId l = f.port(eps[si].port).link;
       const Link& k = f.link(l);
       PortId other = k.a == eps[si].port ? k.b : k.a;
@@ -234,15 +234,15 @@ StatusOr<LoadReport> AllToAll(const Fabric& f, const RoutingTables& t,
     r.flows += routed;
     if (routed < expected) {
       r.unroutable += expected - routed;
-      for (uint32_t si = 0; si < n && r.problems.size() < kMaxProblems; ++si) {
+      for (uint32_t si = 0; si < n && r.problems.size() < kMaxAnalysisProblems; ++si) {
         if (eps[si].ca == d.ca) continue;
-        if (attach[si] == kNone || !tree.reaches(attach[si])) NoteProblem(f, t, eps[si], d, &r);
+        if (attach[si] == kNoSwitch || !tree.reaches(attach[si])) NoteProblem(f, t, eps[si], d, &r);
       }
     }
   }
   // Source uplinks: one flow per reached destination.
   for (uint32_t i = 0; i < n; ++i) {
-    if (attach[i] == kNone) continue;
+    if (attach[i] == kNoSwitch) continue;
     uint64_t c = reach_cnt[attach[i]] - excluded[i];
     if (c) load.Add(Directed(f, f.port(eps[i].port).link, eps[i].ca), c, rate[i] * c);
   }
@@ -423,7 +423,7 @@ constexpr int32_t kUnknown = -1, kInProgress = -2, kDead = -3;
 }  // namespace
 
 RouteTree::RouteTree(const Fabric& fabric) : fabric_(fabric) {
-  sw_index_.assign(fabric.num_nodes(), kNone);
+  sw_index_.assign(fabric.num_nodes(), kNoSwitch);
   for (uint32_t i = 0; i < fabric.switches().size(); ++i)
     sw_index_[fabric.switches()[i].value()] = i;
   size_t s = fabric.num_switches();
@@ -440,7 +440,7 @@ void RouteTree::Build(const RoutingTables& t, Lid lid) {
   for (uint32_t si = 0; si < s; ++si) {
     NodeId sw = f.switches()[si];
     out_link_[si] = LinkId();
-    next_[si] = kNone;
+    next_[si] = kNoSwitch;
     depth_[si] = kDead;
     why_[si] = kOk;
     const Node& node = f.node(sw);
@@ -613,7 +613,7 @@ StatusOr<LoadReport> AnalyzeLoad(const Fabric& f, const RoutingTables& t,
       flows += one.flows;
       unroutable += one.unroutable;
       for (auto& p : one.problems)
-        if (problems.size() < kMaxProblems) problems.push_back(std::move(p));
+        if (problems.size() < kMaxAnalysisProblems) problems.push_back(std::move(p));
       bool worse = !have_best || one.max_flows > best.max_flows ||
                    (one.max_flows == best.max_flows && one.max_load_ratio > best.max_load_ratio);
       if (worse) {
@@ -708,13 +708,13 @@ StatusOr<BisectionReport> Bisection(const Fabric& f, const Locality& loc) {
   if (cas.size() < 2)
     return Status::FailedPrecondition(
         fmt::format("bisection needs at least two connected CAs; the fabric has {}", cas.size()));
-  std::vector<uint32_t> leaf_rank(f.num_nodes(), kNone);
+  std::vector<uint32_t> leaf_rank(f.num_nodes(), kNoSwitch);
   for (uint32_t i = 0; i < loc.leaves.size(); ++i) leaf_rank[loc.leaves[i].value()] = i;
   auto key = [&](NodeId c) {
     int32_t pod = loc.pod_of[c.value()];
     NodeId leaf = loc.leaf_of[c.value()];
     return std::tuple(pod < 0 ? std::numeric_limits<int32_t>::max() : pod,
-                      leaf.valid() ? leaf_rank[leaf.value()] : kNone, c.value());
+                      leaf.valid() ? leaf_rank[leaf.value()] : kNoSwitch, c.value());
   };
   std::stable_sort(cas.begin(), cas.end(), [&](NodeId a, NodeId b) { return key(a) < key(b); });
 

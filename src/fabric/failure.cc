@@ -10,7 +10,7 @@
 namespace gpool::fabric {
 namespace {
 
-constexpr uint32_t kNone = UINT32_MAX;
+constexpr uint32_t kNoIndex = UINT32_MAX;
 
 // True when the route toward the tree's destination from switch `si` crosses the target. Filled
 // closest-to-destination first so each switch looks at its next hop only.
@@ -26,18 +26,18 @@ void MarkCrossing(const Fabric& f, const RouteTree& tree, const FailureTarget& t
       c = tree.out_link(si) == target.link;
     }
     uint32_t nx = tree.next(si);
-    if (!c && nx != kNone) c = (*crosses)[nx] != 0;
+    if (!c && nx != kNoIndex) c = (*crosses)[nx] != 0;
     (*crosses)[si] = c;
   }
   (void)f;
 }
 
-// The switch index behind an endpoint's port, or kNone (cabled to a CA, or link unusable).
+// The switch index behind an endpoint's port, or kNoIndex (cabled to a CA, or link unusable).
 uint32_t AttachedSwitch(const Fabric& f, const RouteTree& tree, const Endpoint& e) {
   LinkId l = f.port(e.port).link;
-  if (!f.link_usable(l)) return kNone;
+  if (!f.link_usable(l)) return kNoIndex;
   NodeId peer = f.link_peer(l, e.ca);
-  return f.node(peer).type == NodeType::kSwitch ? tree.switch_index(peer) : kNone;
+  return f.node(peer).type == NodeType::kSwitch ? tree.switch_index(peer) : kNoIndex;
 }
 
 // Whether endpoint `e`'s own cable is the target or goes to the target switch.
@@ -169,7 +169,7 @@ StatusOr<FailureReport> FailAndReroute(Fabric* fabric, RoutingTables* tables,
       tree.Build(*tables, eps[di].lid);
       auto reached = [&](uint32_t si) {
         uint32_t sw = AttachedSwitch(f, tree, eps[si]);
-        return sw != kNone && tree.reaches(sw);
+        return sw != kNoIndex && tree.reaches(sw);
       };
       if (!affected) {
         // Routes toward this destination stay; only the stranded sources lose it for good.
@@ -209,7 +209,7 @@ StatusOr<FailureReport> FailAndReroute(Fabric* fabric, RoutingTables* tables,
       tree.Build(*tables, eps[di].lid);
       for (uint32_t si : srcs) {
         uint32_t sw = AttachedSwitch(f, tree, eps[si]);
-        if (sw == kNone || !tree.reaches(sw)) ++r.pairs_unreachable_after;
+        if (sw == kNoIndex || !tree.reaches(sw)) ++r.pairs_unreachable_after;
       }
     }
   }

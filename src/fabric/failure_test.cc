@@ -14,7 +14,7 @@ namespace {
 using testutil::ThreeTier;
 using testutil::TwoTier;
 
-RoutingTables MustRoute(const Fabric& f, Engine e) {
+RoutingTables MustRouteFailure(const Fabric& f, Engine e) {
   auto t = Route(f, {.engine = e});
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return std::move(t).value();
@@ -77,7 +77,7 @@ TEST(ResolveTest, LinkReferences) {
 
 TEST(AffectedTest, CoversEveryDestinationWhoseRouteCrossesTheLink) {
   Fabric f = ThreeTier({.pods = 2, .leaves_per_pod = 2, .aggs_per_pod = 2, .cores = 2});
-  RoutingTables t = MustRoute(f, Engine::kMinhop);
+  RoutingTables t = MustRouteFailure(f, Engine::kMinhop);
   auto eps = Endpoints(f);
   for (const char* ref : {"leaf0.0[3]", "agg0.0[3]", "leaf1.1[1]"}) {
     auto target = ResolveLink(f, ref);
@@ -102,7 +102,7 @@ class FailRerouteTest : public ::testing::TestWithParam<Engine> {};
 
 TEST_P(FailRerouteTest, LinkFailureReroutesOnlyAffectedDestinations) {
   Fabric f = ThreeTier({.pods = 2, .leaves_per_pod = 2, .aggs_per_pod = 2, .cores = 2});
-  RoutingTables t = MustRoute(f, GetParam());
+  RoutingTables t = MustRouteFailure(f, GetParam());
   RoutingTables before = t;
   auto target = ResolveLink(f, "agg0.0[3]");  // an agg-core link
   ASSERT_TRUE(target.ok());
@@ -138,7 +138,7 @@ TEST_P(FailRerouteTest, LinkFailureReroutesOnlyAffectedDestinations) {
 
 TEST_P(FailRerouteTest, SwitchFailure) {
   Fabric f = ThreeTier({.pods = 2, .leaves_per_pod = 2, .aggs_per_pod = 2, .cores = 2});
-  RoutingTables t = MustRoute(f, GetParam());
+  RoutingTables t = MustRouteFailure(f, GetParam());
   auto spine = ResolveSwitch(f, "core0");
   ASSERT_TRUE(spine.ok());
   auto crossing = CrossingPairs(f, t, *spine);
@@ -163,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(Engines, FailRerouteTest,
 
 TEST(FailTest, LeafFailureStrandsItsCas) {
   Fabric f = TwoTier({.leaves = 3, .spines = 2, .cas_per_leaf = 2});
-  RoutingTables t = MustRoute(f, Engine::kMinhop);
+  RoutingTables t = MustRouteFailure(f, Engine::kMinhop);
   auto leaf = ResolveSwitch(f, "leaf1");
   ASSERT_TRUE(leaf.ok());
   auto r = FailAndReroute(&f, &t, *leaf, {.route = {.engine = Engine::kMinhop}});

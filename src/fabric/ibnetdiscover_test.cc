@@ -15,7 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-StatusOr<Fabric> Parse(std::string_view text, std::vector<std::string>* warnings = nullptr) {
+StatusOr<Fabric> ParseNetText(std::string_view text, std::vector<std::string>* warnings = nullptr) {
   NetParseOptions o;
   o.source_name = "t.net";
   o.warnings = warnings;
@@ -108,19 +108,19 @@ TEST(IbnetdiscoverTest, RealDumpsRoundTripThroughBothWriters) {
     all.descriptions = true;
     auto text = WriteIbnetdiscover(*a);
     ASSERT_TRUE(text.ok()) << text.status().ToString();
-    auto b = Parse(*text);
+    auto b = ParseNetText(*text);
     ASSERT_TRUE(b.ok()) << b.status().ToString() << "\n" << *text;
     EXPECT_TRUE(SameFabric(*a, *b, all).ok()) << SameFabric(*a, *b, all).ToString();
     auto net = WriteIbsimNet(*a);
     ASSERT_TRUE(net.ok()) << net.status().ToString();
-    auto c = Parse(*net);
+    auto c = ParseNetText(*net);
     ASSERT_TRUE(c.ok()) << c.status().ToString() << "\n" << *net;
     EXPECT_TRUE(SameFabric(*a, *c, all).ok()) << SameFabric(*a, *c, all).ToString();
   }
 }
 
 TEST(IbnetdiscoverTest, IbsimNetWithoutAddressesGetsIbsimGuidsDefaultsAndLids) {
-  auto f = Parse(
+  auto f = ParseNetText(
       "# hand-written ibsim net\n"
       "Switch\t8 \"Switch1\"\n"
       "[1]\t\"Hca1\"[1]\n"
@@ -154,7 +154,7 @@ TEST(IbnetdiscoverTest, IbsimNetWithoutAddressesGetsIbsimGuidsDefaultsAndLids) {
 }
 
 TEST(IbnetdiscoverTest, PortAttributesAreIbsimMasks) {
-  auto f = Parse(
+  auto f = ParseNetText(
       "Switch 4 \"a\"\n"
       "[1] \"b\"[1] w=2 e=8\n"        // 4x NDR
       "[2] \"b\"[2] w=4 s=4\n"        // 8x (w is a mask) QDR
@@ -173,7 +173,7 @@ TEST(IbnetdiscoverTest, PortAttributesAreIbsimMasks) {
   EXPECT_EQ(PortOf(*f, "a", 4).speed, LinkSpeed::kHdr);
   EXPECT_EQ(PortOf(*f, "b", 4).width, 12);
 
-  auto bad = Parse("Switch 4 \"a\"\n[1] \"b\"[1] w=0\n\nSwitch 4 \"b\"\n");
+  auto bad = ParseNetText("Switch 4 \"a\"\n[1] \"b\"[1] w=0\n\nSwitch 4 \"b\"\n");
   EXPECT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("t.net:2:"));
   EXPECT_THAT(bad.status().message(), HasSubstr("LinkWidth mask"));
@@ -181,7 +181,7 @@ TEST(IbnetdiscoverTest, PortAttributesAreIbsimMasks) {
 
 TEST(IbnetdiscoverTest, UnknownSpeedTokenWarnsAndKeepsTheWidth) {
   std::vector<std::string> warnings;
-  auto f = Parse("Switch 4 \"a\"\n[1] \"b\"[1] # \"b\" lid 3 4x???\n\nSwitch 4 \"b\"\n", &warnings);
+  auto f = ParseNetText("Switch 4 \"a\"\n[1] \"b\"[1] # \"b\" lid 3 4x???\n\nSwitch 4 \"b\"\n", &warnings);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ(PortOf(*f, "a", 1).width, 4);
   ASSERT_EQ(warnings.size(), 1u);
@@ -214,11 +214,11 @@ TEST(IbnetdiscoverTest, MalformedInputNamesFileLineAndExpectation) {
       {"Switch 4 \"a\"\n[0] \"b\"[1]\n", "t.net:2: port 0 is a switch's management port"},
   };
   for (const Case& c : cases) {
-    auto f = Parse(c.text);
+    auto f = ParseNetText(c.text);
     ASSERT_FALSE(f.ok()) << c.text;
     EXPECT_THAT(f.status().message(), HasSubstr(c.want)) << c.text;
   }
-  auto unimpl = Parse("do Unlink \"a\"\n");
+  auto unimpl = ParseNetText("do Unlink \"a\"\n");
   EXPECT_EQ(unimpl.status().code(), StatusCode::kUnimplemented);
 }
 
@@ -238,7 +238,7 @@ TEST(IbnetdiscoverTest, IncludesResolveRelativeToTheIncludingFile) {
   EXPECT_THAT(cycle.status().message(), HasSubstr("cycle_b.net:1"));
 
   // From a string there is nothing to include from unless a reader is given.
-  EXPECT_THAT(Parse("include \"x.net\"\n").status().message(), HasSubstr("t.net:1: include"));
+  EXPECT_THAT(ParseNetText("include \"x.net\"\n").status().message(), HasSubstr("t.net:1: include"));
   std::map<std::string, std::string> files = {{"dir/x.net", "Switch 2 \"s\"\n"}};
   NetParseOptions o;
   o.source_name = "dir/main.net";
