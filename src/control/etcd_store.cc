@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kWatchBatch = 1000;  // events returned by one Watcher::Next at most
+constexpr size_t kEtcdWatchBatch = 1000;  // events returned by one Watcher::Next at most
 
 // Store revision <-> etcd revision (etcd_store.h: a fresh etcd is at 1, a fresh store at 0).
 int64_t ToEtcd(Revision r) { return r + 1; }
@@ -87,7 +87,7 @@ class EtcdStore::EtcdWatcher final : public Watcher {
         return error_;
       }
       std::vector<WatchEvent> out;
-      while (!events_.empty() && out.size() < kWatchBatch) {
+      while (!events_.empty() && out.size() < kEtcdWatchBatch) {
         out.push_back(std::move(events_.front()));
         events_.pop_front();
       }

@@ -16,7 +16,7 @@ const Status& NoFabric() {
   return s;
 }
 
-std::string ToJson(const google::protobuf::Message& m) {
+std::string MessageJson(const google::protobuf::Message& m) {
   std::string out;
   google::protobuf::util::JsonPrintOptions o;
   o.preserve_proto_field_names = true;
@@ -26,7 +26,7 @@ std::string ToJson(const google::protobuf::Message& m) {
 }
 
 // Running jobs the caller may see (all for tenant ""), after tracking all of them.
-std::vector<JobNodes> Visible(Controller* c, FabricView* f, const std::string& tenant) {
+std::vector<JobNodes> VisibleJobs(Controller* c, FabricView* f, const std::string& tenant) {
   std::vector<JobNodes> all = RunningJobNodes(c);
   f->TrackJobs(all);
   if (tenant.empty()) return all;
@@ -49,7 +49,7 @@ class FabricServiceImpl final : public v1::FabricService::Service {
     GPOOL_FABRIC_GATE(false, "FabricService.Get");
     FabricView* f = c_->fabric().get();
     if (f == nullptr) return ToGrpc(NoFabric());
-    *resp = f->Get(*req, Visible(c_, f, tenant));
+    *resp = f->Get(*req, VisibleJobs(c_, f, tenant));
     return grpc::Status::OK;
   }
   grpc::Status Path(grpc::ServerContext* ctx, const v1::FabricPathRequest* req,
@@ -69,7 +69,7 @@ class FabricServiceImpl final : public v1::FabricService::Service {
     GPOOL_FABRIC_GATE(false, "FabricService.Health");
     FabricView* f = c_->fabric().get();
     if (f == nullptr) return ToGrpc(NoFabric());
-    *resp = f->Health(Visible(c_, f, tenant));
+    *resp = f->Health(VisibleJobs(c_, f, tenant));
     return grpc::Status::OK;
   }
   grpc::Status Event(grpc::ServerContext* ctx, const v1::FabricEventRequest* req,
@@ -80,7 +80,7 @@ class FabricServiceImpl final : public v1::FabricService::Service {
     if (req->link().empty() == req->switch_name().empty()) {
       return ToGrpc(Status::InvalidArgument("link, switch_name: give exactly one"));
     }
-    (void)Visible(c_, f, "");  // track the jobs before a re-route moves their flows
+    (void)VisibleJobs(c_, f, "");  // track the jobs before a re-route moves their flows
     Status s = req->link().empty() ? f->ObserveSwitch(req->switch_name(), req->up())
                                    : f->ObserveLink(req->link(), req->up());
     if (!s.ok()) return ToGrpc(s);
@@ -116,11 +116,11 @@ std::unique_ptr<grpc::Service> MakeFabricService(Controller* c, FabricAuth auth)
 StatusOr<std::string> FabricJson(Controller* c, bool all_links, const std::string& tenant) {
   FabricView* f = c->fabric().get();
   if (f == nullptr) return NoFabric();
-  std::vector<JobNodes> jobs = Visible(c, f, tenant);
+  std::vector<JobNodes> jobs = VisibleJobs(c, f, tenant);
   v1::GetFabricRequest req;
   req.set_all_links(all_links);
-  nlohmann::json out = nlohmann::json::parse(ToJson(f->Get(req, jobs)));
-  out["health"] = nlohmann::json::parse(ToJson(f->Health(jobs)));
+  nlohmann::json out = nlohmann::json::parse(MessageJson(f->Get(req, jobs)));
+  out["health"] = nlohmann::json::parse(MessageJson(f->Health(jobs)));
   return out.dump();
 }
 

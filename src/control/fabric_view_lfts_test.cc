@@ -26,9 +26,9 @@ using ::testing::HasSubstr;
 using fabric::NodeId;
 
 // 2-level fat-tree of 8-port switches: 8 leaves (hosts on ports 1-4, spines on 5-8), 4 spines.
-constexpr char kSmall[] = "gen:fat-tree:levels=2,radix=8";
+constexpr char kSmallLfts[] = "gen:fat-tree:levels=2,radix=8";
 
-struct Fixture {
+struct LftsFixture {
   ManualClock clock{1'000'000'000};
   std::string dir;
   std::string dump;
@@ -36,12 +36,12 @@ struct Fixture {
   fabric::RoutingTables minhop;
   std::unique_ptr<FabricView> view;
 
-  Fixture() : f(*LoadFabricSource(kSmall)), minhop(*fabric::Route(f, {})) {
+  LftsFixture() : f(*LoadFabricSource(kSmallLfts)), minhop(*fabric::Route(f, {})) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "gpool-lfts-XXXXXX").string();
     dir = ::mkdtemp(tmpl.data());
     dump = dir + "/opensm-lfts.dump";
   }
-  ~Fixture() { std::filesystem::remove_all(dir); }
+  ~LftsFixture() { std::filesystem::remove_all(dir); }
 
   // OpenSM rewrites the dump (a rename gives it a new inode, so even a same-size rewrite within
   // one mtime tick is seen).
@@ -50,7 +50,7 @@ struct Fixture {
 
   Status Open() {
     FabricViewOptions o;
-    o.source = kSmall;
+    o.source = kSmallLfts;
     o.lfts_path = dump;
     o.clock = &clock;
     auto v = FabricView::Open(o);
@@ -86,7 +86,7 @@ struct Detour {
   uint8_t minhop_port = 0;
   uint8_t opensm_port = 0;
 };
-Detour MakeDetour(Fixture& x, fabric::RoutingTables* opensm) {
+Detour MakeDetour(LftsFixture& x, fabric::RoutingTables* opensm) {
   NodeId leaf0 = x.Node("leaf-0");
   Detour d;
   d.minhop_port = x.minhop.out_port(leaf0, x.LidOf("host0005 mlx5_0"));
@@ -115,17 +115,17 @@ Detour MakeDetour(Fixture& x, fabric::RoutingTables* opensm) {
 }
 
 TEST(FabricViewLftsTest, PathsAndAffectedJobsFollowOpenSmsRoutes) {
-  Fixture x;
+  LftsFixture x;
   fabric::RoutingTables opensm(x.f);
   Detour d = MakeDetour(x, &opensm);
   ASSERT_NE(d.minhop_port, d.opensm_port);
   x.Write(opensm);
   ASSERT_TRUE(x.Open().ok());
 
-  v1::FabricPathRequest req = Fixture::Host1ToHost5();
+  v1::FabricPathRequest req = LftsFixture::Host1ToHost5();
   auto p = x.view->Path(req);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  auto hops = Fixture::Hops(*p);
+  auto hops = LftsFixture::Hops(*p);
   ASSERT_EQ(hops.size(), 4u);
   EXPECT_EQ(hops[1], fmt::format("leaf-0[{}]", d.opensm_port));  // OpenSM's uplink, not minhop's
   EXPECT_EQ(x.view->Get({}, {}).engine(), "opensm");
@@ -179,7 +179,7 @@ TEST(FabricViewLftsTest, PathsAndAffectedJobsFollowOpenSmsRoutes) {
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   uint8_t now_port = rerouted->out_port(x.Node("leaf-0"), x.LidOf("host0005 mlx5_0"));
   EXPECT_NE(now_port, d.opensm_port);
-  EXPECT_EQ(Fixture::Hops(*p)[1], fmt::format("leaf-0[{}]", now_port));
+  EXPECT_EQ(LftsFixture::Hops(*p)[1], fmt::format("leaf-0[{}]", now_port));
   h = x.view->Health(jobs);
   EXPECT_EQ(h.unreachable_pairs(), 0);
   EXPECT_EQ(h.route_problems_size(), 0);
@@ -189,7 +189,7 @@ TEST(FabricViewLftsTest, PathsAndAffectedJobsFollowOpenSmsRoutes) {
 }
 
 TEST(FabricViewLftsTest, BadDumpKeepsTheOldRoutesAndSaysWhere) {
-  Fixture x;
+  LftsFixture x;
   fabric::RoutingTables opensm(x.f);
   Detour d = MakeDetour(x, &opensm);
   x.Write(opensm);
@@ -208,10 +208,10 @@ TEST(FabricViewLftsTest, BadDumpKeepsTheOldRoutesAndSaysWhere) {
   EXPECT_THAT(h.routes_error(), HasSubstr("keeping the routes loaded before"));
   EXPECT_EQ(h.routes(), "opensm:" + x.dump);
   EXPECT_EQ(x.view->generation(), gen);
-  v1::FabricPathRequest req = Fixture::Host1ToHost5();
+  v1::FabricPathRequest req = LftsFixture::Host1ToHost5();
   auto p = x.view->Path(req);
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(Fixture::Hops(*p)[1], fmt::format("leaf-0[{}]", d.opensm_port));
+  EXPECT_EQ(LftsFixture::Hops(*p)[1], fmt::format("leaf-0[{}]", d.opensm_port));
 
   // The next good version is taken.
   x.Write(x.minhop);
@@ -221,11 +221,11 @@ TEST(FabricViewLftsTest, BadDumpKeepsTheOldRoutesAndSaysWhere) {
   EXPECT_EQ(x.view->generation(), gen + 1);
   p = x.view->Path(req);
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(Fixture::Hops(*p)[1], fmt::format("leaf-0[{}]", d.minhop_port));
+  EXPECT_EQ(LftsFixture::Hops(*p)[1], fmt::format("leaf-0[{}]", d.minhop_port));
 }
 
 TEST(FabricViewLftsTest, NoDumpYetUsesTheEngineAndSaysSoUntilItAppears) {
-  Fixture x;
+  LftsFixture x;
   ASSERT_TRUE(x.Open().ok());
   auto h = x.view->Health({});
   EXPECT_EQ(h.routes(), "minhop");
@@ -236,14 +236,14 @@ TEST(FabricViewLftsTest, NoDumpYetUsesTheEngineAndSaysSoUntilItAppears) {
   h = x.view->Health({});
   EXPECT_EQ(h.routes(), "opensm:" + x.dump);
   EXPECT_EQ(h.routes_error(), "");
-  v1::FabricPathRequest req = Fixture::Host1ToHost5();
+  v1::FabricPathRequest req = LftsFixture::Host1ToHost5();
   auto p = x.view->Path(req);
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(Fixture::Hops(*p)[1], fmt::format("leaf-0[{}]", d.opensm_port));
+  EXPECT_EQ(LftsFixture::Hops(*p)[1], fmt::format("leaf-0[{}]", d.opensm_port));
 }
 
 TEST(FabricViewLftsTest, BadDumpAtStartIsAnErrorNamingTheLine) {
-  Fixture x;
+  LftsFixture x;
   x.WriteText("Unicast lids [0-3] of switch Lid 1 guid 0x0000000000000bad ('x'):\n");
   Status s = x.Open();
   ASSERT_FALSE(s.ok());
@@ -252,7 +252,7 @@ TEST(FabricViewLftsTest, BadDumpAtStartIsAnErrorNamingTheLine) {
 }
 
 TEST(FabricViewLftsTest, MissingRoutesAreReportedNotHidden) {
-  Fixture x;
+  LftsFixture x;
   fabric::RoutingTables opensm = x.minhop;
   opensm.set_out_port(x.Node("leaf-0"), x.LidOf("host0005 mlx5_0"), fabric::kNoRoute);
   x.Write(opensm);
@@ -262,12 +262,12 @@ TEST(FabricViewLftsTest, MissingRoutesAreReportedNotHidden) {
   // Every CA of leaf-0 (4) lacks a route to host0005.
   EXPECT_EQ(h.unreachable_pairs(), 4);
   ASSERT_GT(h.route_problems_size(), 0);
-  v1::FabricPathRequest req = Fixture::Host1ToHost5();
+  v1::FabricPathRequest req = LftsFixture::Host1ToHost5();
   EXPECT_FALSE(x.view->Path(req).ok());
 }
 
 TEST(FabricViewLftsTest, LeafBandwidthCountsTheUplinksOpenSmsRoutesUse) {
-  Fixture x;
+  LftsFixture x;
   // OpenSM sends everything leaving leaf-0 out of port 5.
   fabric::RoutingTables opensm = x.minhop;
   NodeId leaf0 = x.Node("leaf-0");

@@ -18,7 +18,7 @@ constexpr int64_t kApplicationId = 0x67706f6f;  // 'gpoo' in the database header
 constexpr int64_t kSchemaVersion = 1;
 constexpr int kEventPut = 0;
 constexpr int kEventDelete = 1;
-constexpr int64_t kWatchBatch = 1000;  // events returned by one Watcher::Next at most
+constexpr int64_t kSqliteWatchBatch = 1000;  // events returned by one Watcher::Next at most
 constexpr size_t kMaxIdleReaders = 8;
 
 constexpr const char* kSchema = R"sql(
@@ -40,7 +40,7 @@ constexpr const char* kMetaSql =
     "SELECT (SELECT value FROM meta WHERE name = 'revision'), "
     "(SELECT value FROM meta WHERE name = 'compact_revision')";
 
-std::string Quote(std::string_view key) {
+std::string QuoteKey(std::string_view key) {
   // Keys are bytes; show them readably in messages without dumping binary.
   std::string out;
   for (char c : key.substr(0, 200)) {
@@ -591,7 +591,7 @@ class SqliteStore::SqliteWatcher final : public Watcher {
       GPOOL_RETURN_IF_ERROR(Read(&events, &snapshot_rev));
       if (!events.empty()) {
         const KeyValue& last = events.back().kv;
-        if (static_cast<int64_t>(events.size()) < kWatchBatch) {
+        if (static_cast<int64_t>(events.size()) < kSqliteWatchBatch) {
           rev_ = snapshot_rev + 1;  // everything up to the snapshot has been delivered
           sub_ = -1;
         } else {
@@ -626,7 +626,7 @@ class SqliteStore::SqliteWatcher final : public Watcher {
       return Status::FailedPrecondition(fmt::format(
           "{}: watch on {} needs revision {}, but history up to revision {} has been compacted; "
           "re-list and watch from a newer revision",
-          store_->path_, Quote(prefix_), rev_, compacted));
+          store_->path_, QuoteKey(prefix_), rev_, compacted));
     }
     Statement& st = end_.empty() ? r->events_unbounded : r->events_bounded;
     st.Reset();
@@ -634,7 +634,7 @@ class SqliteStore::SqliteWatcher final : public Watcher {
     st.BindInt(2, sub_);
     st.BindBlob(3, prefix_);
     if (!end_.empty()) st.BindBlob(4, end_);
-    st.BindInt(5, kWatchBatch);
+    st.BindInt(5, kSqliteWatchBatch);
     for (;;) {
       StatusOr<bool> next = st.Step();
       if (!next.ok()) {
@@ -665,14 +665,14 @@ StatusOr<std::unique_ptr<Watcher>> SqliteStore::Watch(std::string_view prefix,
                                                       Revision from_revision) {
   if (from_revision < 0) {
     return Status::InvalidArgument(
-        fmt::format("watch on {}: negative from_revision {}", Quote(prefix), from_revision));
+        fmt::format("watch on {}: negative from_revision {}", QuoteKey(prefix), from_revision));
   }
   Revision from = from_revision == 0 ? committed_rev_.load() + 1 : from_revision;
   Revision compacted = published_compact_rev_.load();
   if (from <= compacted) {
     return Status::FailedPrecondition(fmt::format(
         "{}: cannot watch {} from revision {}: history up to revision {} has been compacted",
-        path_, Quote(prefix), from, compacted));
+        path_, QuoteKey(prefix), from, compacted));
   }
   return std::unique_ptr<Watcher>(new SqliteWatcher(this, prefix, from));
 }

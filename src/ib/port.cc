@@ -8,7 +8,7 @@ namespace gpool::ib {
 namespace {
 
 constexpr size_t kMadBuf = 1024;
-constexpr uint32_t kCapHasExtSpeeds = 1u << 14;  // CapabilityMask.IsExtendedSpeedsSupported  // libibmad answers need room for a whole MAD and more
+constexpr uint32_t kPortCapHasExtSpeeds = 1u << 14;  // CapabilityMask.IsExtendedSpeedsSupported  // libibmad answers need room for a whole MAD and more
 
 std::string StateName(uint32_t s) {
   switch (s) {
@@ -34,7 +34,7 @@ std::string PhysName(uint32_t s) {
   return fmt::format("phys state {}", s);
 }
 
-int Lanes(uint32_t mask) {
+int LaneCount(uint32_t mask) {
   switch (mask) {
     case 1: return 1;
     case 2: return 4;
@@ -77,18 +77,18 @@ StatusOr<PortState> MadPort::QueryState(uint16_t lid, int port) {
   PortState s;
   s.state = StateName(mad_get_field(buf, 0, IB_PORT_STATE_F));
   s.phys_state = PhysName(mad_get_field(buf, 0, IB_PORT_PHYS_STATE_F));
-  s.width = Lanes(mad_get_field(buf, 0, IB_PORT_LINK_WIDTH_ACTIVE_F));
+  s.width = LaneCount(mad_get_field(buf, 0, IB_PORT_LINK_WIDTH_ACTIVE_F));
   s.lid = static_cast<uint16_t>(mad_get_field(buf, 0, IB_PORT_LID_F));
   s.sm_lid = static_cast<uint16_t>(mad_get_field(buf, 0, IB_PORT_SMLID_F));
   // Extended speeds count only when the port advertises them; a switch advertises its
   // capabilities on port 0 (its external ports' CapabilityMask may be empty).
   uint32_t cap = mad_get_field(buf, 0, IB_PORT_CAPMASK_F);
-  if (!(cap & kCapHasExtSpeeds) && port != 0) {
+  if (!(cap & kPortCapHasExtSpeeds) && port != 0) {
     uint8_t p0[kMadBuf] = {};
     if (smp_query_via(p0, &id, IB_ATTR_PORT_INFO, 0, static_cast<unsigned>(timeout_ms_), port_))
       cap = mad_get_field(p0, 0, IB_PORT_CAPMASK_F);
   }
-  uint32_t ext = (cap & kCapHasExtSpeeds) ? mad_get_field(buf, 0, IB_PORT_LINK_SPEED_EXT_ACTIVE_F) : 0;
+  uint32_t ext = (cap & kPortCapHasExtSpeeds) ? mad_get_field(buf, 0, IB_PORT_LINK_SPEED_EXT_ACTIVE_F) : 0;
   switch (ext) {
     case 1: s.speed = fabric::LinkSpeed::kFdr; break;
     case 2: s.speed = fabric::LinkSpeed::kEdr; break;
