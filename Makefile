@@ -8,11 +8,14 @@ CMAKE_FLAGS ?=
 BUILD_TYPE ?= Release
 # Unity builds (docs/ci.md): CMake compiles each target's sources in batches of 8 per translation
 # unit, so the headers' code (CLI11, fmt, json, gtest, protobuf) is generated once per batch:
-# about half the compile CPU of a clean tree, in both trees. On by default here, so `make` builds
-# what CI builds. Its price is in incremental builds: an edited source recompiles its batch. For an
+# about half the compile CPU of a clean tree, in both trees. Meant to be on by default here, so
+# `make` builds what CI builds; off until a fresh-clone .ci/run has passed with it (docs/ci.md,
+# item 9). Its price is in incremental builds: an edited source recompiles its batch. For an
 # edit-compile loop use UNITY=OFF (switches an existing tree), or a plain `cmake -S . -B dir`
 # (off unless -DGPOOL_UNITY=ON). The unity_clashes test checks the names in every tree.
-UNITY ?= ON
+# ASAN_UNITY: the same for the sanitizer tree.
+UNITY ?= OFF
+ASAN_UNITY ?= OFF
 
 .PHONY: all setup build test demo bench asan test-asan fuzz clean
 
@@ -25,10 +28,10 @@ $(BUILD)/build.ninja: | setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DGPOOL_UNITY=$(UNITY) $(CMAKE_FLAGS)
 
 # An existing tree configured with the other UNITY value is switched before building.
-unity_sync = grep -qx 'GPOOL_UNITY:BOOL=$(UNITY)' $(1)/CMakeCache.txt || cmake -S . -B $(1) -DGPOOL_UNITY=$(UNITY)
+unity_sync = grep -qx 'GPOOL_UNITY:BOOL=$(2)' $(1)/CMakeCache.txt || cmake -S . -B $(1) -DGPOOL_UNITY=$(2)
 
 build: setup $(BUILD)/build.ninja
-	@$(call unity_sync,$(BUILD))
+	@$(call unity_sync,$(BUILD),$(UNITY))
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
@@ -42,14 +45,14 @@ bench: build
 
 $(ASAN_BUILD)/build.ninja: | setup
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=None -DGPOOL_SANITIZE=ON -DGPOOL_BENCH=OFF \
-	  -DCMAKE_CXX_FLAGS="-O1 -g1" -DGPOOL_UNITY=$(UNITY) \
+	  -DCMAKE_CXX_FLAGS="-O1 -g1" -DGPOOL_UNITY=$(ASAN_UNITY) \
 	  -DGPOOL_CUDA_SAMPLES_FROM=$(CURDIR)/$(BUILD)/tests/remote/cuda $(CMAKE_FLAGS)
 
 # The sanitizer tree copies the Release tree's nvcc samples when they are built and current
 # (tests/remote/CMakeLists.txt), and compiles them itself otherwise.
 # The sanitizer build alone (.ci/run builds it at low priority while the Release tests run).
 asan: setup $(ASAN_BUILD)/build.ninja
-	@$(call unity_sync,$(ASAN_BUILD))
+	@$(call unity_sync,$(ASAN_BUILD),$(ASAN_UNITY))
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # The whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
