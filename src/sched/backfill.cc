@@ -50,6 +50,9 @@ std::optional<Reservation> ComputeReservation(const ClusterState& state, const J
       (void)future.Release(ends[i].second, t);
     }
     if (!may_fit()) continue;
+    // Most tries on power-managed clusters find a placement that PlaceGang then declines to
+    // wait for resumes: skip those that are sure to be declined (same result, no placement).
+    if (WaitsForResumeAnyway(future, job, options)) continue;
     if (auto r = reserve(future, t)) return r;
   }
   return std::nullopt;

@@ -157,6 +157,58 @@ TEST(FabricLoad, GangWaitsForSuspendedNodesRatherThanSpreading) {
   EXPECT_EQ(Leaves(s, *p), (std::set<DomainId>{s.node(NodeId(8)).leaf}));
 }
 
+// The cheap test ComputeReservation runs before each try: true only where PlaceGang declines.
+TEST(FabricLoad, WaitsForResumeAnywayOnlyWherePlaceGangDeclines) {
+  ClusterState s = MakeCluster({.nodes = 12, .nodes_per_leaf = 4, .leaves_per_pod = 3});
+  Fill(s, 0, 8, 100);
+  Fill(s, 1, 8, 101);
+  Fill(s, 4, 8, 102);
+  Fill(s, 5, 8, 103);
+  for (uint32_t n = 8; n < 12; ++n) s.SetPower(NodeId(n), PowerState::kOff);
+  JobSpec gang = Job(1, 4, 8);
+  gang.submit_ns = Sec(100);
+  gang.est_runtime_s = 3600;
+  const PlacementOptions wait{.resume_latency_s = 180, .now_ns = Sec(100)};
+  EXPECT_FALSE(WaitsForResumeAnyway(s, gang, wait)) << "no view: PlaceGang places it";
+  s.SetFabricLoad(Unloaded(s));
+  // Two leaves at least by the bounds, one with leaf 2 resumed: declined whatever the placer finds.
+  EXPECT_TRUE(WaitsForResumeAnyway(s, gang, wait));
+  EXPECT_FALSE(PlaceGang(s, gang, wait));
+  EXPECT_FALSE(WaitsForResumeAnyway(s, gang, {})) << "not power-managed";
+  PlacementOptions late = wait;
+  late.now_ns = Sec(100 + 901);
+  EXPECT_FALSE(WaitsForResumeAnyway(s, gang, late)) << "waited long enough";
+  // A gang that one powered-on leaf holds is never declined.
+  EXPECT_FALSE(WaitsForResumeAnyway(s, Job(2, 2, 8), wait));
+
+  // Random clusters with suspended nodes: whenever it says declined, PlaceGang returns nullopt.
+  std::mt19937_64 rng(5);
+  int declined = 0;
+  for (int round = 0; round < 30; ++round) {
+    ClusterState c = MakeCluster({.nodes = 48, .nodes_per_leaf = 4, .leaves_per_pod = 4});
+    uint64_t id = 1000;
+    for (uint32_t n = 0; n < 48; ++n) {
+      const uint64_t r = rng() % 4;
+      if (r == 0) {
+        c.SetPower(NodeId(n), PowerState::kOff);
+      } else if (r == 1) {
+        Fill(c, n, 1 + static_cast<int>(rng() % 8), id++);
+      }
+    }
+    c.SetFabricLoad(Unloaded(c));
+    for (int k = 0; k < 10; ++k) {
+      JobSpec job = Job(1, 1 + static_cast<int32_t>(rng() % 24), rng() % 2 ? 8 : 4);
+      job.submit_ns = Sec(100);
+      job.est_runtime_s = 3600;
+      if (WaitsForResumeAnyway(c, job, wait)) {
+        ++declined;
+        EXPECT_FALSE(PlaceGang(c, job, wait)) << "round " << round << " job of " << job.num_tasks;
+      }
+    }
+  }
+  EXPECT_GT(declined, 0) << "the property above would hold vacuously";
+}
+
 // The pruned scans still match the plain ones with a view (fastpath_test.cc does it without).
 TEST(FabricLoad, PrunedScanMatchesReferenceWithAView) {
   std::mt19937_64 rng(11);

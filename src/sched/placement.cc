@@ -636,13 +636,17 @@ std::optional<Placement> PlaceGangNow(const ClusterState& state, const JobSpec& 
 
 // Whether a gang placed across `leaves` leaves of the powered-on nodes should wait for
 // suspended ones instead (PlacementOptions::resume_latency_s).
+// Whether the job is still within the time it may wait for resumes (and the options ask for it).
+bool MayWaitForResume(const ClusterState& state, const JobSpec& job, const PlacementOptions& options) {
+  if (!(options.resume_latency_s > 0) || state.fabric_load() == nullptr) return false;
+  const double bound_s = std::max(kResumeWaits * options.resume_latency_s, kResumeRuntimeShare * job.est_runtime_s);
+  // Past the bound: waited long enough, take what is on.
+  return !(static_cast<double>(options.now_ns - job.submit_ns) > bound_s * 1e9);
+}
+
 bool WaitForResume(const ClusterState& state, const JobSpec& job, const PlacementOptions& options,
                    int leaves) {
-  if (leaves <= 1 || !(options.resume_latency_s > 0) || state.fabric_load() == nullptr) return false;
-  const double bound_s = std::max(kResumeWaits * options.resume_latency_s, kResumeRuntimeShare * job.est_runtime_s);
-  if (static_cast<double>(options.now_ns - job.submit_ns) > bound_s * 1e9) {
-    return false;  // waited long enough: take what is on
-  }
+  if (leaves <= 1 || !MayWaitForResume(state, job, options)) return false;
   const Placer p(state, job, options);
   return LeavesWithResumes(state, job, options, job.num_tasks, p) < leaves;
 }
@@ -658,6 +662,30 @@ std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job
     return std::nullopt;
   }
   return p;
+}
+
+bool WaitsForResumeAnyway(const ClusterState& state, const JobSpec& job, const PlacementOptions& options) {
+  if (!MayWaitForResume(state, job, options)) return false;
+  const Placer p(state, job, options);
+  // Fewest leaves whose bounds hold the gang: every placement's leaves hold it, and a leaf
+  // holds at most its bound, so no placement spans fewer (INT_MAX: none fits at all).
+  std::vector<int64_t> caps;
+  for (DomainId l : state.domains_at(Level::kLeaf)) {
+    if (const int64_t b = p.Bound(l); b > 0) caps.push_back(b);
+  }
+  std::sort(caps.rbegin(), caps.rend());
+  int fewest = INT_MAX;
+  int64_t sum = 0;
+  for (size_t k = 0; k < caps.size(); ++k) {
+    sum += caps[k];
+    if (sum >= job.num_tasks) {
+      fewest = static_cast<int>(k + 1);
+      break;
+    }
+  }
+  // WaitForResume declines a placement over `leaves` > 1 when LeavesWithResumes < leaves.
+  if (fewest <= 1) return false;
+  return LeavesWithResumes(state, job, options, job.num_tasks, p) < fewest;
 }
 
 std::optional<Placement> PlaceFirstFit(const ClusterState& state, const JobSpec& job,
