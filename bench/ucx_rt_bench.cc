@@ -33,6 +33,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include "plain_ucx.h"
+
 #include "remote/transport/socket.h"
 #include "remote/transport/transport.h"
 #include "remote/transport/ucx_transport.h"
@@ -56,68 +58,8 @@ void PinTo(int cpu) {
   std::exit(1);
 }
 
-// The plain ucp loop, as remote_bench's peer: one worker, one endpoint, addresses swapped over a
-// TCP socket, a tag receive posted per message, an empty poll yields the CPU. No gpool code.
-struct PlainUcx {
-  ucp_context_h ctx = nullptr;
-  ucp_worker_h worker = nullptr;
-  ucp_ep_h ep = nullptr;
-  bool Init() {
-    ucp_params_t p{};
-    p.field_mask = UCP_PARAM_FIELD_FEATURES;
-    p.features = UCP_FEATURE_TAG;
-    if (ucp_init(&p, nullptr, &ctx) != UCS_OK) return false;
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    return ucp_worker_create(ctx, &wp, &worker) == UCS_OK;
-  }
-  bool Wire(int fd) {
-    ucp_address_t* addr = nullptr;
-    size_t len = 0;
-    if (ucp_worker_get_address(worker, &addr, &len) != UCS_OK) return false;
-    uint64_t n = len;
-    bool ok = net::WriteAll(fd, &n, sizeof n, "peer").ok() && net::WriteAll(fd, addr, len, "peer").ok();
-    ucp_worker_release_address(worker, addr);
-    if (!ok || !net::ReadAll(fd, &n, sizeof n, "peer").ok() || n > (1 << 20)) return false;
-    std::vector<std::byte> remote(n);
-    if (!net::ReadAll(fd, remote.data(), n, "peer").ok()) return false;
-    ucp_ep_params_t e{};
-    e.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    e.address = reinterpret_cast<const ucp_address_t*>(remote.data());
-    return ucp_ep_create(worker, &e, &ep) == UCS_OK;
-  }
-  bool Complete(ucs_status_ptr_t req) {
-    if (req == nullptr) return true;
-    if (UCS_PTR_IS_ERR(req)) return false;
-    ucs_status_t st;
-    while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-      if (ucp_worker_progress(worker) == 0) sched_yield();
-    }
-    ucp_request_free(req);
-    return st == UCS_OK;
-  }
-  bool Send(void* b, size_t n) {
-    ucp_request_param_t p{};
-    return Complete(ucp_tag_send_nbx(ep, b, n, 1, &p));
-  }
-  bool Recv(void* b, size_t n) {
-    ucp_request_param_t p{};
-    return Complete(ucp_tag_recv_nbx(worker, b, n, 1, ~ucp_tag_t{0}, &p));
-  }
-  // Closes the endpoint (flushed, while the peer still lives) and frees everything: a context
-  // left behind with an endpoint to a peer that exited kept UCX's async thread busy on CPU 0.
-  void Close() {
-    ucp_request_param_t p{};
-    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &p);
-    if (UCS_PTR_IS_PTR(req)) {
-      while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker);
-      ucp_request_free(req);
-    }
-    ucp_worker_destroy(worker);
-    ucp_cleanup(ctx);
-  }
-};
+// The plain ucp loop, as remote_bench's peer (plain_ucx.h).
+using bench::PlainUcx;
 
 // Forks an echo (plain or gpool) on `cpu`; returns its pid and address.
 pid_t StartEcho(bool gpool, int cpu, std::string* address) {
