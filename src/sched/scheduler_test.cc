@@ -17,11 +17,7 @@ using testing::Job;
 using testing::MakeCluster;
 using testing::Sec;
 
-std::unique_ptr<Policy> Make(PolicyConfig c = {}) {
-  StatusOr<std::unique_ptr<Policy>> p = MakeDefaultPolicy(c);
-  EXPECT_TRUE(p.ok()) << p.status().ToString();
-  return std::move(p).value();
-}
+std::unique_ptr<Policy> Make(PolicyConfig c = {}) { return testing::MakePolicy(c); }
 
 Decisions RunPolicy(const Policy& p, const ClusterState& s, const std::vector<JobSpec>& pending,
               const std::vector<QueueSpec>& queues, int64_t now) {

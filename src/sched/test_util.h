@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "sched/cluster.h"
+#include "sched/scheduler.h"
 #include "sched/types.h"
 
 namespace gpool::sched::testing {
@@ -62,6 +64,13 @@ inline JobSpec Fractional(uint64_t id, int32_t milli, uint32_t queue = 0) {
   j.task.gpu_milli = milli;
   j.task.gpu_memory_bytes = 1ull << 30;
   return j;
+}
+
+// The default policy with `c`; a bad config fails the test.
+inline std::unique_ptr<Policy> MakePolicy(PolicyConfig c = {}) {
+  StatusOr<std::unique_ptr<Policy>> p = MakeDefaultPolicy(c);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return std::move(p).value();
 }
 
 inline int64_t Sec(double s) { return static_cast<int64_t>(s * 1e9); }
