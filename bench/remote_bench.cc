@@ -173,17 +173,23 @@ std::string StartEcho(const std::string& transport) {
   });
 }
 
+// In a spawned server: listens on a loopback port and writes its address to the parent's `fd`.
+net::Fd ListenAndAnnounce(int fd) {
+  auto l = net::ListenTcp("127.0.0.1:0");
+  if (!l.ok()) _exit(1);
+  std::string a = net::LocalAddress(l->get());
+  if (write(fd, a.data(), a.size()) < 0) _exit(1);
+  close(fd);
+  return std::move(*l);
+}
+
 // The floor under everything: a plain TCP socket echoing fixed 48-byte messages (one recv and
 // one send per message, no framing), as a hand-written RPC would do it.
 std::string StartPlainEcho() {
   return Spawn("plain tcp echo", [&](int fd) {
-    auto l = net::ListenTcp("127.0.0.1:0");
-    if (!l.ok()) _exit(1);
-    std::string a = net::LocalAddress(l->get());
-    if (write(fd, a.data(), a.size()) < 0) _exit(1);
-    close(fd);
+    net::Fd l = ListenAndAnnounce(fd);
     for (;;) {
-      auto c = net::AcceptTcp(l->get());
+      auto c = net::AcceptTcp(l.get());
       if (!c.ok()) _exit(0);
       std::thread([s = std::make_shared<net::Fd>(std::move(*c))] {
         char buf[48];
@@ -216,14 +222,10 @@ constexpr std::byte kPlainStreamFill{7};
 
 std::string StartPlainUcxStream() {
   return Spawn("plain ucp stream", [&](int fd) {
-    auto l = net::ListenTcp("127.0.0.1:0");
-    if (!l.ok()) _exit(1);
-    std::string a = net::LocalAddress(l->get());
-    if (write(fd, a.data(), a.size()) < 0) _exit(1);
-    close(fd);
+    net::Fd l = ListenAndAnnounce(fd);
     PlainUcx u;
     if (!u.Init()) _exit(1);
-    auto c = net::AcceptTcp(l->get());  // one client: the driver connects once
+    auto c = net::AcceptTcp(l.get());  // one client: the driver connects once
     if (!c.ok() || !u.Wire(c->get())) _exit(1);
     HugeBuffer buf;  // the device side, like device memory (see HugeBuffer)
     std::vector<ucs_status_ptr_t> reqs;
@@ -279,15 +281,11 @@ constexpr char kPlainUcxPause = 0x7e;
 
 std::string StartPlainUcxEcho() {
   return Spawn("plain ucp echo", [&](int fd) {
-    auto l = net::ListenTcp("127.0.0.1:0");
-    if (!l.ok()) _exit(1);
-    std::string a = net::LocalAddress(l->get());
-    if (write(fd, a.data(), a.size()) < 0) _exit(1);
-    close(fd);
+    net::Fd l = ListenAndAnnounce(fd);
     PlainUcx u;
     if (!u.Init()) _exit(1);
     for (;;) {  // one client at a time
-      auto c = net::AcceptTcp(l->get());
+      auto c = net::AcceptTcp(l.get());
       if (!c.ok()) _exit(0);
       if (!u.Wire(c->get())) _exit(1);
       char buf[48];
