@@ -125,18 +125,28 @@ TEST(FabricLoad, EmptyOrIdleViewDecidesExactlyAsNone) {
   EXPECT_NE(hash_with(loaded), none);
 }
 
-TEST(FabricLoad, GangWaitsForSuspendedNodesRatherThanSpreading) {
-  // Three leaves of 4 nodes: leaves 0 and 1 each have 2 free nodes on, leaf 2 is suspended.
-  // A 4-node gang fits now across leaves 0 and 1, or in leaf 2 alone once it resumes.
+// Three leaves of 4 nodes: leaves 0 and 1 each have 2 free nodes on, leaf 2 is suspended; a
+// 4-node gang submitted at 100 s fits now across leaves 0 and 1, or in leaf 2 once it resumes.
+ClusterState SuspendedLeafCluster() {
   ClusterState s = MakeCluster({.nodes = 12, .nodes_per_leaf = 4, .leaves_per_pod = 3});
   Fill(s, 0, 8, 100);
   Fill(s, 1, 8, 101);
   Fill(s, 4, 8, 102);
   Fill(s, 5, 8, 103);
   for (uint32_t n = 8; n < 12; ++n) s.SetPower(NodeId(n), PowerState::kOff);
+  return s;
+}
+
+JobSpec SuspendedLeafGang() {
   JobSpec gang = Job(1, 4, 8);
   gang.submit_ns = Sec(100);
   gang.est_runtime_s = 3600;
+  return gang;
+}
+
+TEST(FabricLoad, GangWaitsForSuspendedNodesRatherThanSpreading) {
+  ClusterState s = SuspendedLeafCluster();
+  JobSpec gang = SuspendedLeafGang();
   const PlacementOptions wait{.resume_latency_s = 180, .now_ns = Sec(100)};
   // No view: placed now, across two leaves.
   std::optional<Placement> p = PlaceGang(s, gang, wait);
@@ -159,15 +169,8 @@ TEST(FabricLoad, GangWaitsForSuspendedNodesRatherThanSpreading) {
 
 // The cheap test ComputeReservation runs before each try: true only where PlaceGang declines.
 TEST(FabricLoad, WaitsForResumeAnywayOnlyWherePlaceGangDeclines) {
-  ClusterState s = MakeCluster({.nodes = 12, .nodes_per_leaf = 4, .leaves_per_pod = 3});
-  Fill(s, 0, 8, 100);
-  Fill(s, 1, 8, 101);
-  Fill(s, 4, 8, 102);
-  Fill(s, 5, 8, 103);
-  for (uint32_t n = 8; n < 12; ++n) s.SetPower(NodeId(n), PowerState::kOff);
-  JobSpec gang = Job(1, 4, 8);
-  gang.submit_ns = Sec(100);
-  gang.est_runtime_s = 3600;
+  ClusterState s = SuspendedLeafCluster();
+  JobSpec gang = SuspendedLeafGang();
   const PlacementOptions wait{.resume_latency_s = 180, .now_ns = Sec(100)};
   EXPECT_FALSE(WaitsForResumeAnyway(s, gang, wait)) << "no view: PlaceGang places it";
   s.SetFabricLoad(Unloaded(s));

@@ -44,15 +44,7 @@ class ScriptedPowerPolicy final : public sched::Policy {
   }
 };
 
-SimJob Job(double submit, double run, int gpus) {
-  SimJob j;
-  j.name = "j" + std::to_string(static_cast<int>(submit));
-  j.submit_s = submit;
-  j.run_s = run;
-  j.num_gpus = gpus;
-  j.source = "test";
-  return j;
-}
+using test::Job;
 
 TEST(EnginePower, ShutdownBootAndOffEnergy) {
   // Two 8-GPU hosts. A (8 GPUs, 1000 s) at 0 on host 0; host 1 is suspended at 0 and off at 30.

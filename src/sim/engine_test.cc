@@ -14,16 +14,7 @@ namespace {
 
 using test::OneLeaf;
 
-SimJob Job(double submit, double run, int gpus, double comm = 0) {
-  SimJob j;
-  j.name = "j" + std::to_string(static_cast<int>(submit));
-  j.submit_s = submit;
-  j.run_s = run;
-  j.num_gpus = gpus;
-  j.comm_fraction = comm;
-  j.source = "test";
-  return j;
-}
+using test::Job;
 
 Workload Jobs(std::vector<SimJob> jobs) {
   Workload w;

@@ -16,15 +16,7 @@
 namespace gpool::sim {
 namespace {
 
-SimJob Job(double submit, double run, int gpus) {
-  SimJob j;
-  j.name = "j" + std::to_string(static_cast<int>(submit));
-  j.submit_s = submit;
-  j.run_s = run;
-  j.num_gpus = gpus;
-  j.source = "test";
-  return j;
-}
+using test::Job;
 
 // The text of the section under heading `h2` (up to the next <h2 or the end).
 std::string Section(const std::string& html, const std::string& h2) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sim/cluster.h"
+#include "sim/job.h"
 
 namespace gpool::sim::test {
 
@@ -20,6 +21,18 @@ inline SimCluster OneLeaf(int hosts) {
   c.leaf_uplink_gbps = {1600.0 * hosts};
   c.pod_uplink_gbps = {1600.0 * hosts};
   return c;
+}
+
+// A job of `gpus` GPUs submitted at `submit` s that runs `run` s (communication share `comm`).
+inline SimJob Job(double submit, double run, int gpus, double comm = 0) {
+  SimJob j;
+  j.name = "j" + std::to_string(static_cast<int>(submit));
+  j.submit_s = submit;
+  j.run_s = run;
+  j.num_gpus = gpus;
+  j.comm_fraction = comm;
+  j.source = "test";
+  return j;
 }
 
 }  // namespace gpool::sim::test
