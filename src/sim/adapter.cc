@@ -114,9 +114,12 @@ StatusOr<sched::JobSpec> ToJobSpec(const SimJob& j, const sched::ClusterSpec& sp
     }
     s.gpu_models = mask;
   }
-  s.est_runtime_s = j.has_estimate ? j.run_s : 0;
-  s.preemptible = true;
-  s.kind = sched::JobKind::kTraining;
+  s.est_runtime_s = j.estimate_s();
+  s.locality = j.locality;
+  s.allow_split = j.allow_split;
+  s.preemptible = j.preemptible;
+  s.min_runtime_s = j.min_runtime_s;
+  s.kind = j.kind;
   s.submit_ns = static_cast<int64_t>(j.submit_s * 1e9);
   return s;
 }
@@ -139,9 +142,30 @@ Status FitsEmptyCluster(const sched::JobSpec& job, const sched::ClusterSpec& spe
         "no host can hold one task ({} GPUs, {} milli-CPU, {} MiB)", job.task.gpus,
         job.task.cpu_milli, job.task.memory_bytes / kMiB));
   }
-  if (gpus < int64_t{job.task.gpus} * job.num_tasks) {
+  const int64_t need = int64_t{job.task.gpus} * job.num_tasks;
+  if (gpus < need) {
     return Status::ResourceExhausted(
-        fmt::format("asks {} GPUs, the cluster has {} of its models", job.task.gpus * job.num_tasks, gpus));
+        fmt::format("asks {} GPUs, the cluster has {} of its models", need, gpus));
+  }
+  // A required locality: some one domain of its level must hold the whole gang.
+  if (job.locality.required && job.locality.level != sched::Level::kFabric && need > 0) {
+    std::vector<int64_t> in_domain(spec.domains.size(), 0);
+    int64_t best = 0;
+    for (const auto& n : spec.nodes) {
+      if (n.gpu_model < 0 || ((job.gpu_models >> n.gpu_model) & 1) == 0) continue;
+      if (job.locality.level == sched::Level::kNode) {
+        best = std::max<int64_t>(best, n.gpus);
+        continue;
+      }
+      sched::DomainId d = n.leaf;
+      if (job.locality.level == sched::Level::kPod) d = spec.domains[d.value()].parent;
+      best = std::max(best, in_domain[d.value()] += n.gpus);
+    }
+    if (best < need) {
+      return Status::ResourceExhausted(fmt::format(
+          "asks {} GPUs in one {} (required locality), the largest has {} of its models", need,
+          sched::LevelName(job.locality.level), best));
+    }
   }
   return Status::Ok();
 }

@@ -58,6 +58,25 @@ class FailedShapes {
   std::set<Key> failed_;
 };
 
+// Whether p keeps a job with a required locality inside one domain of its level. Baselines
+// place by their own rules; a required locality is a constraint on all of them, as in gpool's.
+bool KeepsLocality(const ClusterState& s, const JobSpec& job, const Placement& p) {
+  return !job.locality.required || sched::PlacementSpan(s, p) <= job.locality.level;
+}
+
+// First fit over nodes in id order; a job with a required locality is first fit inside the
+// first domain of its level (in id order) that holds it.
+std::optional<Placement> FirstFit(const ClusterState& s, const JobSpec& job) {
+  auto p = sched::PlaceFirstFit(s, job, {});
+  if (!p || KeepsLocality(s, job, *p)) return p;
+  if (job.locality.level == Level::kNode) return std::nullopt;  // tasks of one node: no domain
+  for (DomainId dom : s.domains_at(job.locality.level)) {
+    auto q = sched::PlaceInDomain(s, job, dom, job.num_tasks, {});
+    if (q && KeepsLocality(s, job, *q)) return q;
+  }
+  return std::nullopt;
+}
+
 std::vector<size_t> ByArrival(const std::vector<JobSpec>& pending) {
   std::vector<size_t> order(pending.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -79,7 +98,7 @@ class FifoPolicy final : public sched::Policy {
     for (size_t i : ByArrival(*in.pending)) {
       const JobSpec& job = (*in.pending)[i];
       if (job.total_milli_gpus() > FreeMilli(work) || failed.Has(job)) continue;
-      auto p = sched::PlaceFirstFit(work, job, {});
+      auto p = FirstFit(work, job);
       if (p) {
         Bind(&work, job, std::move(*p), in.now_ns, &d);
       } else {
@@ -152,6 +171,8 @@ class SlurmPolicy final : public sched::Policy {
     if (job.task.fractional()) return PlaceExclusiveFraction(s, job, excluded);
     const int64_t need = int64_t{job.task.gpus} * job.num_tasks;
     for (Level l : {Level::kLeaf, Level::kPod, Level::kFabric}) {
+      // A required locality caps the levels tried (one task per node: node fits any leaf).
+      if (job.locality.required && l > std::max(job.locality.level, Level::kLeaf)) break;
       std::vector<std::pair<int64_t, DomainId>> fits;
       for (DomainId dom : s.domains_at(l)) {
         int64_t free = s.FreeWholeGpus(dom, job.gpu_models);
@@ -224,7 +245,7 @@ class TiresiasPolicy final : public sched::Policy {
       const JobSpec& job = pending[i];
       std::optional<Placement> p;
       if (job.total_milli_gpus() <= FreeMilli(work) && !failed.Has(job)) {
-        p = sched::PlaceFirstFit(work, job, {});
+        p = FirstFit(work, job);
         if (!p) failed.Add(job);
       }
       if (!p && level_of_pending(job) == 0 && d.preemptions.size() < kMaxVictims &&
@@ -259,7 +280,7 @@ class TiresiasPolicy final : public sched::Policy {
     std::vector<std::pair<double, sched::JobId>> cands;
     for (const auto& r : work->running()) {
       double ran = static_cast<double>(now - r.start_ns) / 1e9;
-      if (ran < kMinRunS) continue;
+      if (!r.spec.preemptible || ran < std::max(kMinRunS, r.spec.min_runtime_s)) continue;
       double att = Attained(r.spec.id) + ran * static_cast<double>(r.spec.total_milli_gpus());
       if (att >= kThresholdMilliS) cands.emplace_back(-att, r.spec.id);
     }
@@ -271,7 +292,7 @@ class TiresiasPolicy final : public sched::Policy {
       if (!trial.Release(id, now).ok()) continue;
       chosen.push_back(id);
       if (job.total_milli_gpus() > FreeMilli(trial)) continue;
-      auto p = sched::PlaceFirstFit(trial, job, {});
+      auto p = FirstFit(trial, job);
       if (p) {
         for (auto v : chosen) {
           d->preemptions.push_back({.victim = v, .for_job = job.id, .reason = "least attained service"});
@@ -310,15 +331,31 @@ class FgdPolicy final : public sched::Policy {
   }
 
  private:
-  // Each task in turn on the binding whose fragmentation increase is least.
+  // Each task in turn on the binding whose fragmentation increase is least. A job with a
+  // required locality is placed so inside each domain of its level in turn, keeping the first
+  // placement that holds it.
   std::optional<Placement> Place(const ClusterState& s, const JobSpec& job) const {
+    auto p = PlaceIn(s, job, DomainId());
+    if (!p || KeepsLocality(s, job, *p)) return p;
+    if (job.locality.level == Level::kNode) return std::nullopt;
+    for (DomainId dom : s.domains_at(job.locality.level)) {
+      auto q = PlaceIn(s, job, dom);
+      if (q && KeepsLocality(s, job, *q)) return q;
+    }
+    return std::nullopt;
+  }
+
+  // Place on nodes under `within` (invalid: anywhere).
+  std::optional<Placement> PlaceIn(const ClusterState& s, const JobSpec& job, DomainId within) const {
     ClusterState trial = s;
     Placement p;
+    const Level wl = within.valid() ? s.domain(within).level : Level::kFabric;
     for (int32_t t = 0; t < job.num_tasks; ++t) {
       std::optional<TaskBinding> best;
       double best_delta = 0;
       for (size_t n = 0; n < trial.num_nodes(); ++n) {
         NodeId id(static_cast<uint32_t>(n));
+        if (within.valid() && trial.ancestor(id, wl) != within) continue;
         if (trial.TasksThatFit(id, job.task, job.gpu_models) < 1) continue;
         for (const TaskBinding& b : Candidates(trial, id, job)) {
           if (!trial.CheckBinding(b, job.task).ok()) continue;

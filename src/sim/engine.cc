@@ -9,6 +9,7 @@
 
 #include "sched/cluster.h"
 #include "sched/fairshare.h"
+#include "sched/placement.h"
 #include "sim/adapter.h"
 #include "sim/load_view.h"
 #include "sim/perf_model.h"
@@ -164,6 +165,12 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
     uint32_t id = static_cast<uint32_t>(b.job.value());
     if (id >= runs_.size() || runs_[id].st != JobState::kPending) {
       return Status::Internal(fmt::format("policy '{}' bound job {}, which is not pending", pname, id));
+    }
+    const sched::Locality& loc = specs_[id].locality;
+    if (loc.required && sched::PlacementSpan(state, b.placement) > loc.level) {
+      return Status::Internal(fmt::format(
+          "policy '{}' placed job {} ({}) across more than one {}, its required locality", pname,
+          id, specs_[id].name, sched::LevelName(loc.level)));
     }
     Status s = state.Bind(specs_[id], b.placement, now);
     if (!s.ok()) {

@@ -4,12 +4,16 @@
 // when num_gpus == 1), CPU and memory per gang, a base run time (its run time when placed ideally:
 // inside one host, or on hosts whose network gives it full NIC bandwidth), and the share of that
 // run time spent communicating (`comm_fraction`), which the performance model stretches with the
-// placement. Values; thread-compatible.
+// placement. It also carries what the scheduler library can be told about a job (locality,
+// preemption, estimate, kind, splitting), handed on unchanged by the adapter. Values;
+// thread-compatible.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "sched/types.h"
 
 namespace gpool::sim {
 
@@ -26,12 +30,20 @@ struct SimJob {
   std::string gpu_model;    // allowed models separated by '|' ("V100M16|V100M32"); empty: any
   double comm_fraction = 0; // share of run_s spent in all-reduce at full bandwidth, 0..1
   int32_t priority = 0;     // higher first, for policies that use it
-  bool has_estimate = true; // the scheduler is told run_s as its estimate (else: no estimate)
+  bool has_estimate = true; // the scheduler is told an estimate (est_s, else run_s); else none
+  double est_s = -1;        // the estimate when has_estimate; < 0: run_s (exact)
+  sched::Locality locality; // fabric locality; default any, preferred
+  bool preemptible = true;
+  double min_runtime_s = 0; // not preempted or reclaimed before running this long
+  sched::JobKind kind = sched::JobKind::kTraining;
+  bool allow_split = false; // may span several fabrics when none fits it alone
   std::string source;       // "file:line" that produced the job, for error messages
 
   // GPU demand in milli-GPUs (num_gpus * gpu_milli).
   int64_t gpu_demand_milli() const { return int64_t{num_gpus} * gpu_milli; }
   bool fractional() const { return num_gpus == 1 && gpu_milli < 1000; }
+  // The run-time estimate the scheduler gets (0 = none, as sched::JobSpec::est_runtime_s).
+  double estimate_s() const { return has_estimate ? (est_s >= 0 ? est_s : run_s) : 0; }
 };
 
 // Rows a reader dropped on purpose (e.g. pods that never ran), counted by reason.

@@ -79,6 +79,9 @@ Status ValidateJob(const SimJob& j, std::string_view where) {
   if (!(j.comm_fraction >= 0 && j.comm_fraction <= 1)) {
     return bad("comm", fmt::format("out of range 0..1 ({})", j.comm_fraction));
   }
+  if (!(j.min_runtime_s >= 0)) {
+    return bad("min_runtime_s", fmt::format("negative ({})", j.min_runtime_s));
+  }
   return Status::Ok();
 }
 
@@ -178,6 +181,37 @@ StatusOr<Workload> ParseOpenbTrace(std::string_view text, std::string_view filen
 
 namespace {
 
+// "true"/"false"/"1"/"0" (any case).
+StatusOr<bool> ParseBoolField(std::string_view cell, std::string_view field,
+                              const std::string& where) {
+  std::string_view t = Trim(cell);
+  std::string l;
+  for (char c : t) l += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (l == "true" || l == "1") return true;
+  if (l == "false" || l == "0") return false;
+  return Status::InvalidArgument(
+      fmt::format("{}: field '{}': expected true, false, 1 or 0, got '{}'", where, field, t));
+}
+
+// LEVEL (preferred) or LEVEL! (required); LEVEL is node, leaf, pod or any (fabric).
+StatusOr<sched::Locality> ParseLocality(std::string_view cell, const std::string& where) {
+  std::string_view t = Trim(cell);
+  sched::Locality loc;
+  if (!t.empty() && t.back() == '!') {
+    loc.required = true;
+    t = Trim(t.substr(0, t.size() - 1));
+  }
+  auto level = sched::ParseLevel(t);
+  if (t.empty() || !level.ok()) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: field 'locality': expected node, leaf, pod or any, with a trailing '!' when "
+        "required (e.g. leaf!), got '{}'",
+        where, Trim(cell)));
+  }
+  loc.level = *level;
+  return loc;
+}
+
 // Applies one named field (from a CSV cell or a JSON value rendered as text) to a job.
 Status SetField(SimJob* j, std::string_view key, std::string_view value, const std::string& where,
                 bool* has_submit, bool* has_run, bool* has_gpus) {
@@ -220,10 +254,40 @@ Status SetField(SimJob* j, std::string_view key, std::string_view value, const s
       return Status::InvalidArgument(fmt::format("{}: field 'priority': out of range", where));
     }
     j->priority = static_cast<int32_t>(v);
+  } else if (key == "locality") {
+    GPOOL_ASSIGN_OR_RETURN(j->locality, ParseLocality(value, where));
+  } else if (key == "preemptible") {
+    GPOOL_ASSIGN_OR_RETURN(j->preemptible, ParseBoolField(value, key, where));
+  } else if (key == "allow_split") {
+    GPOOL_ASSIGN_OR_RETURN(j->allow_split, ParseBoolField(value, key, where));
+  } else if (key == "min_runtime_s") {
+    GPOOL_ASSIGN_OR_RETURN(j->min_runtime_s, ParseDoubleField(value, key, where));
+  } else if (key == "est_s") {
+    std::string_view t = Trim(value);
+    if (t.empty() || t == "none") {
+      j->has_estimate = false;
+      j->est_s = -1;
+    } else {
+      GPOOL_ASSIGN_OR_RETURN(j->est_s, ParseDoubleField(t, key, where));
+      if (!(j->est_s > 0)) {
+        return Status::InvalidArgument(fmt::format(
+            "{}: field 'est_s': must be > 0, got {} (write none for no estimate)", where, t));
+      }
+      j->has_estimate = true;
+    }
+  } else if (key == "kind") {
+    auto k = sched::ParseJobKind(value);
+    if (!k.ok()) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: field 'kind': expected training, inference or interactive, got '{}'", where,
+          Trim(value)));
+    }
+    j->kind = *k;
   } else {
     return Status::InvalidArgument(fmt::format(
         "{}: unknown field '{}' (known: name, submit_s, run_s, gpus, gpu_milli, cpu_milli, "
-        "mem_mib, tenant, comm, priority, gpu_model)",
+        "mem_mib, tenant, comm, priority, gpu_model, locality, preemptible, min_runtime_s, est_s, "
+        "kind, allow_split)",
         where, key));
   }
   return Status::Ok();
@@ -273,9 +337,9 @@ StatusOr<Workload> ParseJobsCsv(std::string_view text, std::string_view filename
     j.name = fmt::format("job-{}", lines.line_number());
     bool has_submit = false, has_run = false, has_gpus = false;
     for (size_t i = 0; i < cells.size(); ++i) {
-      // Empty optional cells keep their defaults.
+      // Empty optional cells keep their defaults, except est_s, where empty means "no estimate".
       if (Trim(cells[i]).empty() && h.names()[i] != "submit_s" && h.names()[i] != "run_s" &&
-          h.names()[i] != "gpus") {
+          h.names()[i] != "gpus" && h.names()[i] != "est_s") {
         continue;
       }
       GPOOL_RETURN_IF_ERROR(
@@ -315,11 +379,14 @@ StatusOr<Workload> ParseJobsJsonl(std::string_view text, std::string_view filena
         text_value = v.get<std::string>();
       } else if (v.is_number()) {
         text_value = v.dump();
+      } else if (v.is_boolean()) {
+        text_value = v.get<bool>() ? "true" : "false";
       } else if (v.is_null()) {
-        continue;
+        // null keeps the default, except est_s, where it means "no estimate".
+        if (key != "est_s") continue;
       } else {
         return Status::InvalidArgument(
-            fmt::format("{}: field '{}': expected a number or a string", where, key));
+            fmt::format("{}: field '{}': expected a number, a string or a boolean", where, key));
       }
       GPOOL_RETURN_IF_ERROR(SetField(&j, key, text_value, where, &has_submit, &has_run, &has_gpus));
     }

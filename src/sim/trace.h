@@ -15,6 +15,15 @@
 //   priority             integer, higher first (default 0)
 //   gpu_model            allowed GPU models, '|'-separated (default any)
 //   name                 default "job-<line>"
+//   locality             node | leaf | pod | any (preferred), with a trailing '!' when required
+//                        ("leaf!": the gang never spans leaves); default any
+//   preemptible          true | false | 1 | 0 (default true)
+//   min_runtime_s        not preempted or reclaimed before running this long (default 0)
+//   est_s                run-time estimate handed to the scheduler (> 0); column or key absent:
+//                        run_s (exact); "none", an empty CSV cell or JSON null: no estimate
+//   kind                 training | inference | interactive (default training)
+//   allow_split          true | false | 1 | 0: may span fabrics when none fits it (default false)
+// JSON Lines also takes booleans (true/false) for the boolean keys.
 // Unknown columns or keys are errors (they are usually typos).
 //
 // Thread safety: free functions over their arguments; safe to call concurrently.

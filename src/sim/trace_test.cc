@@ -85,6 +85,93 @@ TEST(JobsCsv, ParsesExampleWithDefaults) {
   EXPECT_EQ(w->jobs[1].priority, 1);
   EXPECT_EQ(w->jobs[2].num_gpus, 0);
   EXPECT_EQ(w->jobs[2].source, "jobs.csv:5");
+  // The scheduler's job fields.
+  EXPECT_EQ(w->jobs[0].locality.level, sched::Level::kLeaf);
+  EXPECT_TRUE(w->jobs[0].locality.required);
+  EXPECT_TRUE(w->jobs[0].preemptible);
+  EXPECT_DOUBLE_EQ(w->jobs[0].min_runtime_s, 600);
+  EXPECT_DOUBLE_EQ(w->jobs[0].estimate_s(), 4000);
+  EXPECT_EQ(w->jobs[0].kind, sched::JobKind::kTraining);
+  EXPECT_FALSE(w->jobs[0].allow_split);
+  EXPECT_EQ(w->jobs[1].locality.level, sched::Level::kFabric);  // empty: any, preferred
+  EXPECT_FALSE(w->jobs[1].locality.required);
+  EXPECT_FALSE(w->jobs[1].preemptible);
+  EXPECT_FALSE(w->jobs[1].has_estimate);
+  EXPECT_DOUBLE_EQ(w->jobs[1].estimate_s(), 0);
+  EXPECT_EQ(w->jobs[1].kind, sched::JobKind::kInference);
+  EXPECT_EQ(w->jobs[2].locality.level, sched::Level::kPod);
+  EXPECT_FALSE(w->jobs[2].locality.required);
+  EXPECT_EQ(w->jobs[2].kind, sched::JobKind::kInteractive);
+  EXPECT_TRUE(w->jobs[2].allow_split);
+}
+
+TEST(JobsCsv, LocalitySyntax) {
+  auto w = ParseJobsCsv("submit_s,run_s,gpus,locality\n0,1,1,node!\n0,1,1,Leaf\n0,1,1,any\n0,1,1,pod !\n",
+                        "l.csv");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->jobs[0].locality.level, sched::Level::kNode);
+  EXPECT_TRUE(w->jobs[0].locality.required);
+  EXPECT_EQ(w->jobs[1].locality.level, sched::Level::kLeaf);
+  EXPECT_FALSE(w->jobs[1].locality.required);
+  EXPECT_EQ(w->jobs[2].locality.level, sched::Level::kFabric);
+  EXPECT_EQ(w->jobs[3].locality.level, sched::Level::kPod);
+  EXPECT_TRUE(w->jobs[3].locality.required);
+}
+
+TEST(JobsCsv, EstimateDefaultsToRunTimeWithoutTheColumn) {
+  auto w = ParseJobsCsv("submit_s,run_s,gpus\n0,70,1\n", "e.csv");
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(w->jobs[0].has_estimate);
+  EXPECT_DOUBLE_EQ(w->jobs[0].estimate_s(), 70);
+}
+
+TEST(JobsCsv, RejectsBadJobFieldsWithWhere) {
+  struct Case {
+    const char* column;
+    const char* good;  // row 2
+    const char* bad;   // row 3
+  };
+  for (const Case& c :
+       {Case{"locality", "leaf", "rack"}, Case{"locality", "pod!", "!"},
+        Case{"locality", "any", "leaf!!"}, Case{"preemptible", "false", "maybe"},
+        Case{"allow_split", "1", "2"}, Case{"min_runtime_s", "5", "-1"},
+        Case{"min_runtime_s", "0", "soon"}, Case{"est_s", "none", "0"},
+        Case{"est_s", "2", "-3"}, Case{"est_s", "", "abc"},
+        Case{"kind", "inference", "batch"}}) {
+    std::string text = std::string("submit_s,run_s,gpus,") + c.column + "\n0,1,1," + c.good +
+                       "\n0,1,1," + c.bad + "\n";
+    auto w = ParseJobsCsv(text, "b.csv");
+    ASSERT_FALSE(w.ok()) << c.column << "=" << c.bad;
+    const std::string want = std::string("b.csv:3: field '") + c.column + "'";
+    EXPECT_NE(w.status().message().find(want), std::string::npos)
+        << c.column << "=" << c.bad << ": " << w.status().message();
+  }
+}
+
+TEST(JobsJsonl, JobFieldsAndBooleans) {
+  auto w = ParseJobsJsonl(
+      "{\"submit_s\":0,\"run_s\":5,\"gpus\":1,\"preemptible\":false,\"allow_split\":true,"
+      "\"est_s\":null,\"locality\":\"pod!\"}\n"
+      "{\"submit_s\":0,\"run_s\":5,\"gpus\":1,\"est_s\":9,\"kind\":\"interactive\"}\n",
+      "j.jsonl");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_FALSE(w->jobs[0].preemptible);
+  EXPECT_TRUE(w->jobs[0].allow_split);
+  EXPECT_FALSE(w->jobs[0].has_estimate);
+  EXPECT_EQ(w->jobs[0].locality.level, sched::Level::kPod);
+  EXPECT_TRUE(w->jobs[0].locality.required);
+  EXPECT_DOUBLE_EQ(w->jobs[1].estimate_s(), 9);
+  EXPECT_EQ(w->jobs[1].kind, sched::JobKind::kInteractive);
+
+  auto bad = ParseJobsJsonl("{\"submit_s\":0,\"run_s\":5,\"gpus\":1}\n"
+                            "{\"submit_s\":0,\"run_s\":5,\"gpus\":1,\"preemptible\":\"nope\"}\n",
+                            "j.jsonl");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("j.jsonl:2: field 'preemptible'"), std::string::npos)
+      << bad.status().message();
+  auto boolnum = ParseJobsJsonl("{\"submit_s\":0,\"run_s\":5,\"gpus\":true}\n", "j.jsonl");
+  ASSERT_FALSE(boolnum.ok());
+  EXPECT_NE(boolnum.status().message().find("'gpus'"), std::string::npos);
 }
 
 TEST(JobsCsv, RejectsBadInputWithWhere) {
@@ -128,6 +215,15 @@ TEST(JobsJsonl, MatchesCsvExample) {
     EXPECT_DOUBLE_EQ(a.run_s, b.run_s);
     EXPECT_DOUBLE_EQ(a.comm_fraction, b.comm_fraction);
     EXPECT_EQ(a.priority, b.priority);
+    EXPECT_EQ(a.tenant, b.tenant);
+    EXPECT_EQ(a.locality.level, b.locality.level);
+    EXPECT_EQ(a.locality.required, b.locality.required);
+    EXPECT_EQ(a.preemptible, b.preemptible);
+    EXPECT_DOUBLE_EQ(a.min_runtime_s, b.min_runtime_s);
+    EXPECT_EQ(a.has_estimate, b.has_estimate);
+    EXPECT_DOUBLE_EQ(a.estimate_s(), b.estimate_s());
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.allow_split, b.allow_split);
   }
 }
 
