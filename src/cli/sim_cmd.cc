@@ -21,6 +21,7 @@
 #include "sim/fabric_routes.h"
 #include "sim/fill.h"
 #include "sim/metrics.h"
+#include "sim/queues.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 #include "sim/workload_gen.h"
@@ -30,6 +31,7 @@ namespace {
 
 struct SimFlags {
   std::string trace, trace_format, nodes, fabric, policy, compare, out, policy_config, output;
+  std::string queues;  // YAML per-tenant queues (sim/queues.h); empty: equal shares
   // Performance model: "route" (follow the fabric's routes; --fabric only) or "aggregate"
   // (pipes per leaf/pod). Empty: route with --fabric, aggregate with --nodes.
   std::string net_model;
@@ -231,7 +233,17 @@ Status RunSim(const SimFlags& f) {
       GPOOL_ASSIGN_OR_RETURN(ctx.target, sim::TargetWorkload(cluster, work));
     }
   }
-  if (f.fill) return RunFillMode(f, policies, cluster, work, ctx);
+  if (f.fill) {
+    if (!f.queues.empty()) {
+      return Status::InvalidArgument("--queues: not used by --fill (a fill has one queue)");
+    }
+    return RunFillMode(f, policies, cluster, work, ctx);
+  }
+  std::optional<sim::TenantQueues> queues;
+  if (!f.queues.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(sim::QueueConfig qc, sim::ReadQueueConfig(f.queues));
+    GPOOL_ASSIGN_OR_RETURN(queues, sim::MakeConfiguredQueues(qc, work, sim::ToClusterSpec(cluster)));
+  }
   std::vector<sim::RunResult> runs;
   std::vector<sim::Metrics> metrics;
   for (const auto& name : policies) {
@@ -240,6 +252,7 @@ Status RunSim(const SimFlags& f) {
     eo.seed = f.seed;
     eo.feedback = &feedback;
     eo.min_cycle_interval_s = f.min_cycle_s;
+    eo.queues = queues ? &*queues : nullptr;
     if (!f.quiet) {
       eo.progress = [&name](double t, int64_t done, int64_t total) {
         std::fprintf(stderr, "sim[%s]: t=%.0fs finished %lld/%lld jobs\n", name.c_str(), t,
@@ -297,6 +310,9 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
   cmd->add_option("--min-cycle-s", f->min_cycle_s, "merge scheduling cycles closer than this (default 0)");
   cmd->add_option("--arrival-scale", f->arrival_scale,
                   "multiply submit times by this (0.01 = arrivals 100x as fast; default 1)");
+  cmd->add_option("--queues", f->queues,
+                  "YAML file of per-tenant queues: guaranteed_gpus, guaranteed_domains, weight, "
+                  "max_gpus, max_running_jobs (default: an equal share each)");
   cmd->add_option("--out", f->out, "output directory")->required();
   cmd->add_option("-o,--output", f->output, "json: print metrics.json to stdout");
   cmd->add_flag("-q,--quiet", f->quiet, "no progress on stderr");
@@ -318,7 +334,8 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
     for (const auto& [flag, val] : std::vector<std::pair<std::string, std::string>>{
              {"--trace", f->trace}, {"--trace-format", f->trace_format}, {"--nodes", f->nodes},
              {"--fabric", f->fabric}, {"--policy", f->policy}, {"--compare", f->compare},
-             {"--policy-config", f->policy_config}, {"--net-model", f->net_model},
+             {"--policy-config", f->policy_config}, {"--queues", f->queues},
+             {"--net-model", f->net_model},
              {"--lfts", f->lfts}, {"--out", f->out}}) {
       if (!val.empty()) {
         f->argv.push_back(flag);

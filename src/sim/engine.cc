@@ -246,7 +246,7 @@ StatusOr<RunResult> Engine::Run() {
   GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state, sched::ClusterState::Create(spec));
   r_.policy = std::string(policy_.name());
   r_.total_gpu_milli = cluster_.total_gpus() * 1000;
-  queues_ = MakeTenantQueues(work_, cluster_.total_gpus());
+  queues_ = opt_.queues ? *opt_.queues : MakeTenantQueues(work_, cluster_.total_gpus());
   r_.tenants = queues_.tenants;
   r_.tenant_entitlement = queues_.entitlement;
   r_.tenant_gpu_s.assign(queues_.tenants.size(), 0);

@@ -27,6 +27,7 @@
 
 #include "common/status.h"
 #include "sched/scheduler.h"
+#include "sim/adapter.h"
 #include "sim/cluster.h"
 #include "sim/job.h"
 
@@ -59,6 +60,9 @@ struct EngineOptions {
   double stall_retry_s = 300;
   int max_stalled_retries = 3;
   SimFeedback* feedback = nullptr;  // filled by the engine when set
+  // The tenants' queues (sim/queues.h, `--queues`); null: one per tenant with an equal share
+  // (MakeTenantQueues). Must hold a queue for every tenant of the workload.
+  const TenantQueues* queues = nullptr;
   // Called about every `progress_every_s` of wall time with (sim time, finished, total).
   std::function<void(double, int64_t, int64_t)> progress;
   double progress_every_s = 2;

@@ -155,4 +155,40 @@ TEST_F(SimCliTest, FabricRunsTheRouteModelOnComputedOrDumpedRoutes) {
   EXPECT_NE(r.err.find("bad.lfts"), std::string::npos) << r.err;
 }
 
+// --queues: per-tenant quotas reach the run (entitlement = quota share in metrics.json), and bad
+// files fail naming file:line and the key, or the tenant without a queue.
+TEST_F(SimCliTest, QueuesFileSetsQuotasAndEntitlement) {
+  Write("two.csv", "name,submit_s,run_s,gpus,tenant\na1,0,100,4,a\nb1,0,100,4,b\na2,0,100,4,a\n");
+  Write("q.yaml", "queues:\n  a: {guaranteed_gpus: 12, max_running_jobs: 1}\n  b: {guaranteed_gpus: 4}\n");
+  const std::string common = "sim --trace " + Path("two.csv") + " --nodes " + Path("nodes.csv") +
+                             " --policy gpool -q -o json --out " + Path("out");
+  Json doc = RunJson(common + " --queues " + Path("q.yaml"));
+  const Json& tenants = doc["policies"]["gpool"]["tenants"];
+  ASSERT_EQ(tenants.size(), 2u) << doc.dump();
+  EXPECT_EQ(tenants[0]["tenant"], "a");
+  EXPECT_DOUBLE_EQ(tenants[0]["entitlement"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(tenants[1]["entitlement"].get<double>(), 0.25);
+  EXPECT_NE(doc["command"].get<std::string>().find("--queues"), std::string::npos);
+  // max_running_jobs 1: a's second job (job 2) starts when its first ends, though 4 of the 16
+  // GPUs are free (jobs.csv: policy,job,tenant,gpus,gpu_milli,submit_s,start_s,...).
+  const std::string jobs = Slurp(Path("out/jobs.csv"));
+  EXPECT_NE(jobs.find("\ngpool,2,0,4,1000,0.000,100.000,"), std::string::npos) << jobs;
+  Json eq = RunJson(common);
+  EXPECT_DOUBLE_EQ(eq["policies"]["gpool"]["tenants"][0]["entitlement"].get<double>(), 0.5);
+  EXPECT_NE(Slurp(Path("out/jobs.csv")).find("\ngpool,2,0,4,1000,0.000,0.000,"), std::string::npos);
+
+  Write("bad.yaml", "queues:\n  a:\n    weight: -1\n");
+  Result r = Run(common + " --queues " + Path("bad.yaml"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("bad.yaml:3: weight: must be > 0"), std::string::npos) << r.err;
+  Write("missing.yaml", "queues:\n  a: {}\n");
+  r = Run(common + " --queues " + Path("missing.yaml"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("tenant 'b'"), std::string::npos) << r.err;
+  Write("over.yaml", "queues:\n  a: {guaranteed_gpus: 12}\n  b: {guaranteed_gpus: 8}\n");
+  r = Run(common + " --queues " + Path("over.yaml"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("more than the cluster's 16"), std::string::npos) << r.err;
+}
+
 }  // namespace
