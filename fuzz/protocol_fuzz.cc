@@ -36,6 +36,10 @@ void DecodeAs(const Frame& f) {
     case Op::kLaunch: Body<Launch>(f); break;
     case Op::kFuncAttributes: Body<FuncAttrs>(f); break;
     case Op::kEventElapsed: Body<EventElapsed>(f); Body<FloatValue>(f); break;
+    case Op::kDeviceSetLimit: Body<DeviceSetLimit>(f); break;
+    case Op::kDeviceGetLimit: Body<DeviceGetLimit>(f); Body<U64Value>(f); break;
+    case Op::kSetDeviceFlags: Body<SetDeviceFlags>(f); break;
+    case Op::kGetDeviceFlags: Body<GetDeviceFlags>(f); Body<U64Value>(f); break;
     default: Body<StreamWaitEvent>(f); Body<Memset>(f); Body<Symbol>(f); break;
   }
 }

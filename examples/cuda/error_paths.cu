@@ -8,12 +8,18 @@
 //   bad-pointer  cudaFree and cudaMemcpy of pointers that were never allocated fail
 //   unsupported  calls gpool does not implement fail with cudaErrorNotSupported
 //   refused      the server refuses the session (bad lease): the first call needing it fails
+//   config       device limits and flags read back what was set (printing the malloc heap limit
+//                found first: a session starts with the device's defaults), a bad limit or flag is
+//                refused; cudaHostRegister'ed memory copies both ways, and the flags and calls
+//                that need a device mapping of host memory fail with cudaErrorNotSupported
 //   hold MiB     allocates MiB, prints READY, sleeps (a test kills it mid-run)
 //   server-dies  allocates, prints READY, waits for a line on stdin, then expects the lost
 //                server to be reported (the test kills the server in between)
 #include <unistd.h>
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 #include "common.h"
 
 __global__ void alwaysFails(int* x) { x[0] = 1; }
@@ -73,6 +79,60 @@ int main(int argc, char** argv) {
     EXPECT(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024) == cudaSuccess);
     EXPECT(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10) ==
            cudaErrorNotSupported);
+    EXPECT(cudaGetLastError() == cudaErrorNotSupported);
+  } else if (mode == "config") {
+    size_t v = 0;
+    CHECK(cudaDeviceGetLimit(&v, cudaLimitMallocHeapSize));
+    std::printf("limits: malloc heap %zu at start\n", v);
+    CHECK(cudaDeviceSetLimit(cudaLimitMallocHeapSize, size_t{64} << 20));
+    CHECK(cudaDeviceSetLimit(cudaLimitStackSize, 4096));
+    CHECK(cudaDeviceGetLimit(&v, cudaLimitMallocHeapSize));
+    EXPECT(v == size_t{64} << 20);
+    CHECK(cudaDeviceGetLimit(&v, cudaLimitStackSize));
+    EXPECT(v == 4096);
+    EXPECT(cudaDeviceSetLimit(static_cast<cudaLimit>(0x7f), 1) == cudaErrorUnsupportedLimit);
+    EXPECT(cudaGetLastError() == cudaErrorUnsupportedLimit);
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (std::strstr(prop.name, "gpool emulated")) {
+      // The emulated GPU has no persisting L2 cache: it refuses to pretend to set one aside.
+      EXPECT(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20) == cudaErrorUnsupportedLimit);
+      EXPECT(cudaGetLastError() == cudaErrorUnsupportedLimit);
+    }
+    unsigned flags = 0;
+    CHECK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
+    CHECK(cudaGetDeviceFlags(&flags));
+    EXPECT((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync);
+    EXPECT(cudaSetDeviceFlags(cudaDeviceScheduleSpin | cudaDeviceScheduleYield) == cudaErrorInvalidValue);
+    EXPECT(cudaGetLastError() == cudaErrorInvalidValue);
+    // Registered (pageable) memory: copies both ways, the async one into it completes by the sync.
+    const size_t bytes = 1 << 20;
+    std::vector<unsigned char> buf(bytes, 7);
+    unsigned char* d;
+    CHECK(cudaMalloc(&d, bytes));
+    CHECK(cudaHostRegister(buf.data(), bytes, cudaHostRegisterDefault));
+    EXPECT(cudaHostRegister(buf.data() + 4096, 4096, cudaHostRegisterPortable) ==
+           cudaErrorHostMemoryAlreadyRegistered);
+    EXPECT(cudaGetLastError() == cudaErrorHostMemoryAlreadyRegistered);
+    cudaPointerAttributes attr;
+    CHECK(cudaPointerGetAttributes(&attr, buf.data() + 100));
+    EXPECT(attr.type == cudaMemoryTypeHost);
+    CHECK(cudaMemcpy(d, buf.data(), bytes, cudaMemcpyHostToDevice));
+    CHECK(cudaMemset(d + 10, 9, 1));
+    std::fill(buf.begin(), buf.end(), 0);
+    CHECK(cudaMemcpyAsync(buf.data(), d, bytes, cudaMemcpyDeviceToHost, 0));
+    CHECK(cudaStreamSynchronize(0));
+    for (size_t i = 0; i < bytes; ++i) EXPECT(buf[i] == (i == 10 ? 9 : 7));
+    CHECK(cudaHostUnregister(buf.data()));
+    EXPECT(cudaHostUnregister(buf.data()) == cudaErrorHostMemoryNotRegistered);
+    EXPECT(cudaGetLastError() == cudaErrorHostMemoryNotRegistered);
+    CHECK(cudaFree(d));
+    // A GPU on another host cannot map this host's memory: every way of asking for that is loud.
+    EXPECT(cudaHostRegister(buf.data(), 4096, cudaHostRegisterMapped) == cudaErrorNotSupported);
+    EXPECT(cudaHostRegister(buf.data(), 4096, cudaHostRegisterIoMemory) == cudaErrorNotSupported);
+    EXPECT(cudaHostRegister(buf.data(), 4096, cudaHostRegisterReadOnly) == cudaErrorNotSupported);
+    void* mapped = nullptr;
+    EXPECT(cudaHostGetDevicePointer(&mapped, buf.data(), 0) == cudaErrorNotSupported);
     EXPECT(cudaGetLastError() == cudaErrorNotSupported);
   } else if (mode == "refused") {
     void* p = nullptr;

@@ -60,7 +60,8 @@ class Runtime {
   std::unordered_set<const FunctionRec*> function_recs;
   std::unordered_map<const void*, std::unique_ptr<VarRec>> vars;  // by host shadow
   std::map<uint64_t, AllocRec> allocs;
-  std::map<const void*, size_t> host_allocs;
+  std::map<const void*, size_t> host_allocs;       // cudaMallocHost/cudaHostAlloc
+  std::map<const void*, size_t> host_registered;   // cudaHostRegister
   std::set<StreamRec*> streams;
   std::set<EventRec*> events;
   std::unordered_map<int, proto::DeviceProps> props;
@@ -275,14 +276,29 @@ cudaError_t CopyD2H(ServerLink* l, std::byte* dst, uint64_t src, size_t n, uint6
   return FromReply(h, l);
 }
 
-// True when [p, p+n) lies in memory from cudaMallocHost/cudaHostAlloc ("pinned").
-bool IsPinned(const void* p, size_t n) {
-  std::lock_guard<std::mutex> lk(R().mu);
-  auto it = R().host_allocs.upper_bound(p);
-  if (it == R().host_allocs.begin()) return false;
+// True when [p, p+n) lies inside one range of `ranges` (start -> size). Caller holds R().mu.
+bool InRange(const std::map<const void*, size_t>& ranges, const void* p, size_t n) {
+  auto it = ranges.upper_bound(p);
+  if (it == ranges.begin()) return false;
   --it;
   const char* b = static_cast<const char*>(it->first);
   return static_cast<const char*>(p) >= b && static_cast<const char*>(p) + n <= b + it->second;
+}
+// True when [p, p+n) overlaps a range of `ranges`. Caller holds R().mu.
+bool Overlaps(const std::map<const void*, size_t>& ranges, const void* p, size_t n) {
+  const char* a = static_cast<const char*>(p);
+  auto it = ranges.lower_bound(p);
+  if (it != ranges.end() && static_cast<const char*>(it->first) < a + n) return true;
+  if (it == ranges.begin()) return false;
+  --it;
+  return static_cast<const char*>(it->first) + it->second > a;
+}
+
+// True when [p, p+n) lies in page-locked memory as the program sees it: from cudaMallocHost/
+// cudaHostAlloc ("pinned") or cudaHostRegister.
+bool IsPinned(const void* p, size_t n) {
+  std::lock_guard<std::mutex> lk(R().mu);
+  return InRange(R().host_allocs, p, n) || InRange(R().host_registered, p, n);
 }
 
 // `async_call`: cudaMemcpyAsync and friends. As in CUDA, a device-to-host copy into pinned memory
@@ -612,19 +628,20 @@ const proto::DeviceProps* Props(int dev, cudaError_t* err) {
 
 }  // namespace
 
-int Unsupported(const char* name) {
+int Unsupported(const char* name, const char* why) {
   static std::mutex mu;
   static std::set<std::string> said;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (said.insert(name).second) {
-      Say(fmt::format("{} is not supported by the gpool client runtime (returning "
-                      "cudaErrorNotSupported)", name));
+      Say(fmt::format("{} is not supported by the gpool client runtime{}{} (returning "
+                      "cudaErrorNotSupported)", name, *why ? ": " : "", why));
     }
   }
   t_last_error = cudaErrorNotSupported;
   return cudaErrorNotSupported;
 }
+int Unsupported(const char* name) { return Unsupported(name, ""); }
 
 }  // namespace gpool::remote::client
 
@@ -819,10 +836,28 @@ cudaError_t cudaGetDevice(int* device) {
   *device = t_device;
   return cudaSuccess;
 }
-cudaError_t cudaSetDeviceFlags(unsigned int) { return cudaSuccess; }
+// Device flags and limits belong to the device's (primary) context, which lives on its server:
+// they are forwarded, and the server applies them (cuda backend) or keeps them for the session
+// (emulated), refusing what it cannot honour. Synchronous, as in CUDA, so a refusal is seen here.
+cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+  cudaError_t err;
+  int dev = t_device;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::SetDeviceFlags q{.device = R().Index(dev), .flags = flags};
+  return Ret(Call(l, q));
+}
 cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
   if (!flags) return Ret(cudaErrorInvalidValue);
-  *flags = 0;
+  cudaError_t err;
+  int dev = t_device;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::GetDeviceFlags q;
+  q.device = R().Index(dev);
+  proto::U64Value v;
+  if (cudaError_t e = Call(l, q, &v); e != cudaSuccess) return Ret(e);
+  *flags = static_cast<unsigned int>(v.value);
   return cudaSuccess;
 }
 cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) {
@@ -847,15 +882,25 @@ cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache* c) {
   if (c) *c = cudaFuncCachePreferNone;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSetLimit(enum cudaLimit, size_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value) {
+  cudaError_t err;
+  int dev = t_device;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::DeviceSetLimit q{.device = R().Index(dev), .limit = static_cast<int32_t>(limit),
+                          .value = value};
+  return Ret(Call(l, q));
+}
 cudaError_t cudaDeviceGetLimit(size_t* value, enum cudaLimit limit) {
   if (!value) return Ret(cudaErrorInvalidValue);
-  switch (limit) {
-    case cudaLimitStackSize: *value = 1024; break;
-    case cudaLimitPrintfFifoSize: *value = 1 << 20; break;
-    case cudaLimitMallocHeapSize: *value = 8 << 20; break;
-    default: *value = 0;
-  }
+  cudaError_t err;
+  int dev = t_device;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::DeviceGetLimit q{.device = R().Index(dev), .limit = static_cast<int32_t>(limit)};
+  proto::U64Value v;
+  if (cudaError_t e = Call(l, q, &v); e != cudaSuccess) return Ret(e);
+  *value = v.value;
   return cudaSuccess;
 }
 
@@ -1010,7 +1055,8 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
 }
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   if (flags & cudaHostAllocMapped) {
-    return static_cast<cudaError_t>(Unsupported("cudaHostAlloc(cudaHostAllocMapped)"));
+    return static_cast<cudaError_t>(Unsupported(
+        "cudaHostAlloc(cudaHostAllocMapped)", "a GPU on another host cannot map this host's memory"));
   }
   return cudaMallocHost(ptr, size);
 }
@@ -1030,13 +1076,61 @@ cudaError_t cudaFreeHost(void* p) {
   std::free(p);
   return cudaSuccess;
 }
-cudaError_t cudaHostRegister(void*, size_t, unsigned int flags) {
+// cudaHostRegister page-locks memory so the local GPU can DMA from it, and with flags maps it
+// into the GPU's address space. Remotely, data always crosses the network through the client and
+// the server's own pinned staging buffers, so page-locking the program's memory would buy
+// nothing: copies from and to pageable memory work as they are. What registration still means
+// here is kept: the range is remembered, so device-to-host cudaMemcpyAsync into it is
+// asynchronous as into cudaMallocHost memory, cudaPointerGetAttributes calls it host memory,
+// registering an overlapping range again fails with cudaErrorHostMemoryAlreadyRegistered and
+// unregistering an unknown one with cudaErrorHostMemoryNotRegistered. The flags that ask for a
+// device mapping (Mapped, IoMemory, and ReadOnly, which only qualifies a mapping) cannot work: a
+// GPU on another host cannot reach this host's memory, so they fail loudly, naming the flag.
+// cudaHostRegisterPortable (all devices) is what every registration is here.
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
   if (flags & cudaHostRegisterMapped) {
-    return static_cast<cudaError_t>(Unsupported("cudaHostRegister(cudaHostRegisterMapped)"));
+    return static_cast<cudaError_t>(Unsupported(
+        "cudaHostRegister(cudaHostRegisterMapped)", "a GPU on another host cannot map this host's memory"));
+  }
+  if (flags & cudaHostRegisterIoMemory) {
+    return static_cast<cudaError_t>(Unsupported(
+        "cudaHostRegister(cudaHostRegisterIoMemory)", "a GPU on another host cannot map this host's I/O memory"));
+  }
+  if (flags & cudaHostRegisterReadOnly) {
+    return static_cast<cudaError_t>(Unsupported(
+        "cudaHostRegister(cudaHostRegisterReadOnly)", "it qualifies a device mapping of host memory, which a GPU on another host cannot have"));
+  }
+  if (!ptr || size == 0 || (flags & ~unsigned{cudaHostRegisterPortable}) != 0) {
+    return Ret(cudaErrorInvalidValue);
+  }
+  std::lock_guard<std::mutex> lk(R().mu);
+  if (Overlaps(R().host_registered, ptr, size) || Overlaps(R().host_allocs, ptr, size)) {
+    return Ret(cudaErrorHostMemoryAlreadyRegistered);
+  }
+  R().host_registered[ptr] = size;
+  return cudaSuccess;
+}
+cudaError_t cudaHostUnregister(void* ptr) {
+  std::vector<ServerLink*> links;
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    if (!R().host_registered.erase(ptr)) return Ret(cudaErrorHostMemoryNotRegistered);
+    for (auto& [addr, l] : R().links) links.push_back(l.get());
+  }
+  // The program may free the memory next: no asynchronous copy may still be writing into it.
+  for (ServerLink* l : links) {
+    std::lock_guard<std::mutex> lk(l->mu());
+    (void)l->WaitReads();
   }
   return cudaSuccess;
 }
-cudaError_t cudaHostUnregister(void*) { return cudaSuccess; }
+// Mapped host memory (a device pointer to host memory) cannot exist remotely: cudaHostAlloc with
+// cudaHostAllocMapped and cudaHostRegister with cudaHostRegisterMapped already refuse, so there is
+// never a device pointer to return.
+cudaError_t cudaHostGetDevicePointer(void**, void*, unsigned int) {
+  return static_cast<cudaError_t>(Unsupported(
+      "cudaHostGetDevicePointer", "mapped host memory cannot be reached by a GPU on another host"));
+}
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* a, const void* ptr) {
   if (!a) return Ret(cudaErrorInvalidValue);
   std::memset(a, 0, sizeof *a);
@@ -1052,13 +1146,9 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* a, const void
   a->type = cudaMemoryTypeUnregistered;
   a->device = -2;
   a->hostPointer = const_cast<void*>(ptr);
-  auto it = R().host_allocs.upper_bound(ptr);
-  if (it != R().host_allocs.begin()) {
-    --it;
-    if (ptr >= it->first && static_cast<const char*>(ptr) < static_cast<const char*>(it->first) + it->second) {
-      a->type = cudaMemoryTypeHost;
-      a->device = t_device;
-    }
+  if (InRange(R().host_allocs, ptr, 1) || InRange(R().host_registered, ptr, 1)) {
+    a->type = cudaMemoryTypeHost;
+    a->device = t_device;
   }
   return cudaSuccess;
 }
@@ -1318,6 +1408,51 @@ cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t ev, unsigned in
   return cudaStreamWaitEvent(s, ev, flags);
 }
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t ev, cudaStream_t s) { return cudaEventRecord(ev, s); }
+
+// The rest of the per-thread default stream variants: what `nvcc --default-stream per-thread`
+// (CUDA_API_PER_THREAD_DEFAULT_STREAM) makes a program call instead of the plain ones. Each is its
+// plain call; a null stream (or cudaStreamPerThread) then means the per-thread default stream,
+// which gpool maps, like the legacy one, to the device's default stream on its server (stream 0;
+// see IsDefaultStream). That orders more than CUDA must (per-thread streams of two threads, and
+// the per-thread stream and blocking streams, need not wait for each other), never less: one
+// connection per server runs everything in program order anyway (docs/remoting.md).
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t ev, cudaStream_t s, unsigned int flags) {
+  return cudaEventRecordWithFlags(ev, s, flags);
+}
+cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind) {
+  return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                   size_t width, size_t height, enum cudaMemcpyKind kind,
+                                   cudaStream_t stream) {
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream);
+}
+cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count,
+                                    size_t offset, enum cudaMemcpyKind kind) {
+  return cudaMemcpyToSymbol(symbol, src, count, offset, kind);
+}
+cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind) {
+  return cudaMemcpyFromSymbol(dst, symbol, count, offset, kind);
+}
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count,
+                                         size_t offset, enum cudaMemcpyKind kind,
+                                         cudaStream_t stream) {
+  return cudaMemcpyToSymbolAsync(symbol, src, count, offset, kind, stream);
+}
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count,
+                                           size_t offset, enum cudaMemcpyKind kind,
+                                           cudaStream_t stream) {
+  return cudaMemcpyFromSymbolAsync(dst, symbol, count, offset, kind, stream);
+}
+cudaError_t cudaMemset_ptds(void* p, int value, size_t count) {
+  return cudaMemset(p, value, count);
+}
+cudaError_t cudaMemset2D_ptds(void* p, size_t pitch, int value, size_t width, size_t height) {
+  return cudaMemset2D(p, pitch, value, width, height);
+}
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return cudaStreamQuery(s); }
 
 // ---- functions and occupancy
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func) {

@@ -42,6 +42,10 @@ constexpr OpInfo kOps[] = {
     {"Occupancy", false},
     {"GetSymbol", false},
     {"DeviceReset", false},
+    {"DeviceSetLimit", false},
+    {"DeviceGetLimit", false},
+    {"SetDeviceFlags", false},
+    {"GetDeviceFlags", false},
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kMaxOp), "OpInfo table out of date");
 

@@ -30,7 +30,11 @@
 namespace gpool::remote::proto {
 
 inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
-inline constexpr uint16_t kVersion = 1;
+// Version 2 added DeviceSetLimit, DeviceGetLimit, SetDeviceFlags and GetDeviceFlags. Every
+// message carries the version and both sides demand their own, so a client and a server of
+// different versions fail at Hello with "protocol version N not supported", never at the first
+// op the other side does not know.
+inline constexpr uint16_t kVersion = 2;
 inline constexpr uint16_t kReply = 0x8000;
 inline constexpr size_t kMaxFramesPerMessage = 65535;
 // Large copies are cut into chunks of this size and pipelined.
@@ -72,6 +76,10 @@ enum class Op : uint16_t {
   kOccupancy,
   kGetSymbol,
   kDeviceReset,
+  kDeviceSetLimit,  // version 2
+  kDeviceGetLimit,
+  kSetDeviceFlags,
+  kGetDeviceFlags,
   kMaxOp,  // one past the last; new ops go above this line
 };
 
@@ -363,6 +371,33 @@ struct Symbol {
   uint64_t ptr = 0, size = 0;
   template <class V> void Visit(V& v) { v(ptr, "ptr"); v(size, "size"); }
 };
+// cudaDeviceSetLimit/GetLimit: `limit` is the cudaLimit number (equal to the driver's CUlimit).
+struct DeviceSetLimit {
+  GPOOL_MSG(DeviceSetLimit);
+  uint32_t device = 0;
+  int32_t limit = 0;
+  uint64_t value = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(limit, "limit"); v(value, "value"); }
+};
+struct DeviceGetLimit {
+  GPOOL_MSG(DeviceGetLimit);
+  uint32_t device = 0;
+  int32_t limit = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(limit, "limit"); }
+};
+struct U64Value {
+  uint64_t value = 0;
+  template <class V> void Visit(V& v) { v(value, "value"); }
+};
+// cudaSetDeviceFlags/GetDeviceFlags: cudaDevice* flags (equal to the driver's CU_CTX_* flags) of
+// the device's primary context. GetDeviceFlags replies a U64Value.
+struct SetDeviceFlags {
+  GPOOL_MSG(SetDeviceFlags);
+  uint32_t device = 0;
+  uint32_t flags = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(flags, "flags"); }
+};
+struct GetDeviceFlags : DeviceArg { GPOOL_MSG(GetDeviceFlags); };
 #undef GPOOL_MSG
 
 // Every reply starts with this: the op's own result, then the first deferred error of earlier

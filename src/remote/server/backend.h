@@ -37,6 +37,7 @@ enum CudaErr : int32_t {
   kErrNotPermitted = 800,
   kErrUnknown = 999,
   kErrInvalidSymbol = 13,
+  kErrUnsupportedLimit = 215,
 };
 
 struct Result {
@@ -116,6 +117,34 @@ class Backend {
   virtual Result EventElapsed(uint64_t start, uint64_t end, float* ms) = 0;
   virtual Result EventDestroy(uint64_t event) = 0;
   virtual Result DeviceSync(uint32_t dev) = 0;
+
+  // cudaDeviceSetLimit/GetLimit (`limit`: the cudaLimit number) and cudaSetDeviceFlags/
+  // GetDeviceFlags (cudaDevice* flags) of device `dev`, for this session. A backend must either
+  // apply them (cuda: cuCtxSetLimit, cuDevicePrimaryCtxSetFlags) or keep them so that Get returns
+  // what Set set, refusing what it cannot honour (emulated). The defaults refuse loudly, naming the
+  // call and the backend, so a backend without them never pretends.
+  virtual Result SetLimit(uint32_t dev, int32_t limit, uint64_t value) {
+    (void)dev, (void)value;
+    return Err(kErrNotSupported, fmt_unsupported("cudaDeviceSetLimit", limit));
+  }
+  virtual Result GetLimit(uint32_t dev, int32_t limit, uint64_t* value) {
+    (void)dev, (void)value;
+    return Err(kErrNotSupported, fmt_unsupported("cudaDeviceGetLimit", limit));
+  }
+  virtual Result SetDeviceFlags(uint32_t dev, uint32_t flags) {
+    (void)dev;
+    return Err(kErrNotSupported, fmt_unsupported("cudaSetDeviceFlags", static_cast<int32_t>(flags)));
+  }
+  virtual Result GetDeviceFlags(uint32_t dev, uint32_t* flags) {
+    (void)dev, (void)flags;
+    return Err(kErrNotSupported, fmt_unsupported("cudaGetDeviceFlags", 0));
+  }
+
+ private:
+  std::string fmt_unsupported(const char* call, int32_t arg) const {
+    return std::string(call) + "(" + std::to_string(arg) + ") is not supported by the " +
+           std::string(name()) + " backend";
+  }
 };
 
 struct EmulatedOptions {

@@ -667,6 +667,33 @@ class CudaBackend final : public Backend {
     return R("cuCtxSynchronize", cu_.cuCtxSynchronize());
   }
 
+  // As the runtime does: limits on the device's primary context (made current), flags on the
+  // primary context whether it is active yet or not. The numbers pass through unchanged
+  // (cuda_driver_check.cc).
+  Result SetLimit(uint32_t dev, int32_t limit, uint64_t value) override {
+    if (Result r = Use(dev); !r.ok()) return r;
+    return R("cuCtxSetLimit", cu_.cuCtxSetLimit(static_cast<CUlimit>(limit), value));
+  }
+  Result GetLimit(uint32_t dev, int32_t limit, uint64_t* value) override {
+    if (Result r = Use(dev); !r.ok()) return r;
+    size_t v = 0;
+    Result r = R("cuCtxGetLimit", cu_.cuCtxGetLimit(&v, static_cast<CUlimit>(limit)));
+    *value = v;
+    return r;
+  }
+  Result SetDeviceFlags(uint32_t dev, uint32_t flags) override {
+    if (Result r = Exists(dev); !r.ok()) return r;
+    return R("cuDevicePrimaryCtxSetFlags", cu_.cuDevicePrimaryCtxSetFlags(devs_[dev].dev, flags));
+  }
+  Result GetDeviceFlags(uint32_t dev, uint32_t* flags) override {
+    if (Result r = Exists(dev); !r.ok()) return r;
+    unsigned int f = 0;
+    int active = 0;
+    Result r = R("cuDevicePrimaryCtxGetState", cu_.cuDevicePrimaryCtxGetState(devs_[dev].dev, &f, &active));
+    *flags = f;
+    return r;
+  }
+
  private:
   struct Timed {
     CUevent start = nullptr, end = nullptr;

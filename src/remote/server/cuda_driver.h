@@ -29,6 +29,12 @@
   X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", nullptr, CUcontext*, CUdevice)        \
   X(cuCtxSetCurrent, "cuCtxSetCurrent", nullptr, CUcontext)                                     \
   X(cuCtxSynchronize, "cuCtxSynchronize", nullptr, void)                                        \
+  X(cuCtxSetLimit, "cuCtxSetLimit", nullptr, CUlimit, size_t)                                   \
+  X(cuCtxGetLimit, "cuCtxGetLimit", nullptr, size_t*, CUlimit)                                  \
+  X(cuDevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags_v2", nullptr, CUdevice,             \
+    unsigned int)                                                                               \
+  X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", nullptr, CUdevice,               \
+    unsigned int*, int*)                                                                        \
   X(cuMemGetInfo, "cuMemGetInfo_v2", nullptr, size_t*, size_t*)                                 \
   X(cuMemAlloc, "cuMemAlloc_v2", nullptr, CUdeviceptr*, size_t)                                 \
   X(cuMemFree, "cuMemFree_v2", nullptr, CUdeviceptr)                                            \

@@ -81,6 +81,7 @@ GPOOL_SAME(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, cudaErrorSystemDriverMismatch)
 GPOOL_SAME(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, cudaErrorCompatNotSupportedOnDevice)
 GPOOL_SAME(CUDA_ERROR_TIMEOUT, cudaErrorTimeout)
 GPOOL_SAME(CUDA_ERROR_UNKNOWN, cudaErrorUnknown)
+GPOOL_SAME(CUDA_ERROR_UNSUPPORTED_LIMIT, cudaErrorUnsupportedLimit)
 
 // backend.h's error numbers are cudaError_t values.
 GPOOL_SAME(kErrInvalidValue, cudaErrorInvalidValue)
@@ -98,6 +99,7 @@ GPOOL_SAME(kErrNotSupported, cudaErrorNotSupported)
 GPOOL_SAME(kErrNotPermitted, cudaErrorNotPermitted)
 GPOOL_SAME(kErrUnknown, cudaErrorUnknown)
 GPOOL_SAME(kErrInvalidSymbol, cudaErrorInvalidSymbol)
+GPOOL_SAME(kErrUnsupportedLimit, cudaErrorUnsupportedLimit)
 
 // Flags passed from the program to the driver unchanged (StreamCreate, EventCreate).
 GPOOL_SAME(CU_STREAM_DEFAULT, cudaStreamDefault)
@@ -106,6 +108,23 @@ GPOOL_SAME(CU_EVENT_DEFAULT, cudaEventDefault)
 GPOOL_SAME(CU_EVENT_BLOCKING_SYNC, cudaEventBlockingSync)
 GPOOL_SAME(CU_EVENT_DISABLE_TIMING, cudaEventDisableTiming)
 GPOOL_SAME(CU_EVENT_INTERPROCESS, cudaEventInterprocess)
+// cudaDeviceSetLimit's cudaLimit goes to cuCtxSetLimit as it is (and the emulated backend numbers
+// its limits the same way); cudaSetDeviceFlags' flags go to cuDevicePrimaryCtxSetFlags.
+GPOOL_SAME(CU_LIMIT_STACK_SIZE, cudaLimitStackSize)
+GPOOL_SAME(CU_LIMIT_PRINTF_FIFO_SIZE, cudaLimitPrintfFifoSize)
+GPOOL_SAME(CU_LIMIT_MALLOC_HEAP_SIZE, cudaLimitMallocHeapSize)
+GPOOL_SAME(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, cudaLimitDevRuntimeSyncDepth)
+GPOOL_SAME(CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT, cudaLimitDevRuntimePendingLaunchCount)
+GPOOL_SAME(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, cudaLimitMaxL2FetchGranularity)
+GPOOL_SAME(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, cudaLimitPersistingL2CacheSize)
+GPOOL_SAME(CU_CTX_SCHED_AUTO, cudaDeviceScheduleAuto)
+GPOOL_SAME(CU_CTX_SCHED_SPIN, cudaDeviceScheduleSpin)
+GPOOL_SAME(CU_CTX_SCHED_YIELD, cudaDeviceScheduleYield)
+GPOOL_SAME(CU_CTX_SCHED_BLOCKING_SYNC, cudaDeviceScheduleBlockingSync)
+GPOOL_SAME(CU_CTX_SCHED_MASK, cudaDeviceScheduleMask)
+GPOOL_SAME(CU_CTX_MAP_HOST, cudaDeviceMapHost)
+GPOOL_SAME(CU_CTX_LMEM_RESIZE_TO_MAX, cudaDeviceLmemResizeToMax)
+GPOOL_SAME(CU_CTX_SYNC_MEMOPS, cudaDeviceSyncMemops)
 
 // Device attributes: cudaDeviceGetAttribute's cudaDevAttr goes to cuDeviceGetAttribute as it is
 // (GetAttribute), so spot-check the ones the samples and common programs ask for, at both ends

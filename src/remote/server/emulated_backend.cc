@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <sys/mman.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -536,7 +537,71 @@ class EmulatedBackend final : public Backend {
   }
   Result DeviceSync(uint32_t dev) override { return CheckDev(dev); }
 
+  // Limits and device flags are kept per device for this session (one backend per session), so
+  // GetLimit/GetDeviceFlags return what was set. The CPU kernels have no device stack, heap,
+  // printf FIFO or child launches, so those limits change nothing they do, but a program that
+  // sizes itself from them reads back its own values. What the emulated GPU cannot have is
+  // refused as CUDA refuses it on such a device: a persisting L2 cache (it has none; its
+  // cudaDevAttrMaxPersistingL2CacheSize reads 0), an L2 fetch granularity outside CUDA's range,
+  // an unknown limit.
+  Result SetLimit(uint32_t dev, int32_t limit, uint64_t value) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    if (limit < 0 || limit >= kLimitCount) {
+      return Err(kErrUnsupportedLimit, fmt::format("cudaDeviceSetLimit: unknown limit {}", limit));
+    }
+    if (limit == kLimitPersistingL2 && value != 0) {
+      return Err(kErrUnsupportedLimit,
+                 fmt::format("cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, {}): the emulated "
+                             "GPU has no persisting L2 cache", value));
+    }
+    if (limit == kLimitL2Fetch && value > 128) {
+      return Err(kErrInvalidValue,
+                 fmt::format("cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, {}): want 0..128 "
+                             "bytes", value));
+    }
+    Limits(dev)[limit] = value;
+    return {};
+  }
+  Result GetLimit(uint32_t dev, int32_t limit, uint64_t* value) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    if (limit < 0 || limit >= kLimitCount) {
+      return Err(kErrUnsupportedLimit, fmt::format("cudaDeviceGetLimit: unknown limit {}", limit));
+    }
+    *value = Limits(dev)[limit];
+    return {};
+  }
+  // cudaDevice* flags: one scheduling policy (auto 0, spin 1, yield 2, blocking sync 4) plus
+  // cudaDeviceMapHost (8), cudaDeviceLmemResizeToMax (0x10), cudaDeviceSyncMemops (0x80). Kept,
+  // not acted on: emulated operations complete when issued, so there is no wait to schedule.
+  Result SetDeviceFlags(uint32_t dev, uint32_t flags) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    uint32_t sched = flags & 0x07;
+    if ((flags & ~uint32_t{0x9f}) != 0 || (sched != 0 && sched != 1 && sched != 2 && sched != 4)) {
+      return Err(kErrInvalidValue, fmt::format("cudaSetDeviceFlags(0x{:x}): invalid flags", flags));
+    }
+    Flags(dev) = flags;
+    return {};
+  }
+  Result GetDeviceFlags(uint32_t dev, uint32_t* flags) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    *flags = Flags(dev);
+    return {};
+  }
+
  private:
+  // cudaLimit numbers (cuda_driver_check.cc holds them equal to CUlimit's).
+  static constexpr int kLimitL2Fetch = 5, kLimitPersistingL2 = 6, kLimitCount = 7;
+  // CUDA's documented defaults: stack 1 KiB per thread, printf FIFO 1 MiB, malloc heap 8 MiB,
+  // device-runtime sync depth 2 and pending launches 2048; L2 fetch granularity 32 B.
+  static constexpr std::array<uint64_t, kLimitCount> kDefaultLimits = {1024, 1 << 20, 8 << 20, 2,
+                                                                       2048, 32, 0};
+  std::array<uint64_t, kLimitCount>& Limits(uint32_t dev) {
+    return limits_.try_emplace(dev, kDefaultLimits).first->second;
+  }
+  uint32_t& Flags(uint32_t dev) { return flags_[dev]; }
+
+  std::unordered_map<uint32_t, std::array<uint64_t, kLimitCount>> limits_;
+  std::unordered_map<uint32_t, uint32_t> flags_;
   struct Event {
     bool recorded = false;
     std::chrono::steady_clock::time_point at;

@@ -125,4 +125,24 @@ Result LeaseGuardBackend::DeviceSync(uint32_t dev) {
   return inner_->DeviceSync(dev);
 }
 
+Result LeaseGuardBackend::SetLimit(uint32_t dev, int32_t limit, uint64_t value) {
+  if (Result r = Check(dev, "cudaDeviceSetLimit"); !r.ok()) return r;
+  return inner_->SetLimit(dev, limit, value);
+}
+
+Result LeaseGuardBackend::GetLimit(uint32_t dev, int32_t limit, uint64_t* value) {
+  if (Result r = Check(dev, "cudaDeviceGetLimit"); !r.ok()) return r;
+  return inner_->GetLimit(dev, limit, value);
+}
+
+Result LeaseGuardBackend::SetDeviceFlags(uint32_t dev, uint32_t flags) {
+  if (Result r = Check(dev, "cudaSetDeviceFlags"); !r.ok()) return r;
+  return inner_->SetDeviceFlags(dev, flags);
+}
+
+Result LeaseGuardBackend::GetDeviceFlags(uint32_t dev, uint32_t* flags) {
+  if (Result r = Check(dev, "cudaGetDeviceFlags"); !r.ok()) return r;
+  return inner_->GetDeviceFlags(dev, flags);
+}
+
 }  // namespace gpool::remote::server

@@ -334,6 +334,28 @@ Status Session::Handle(const Frame& f) {
         Result r = backend_->GetSymbol(q.var, &s.ptr, &s.size);
         return SendReply(f.op, r, s);
       });
+    case Op::kDeviceSetLimit:
+      return Sync<DeviceSetLimit>(f, [&](DeviceSetLimit& q) {
+        return SendReply(f.op, backend_->SetLimit(q.device, q.limit, q.value), none);
+      });
+    case Op::kDeviceGetLimit:
+      return Sync<DeviceGetLimit>(f, [&](DeviceGetLimit& q) {
+        U64Value v;
+        Result r = backend_->GetLimit(q.device, q.limit, &v.value);
+        return SendReply(f.op, r, v);
+      });
+    case Op::kSetDeviceFlags:
+      return Sync<SetDeviceFlags>(f, [&](SetDeviceFlags& q) {
+        return SendReply(f.op, backend_->SetDeviceFlags(q.device, q.flags), none);
+      });
+    case Op::kGetDeviceFlags:
+      return Sync<GetDeviceFlags>(f, [&](GetDeviceFlags& q) {
+        U64Value v;
+        uint32_t flags = 0;
+        Result r = backend_->GetDeviceFlags(q.device, &flags);
+        v.value = flags;
+        return SendReply(f.op, r, v);
+      });
     case Op::kHello:
     case Op::kAttach:
     case Op::kMaxOp:
