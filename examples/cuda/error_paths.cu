@@ -1,5 +1,7 @@
-// The error paths, one mode per run (argv[1]); each prints "PASS error_paths <mode>" when the
-// runtime behaves as CUDA would, and the tests check the messages gpool prints on stderr.
+// The error paths, one mode per run (argv[1]), or several separated by commas, run in turn in one
+// process (the last error cleared between them; later arguments go to each): each prints
+// "PASS error_paths <mode>" when the runtime behaves as CUDA would, and the tests check the
+// messages gpool prints on stderr.
 //   oom [MiB [LIMIT]]  a cudaMalloc of MiB (default 64 GiB) beyond the session's memory limit
 //                fails, smaller ones still work; with LIMIT (bytes), cudaMemGetInfo's total and
 //                totalGlobalMem must both report exactly LIMIT, and free at most that
@@ -25,8 +27,7 @@
 __global__ void alwaysFails(int* x) { x[0] = 1; }
 __global__ void noCpuImplementation(int* x) { x[0] = 2; }
 
-int main(int argc, char** argv) {
-  std::string mode = argc > 1 ? argv[1] : "";
+static int RunMode(const std::string& mode, int argc, char** argv) {
   if (mode == "oom") {
     void* p = nullptr;
     size_t ask_mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : size_t{64} << 10;
@@ -162,5 +163,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("PASS error_paths %s\n", mode.c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  std::string modes = argc > 1 ? argv[1] : "";
+  size_t at = 0;
+  do {
+    size_t comma = modes.find(',', at);
+    std::string mode = modes.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? std::string::npos : comma + 1;
+    (void)cudaGetLastError();
+    if (int rc = RunMode(mode, argc, argv); rc != 0) return rc;
+  } while (at != std::string::npos);
   return 0;
 }

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -63,127 +65,6 @@ std::pair<int, std::string> RunSample(const std::string& devices, std::vector<st
   return Run(cmd);
 }
 
-class E2E : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (!std::filesystem::exists(Sample("vector_add"))) {
-      FAIL() << "CUDA samples missing in " << GPOOL_SAMPLES_DIR
-             << ": nvcc was not found at configure time (set CUDA_HOME and re-run cmake)";
-    }
-  }
-};
-
-TEST_P(E2E, VectorAdd) {
-  Server s({}, GetParam());
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("vector_add"), "100000"}, GetParam());
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("PASS vector_add n=100000"), std::string::npos) << out;
-  EXPECT_NE(out.find("gpool emulated GPU 0"), std::string::npos) << out;
-}
-
-TEST_P(E2E, StructParamsArriveByteExact) {
-  Server s({}, GetParam());
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("struct_param")}, GetParam());
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("PASS struct_param"), std::string::npos) << out;
-}
-
-TEST_P(E2E, StreamsAndEvents) {
-  Server s({}, GetParam());
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("streams_events")}, GetParam());
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("PASS streams_events"), std::string::npos) << out;
-}
-
-TEST_P(E2E, SymbolsAndConstants) {
-  Server s({}, GetParam());
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("symbols")}, GetParam());
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("PASS symbols"), std::string::npos) << out;
-}
-
-TEST_P(E2E, MemcpyOneByteTo256MiB) {
-  Server s({}, GetParam());
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("memcpy_sizes"), "268435456"}, GetParam());
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("PASS memcpy_sizes max=268435456"), std::string::npos) << out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Transports, E2E, ::testing::Values("tcp", "ucx"));
-
-class E2ETcp : public E2E {};
-
-TEST_F(E2ETcp, TwoServersAggregated) {
-  Server a, b({"--emulated-devices", "2"});
-  std::string devices = a.address() + "/0," + b.address() + "/0," + b.address() + "/1";
-  auto [rc, out] = RunSample(devices, {Sample("multi_device"), "3"});
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("PASS multi_device devices=3"), std::string::npos) << out;
-}
-
-TEST_F(E2ETcp, WildcardListenTellsClientsTheAddressTheyReached) {
-  // Bound to 0.0.0.0, the server must send clients to the address they reached it at, never to
-  // 0.0.0.0 (which only happens to work on the same host).
-  Server s({"--listen", "0.0.0.0:0"});
-  ASSERT_EQ(s.address().rfind("0.0.0.0:", 0), 0u) << s.address();
-  std::string reached = "127.0.0.1:" + s.address().substr(8);
-  auto [rc, out] = RunSample(reached + "/0", {Sample("vector_add"), "1000"});
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("PASS vector_add"), std::string::npos) << out;
-  ASSERT_TRUE(s.proc().WaitFor(" in worker ", 10000)) << s.proc().output();
-  EXPECT_NE(s.proc().output().find(" at 127.0.0.1:"), std::string::npos) << s.proc().output();
-  EXPECT_EQ(s.proc().output().find(" at 0.0.0.0:"), std::string::npos) << s.proc().output();
-}
-
-TEST_F(E2ETcp, MemoryLimitOverrun) {
-  Server s({"--session-mem-limit", "1GiB"});
-  // 2 GiB: over the limit, well under the 16 GiB emulated device; the limit is also what
-  // cudaMemGetInfo and totalGlobalMem report.
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("error_paths"), "oom", "2048", "1073741824"});
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("PASS error_paths oom"), std::string::npos) << out;
-  EXPECT_NE(out.find("session's memory limit is 1073741824 bytes"), std::string::npos) << out;
-}
-
-TEST_F(E2ETcp, AsyncErrorsSurfaceAtNextSync) {
-  Server s;
-  for (const char* mode : {"launch-fail", "no-kernel", "bad-pointer"}) {
-    auto [rc, out] = RunSample(s.address() + "/0", {Sample("error_paths"), mode});
-    EXPECT_EQ(rc, 0) << mode << "\n" << out;
-    EXPECT_NE(out.find(std::string("PASS error_paths ") + mode), std::string::npos) << out;
-  }
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("error_paths"), "launch-fail"});
-  EXPECT_NE(out.find("kernel _Z11alwaysFailsPi failed: illegal address"), std::string::npos) << out;
-  auto [rc2, out2] = RunSample(s.address() + "/0", {Sample("error_paths"), "no-kernel"});
-  EXPECT_NE(out2.find("no CPU implementation of kernel _Z19noCpuImplementationPi"),
-            std::string::npos) << out2;
-}
-
-TEST_F(E2ETcp, UnsupportedCallsFailLoudly) {
-  Server s;
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("error_paths"), "unsupported"});
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("cudaGraphCreate is not supported by the gpool client runtime"),
-            std::string::npos) << out;
-  EXPECT_NE(out.find("cudaMallocManaged is not supported"), std::string::npos) << out;
-  EXPECT_NE(out.find("cudaFuncSetAttribute(attribute 8, value 102400) is not supported"),
-            std::string::npos) << out;
-}
-
-TEST_F(E2ETcp, NoDevicesIsAClearError) {
-  auto [rc, out] = testing::Run({Sample("vector_add")},
-                       {"LD_LIBRARY_PATH=" + std::filesystem::path(GPOOL_BIN).parent_path().parent_path().string() + "/lib",
-                        "GPOOL_DEVICES="});
-  EXPECT_NE(rc, 0) << out;
-  EXPECT_NE(out.find("GPOOL_DEVICES is not set"), std::string::npos) << out;
-}
-
-TEST_F(E2ETcp, UnreachableServerIsAClearError) {
-  auto [rc, out] = RunSample("127.0.0.1:1/0", {Sample("error_paths"), "refused"});
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("GPU server 127.0.0.1:1 unreachable"), std::string::npos) << out;
-}
-
 // Pid of the session worker, from the server's log line "... in worker PID at ...".
 pid_t WorkerPid(Subprocess& server) {
   if (!server.WaitFor(" in worker ", 10000)) return -1;
@@ -192,10 +73,161 @@ pid_t WorkerPid(Subprocess& server) {
   return static_cast<pid_t>(std::atoi(out.c_str() + at));
 }
 
-TEST_F(E2ETcp, KilledClientFreesItsMemory) {
-  Server s;
-  Subprocess client({GPOOL_BIN, "run", "--devices", s.address() + "/0", "--",
-                     Sample("error_paths"), "hold", "256"});
+bool Has(const std::string& out, const std::string& what) {
+  return out.find(what) != std::string::npos;
+}
+
+// The shared suite: each test runs over TCP and over UCX (the parameter). Most use one server per
+// transport, started by the first test that needs it and stopped when the suite ends: two emulated
+// devices and a 1 GiB session memory limit, enough for every sample. Sharing it saves a server
+// start (and over UCX a UCX context) per test, which matters in CI. Tests that need their own
+// flags, a second server, a key, or kill the server or read its log start their own.
+class E2E : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(Sample("vector_add"))) {
+      FAIL() << "CUDA samples missing in " << GPOOL_SAMPLES_DIR
+             << ": nvcc was not found at configure time (set CUDA_HOME and re-run cmake)";
+    }
+  }
+  static void TearDownTestSuite() { shared_.clear(); }
+
+  const std::string& transport() const { return GetParam(); }
+  Server& Shared() {
+    auto& s = shared_[transport()];
+    if (s) {
+      // Read its log so far: the pipe must not fill up while nobody waits on it.
+      s->proc().WaitFor("\x01never", 0);
+      if (kill(s->proc().pid(), 0) != 0) s.reset();  // died in an earlier test: start another
+    }
+    if (!s) {
+      s = std::make_unique<Server>(
+          std::vector<std::string>{"--emulated-devices", "2", "--session-mem-limit", "1GiB"},
+          transport());
+    }
+    return *s;
+  }
+  // Runs a sample against the shared server's device 0.
+  std::pair<int, std::string> RunShared(std::vector<std::string> argv) {
+    return RunSample(Shared().address() + "/0", std::move(argv), transport());
+  }
+
+ private:
+  static std::map<std::string, std::unique_ptr<Server>> shared_;
+};
+std::map<std::string, std::unique_ptr<Server>> E2E::shared_;
+
+TEST_P(E2E, VectorAdd) {
+  auto [rc, out] = RunShared({Sample("vector_add"), "100000"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS vector_add n=100000")) << out;
+  EXPECT_TRUE(Has(out, "gpool emulated GPU 0")) << out;
+}
+
+TEST_P(E2E, StructParamsArriveByteExact) {
+  auto [rc, out] = RunShared({Sample("struct_param")});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS struct_param")) << out;
+}
+
+TEST_P(E2E, StreamsAndEvents) {
+  auto [rc, out] = RunShared({Sample("streams_events")});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS streams_events")) << out;
+}
+
+TEST_P(E2E, SymbolsAndConstants) {
+  auto [rc, out] = RunShared({Sample("symbols")});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS symbols")) << out;
+}
+
+TEST_P(E2E, MemcpyOneByteTo256MiB) {
+  auto [rc, out] = RunShared({Sample("memcpy_sizes"), "268435456"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS memcpy_sizes max=268435456")) << out;
+}
+
+// A program built with --default-stream per-thread calls the _ptds/_ptsz variants: each must be
+// mapped (a stub would fail the sample with cudaErrorNotSupported).
+TEST_P(E2E, PerThreadDefaultStream) {
+  auto bin_or = ReadFile(Sample("per_thread_stream"));
+  ASSERT_TRUE(bin_or.ok()) << bin_or.status().ToString();
+  const std::string& bin = *bin_or;
+  for (const char* sym : {"cudaMemcpy2D_ptds", "cudaMemcpy2DAsync_ptsz", "cudaMemcpyToSymbol_ptds",
+                          "cudaMemcpyFromSymbol_ptds", "cudaMemcpyToSymbolAsync_ptsz",
+                          "cudaMemcpyFromSymbolAsync_ptsz", "cudaMemset_ptds", "cudaMemset2D_ptds",
+                          "cudaEventRecordWithFlags_ptsz", "cudaStreamQuery_ptsz",
+                          "__cudaLaunchKernel_ptsz"}) {
+    EXPECT_TRUE(Has(bin, sym)) << "per_thread_stream does not call " << sym
+                               << " (built without --default-stream per-thread?)";
+  }
+  auto [rc, out] = RunShared({Sample("per_thread_stream")});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS per_thread_stream")) << out;
+  EXPECT_FALSE(Has(out, "not supported")) << out;
+}
+
+// Device limits and flags, and host registration with its loud mapping flags (error_paths
+// config). The server keeps limits per session: E2E.ErrorPaths runs config again in another
+// session on the same server, and whichever of the two runs second must find the defaults, not
+// the limit the other one set.
+void ExpectConfigPassed(const std::string& out) {
+  EXPECT_TRUE(Has(out, "PASS error_paths config")) << out;
+  EXPECT_TRUE(Has(out, "limits: malloc heap 8388608 at start")) << out;
+  EXPECT_TRUE(Has(out, "cudaDeviceSetLimit: unknown limit 127")) << out;
+  EXPECT_TRUE(Has(out, "cudaLimitPersistingL2CacheSize, 1048576): the emulated GPU has no "
+                       "persisting L2 cache")) << out;
+  EXPECT_TRUE(Has(out, "cudaSetDeviceFlags(0x3): invalid flags")) << out;
+  for (const char* loud : {"cudaHostRegister(cudaHostRegisterMapped) is not supported",
+                           "cudaHostRegister(cudaHostRegisterIoMemory) is not supported",
+                           "cudaHostRegister(cudaHostRegisterReadOnly) is not supported",
+                           "cudaHostGetDevicePointer is not supported"}) {
+    EXPECT_TRUE(Has(out, loud)) << loud << "\n" << out;
+  }
+}
+
+TEST_P(E2E, DeviceLimitsFlagsAndHostRegister) {
+  auto [rc, out] = RunShared({Sample("error_paths"), "config"});
+  EXPECT_EQ(rc, 0) << out;
+  ExpectConfigPassed(out);
+}
+
+TEST_P(E2E, TwoServersAggregated) {
+  // Another one-device server, then the shared one's two devices: three devices on two servers.
+  Server other({}, transport());
+  std::string shared = Shared().address();
+  std::string devices = other.address() + "/0," + shared + "/0," + shared + "/1";
+  auto [rc, out] = RunSample(devices, {Sample("multi_device"), "3"}, transport());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS multi_device devices=3")) << out;
+}
+
+// The error paths, in one process (one program start instead of six): the memory limit (2 GiB
+// asked, over the shared server's 1 GiB session limit, well under the 16 GiB emulated device;
+// the limit is also what cudaMemGetInfo and totalGlobalMem report), asynchronous errors at the
+// next synchronizing call, calls gpool does not implement, and the device configuration again.
+TEST_P(E2E, ErrorPaths) {
+  auto [rc, out] = RunShared({Sample("error_paths"),
+                              "oom,launch-fail,no-kernel,bad-pointer,unsupported,config", "2048",
+                              "1073741824"});
+  EXPECT_EQ(rc, 0) << out;
+  for (const char* mode : {"oom", "launch-fail", "no-kernel", "bad-pointer", "unsupported"}) {
+    EXPECT_TRUE(Has(out, std::string("PASS error_paths ") + mode)) << mode << "\n" << out;
+  }
+  EXPECT_TRUE(Has(out, "session's memory limit is 1073741824 bytes")) << out;
+  EXPECT_TRUE(Has(out, "kernel _Z11alwaysFailsPi failed: illegal address")) << out;
+  EXPECT_TRUE(Has(out, "no CPU implementation of kernel _Z19noCpuImplementationPi")) << out;
+  EXPECT_TRUE(Has(out, "cudaGraphCreate is not supported by the gpool client runtime")) << out;
+  EXPECT_TRUE(Has(out, "cudaMallocManaged is not supported")) << out;
+  EXPECT_TRUE(Has(out, "cudaFuncSetAttribute(attribute 8, value 102400) is not supported")) << out;
+  ExpectConfigPassed(out);
+}
+
+TEST_P(E2E, KilledClientFreesItsMemory) {
+  Server s({}, transport());  // its own: the test reads the one session's worker from the log
+  Subprocess client({GPOOL_BIN, "run", "--devices", s.address() + "/0", "--transport",
+                     transport(), "--", Sample("error_paths"), "hold", "256"});
   ASSERT_TRUE(client.WaitFor("READY", 60000)) << client.output();
   pid_t worker = WorkerPid(s.proc());
   ASSERT_GT(worker, 0) << s.proc().output();
@@ -211,20 +243,94 @@ TEST_F(E2ETcp, KilledClientFreesItsMemory) {
   double s_taken = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(kill(worker, 0), 0) << "worker " << worker << " still alive";
   RecordProperty("worker_exit_seconds", std::to_string(s_taken));
-  std::printf("worker exited %.3f s after its client was killed\n", s_taken);
+  std::printf("%s: worker exited %.3f s after its client was killed\n", transport().c_str(),
+              s_taken);
 }
 
-TEST_F(E2ETcp, KilledServerIsReportedNotAHang) {
-  auto s = std::make_unique<Server>();
-  Subprocess client({GPOOL_BIN, "run", "--devices", s->address() + "/0", "--",
-                     Sample("error_paths"), "server-dies"});
+TEST_P(E2E, KilledServerIsReportedNotAHang) {
+  auto s = std::make_unique<Server>(std::vector<std::string>{}, transport());
+  Subprocess client({GPOOL_BIN, "run", "--devices", s->address() + "/0", "--transport",
+                     transport(), "--", Sample("error_paths"), "server-dies"});
   ASSERT_TRUE(client.WaitFor("READY", 60000)) << client.output();
   s->proc().Kill(SIGKILL);
   s->proc().Wait();
   client.WriteStdin("go\n");
   int rc = client.Wait(60000);
   EXPECT_EQ(rc, 0) << client.output();
-  EXPECT_NE(client.output().find("lost the GPU server"), std::string::npos) << client.output();
+  EXPECT_TRUE(Has(client.output(), "lost the GPU server")) << client.output();
+}
+
+// A lease server (GPU 0 with 1 GiB, under a key): a valid token runs within the lease's memory;
+// a forged token and no token are refused, clearly. The other lease checks (another GPU of the
+// server, several tokens, another server's lease) are transport-independent: E2ETcp below.
+TEST_P(E2E, BadTokenIsRefusedAndTheLeaseLimitHolds) {
+  std::string key_file = ::testing::TempDir() + "/gpool_lease_" + std::to_string(getpid()) + "_" +
+                         transport() + ".key";
+  ASSERT_TRUE(WriteFileAtomic(key_file, std::string(64, 'a')).ok());
+  Server s({"--key", key_file}, transport());
+  std::remove(key_file.c_str());
+  auto authority = LeaseAuthority::Create(std::string(32, '\xaa'));
+  ASSERT_TRUE(authority.ok()) << authority.status().ToString();
+  auto token = authority->Issue({.gpu = s.address() + "/0", .memory_bytes = 1 << 30},
+                                *UnixClock::Default());
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  // Over the lease's 1 GiB, under the 16 GiB device; the lease's limit is what the program sees.
+  auto [rc_oom, out_oom] = RunSample(s.address() + "/0",
+                                     {Sample("error_paths"), "oom", "2048", "1073741824"},
+                                     transport(), {"--lease", *token});
+  EXPECT_EQ(rc_oom, 0) << out_oom;
+  EXPECT_TRUE(Has(out_oom, "PASS error_paths oom")) << out_oom;
+  EXPECT_TRUE(Has(out_oom, "its lease's memory limit is 1073741824 bytes")) << out_oom;
+  std::string forged = *token;
+  forged.back() = forged.back() == 'A' ? 'B' : 'A';
+  auto [rc2, out2] = RunSample(s.address() + "/0", {Sample("error_paths"), "refused"}, transport(),
+                               {"--lease", forged});
+  EXPECT_EQ(rc2, 0) << out2;
+  EXPECT_TRUE(Has(out2, "lease refused")) << out2;
+  auto [rc3, out3] = RunSample(s.address() + "/0", {Sample("error_paths"), "refused"}, transport());
+  EXPECT_EQ(rc3, 0) << out3;
+  EXPECT_TRUE(Has(out3, "no lease token")) << out3;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, E2E, ::testing::Values("tcp", "ucx"));
+
+// Transport-independent checks (addresses, the control port, which is always TCP, the wire
+// format), run once over TCP.
+class E2ETcp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(Sample("vector_add"))) {
+      FAIL() << "CUDA samples missing in " << GPOOL_SAMPLES_DIR;
+    }
+  }
+};
+
+TEST_F(E2ETcp, WildcardListenTellsClientsTheAddressTheyReached) {
+  // Bound to 0.0.0.0, the server must send clients to the address they reached it at, never to
+  // 0.0.0.0 (which only happens to work on the same host).
+  Server s({"--listen", "0.0.0.0:0"});
+  ASSERT_EQ(s.address().rfind("0.0.0.0:", 0), 0u) << s.address();
+  std::string reached = "127.0.0.1:" + s.address().substr(8);
+  auto [rc, out] = RunSample(reached + "/0", {Sample("vector_add"), "1000"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("PASS vector_add"), std::string::npos) << out;
+  ASSERT_TRUE(s.proc().WaitFor(" in worker ", 10000)) << s.proc().output();
+  EXPECT_NE(s.proc().output().find(" at 127.0.0.1:"), std::string::npos) << s.proc().output();
+  EXPECT_EQ(s.proc().output().find(" at 0.0.0.0:"), std::string::npos) << s.proc().output();
+}
+
+TEST_F(E2ETcp, NoDevicesIsAClearError) {
+  auto [rc, out] = testing::Run({Sample("vector_add")},
+                       {"LD_LIBRARY_PATH=" + std::filesystem::path(GPOOL_BIN).parent_path().parent_path().string() + "/lib",
+                        "GPOOL_DEVICES="});
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("GPOOL_DEVICES is not set"), std::string::npos) << out;
+}
+
+TEST_F(E2ETcp, UnreachableServerIsAClearError) {
+  auto [rc, out] = RunSample("127.0.0.1:1/0", {Sample("error_paths"), "refused"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("GPU server 127.0.0.1:1 unreachable"), std::string::npos) << out;
 }
 
 // Four bytes under the Launch op: its body does not decode.
@@ -258,6 +364,8 @@ TEST_F(E2ETcp, MalformedFrameClosesOnlyThatSession) {
   EXPECT_TRUE((*again)->Call(ping, &head, &none).ok());
 }
 
+// The lease checks beyond E2E.BadTokenIsRefusedAndTheLeaseLimitHolds: a lease covers only its GPU,
+// several tokens each bring their GPU's limits, a lease for another server is refused.
 TEST_F(E2ETcp, LeaseIsRequiredAndChecked) {
   std::string key(64, 'a');
   std::string key_file = ::testing::TempDir() + "/gpool_lease_" + std::to_string(getpid()) + ".key";
@@ -268,19 +376,6 @@ TEST_F(E2ETcp, LeaseIsRequiredAndChecked) {
   auto token = authority->Issue({.gpu = s.address() + "/0", .memory_bytes = 1 << 30},
                                 *UnixClock::Default());
   ASSERT_TRUE(token.ok()) << token.status().ToString();
-  // A valid lease: the program runs, within the lease's memory.
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("vector_add"), "1000"}, "tcp",
-                             {"--lease", *token});
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("PASS vector_add"), std::string::npos) << out;
-  // Over the lease's 1 GiB, under the 16 GiB device; the lease's limit is what the program sees.
-  auto [rc_oom, out_oom] = RunSample(s.address() + "/0",
-                                     {Sample("error_paths"), "oom", "2048", "1073741824"}, "tcp",
-                                     {"--lease", *token});
-  EXPECT_EQ(rc_oom, 0) << out_oom;
-  EXPECT_NE(out_oom.find("PASS error_paths oom"), std::string::npos) << out_oom;
-  EXPECT_NE(out_oom.find("its lease's memory limit is 1073741824 bytes"), std::string::npos)
-      << out_oom;
   // The lease names GPU 0: the same server's GPU 1 is refused, naming it.
   auto [rc_dev, out_dev] = RunSample(s.address() + "/1", {Sample("vector_add"), "1000"}, "tcp",
                                      {"--lease", *token});
@@ -297,16 +392,6 @@ TEST_F(E2ETcp, LeaseIsRequiredAndChecked) {
                                      {"--lease", *token1 + "," + *token});
   EXPECT_EQ(rc_two, 0) << out_two;
   EXPECT_NE(out_two.find("PASS error_paths oom"), std::string::npos) << out_two;
-  // A forged token (signature changed) and no token at all are refused, clearly.
-  std::string forged = *token;
-  forged.back() = forged.back() == 'A' ? 'B' : 'A';
-  auto [rc2, out2] = RunSample(s.address() + "/0", {Sample("error_paths"), "refused"}, "tcp",
-                               {"--lease", forged});
-  EXPECT_EQ(rc2, 0) << out2;
-  EXPECT_NE(out2.find("lease refused"), std::string::npos) << out2;
-  auto [rc3, out3] = RunSample(s.address() + "/0", {Sample("error_paths"), "refused"});
-  EXPECT_EQ(rc3, 0) << out3;
-  EXPECT_NE(out3.find("no lease token"), std::string::npos) << out3;
   // A lease for another server's GPU is refused too.
   auto other = authority->Issue({.gpu = "10.9.9.9:1/0"}, *UnixClock::Default());
   ASSERT_TRUE(other.ok());
