@@ -32,6 +32,46 @@ TEST(Protocol, BatchRoundTripsFrames) {
   EXPECT_EQ(l2.params[23], std::byte{7});
 }
 
+// Version 2's device configuration ops, request and reply; a version 1 peer is refused by
+// number (the ops would be unknown to it).
+TEST(Protocol, DeviceConfigOpsRoundTrip) {
+  BatchWriter w;
+  DeviceSetLimit set{.device = 1, .limit = 2, .value = uint64_t{64} << 20};
+  w.AddRequest(set);
+  SetDeviceFlags flags{.device = 1, .flags = 4};
+  w.AddRequest(flags);
+  auto msg = Copy(w.Finish());
+  auto frames = ParseMessage(msg);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  ASSERT_EQ(frames->size(), 2u);
+  EXPECT_STREQ(OpName((*frames)[0].op), "DeviceSetLimit");
+  DeviceSetLimit set2;
+  ASSERT_TRUE(DecodeBody((*frames)[0], &set2).ok());
+  EXPECT_EQ(set2.device, 1u);
+  EXPECT_EQ(set2.limit, 2);
+  EXPECT_EQ(set2.value, uint64_t{64} << 20);
+  SetDeviceFlags flags2;
+  ASSERT_TRUE(DecodeBody((*frames)[1], &flags2).ok());
+  EXPECT_EQ(flags2.flags, 4u);
+
+  BatchWriter r;
+  ReplyHead h;
+  U64Value v{.value = 8u << 20};
+  r.AddReply(static_cast<uint16_t>(Op::kDeviceGetLimit), h, v);
+  auto reply = Copy(r.Finish());
+  auto rf = ParseMessage(reply);
+  ASSERT_TRUE(rf.ok()) << rf.status().ToString();
+  ReplyHead h2;
+  U64Value v2;
+  ASSERT_TRUE(DecodeReply((*rf)[0], &h2, &v2).ok());
+  EXPECT_EQ(v2.value, 8u << 20);
+
+  auto v1 = msg;
+  v1[4] = std::byte{1};
+  EXPECT_NE(ParseMessage(v1).status().message().find("protocol version 1 not supported"),
+            std::string::npos);
+}
+
 TEST(Protocol, TailBlobIsSentAsSeparatePart) {
   BatchWriter w;
   std::vector<std::byte> data(1000, std::byte{3});
