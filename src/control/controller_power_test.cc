@@ -20,9 +20,12 @@ class ControllerPowerTest : public ControllerFixture {
   ControllerPowerTest() : ControllerFixture("controller_power_test") {}
   void SetUp() override {
     ControllerFixture::SetUp();
+    // No warm buffer, fixed or from recent arrivals (power.arrival_window_s; tested in
+    // NodePowerTest.PlanKeepsRecentArrivalsWarm): a job resumes exactly the nodes it needs.
     opts_.policy_config =
         "power.enabled=true,power.idle_timeout_s=1,power.warm_buffer_gpus=0,"
-        "power.boot_latency_s=1,power.resume_timeout_s=10,power.resume_retries=2";
+        "power.arrival_window_s=0,power.boot_latency_s=1,power.resume_timeout_s=10,"
+        "power.resume_retries=2";
   }
   void AddNode(const std::string& name) {
     v1::RegisterNodeRequest r;

@@ -121,16 +121,24 @@ Status NodePower::Plan(const sched::ClusterState& state, const std::vector<sched
   for (const auto& r : decisions.reservations) {
     for (sched::NodeId n : r.nodes) keep[n.value()] = 1;
   }
+  // The warm buffer follows recent arrivals, as in the policy's own plan (sched/power.h): the
+  // GPUs of jobs submitted within power.arrival_window_s, pending or running. As there, a job
+  // bound in this cycle is both in `pending` and running in `state`, so it counts twice.
+  const int64_t now_ns = now_ms * 1000000;
+  const int64_t recent =
+      sched::RecentArrivalGpus(state, pending, now_ns, config_.arrival_window_s);
   const std::vector<sched::PowerDecision> plan = sched::PlanPower(
-      state, config_, {.now_ns = now_ms * 1000000, .demand_gpus = demand, .keep_on = &keep});
+      state, config_,
+      {.now_ns = now_ns, .demand_gpus = demand, .keep_on = &keep, .recent_arrival_gpus = recent});
   for (const sched::PowerDecision& p : plan) {
     const std::string& name = state.node(p.node).name;
     auto it = nodes->find(name);
     if (it == nodes->end()) return Status::Internal("power decision for unknown node " + name);
     v1::Node& n = it->second;
     const std::string target = p.target == sched::PowerState::kOff ? "suspending" : "resuming";
-    GPOOL_LOG_INFO("node {}: power {} -> {} (demand {} GPUs)", name, n.power().empty() ? "on" : n.power(),
-                   target, demand);
+    GPOOL_LOG_INFO("node {}: power {} -> {} (demand {} GPUs, {} GPUs arrived in the last {} s)", name,
+                   n.power().empty() ? "on" : n.power(), target, demand, recent,
+                   config_.arrival_window_s);
     SetPower(&n, target, now_ms);
     n.set_state(target);
     changed->push_back(&n);

@@ -66,8 +66,8 @@ struct PowerConfig {
   // (pending or running; PowerInput::recent_arrival_gpus): arrivals come in bursts and a
   // boot takes boot_latency_s, so capacity that follows demand one boot behind makes every
   // job of a burst wait a boot (docs/simulator.md, round 3). The idle timeout's length: a node
-  // resumed for a burst stays on that long anyway. 0 = the fixed buffer only. Only the policy
-  // passes the arrivals today; the controller's own PlanPower call keeps the fixed buffer.
+  // resumed for a burst stays on that long anyway. 0 = the fixed buffer only. The policy and
+  // the controller's own PlanPower call (src/control/node_power.cc) both pass the arrivals.
   double arrival_window_s = 600;
   double boot_latency_s = 180;     // resume to ready
   // Boot waves: with 8 per cycle and 32 at once, a 1,024-GPU gang arriving at a half-suspended
