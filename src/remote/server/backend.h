@@ -76,6 +76,23 @@ class Backend {
   }
   // Completes before returning.
   virtual Result CopyD2H(std::byte* dst, uint64_t src, uint64_t size, uint64_t stream) = 0;
+  // Device-to-host read of one reply's bytes in two steps, so that the session starts reading the
+  // next chunk before it sends this one (cuda: the DMA into pinned staging buffer `slot` runs
+  // while the previous chunk goes out on the network). StartD2H checks the source and stream and
+  // starts the read in pipeline slot `slot` (0 or 1; one read per slot until its FinishD2H), or
+  // returns false when it cannot (bad range or stream, too large): the session then takes
+  // HostView / CopyD2H, which report the error. FinishD2H waits for the slot's read and sets
+  // *data to its bytes, valid until the slot's next StartD2H. Default (emulated): HostView, no
+  // copy and nothing to wait for.
+  virtual bool StartD2H(uint64_t src, uint64_t size, uint64_t stream, int slot) {
+    (void)stream;
+    d2h_view_[slot & 1] = HostView(src, size);
+    return d2h_view_[slot & 1].size() == size && size != 0;
+  }
+  virtual Result FinishD2H(int slot, std::span<const std::byte>* data) {
+    *data = d2h_view_[slot & 1];
+    return {};
+  }
   // When device memory is host-addressable (emulated), returns a view for zero-copy sends after
   // syncing `stream`; otherwise an empty span.
   virtual std::span<const std::byte> HostView(uint64_t src, uint64_t size) = 0;
@@ -145,6 +162,7 @@ class Backend {
     return std::string(call) + "(" + std::to_string(arg) + ") is not supported by the " +
            std::string(name()) + " backend";
   }
+  std::span<const std::byte> d2h_view_[2];  // the default StartD2H's views, per slot
 };
 
 struct EmulatedOptions {

@@ -3,7 +3,8 @@
 // fatbin the program shipped; kernel parameter layouts come from cuFuncGetParamInfo; launches pass
 // the client's packed parameter buffer through CU_LAUNCH_PARAM_BUFFER_POINTER, so structs by
 // value arrive byte-exact. Host-to-device copies go through two pinned staging buffers, so the
-// network receive of one chunk overlaps the DMA of the previous one.
+// network receive of one chunk overlaps the DMA of the previous one; device-to-host replies
+// through two others, so the DMA of the next chunk overlaps the network send of this one.
 //
 // Kernel time for compute shares (ShareArbiter): each launch is bracketed by two timing events
 // on its stream, taken from a per-device pool so the launch path creates nothing. The pairs wait
@@ -36,6 +37,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -149,6 +151,7 @@ class CudaBackend final : public Backend {
     }
     timing_.resize(devs_.size());
     staging_.resize(devs_.size());
+    read_staging_.resize(devs_.size());
     return Status::Ok();
   }
 
@@ -313,8 +316,10 @@ class CudaBackend final : public Backend {
   // events belong to that context, since an event can be recorded only on a stream of its own
   // context. The buffers are PORTABLE anyway, so a copy never runs from memory that another
   // context sees as pageable.
-  Result GetStaging(uint32_t dev, StagingPair** out) {
-    StagingPair& st = staging_[dev];
+  // `reads`: the pair device-to-host reads are pipelined through (StartD2H), apart from the
+  // writes' pair so that each keeps its own order.
+  Result GetStaging(uint32_t dev, StagingPair** out, bool reads = false) {
+    StagingPair& st = (reads ? read_staging_ : staging_)[dev];
     *out = &st;
     if (st.buf[0]) return {};
     for (int i = 0; i < 2; ++i) {
@@ -374,6 +379,34 @@ class CudaBackend final : public Backend {
     if (Result r = Stream(stream, DevOf(src), &s); !r.ok()) return r;
     if (Result r = R("cuMemcpyDtoHAsync", cu_.cuMemcpyDtoHAsync(dst, src, size, s)); !r.ok()) return r;
     return R("cuStreamSynchronize", cu_.cuStreamSynchronize(s));
+  }
+  // A chunk of a device-to-host reply is read into staging buffer `slot` of its device's read
+  // pair by DMA on its stream; the session starts the next chunk's read before it sends this one
+  // (session.cc, ServeReads), so the DMA of one chunk overlaps the network send of the previous.
+  bool StartD2H(uint64_t src, uint64_t size, uint64_t stream, int slot) override {
+    CUstream s = nullptr;
+    StagingPair* st = nullptr;
+    if (size == 0 || size > kStagingBytes || !CheckRange(src, size, "").ok() ||
+        !Stream(stream, DevOf(src), &s).ok() || !GetStaging(current_, &st, /*reads=*/true).ok()) {
+      return false;
+    }
+    const int i = slot & 1;
+    Read& rd = reads_[i];
+    rd = Read{.pair = st, .dev = current_, .size = size, .r = {}};
+    rd.r = R("cuMemcpyDtoHAsync", cu_.cuMemcpyDtoHAsync(st->buf[i], src, size, s));
+    if (rd.r.ok()) rd.r = R("cuEventRecord", cu_.cuEventRecord(st->done[i], s));
+    return true;
+  }
+  Result FinishD2H(int slot, std::span<const std::byte>* data) override {
+    const int i = slot & 1;
+    Read rd = std::exchange(reads_[i], Read{});
+    *data = {};
+    if (rd.pair == nullptr) return Err(kErrUnknown, fmt::format("FinishD2H: no read in slot {}", i));
+    if (!rd.r.ok()) return rd.r;
+    if (Result r = Use(rd.dev); !r.ok()) return r;
+    if (Result r = R("cuEventSynchronize", cu_.cuEventSynchronize(rd.pair->done[i])); !r.ok()) return r;
+    *data = {static_cast<const std::byte*>(rd.pair->buf[i]), rd.size};
+    return {};
   }
   std::span<const std::byte> HostView(uint64_t, uint64_t) override { return {}; }
   Result CopyD2D(uint64_t dst, uint64_t src, uint64_t size, uint64_t stream) override {
@@ -759,6 +792,14 @@ class CudaBackend final : public Backend {
     int next = 0;
   };
   std::vector<StagingPair> staging_;  // per device
+  std::vector<StagingPair> read_staging_;  // per device: StartD2H's buffers
+  struct Read {  // a StartD2H in flight, per slot, until FinishD2H
+    StagingPair* pair = nullptr;
+    uint32_t dev = 0;
+    uint64_t size = 0;
+    Result r;  // a failure to queue it, reported by FinishD2H
+  };
+  Read reads_[2];
   StagingPair* target_ = nullptr;     // H2DTarget's buffer, until CommitH2D
   std::vector<DevTiming> timing_;  // per device
 };

@@ -59,6 +59,12 @@ class LeaseGuardBackend final : public Backend {
   Result CopyD2H(std::byte* dst, uint64_t src, uint64_t size, uint64_t stream) override {
     return inner_->CopyD2H(dst, src, size, stream);
   }
+  bool StartD2H(uint64_t src, uint64_t size, uint64_t stream, int slot) override {
+    return inner_->StartD2H(src, size, stream, slot);
+  }
+  Result FinishD2H(int slot, std::span<const std::byte>* data) override {
+    return inner_->FinishD2H(slot, data);
+  }
   std::span<const std::byte> HostView(uint64_t src, uint64_t size) override {
     return inner_->HostView(src, size);
   }

@@ -43,13 +43,80 @@ Status Session::Run() {
         Defer(OpName(f.op), backend_->CommitH2D(placed_.dst, placed_.data, placed_.stream));
         continue;
       }
-      Status hs = Dispatch(f);
+      Status hs;
+      if (f.op == static_cast<uint16_t>(Op::kMemcpyD2H)) {
+        // A run of reads (a device-to-host copy's chunks) is pipelined.
+        size_t served = 1;
+        ++stats_.requests;
+        hs = ServeReads(std::span<const Frame>(*frames).subspan(i), &served);
+        i += served - 1;
+        if (!hs.ok() && hs.code() != StatusCode::kUnavailable) {
+          hs = hs.WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
+        }
+      } else {
+        hs = Dispatch(f);
+      }
       if (!hs.ok()) return hs.code() == StatusCode::kUnavailable ? Status::Ok() : hs;
     }
     // Nothing queued any more: other sessions need not wait for this one while it is idle.
     if (share_active_) {
       arbiter_->Idle(arbiter_slot_);
       share_active_ = false;
+    }
+  }
+}
+
+// Reply k's bytes are sent while chunk k+1's read runs (cuda: its DMA into the other staging
+// buffer), so the device read and the network send overlap as the host-to-device direction's
+// receive and DMA do. Only consecutive reads are looked ahead at: nothing runs between them, so
+// starting the next one early reorders nothing. A read the backend cannot start (bad range or
+// stream, too large for its staging) takes the unpipelined path at its turn and fails there.
+Status Session::ServeReads(std::span<const Frame> frames, size_t* served) {
+  MemcpyD2H q[2];
+  bool started[2] = {false, false};
+  auto start = [&](size_t k) -> Status {
+    MemcpyD2H& r = q[k & 1];
+    r = MemcpyD2H{};
+    GPOOL_RETURN_IF_ERROR(DecodeBody(frames[k], &r));
+    if (r.size > kCopyChunkBytes * 64) {
+      return Status::InvalidArgument(fmt::format("MemcpyD2H of {} bytes exceeds one reply", r.size));
+    }
+    started[k & 1] = backend_->StartD2H(r.src, r.size, r.stream, static_cast<int>(k & 1));
+    return Status::Ok();
+  };
+  *served = 1;
+  GPOOL_RETURN_IF_ERROR(start(0));
+  for (size_t k = 0;; ++k) {
+    // The next read starts first; one that does not decode is left to its own turn (it ends
+    // the session after this reply, as it would have unpipelined).
+    bool next = k + 1 < frames.size() && frames[k + 1].op == static_cast<uint16_t>(Op::kMemcpyD2H);
+    if (next) {
+      next = start(k + 1).ok();
+      if (next) ++stats_.requests;
+    }
+    const MemcpyD2H& r = q[k & 1];
+    Data d;
+    Result res;
+    if (started[k & 1]) {
+      res = backend_->FinishD2H(static_cast<int>(k & 1), &d.data);
+    } else {
+      d.data = backend_->HostView(r.src, r.size);
+      if (d.data.empty() && r.size) {
+        staging_.resize(r.size);
+        res = backend_->CopyD2H(staging_.data(), r.src, r.size, r.stream);
+        if (res.ok()) d.data = staging_;
+      }
+    }
+    if (!res.ok()) d.data = {};
+    Status s = SendReply(static_cast<uint16_t>(Op::kMemcpyD2H), std::move(res), d, d.data);
+    if (!s.ok() || !next) {
+      *served = k + 1;
+      // A started read left behind (the send failed) is waited for: its slot is reused later.
+      if (next && started[(k + 1) & 1]) {
+        std::span<const std::byte> unused;
+        (void)backend_->FinishD2H(static_cast<int>((k + 1) & 1), &unused);
+      }
+      return s;
     }
   }
 }
@@ -186,24 +253,12 @@ Status Session::Handle(const Frame& f) {
         }
         return SendReply(f.op, r, none);
       });
+    case Op::kMemcpyD2H: {  // (Run serves runs of these; this is one run by Place)
+      size_t served = 1;
+      return ServeReads(std::span<const Frame>(&f, 1), &served);
+    }
     case Op::kMemcpyH2D:
       return Async<MemcpyH2D>(f, [&](MemcpyH2D& q) { return backend_->CopyH2D(q.dst, q.data, q.stream); });
-    case Op::kMemcpyD2H:
-      return Sync<MemcpyD2H>(f, [&](MemcpyD2H& q) -> Status {
-        if (q.size > kCopyChunkBytes * 64) {
-          return Status::InvalidArgument(fmt::format("MemcpyD2H of {} bytes exceeds one reply", q.size));
-        }
-        Data d;
-        Result r;
-        d.data = backend_->HostView(q.src, q.size);
-        if (d.data.empty() && q.size) {
-          staging_.resize(q.size);
-          r = backend_->CopyD2H(staging_.data(), q.src, q.size, q.stream);
-          if (r.ok()) d.data = staging_;
-        }
-        if (!r.ok()) d.data = {};
-        return SendReply(f.op, r, d, d.data);
-      });
     case Op::kMemcpyD2D:
       return Async<MemcpyD2D>(f, [&](MemcpyD2D& q) { return backend_->CopyD2D(q.dst, q.src, q.size, q.stream); });
     case Op::kMemset:

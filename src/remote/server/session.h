@@ -51,6 +51,9 @@ class Session : private TailPlacer {
   std::span<std::byte> Place(std::span<const std::byte> head, size_t tail_len) override;
   // Runs one request; an error ends the session (Unavailable: the client is gone).
   Status Dispatch(const proto::Frame& f);
+  // Serves the MemcpyD2H frames at the start of `frames` (at least the first), starting each
+  // one's device read before the previous one's reply is sent; *served: how many it took.
+  Status ServeReads(std::span<const proto::Frame> frames, size_t* served);
   Status Handle(const proto::Frame& f);
   template <class Req, class Fn>
   Status Sync(const proto::Frame& f, Fn fn);

@@ -1,13 +1,17 @@
 // Session over a real TCP connection and the emulated backend, driven by hand-built messages:
 // a host-to-device chunk that ends its message is received straight into device memory, after
 // the frames before it have run; one bound for a bad destination is received into the message
-// buffer instead and fails at the next reply, without touching memory around it.
+// buffer instead and fails at the next reply, without touching memory around it. A run of
+// device-to-host reads is pipelined through the backend's two read slots (StartD2H before the
+// previous reply goes out), as the cuda backend's staging buffers need, with the right bytes in
+// every reply.
 #include "remote/server/session.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <future>
+#include <string>
 #include <thread>
 
 namespace gpool::remote::server {
@@ -38,10 +42,12 @@ class SessionTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     auto b = MakeEmulatedBackend({.memory_bytes = uint64_t{64} << 20});
     ASSERT_TRUE(b.ok()) << b.status().ToString();
-    backend_ = std::move(*b);
+    backend_ = Wrap(std::move(*b));
     session_ = std::make_unique<Session>(1, std::move(*s), backend_.get(), SessionLimits{});
     runner_ = std::thread([this] { run_status_ = session_->Run(); });
   }
+  // The backend the session runs on (a subclass may put a decorator around the emulated one).
+  virtual std::unique_ptr<Backend> Wrap(std::unique_ptr<Backend> b) { return b; }
   void TearDown() override {
     if (client_) client_->Close();
     if (runner_.joinable()) runner_.join();
@@ -135,6 +141,130 @@ TEST_F(SessionTest, ChunkForABadDestinationIsDrainedAndFailsAtTheNextReply) {
   runner_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
   EXPECT_EQ(session_->stats().h2d_in_place, 1u);  // b's chunk only
+}
+
+// The emulated backend behind a staging decorator that reads as the cuda backend does: StartD2H
+// only notes the read and fills its slot's buffer with junk; the bytes arrive at FinishD2H. A
+// reply sent before its FinishD2H, or a slot started twice without one, shows.
+class StagedReads final : public Backend {
+ public:
+  explicit StagedReads(std::unique_ptr<Backend> b) : b_(std::move(b)) {}
+  bool StartD2H(uint64_t src, uint64_t size, uint64_t stream, int slot) override {
+    if (b_->HostView(src, size).size() != size || size == 0) {
+      log_ += "x ";  // refused: the session takes HostView / CopyD2H
+      return false;
+    }
+    Slot& s = slots_[slot];
+    if (s.busy) log_ += "DOUBLE ";
+    s = Slot{.busy = true, .src = src, .stream = stream};
+    s.buf.assign(size, std::byte{0xee});
+    log_ += "s" + std::to_string(slot) + " ";
+    return true;
+  }
+  Result FinishD2H(int slot, std::span<const std::byte>* data) override {
+    Slot& s = slots_[slot];
+    log_ += "f" + std::to_string(slot) + " ";
+    if (!s.busy) return Err(kErrUnknown, "finish without start");
+    s.busy = false;
+    Result r = b_->CopyD2H(s.buf.data(), s.src, s.buf.size(), s.stream);
+    *data = s.buf;
+    return r;
+  }
+  std::string log_;
+
+  std::string_view name() const override { return "staged"; }
+  int DeviceCount() override { return b_->DeviceCount(); }
+  Result GetProps(uint32_t d, proto::DeviceProps* o) override { return b_->GetProps(d, o); }
+  Result GetAttribute(uint32_t d, int32_t a, int32_t* v) override { return b_->GetAttribute(d, a, v); }
+  Result MemGetInfo(uint32_t d, uint64_t* f, uint64_t* t) override { return b_->MemGetInfo(d, f, t); }
+  Result Malloc(uint32_t d, uint64_t n, uint64_t* p) override { return b_->Malloc(d, n, p); }
+  Result Free(uint64_t p) override { return b_->Free(p); }
+  Result CopyH2D(uint64_t d, std::span<const std::byte> s, uint64_t st) override { return b_->CopyH2D(d, s, st); }
+  Result CopyD2H(std::byte* d, uint64_t s, uint64_t n, uint64_t st) override { return b_->CopyD2H(d, s, n, st); }
+  std::span<const std::byte> HostView(uint64_t, uint64_t) override { return {}; }  // as cuda
+  Result CopyD2D(uint64_t d, uint64_t s, uint64_t n, uint64_t st) override { return b_->CopyD2D(d, s, n, st); }
+  Result Memset(uint64_t d, uint8_t v, uint64_t n, uint64_t st) override { return b_->Memset(d, v, n, st); }
+  Result Copy2D(const proto::Memcpy2D& c, std::byte* o) override { return b_->Copy2D(c, o); }
+  Result LoadModule(uint64_t m, std::span<const std::byte> i) override { return b_->LoadModule(m, i); }
+  Result RegisterFunction(uint64_t m, uint64_t f, const std::string& n) override { return b_->RegisterFunction(m, f, n); }
+  Result RegisterVar(uint64_t m, uint64_t v, const std::string& n, uint64_t s, bool c) override {
+    return b_->RegisterVar(m, v, n, s, c);
+  }
+  Result UnloadModule(uint64_t m) override { return b_->UnloadModule(m); }
+  Result GetParamInfo(uint64_t f, proto::ParamInfo* o) override { return b_->GetParamInfo(f, o); }
+  Result GetSymbol(uint64_t v, uint64_t* p, uint64_t* s) override { return b_->GetSymbol(v, p, s); }
+  Result FuncAttributes(uint64_t f, proto::FuncAttrs* o) override { return b_->FuncAttributes(f, o); }
+  Result Occupancy(uint64_t f, int32_t b, uint64_t s, int32_t* n) override { return b_->Occupancy(f, b, s, n); }
+  Result Launch(const proto::Launch& l, uint64_t* ns) override { return b_->Launch(l, ns); }
+  Result StreamCreate(uint32_t d, uint64_t i, uint32_t f, int32_t p) override { return b_->StreamCreate(d, i, f, p); }
+  Result StreamDestroy(uint64_t i) override { return b_->StreamDestroy(i); }
+  Result StreamSync(uint32_t d, uint64_t i) override { return b_->StreamSync(d, i); }
+  Result StreamQuery(uint32_t d, uint64_t i) override { return b_->StreamQuery(d, i); }
+  Result StreamWaitEvent(uint32_t d, uint64_t s, uint64_t e) override { return b_->StreamWaitEvent(d, s, e); }
+  Result EventCreate(uint32_t d, uint64_t i, uint32_t f) override { return b_->EventCreate(d, i, f); }
+  Result EventRecord(uint32_t d, uint64_t e, uint64_t s) override { return b_->EventRecord(d, e, s); }
+  Result EventSync(uint64_t e) override { return b_->EventSync(e); }
+  Result EventQuery(uint64_t e) override { return b_->EventQuery(e); }
+  Result EventElapsed(uint64_t s, uint64_t e, float* ms) override { return b_->EventElapsed(s, e, ms); }
+  Result EventDestroy(uint64_t e) override { return b_->EventDestroy(e); }
+  Result DeviceSync(uint32_t d) override { return b_->DeviceSync(d); }
+
+ private:
+  struct Slot {
+    bool busy = false;
+    uint64_t src = 0, stream = 0;
+    std::vector<std::byte> buf;
+  };
+  std::unique_ptr<Backend> b_;
+  Slot slots_[2];
+};
+
+class StagedReadsTest : public SessionTest {
+ protected:
+  std::unique_ptr<Backend> Wrap(std::unique_ptr<Backend> b) override {
+    auto w = std::make_unique<StagedReads>(std::move(b));
+    staged_ = w.get();
+    return w;
+  }
+  StagedReads* staged_ = nullptr;
+};
+
+TEST_F(StagedReadsTest, ARunOfReadsIsPipelinedThroughTwoSlots) {
+  const size_t n = 64 << 10;
+  uint64_t d = Malloc(4 * n);
+  std::vector<std::byte> data = Pattern(4 * n, 4);
+  MemsetThenChunk(d, 4 * n, 0, data);
+  // Five reads in one message; the third runs past the allocation's end.
+  BatchWriter w;
+  const uint64_t src[5] = {d, d + n, d + 3 * n + 1, d + 2 * n, d + 3 * n};
+  for (uint64_t s : src) {
+    MemcpyD2H m{.src = s, .size = n};
+    w.AddRequest(m);
+  }
+  staged_->log_.clear();
+  ASSERT_TRUE(client_->Send(w.Finish()).ok());
+  for (int k = 0; k < 5; ++k) {
+    ReplyHead h;
+    Data got;
+    Reply(static_cast<uint16_t>(Op::kMemcpyD2H), &h, &got);
+    if (k == 2) {
+      EXPECT_EQ(h.error, kErrInvalidValue) << "read " << k << ": " << h.message;
+      EXPECT_TRUE(got.data.empty());
+      continue;
+    }
+    ASSERT_EQ(h.error, 0) << "read " << k << ": " << h.message;
+    const size_t off = src[k] - d;
+    ASSERT_EQ(got.data.size(), n);
+    EXPECT_TRUE(std::equal(got.data.begin(), got.data.end(), data.begin() + off))
+        << "read " << k << " came back with the wrong bytes";
+  }
+  // Each read starts before the previous one's reply is sent (its finish); the refused one (x)
+  // takes the unpipelined path; no slot is started twice.
+  EXPECT_EQ(staged_->log_, "s0 s1 f0 x f1 s1 s0 f1 f0 ");
+  client_->Close();
+  runner_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+  EXPECT_EQ(session_->stats().requests, 8u);  // malloc, memset, chunk, five reads
 }
 
 }  // namespace
