@@ -87,6 +87,16 @@ constexpr auto kSpinBeforeYield = std::chrono::microseconds(2);
 // speed depends on this guess; a wrong one costs a syscall per poll, or a 2 us spin.
 constexpr auto kYieldSwitched = std::chrono::microseconds(4);
 thread_local bool t_cpu_shared = false;
+// How long a thread waiting for its own large send (a rendezvous: the receiver pulls the bytes, or
+// UCX tcp pushes fragments as the socket drains) polls, yielding the CPU on every empty poll,
+// before it sleeps. Such a wait gets no wake-up event over shared memory or tcp when the send
+// completes or the socket has room, so a sleeping sender only looked again after kInFlightSleep:
+// a 4 MiB chunk over shared memory napped ~3 times (12 sleeps, ~2,400 yields per 16 MiB copy)
+// and over UCX tcp the socket drained during each nap, where the plain ucp stream, which polls
+// until done, never sleeps (docs/benchmarks.md, "Remoting"). A yield hands the CPU to any other
+// runnable thread, so this costs the waiting thread's CPU (blocked in cudaMemcpy anyway), not the
+// receiver's.
+constexpr auto kSendSpinTime = std::chrono::microseconds(5000);
 // Longest sleep while a send of this connection is in flight: a sender waiting for room (a full
 // shared-memory FIFO, a full socket, the fragments of an active-message rendezvous) gets no event
 // when the receiver makes room, so it must look again soon.
@@ -664,7 +674,7 @@ class UcxConnection final : public Connection {
       }
     } send_waiting{is_send ? &sends_waiting_ : nullptr};
     if (is_send) sends_waiting_.fetch_add(1);
-    Spin spin;
+    Spin spin{.limit = is_send ? kSendSpinTime : kSpinTime};
     bool aborting = false;
     Clock::time_point abort_deadline{};
     ucs_status_t st;
@@ -673,7 +683,7 @@ class UcxConnection final : public Connection {
     };
     while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
       if (Progress() != 0) {
-        spin = {};
+        spin.Restart();
         continue;
       }
       if (!aborting && (closed_.load() || (spin.Spun() && PeerGone()))) {
@@ -724,8 +734,11 @@ class UcxConnection final : public Connection {
   struct Spin {
     Clock::time_point since{};
     Clock::time_point last{};  // the last idle step's clock reading (one clock read per step)
-    // Whether the wait had spun kSpinTime as of its last idle step.
-    bool Spun() const { return since != Clock::time_point{} && last - since >= kSpinTime; }
+    std::chrono::microseconds limit = kSpinTime;  // how long it polls before it sleeps
+    // Whether the wait had spun `limit` as of its last idle step.
+    bool Spun() const { return since != Clock::time_point{} && last - since >= limit; }
+    // After a progress that did something: polling starts over (same limit).
+    void Restart() { since = last = Clock::time_point{}; }
   };
 
   // Marks a waiting call for the helper thread, which stays parked while one is in progress.
@@ -781,7 +794,7 @@ class UcxConnection final : public Connection {
     const auto now = Clock::now();
     spin.last = now;
     if (spin.since == Clock::time_point{}) spin.since = now;
-    if (now - spin.since < kSpinTime) {
+    if (now - spin.since < spin.limit) {
       // Past the first few microseconds, or at once while this thread shares its CPU, let a
       // runnable peer (or the thread we wait for) have this CPU: on an oversubscribed machine
       // that is what ends the wait soonest.
