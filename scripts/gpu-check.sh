@@ -78,7 +78,9 @@ gpool=$build/bin/gpool
 lib=$build/lib
 deps=$build/deps
 samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths
-         noop_launch share_loop)
+         noop_launch share_loop per_thread_stream)
+# nvcc flags beyond the common ones, per sample (as tests/remote/CMakeLists.txt builds them).
+sample_flags() { [[ $1 == per_thread_stream ]] && echo "--default-stream per-thread"; true; }
 die() { echo "gpu-check: $*" >&2; echo "gpu-check: FAIL"; exit 1; }
 want() { [[ -z $only || ,$only, == *,$1,* ]]; }
 
@@ -209,8 +211,9 @@ if [[ $samples_dir == "$work/samples" ]]; then
   (
     rc=0
     for s in "${samples[@]}"; do
-      timeout 300 "$nvcc" -cudart shared -arch="${GPOOL_ARCH:-sm_90}" -O2 -o "$samples_dir/$s" \
-        "$here/examples/cuda/$s.cu" >"$work/nvcc-$s.log" 2>&1 &
+      # shellcheck disable=SC2046
+      timeout 300 "$nvcc" -cudart shared -arch="${GPOOL_ARCH:-sm_90}" -O2 $(sample_flags "$s") \
+        -o "$samples_dir/$s" "$here/examples/cuda/$s.cu" >"$work/nvcc-$s.log" 2>&1 &
     done
     for _ in "${samples[@]}"; do wait -n || rc=1; done
     exit $rc
@@ -296,7 +299,8 @@ echo "== samples: native vs gpool (timeout ${step_timeout}s each)"
 # gpool: only gpool's outcome is judged (where gpool is stricter than a real GPU, see below).
 runs=("same vector_add 1048576" "same struct_param" "same streams_events" "same memcpy_sizes $copy_max"
       "same symbols" "same multi_device 1" "gpool error_paths bad-pointer" "gpool error_paths unsupported"
-      "gpool error_paths oom" "gpool error_paths launch-fail" "same noop_launch $launches")
+      "gpool error_paths oom" "gpool error_paths launch-fail" "same noop_launch $launches"
+      "same per_thread_stream" "gpool error_paths config")
 for r in "${runs[@]}"; do
   read -r expect name args <<<"$r"
   # shellcheck disable=SC2086
@@ -329,6 +333,9 @@ for r in "${runs[@]}"; do
     # bad-pointer: a copy past the end of a 16-byte allocation. CUDA itself does not check
     # sub-allocation bounds (native exit is informational); gpool refuses it on both backends.
     # unsupported: managed memory and graphs work natively; gpool refuses them loudly.
+    # config: device limits and flags through the cuda backend (cuCtxSetLimit,
+    # cuDevicePrimaryCtxSetFlags); host registration with mapping flags works natively, gpool
+    # refuses it loudly.
     if [[ $rrc == 0 && -n $remote ]]; then pass "$label (gpool): $remote [native: exit $nrc${native:+, $native}]"
     else fail "$label: gpool exit $rrc"; show_tail "$work/remote.out" gpool; fi
     continue
