@@ -1,4 +1,4 @@
-// gpool's remoting protocol (version 1): operations, message layouts, framing.
+// gpool's remoting protocol (version 2; see kVersion): operations, message layouts, framing.
 //
 // One transport message carries a batch: a header {magic u32 'GPR1', version u16, frames u16}
 // followed by frames {op u16, flags u16, length u32, payload}. Batching lets the client send a
