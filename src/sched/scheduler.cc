@@ -208,6 +208,7 @@ class GpoolPolicy final : public Policy {
   explicit GpoolPolicy(PolicyConfig c) : c_(std::move(c)) {}
   std::string_view name() const override { return "gpool"; }
   StatusOr<Decisions> Schedule(const SchedulingInput& in) const override;
+  double usage_half_life_s() const override { return c_.fairshare_half_life_s; }
 
  private:
   PolicyConfig c_;

@@ -56,6 +56,10 @@ class Policy {
   virtual std::string_view name() const = 0;
   // Errors: InvalidArgument for a bad input (a job naming a queue that doesn't exist, ...).
   virtual StatusOr<Decisions> Schedule(const SchedulingInput& in) const = 0;
+  // Half-life of the usage ledger (fairshare.h) a caller keeps for this policy: the simulator
+  // builds its ledger with it. 7 days unless the policy is configured otherwise (the default
+  // policy: PolicyConfig::fairshare_half_life_s).
+  virtual double usage_half_life_s() const { return 7 * 24 * 3600.0; }
 };
 
 struct PowerConfig {

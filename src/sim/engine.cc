@@ -251,7 +251,8 @@ StatusOr<RunResult> Engine::Run() {
   r_.tenant_entitlement = queues_.entitlement;
   r_.tenant_gpu_s.assign(queues_.tenants.size(), 0);
   tenant_used_milli_.assign(queues_.tenants.size(), 0);
-  ledger_ = std::make_unique<sched::UsageLedger>(7 * 24 * 3600.0);
+  // The policy's own half-life (gpool: --policy-config fairshare_half_life_s; 7 days otherwise).
+  ledger_ = std::make_unique<sched::UsageLedger>(policy_.usage_half_life_s());
   const size_t n = work_.jobs.size();
   specs_.reserve(n);
   runs_.assign(n, {});

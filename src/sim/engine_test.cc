@@ -179,5 +179,63 @@ TEST(Engine, PolicyDecisionsAreChecked) {
   EXPECT_NE(r.status().message().find("policy 'bad'"), std::string::npos);
 }
 
+// Wraps a policy and records the half-life of the usage ledger the engine hands it.
+class LedgerProbe final : public sched::Policy {
+ public:
+  explicit LedgerProbe(const sched::Policy& inner) : inner_(inner) {}
+  std::string_view name() const override { return inner_.name(); }
+  double usage_half_life_s() const override { return inner_.usage_half_life_s(); }
+  StatusOr<sched::Decisions> Schedule(const sched::SchedulingInput& in) const override {
+    if (in.usage != nullptr) seen_half_life_s = in.usage->half_life_s();
+    return inner_.Schedule(in);
+  }
+  mutable double seen_half_life_s = -1;
+
+ private:
+  const sched::Policy& inner_;
+};
+
+// The fair-share half-life comes from the policy's config (--policy-config
+// fairshare_half_life_s), not a constant. Two 8-GPU hosts. Tenant a used the cluster long ago
+// (jobs 0-1, 0-10,000 s), b recently and less (jobs 2-3, 15,000-16,100 s). At 20,000 s each
+// submits a 16-GPU job (4: a, 5: b) and only one fits. With the default 7-day half-life a's
+// old usage still dominates: b goes first. With a 600 s half-life a's usage has decayed by
+// ~2^-18 and b's by ~2^-6.5: a goes first. (The engine advances the ledger at each cycle with
+// the jobs running then; the arrivals at 5,000 and 15,500 s give cycles inside the runs.)
+TEST(Engine, FairShareHalfLifeComesFromThePolicyConfig) {
+  SimCluster c = OneLeaf(2);
+  auto job = [](double submit, double run, int gpus, const char* tenant) {
+    SimJob j = Job(submit, run, gpus);
+    j.tenant = tenant;
+    return j;
+  };
+  Workload w = Jobs({job(0, 10000, 8, "a"), job(5000, 4000, 8, "a"), job(15000, 1000, 16, "b"),
+                     job(15500, 100, 8, "b"), job(20000, 100, 16, "a"), job(20000, 100, 16, "b")});
+  auto run = [&](const std::string& config, double* seen) -> StatusOr<RunResult> {
+    PolicyContext ctx;
+    ctx.gpool_config = config;
+    GPOOL_ASSIGN_OR_RETURN(auto p, MakePolicy("gpool", ctx));
+    LedgerProbe probe(*p);
+    auto r = RunSimulation(c, w, probe, {});
+    *seen = probe.seen_half_life_s;
+    return r;
+  };
+  double seen_default = 0, seen_short = 0;
+  auto def = run("power.enabled=false", &seen_default);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  auto shrt = run("power.enabled=false,fairshare_half_life_s=600", &seen_short);
+  ASSERT_TRUE(shrt.ok()) << shrt.status().ToString();
+  EXPECT_DOUBLE_EQ(seen_default, 7 * 24 * 3600.0);  // the default stays 7 days
+  EXPECT_DOUBLE_EQ(seen_short, 600);
+  EXPECT_DOUBLE_EQ(def->jobs[5].start_s, 20000);
+  EXPECT_DOUBLE_EQ(def->jobs[4].start_s, 20100);
+  EXPECT_DOUBLE_EQ(shrt->jobs[4].start_s, 20000);
+  EXPECT_DOUBLE_EQ(shrt->jobs[5].start_s, 20100);
+  // A policy without a configured half-life gets the 7-day default.
+  auto fifo = MakePolicy("fifo", {});
+  ASSERT_TRUE(fifo.ok());
+  EXPECT_DOUBLE_EQ((*fifo)->usage_half_life_s(), 7 * 24 * 3600.0);
+}
+
 }  // namespace
 }  // namespace gpool::sim
