@@ -241,5 +241,52 @@ TEST(PowerLimits, AtMostMaxResumingBootAtOnce) {
   EXPECT_EQ(PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 64}).size(), 6u);
 }
 
+// ---- Fragmentation-aware packing, through the policy -----------------------------------------
+
+// The default policy packs a fractional task by FGD over the workload it builds each cycle from
+// the pending AND the running jobs. Node 0 (2 GPUs) has GPU0 free and GPU1 with 700 left (a
+// running 300); nodes 1 and 2 are full of running 600- and 400-milli tasks. Pending: a 300-milli
+// task (queue a) and a whole-GPU job held back by queue b's max_gpus=0.
+//   300 on GPU1 leaves 400: a 600 task can't use it (+400 each), a whole-GPU task loses nothing
+//   it had (GPU1 was already partial: -300). 300 on GPU0 leaves two partial GPUs: 600 tasks are
+//   fine (0), a whole-GPU task loses GPU0 (+700).
+// Running shapes give four 600s, the pending ones one whole GPU: GPU1 costs 4*400 - 300 = 1300,
+// GPU0 costs 700, so FGD takes GPU0. Plain best fit takes the fuller GPU1, and so would FGD over
+// the pending jobs alone (GPU1 -300 vs GPU0 +700): the test fails if the policy stops packing
+// by fragmentation or stops counting the running jobs in its workload.
+TEST(FragmentationPolicy, PacksByTheWorkloadOfPendingAndRunningJobs) {
+  ClusterState s = MakeCluster({.nodes = 3, .gpus_per_node = 2, .nodes_per_leaf = 4});
+  uint64_t id = 100;
+  auto run = [&](int32_t milli, uint32_t node, uint32_t gpu_mask) {
+    Status st = s.Bind(testing::Fractional(id++, milli),
+                       {.tasks = {{.node = NodeId(node), .gpu_mask = gpu_mask}}}, 0);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  };
+  run(300, 0, 0b10);
+  for (uint32_t n : {1u, 2u}) {
+    for (uint32_t g : {0b01u, 0b10u}) {
+      run(600, n, g);
+      run(400, n, g);
+    }
+  }
+  std::vector<QueueSpec> queues = {{.name = "a"}, {.name = "b", .max_gpus = 0}};
+  std::vector<JobSpec> pending = {testing::Fractional(1, 300, 0), Job(2, 1, 1, 1)};
+  auto gpu_of_job1 = [&](PolicyConfig c) -> uint32_t {
+    Decisions d = Decide(s, pending, queues, Sec(1), c);
+    EXPECT_EQ(d.binds.size(), 1u);  // job 2 stays held back by its queue's limit
+    if (d.binds.empty()) return 0;
+    EXPECT_EQ(d.binds[0].job, JobId(1));
+    EXPECT_EQ(d.binds[0].placement.tasks.size(), 1u);
+    EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(0));
+    return d.binds[0].placement.tasks[0].gpu_mask;
+  };
+  PolicyConfig fgd;
+  ASSERT_TRUE(fgd.fragmentation_aware);  // the default
+  EXPECT_EQ(gpu_of_job1(fgd), 0b01u);
+  PolicyConfig bestfit;
+  bestfit.fragmentation_aware = false;
+  EXPECT_EQ(gpu_of_job1(bestfit), 0b10u);
+}
+
 }  // namespace
 }  // namespace gpool::sched
