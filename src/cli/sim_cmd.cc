@@ -166,6 +166,9 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
     std::printf("%-9s %14s %14s %9s %9s %12s %8s\n", "policy", "unalloc_gpus", "(min..max)",
                 "unalloc%", "placed", "preempt_end", "cpu_s");
   }
+  // Rows the reader skipped, then jobs the fill leaves out (the same for every policy and seed).
+  std::vector<sim::SkippedRows> skipped = work.skipped;
+  bool left_out_counted = false;
   for (const auto& name : policies) {
     GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy, sim::MakePolicy(name, ctx));
     nlohmann::json runs = nlohmann::json::array();
@@ -174,7 +177,17 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
     for (int k = 0; k < f.fill_runs; ++k) {
       sim::FillOptions o;
       o.seed = f.seed + static_cast<uint64_t>(k);
+      if (!f.quiet) {
+        o.progress = [&name, k, &f](int64_t placed_now, double gpus) {
+          std::fprintf(stderr, "sim[%s]: fill run %d/%d: %lld jobs placed, %.1f GPUs allocated\n",
+                       name.c_str(), k + 1, f.fill_runs, static_cast<long long>(placed_now), gpus);
+        };
+      }
       GPOOL_ASSIGN_OR_RETURN(sim::FillResult r, sim::RunFill(cluster, work, *policy, o));
+      if (!left_out_counted) {
+        skipped.insert(skipped.end(), r.left_out.begin(), r.left_out.end());
+        left_out_counted = true;
+      }
       sum += r.unallocated_gpus;
       lo = std::min(lo, r.unallocated_gpus);
       hi = std::max(hi, r.unallocated_gpus);
@@ -199,6 +212,15 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
       std::fflush(stdout);
     }
   }
+  nlohmann::json skipped_rows = nlohmann::json::array();
+  for (const auto& sk : skipped) {
+    skipped_rows.push_back({{"reason", sk.reason}, {"count", sk.count}, {"example", sk.example}});
+    if (f.output != "json") {
+      std::printf("skipped %lld rows: %s (first at %s)\n", static_cast<long long>(sk.count),
+                  sk.reason.c_str(), sk.example.c_str());
+    }
+  }
+  doc["skipped_rows"] = skipped_rows;
   std::error_code ec;
   std::filesystem::create_directories(f.out, ec);
   if (ec) return Status::IoError(fmt::format("{}: cannot create directory: {}", f.out, ec.message()));
@@ -211,8 +233,23 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
   return Status::Ok();
 }
 
+// --policy-config is gpool's: checked before anything runs (an unknown key or bad value is an
+// error naming the key), and an error when no gpool run would read it.
+Status CheckPolicyConfig(const SimFlags& f, const std::vector<std::string>& policies) {
+  if (f.policy_config.empty()) return Status::Ok();
+  StatusOr<sched::PolicyConfig> c = sched::ParsePolicyConfig(f.policy_config);
+  if (!c.ok()) return c.status().WithContext("--policy-config");
+  if (std::find(policies.begin(), policies.end(), "gpool") == policies.end()) {
+    return Status::InvalidArgument(
+        "--policy-config configures the gpool policy, which this run doesn't include (add it with "
+        "--policy gpool or --compare ...,gpool, or drop --policy-config)");
+  }
+  return Status::Ok();
+}
+
 Status RunSim(const SimFlags& f) {
   GPOOL_ASSIGN_OR_RETURN(std::vector<std::string> policies, PolicyList(f));
+  GPOOL_RETURN_IF_ERROR(CheckPolicyConfig(f, policies));
   GPOOL_ASSIGN_OR_RETURN(sim::SimCluster cluster, LoadCluster(f));
   GPOOL_ASSIGN_OR_RETURN(sim::Workload work, LoadWorkload(f, cluster));
   if (!(f.arrival_scale > 0)) return Status::InvalidArgument("--arrival-scale: must be > 0");
@@ -342,6 +379,9 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
         f->argv.push_back(val);
       }
     }
+    // Every flag that changes the result (not -q, -o): the command re-runs the same experiment.
+    f->argv.push_back(fmt::format("--gpus-per-host {}", f->gpus_per_host));
+    f->argv.push_back(fmt::format("--host-gbps {}", f->host_gbps));
     if (f->arrival_scale != 1) f->argv.push_back(fmt::format("--arrival-scale {}", f->arrival_scale));
     if (f->min_cycle_s != 0) f->argv.push_back(fmt::format("--min-cycle-s {}", f->min_cycle_s));
     if (!f->fabric.empty() && f->net_model != "aggregate" && f->lfts.empty()) {

@@ -31,6 +31,17 @@ class Rng {
   uint64_t s_;
 };
 
+// Counts one left-out job under `reason` (the first one's `where` is kept).
+void LeaveOut(std::vector<SkippedRows>* rows, const std::string& reason, const std::string& where) {
+  for (SkippedRows& r : *rows) {
+    if (r.reason == reason) {
+      ++r.count;
+      return;
+    }
+  }
+  rows->push_back({reason, 1, where});
+}
+
 double ThreadCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -55,12 +66,20 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
   int32_t max_gpus = 0;
   for (const auto& h : cluster.hosts) max_gpus = std::max(max_gpus, h.gpus);
 
+  FillResult r;
   std::vector<sched::JobSpec> pool;
   pool.reserve(one_tenant.jobs.size());
   for (const SimJob& j : one_tenant.jobs) {
     GPOOL_ASSIGN_OR_RETURN(sched::JobSpec s, ToJobSpec(j, spec, queues, max_gpus));
-    if (!FitsEmptyCluster(s, spec).ok()) continue;  // rejected in a replay too; never "fails"
-    if (s.task.gpus == 0) continue;  // CPU-only pods don't take GPUs: no bearing on the metric
+    // Rejected in a replay too: such a job never "fails" a placement.
+    if (Status fits = FitsEmptyCluster(s, spec); !fits.ok()) {
+      LeaveOut(&r.left_out, "can't fit the empty cluster", fmt::format("{} ({})", j.source, fits.message()));
+      continue;
+    }
+    if (s.task.gpus == 0) {  // CPU-only pods take no GPU: no bearing on the metric
+      LeaveOut(&r.left_out, "CPU-only (takes no GPU)", j.source);
+      continue;
+    }
     s.priority = 0;
     s.est_runtime_s = 0;
     s.submit_ns = 0;
@@ -70,7 +89,6 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
     return Status::InvalidArgument("fill: no job of the workload needs GPUs and fits the empty cluster");
   }
 
-  FillResult r;
   r.policy = std::string(policy.name());
   r.total_gpus = static_cast<double>(state.total_gpus());
   const int64_t max_jobs = options.max_jobs > 0 ? options.max_jobs : 20 * state.total_gpus() + 1;
@@ -78,7 +96,8 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
   std::vector<size_t> perm(pool.size());
   size_t next = perm.size();  // exhausted: draw a fresh permutation
   std::vector<sched::JobSpec> pending(1);
-  sched::UsageLedger ledger;
+  sched::UsageLedger ledger(policy.usage_half_life_s());
+  auto last_progress = wall0;
   for (int64_t placed = 0;; ++placed) {
     if (placed >= max_jobs) {
       r.hit_max_jobs = true;
@@ -119,6 +138,13 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
       break;
     }
     r.placed_jobs = placed + 1;
+    if (options.progress) {
+      const auto w = std::chrono::steady_clock::now();
+      if (std::chrono::duration<double>(w - last_progress).count() >= options.progress_every_s) {
+        last_progress = w;
+        options.progress(r.placed_jobs, static_cast<double>(state.used_milli()) / 1000.0);
+      }
+    }
   }
   r.allocated_gpus = static_cast<double>(state.used_milli()) / 1000.0;
   r.unallocated_gpus = r.total_gpus - r.allocated_gpus;

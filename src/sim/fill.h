@@ -16,11 +16,16 @@
 // victims counted (a preempted job is a departure the experiment doesn't allow, so the run ends
 // there too, with `ended_by_preemption`).
 //
+// Jobs the experiment can't use (CPU-only, or too big for the empty cluster) are left out and
+// counted in FillResult::left_out, never dropped silently.
+//
 // Thread safety: RunFill is reentrant.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "sched/scheduler.h"
@@ -34,6 +39,11 @@ struct FillOptions {
   // Stop after this many placed jobs even without a failure (a guard: a workload of CPU-only or
   // tiny jobs could otherwise run for a very long time). 0 = 20 x the cluster's GPUs.
   int64_t max_jobs = 0;
+  // Called about every `progress_every_s` of wall time (checked after each placement) with
+  // (jobs placed, GPUs allocated): openb fills of gpool take a minute. Wall time only drives
+  // these calls, never the result.
+  std::function<void(int64_t, double)> progress;
+  double progress_every_s = 2;
 };
 
 struct FillResult {
@@ -47,6 +57,11 @@ struct FillResult {
   bool hit_max_jobs = false;
   double wall_s = 0;
   double cpu_s = 0;               // CPU time of the run (thread)
+  // Jobs of the workload the experiment never submits, by reason, with the first one's
+  // "file:line": CPU-only jobs (they take no GPU, so have no bearing on the metric) and jobs
+  // that can't fit even the empty cluster (a replay rejects them too). The same for every
+  // policy and seed.
+  std::vector<SkippedRows> left_out;
 };
 
 StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload,

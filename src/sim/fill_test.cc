@@ -97,5 +97,48 @@ TEST(Fill, AWorkloadWithoutGpuJobsIsAnError) {
   EXPECT_NE(r.status().message().find("no job"), std::string::npos) << r.status().ToString();
 }
 
+TEST(Fill, CountsTheJobsItLeavesOut) {
+  // 16 GPUs. Two CPU-only jobs and one 32-GPU job are never submitted; they are counted by
+  // reason with the first one's source, and the rest fills as without them (two 8-GPU jobs).
+  const SimCluster c = OneLeaf(2);
+  const Workload w = Jobs({{8, 1000}, {0, 1000}, {32, 1000}, {0, 1000}, {8, 1000}});
+  StatusOr<FillResult> r = Fill(c, w, "gpool");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->placed_jobs, 2);
+  ASSERT_EQ(r->left_out.size(), 2u);
+  EXPECT_EQ(r->left_out[0].reason, "CPU-only (takes no GPU)");
+  EXPECT_EQ(r->left_out[0].count, 2);
+  EXPECT_EQ(r->left_out[0].example, "test:2");
+  EXPECT_EQ(r->left_out[1].reason, "can't fit the empty cluster");
+  EXPECT_EQ(r->left_out[1].count, 1);
+  EXPECT_EQ(r->left_out[1].example.rfind("test:3 (", 0), 0u) << r->left_out[1].example;
+  // Nothing left out: nothing counted.
+  StatusOr<FillResult> clean = Fill(c, Jobs({{8, 1000}}), "gpool");
+  ASSERT_TRUE(clean.ok());
+  EXPECT_TRUE(clean->left_out.empty());
+}
+
+TEST(Fill, ReportsProgress) {
+  // With progress_every_s = 0 every placement is reported, in order (no timing asserted).
+  const SimCluster c = OneLeaf(1);
+  const Workload w = Jobs({{1, 1000}});
+  PolicyContext ctx;
+  ctx.gpool_config = "power.enabled=false";
+  auto p = MakePolicy("gpool", ctx);
+  ASSERT_TRUE(p.ok());
+  std::vector<std::pair<int64_t, double>> calls;
+  FillOptions o;
+  o.progress_every_s = 0;
+  o.progress = [&](int64_t placed, double gpus) { calls.push_back({placed, gpus}); };
+  StatusOr<FillResult> r = RunFill(c, w, **p, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->placed_jobs, 8);
+  ASSERT_EQ(calls.size(), 8u);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].first, static_cast<int64_t>(i + 1));
+    EXPECT_DOUBLE_EQ(calls[i].second, static_cast<double>(i + 1));
+  }
+}
+
 }  // namespace
 }  // namespace gpool::sim

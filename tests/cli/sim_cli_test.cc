@@ -105,6 +105,19 @@ TEST_F(SimCliTest, FillTableMatchesTheJson) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   EXPECT_NE(r.out.find("wrote " + Path("out") + "/fill.json"), std::string::npos) << r.out;
+  // Nothing is dropped silently: the pod that never ran (skipped by the reader) and the two
+  // CPU-only pods (left out of the fill) are counted in fill.json and the table, even with -q.
+  ASSERT_EQ(doc["skipped_rows"].size(), 2u) << doc["skipped_rows"].dump();
+  EXPECT_EQ(doc["skipped_rows"][0]["reason"], "pod never scheduled in production (no scheduled_time)");
+  EXPECT_EQ(doc["skipped_rows"][0]["count"], 1);
+  EXPECT_EQ(doc["skipped_rows"][0]["example"], "testdata/sim/openb_pods_sample.csv:42");
+  EXPECT_EQ(doc["skipped_rows"][1]["reason"], "CPU-only (takes no GPU)");
+  EXPECT_EQ(doc["skipped_rows"][1]["count"], 2);
+  EXPECT_EQ(doc["skipped_rows"][1]["example"], "testdata/sim/openb_pods_sample.csv:7");
+  EXPECT_NE(r.out.find("skipped 2 rows: CPU-only (takes no GPU) (first at testdata/sim/openb_pods_sample.csv:7)"),
+            std::string::npos) << r.out;
+  // -q: no progress (nor anything else) on stderr.
+  EXPECT_EQ(r.err, "");
 }
 
 TEST_F(SimCliTest, FillBadInputFailsWithAClearMessage) {
@@ -189,6 +202,114 @@ TEST_F(SimCliTest, QueuesFileSetsQuotasAndEntitlement) {
   r = Run(common + " --queues " + Path("over.yaml"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("more than the cluster's 16"), std::string::npos) << r.err;
+}
+
+// --policy-config is checked before anything runs, whichever policies run: an unknown key or a
+// bad value fails naming the key, and a config no gpool run would read is an error too.
+TEST_F(SimCliTest, PolicyConfigIsCheckedUpFront) {
+  Write("j.csv", "name,submit_s,run_s,gpus,cpu_milli,mem_mib\na,0,100,8,1000,1024\nb,5,100,4,1000,1024\n");
+  const std::string base = "sim --trace " + Path("j.csv") + " --nodes " + Path("nodes.csv") + " -q --out " +
+                           Path("out");
+  Result r = Run(base + " --policy fifo --policy-config foo=1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("unknown key 'foo'"), std::string::npos) << r.err;
+  r = Run(base + " --policy gpool --policy-config foo=1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("unknown key 'foo'"), std::string::npos) << r.err;
+  r = Run(base + " --compare fifo,slurm --policy-config fairshare_half_life_s=-5");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("fairshare_half_life_s"), std::string::npos) << r.err;
+  // Valid, but nothing would read it.
+  r = Run(base + " --policy fifo --policy-config fairshare_half_life_s=3600");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--policy-config configures the gpool policy"), std::string::npos) << r.err;
+  // Nothing was written by the refused runs.
+  EXPECT_FALSE(std::filesystem::exists(Path("out/metrics.json")));
+  // With gpool in the run it is accepted.
+  r = Run(base + " --compare fifo,gpool --policy-config fairshare_half_life_s=3600");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// A replay's outputs, read back: metrics.json names both policies with every metric and sane
+// values, timeline.csv has rows for both, report.html holds the four plots.
+TEST_F(SimCliTest, ReplayWritesMetricsTimelineAndReport) {
+  Result r = Run("sim --trace testdata/sim/openb_pods_sample.csv --nodes testdata/sim/openb_nodes_sample.csv "
+                 "--compare fifo,gpool -q --out " + Path("out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json doc = Json::parse(Slurp(Path("out/metrics.json")));
+  // 41 rows: one pod never ran (skipped, counted), 40 jobs replayed.
+  ASSERT_EQ(doc["skipped_rows"].size(), 1u);
+  EXPECT_EQ(doc["skipped_rows"][0]["count"], 1);
+  ASSERT_EQ(doc["policies"].size(), 2u);
+  for (const char* name : {"fifo", "gpool"}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(doc["policies"].contains(name));
+    const Json& p = doc["policies"][name];
+    for (const char* key : {"jobs", "finished", "rejected", "unfinished", "avg_jct_s", "p50_jct_s", "p99_jct_s",
+                            "avg_wait_s", "avg_slowdown", "unallocated_gpus", "allocation_rate", "makespan_s",
+                            "preemptions", "energy_kwh", "wait_by_gang_size", "tenants"}) {
+      EXPECT_TRUE(p.contains(key)) << key;
+    }
+    EXPECT_EQ(p["jobs"], 40);
+    EXPECT_EQ(p["finished"], 40);
+    EXPECT_EQ(p["rejected"], 0);
+    EXPECT_EQ(p["unfinished"], 0);
+    EXPECT_GT(p["avg_jct_s"].get<double>(), 0);
+    EXPECT_GT(p["p50_jct_s"].get<double>(), 0);
+    EXPECT_GE(p["p99_jct_s"].get<double>(), p["p50_jct_s"].get<double>());
+    EXPECT_GE(p["avg_wait_s"].get<double>(), 0);
+    EXPECT_GT(p["allocation_rate"].get<double>(), 0);
+    EXPECT_LE(p["allocation_rate"].get<double>(), 1);
+    EXPECT_GT(p["makespan_s"].get<double>(), 0);
+    EXPECT_GT(p["energy_kwh"].get<double>(), 0);
+    int64_t bucketed = 0;
+    for (const Json& b : p["wait_by_gang_size"]) bucketed += b["jobs"].get<int64_t>();
+    EXPECT_EQ(bucketed, 40);
+  }
+  const std::string timeline = Slurp(Path("out/timeline.csv"));
+  ASSERT_EQ(timeline.rfind("policy,t_s,allocated_gpus,", 0), 0u) << timeline.substr(0, 200);
+  EXPECT_NE(timeline.find("\nfifo,"), std::string::npos);
+  EXPECT_NE(timeline.find("\ngpool,"), std::string::npos);
+  const std::string html = Slurp(Path("out/report.html"));
+  for (const char* plot : {"<h2>GPU allocation over time</h2><svg", "<h2>JCT CDF</h2><svg",
+                           "<h2>Average queue wait by gang size (GPUs)</h2><svg", "<h2>Energy</h2><svg"}) {
+    EXPECT_NE(html.find(plot), std::string::npos) << plot;
+  }
+  EXPECT_NE(html.find(">gpool<"), std::string::npos);
+  EXPECT_NE(html.find(">fifo<"), std::string::npos);
+}
+
+// metrics.json's `command` names every flag that changes the result: run as recorded, it gives
+// the same metrics. --gpus-per-host and --host-gbps (Clos CSV cluster) are not the defaults here.
+TEST_F(SimCliTest, RecordedCommandReproducesTheRun) {
+  Write("jobs.csv", "name,submit_s,run_s,gpus,cpu_milli,mem_mib,comm\n"
+                    "a,0,1000,8,1000,1024,0.5\nb,10,500,6,1000,1024,0.5\nc,20,300,2,1000,1024,0.5\n");
+  Result r = Run("sim --trace " + Path("jobs.csv") + " --nodes testdata/sim/lingjun_sample.csv "
+                 "--gpus-per-host 2 --host-gbps 100 --policy fifo -q --out " + Path("a"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json a = Json::parse(Slurp(Path("a/metrics.json")));
+  const std::string cmd = a["command"].get<std::string>();
+  EXPECT_NE(cmd.find("--gpus-per-host 2"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("--host-gbps 100"), std::string::npos) << cmd;
+  ASSERT_EQ(cmd.rfind("gpool sim ", 0), 0u) << cmd;
+  // Re-run it as written (into another directory) and compare.
+  std::string again = cmd.substr(6);
+  const std::string from = "--out " + Path("a"), to = "--out " + Path("b");
+  ASSERT_NE(again.find(from), std::string::npos) << again;
+  again.replace(again.find(from), from.size(), to);
+  r = Run(again + " -q");
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json b = Json::parse(Slurp(Path("b/metrics.json")));
+  for (Json* d : {&a, &b}) (*d)["policies"]["fifo"].erase("wall_s");
+  EXPECT_EQ(a["policies"], b["policies"]);
+  EXPECT_EQ(a["cluster"], b["cluster"]);
+  // The flags matter here: 2 GPUs per host, 100 Gb/s NICs, give another result than the defaults.
+  r = Run("sim --trace " + Path("jobs.csv") + " --nodes testdata/sim/lingjun_sample.csv --policy fifo -q --out " +
+          Path("c"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json c = Json::parse(Slurp(Path("c/metrics.json")));
+  c["policies"]["fifo"].erase("wall_s");
+  EXPECT_NE(a["policies"], c["policies"]);
 }
 
 }  // namespace
