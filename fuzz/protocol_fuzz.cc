@@ -40,6 +40,7 @@ void DecodeAs(const Frame& f) {
     case Op::kDeviceGetLimit: Body<DeviceGetLimit>(f); Body<U64Value>(f); break;
     case Op::kSetDeviceFlags: Body<SetDeviceFlags>(f); break;
     case Op::kGetDeviceFlags: Body<GetDeviceFlags>(f); Body<U64Value>(f); break;
+    case Op::kPeerAccess: Body<PeerAccess>(f); break;
     default: Body<StreamWaitEvent>(f); Body<Memset>(f); Body<Symbol>(f); break;
   }
 }

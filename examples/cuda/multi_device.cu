@@ -1,6 +1,6 @@
 // Aggregation: every device the program sees (GPUs of several servers) runs a kernel on its own
 // data, then data moves between devices with cudaMemcpyPeer (relayed through the client when
-// the devices sit on different servers).
+// the devices sit on different servers); peer access is enabled where a device can reach another.
 #include <vector>
 #include "common.h"
 
@@ -39,6 +39,25 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpy(h.data(), tmp, n * sizeof(int), cudaMemcpyDeviceToHost));
     for (int i = 0; i < n; ++i) EXPECT(h[i] == d * 1000000 + i);
     CHECK(cudaFree(tmp));
+  }
+  // Peer access where a device can reach another (devices of one server), refused where not.
+  for (int d = 0; d < count; ++d) {
+    CHECK(cudaSetDevice(d));
+    for (int p = 0; p < count; ++p) {
+      if (p == d) continue;
+      int can = -1;
+      CHECK(cudaDeviceCanAccessPeer(&can, d, p));
+      if (can) {
+        CHECK(cudaDeviceEnablePeerAccess(p, 0));
+        EXPECT(cudaDeviceEnablePeerAccess(p, 0) == cudaErrorPeerAccessAlreadyEnabled);
+        EXPECT(cudaGetLastError() == cudaErrorPeerAccessAlreadyEnabled);
+        CHECK(cudaDeviceDisablePeerAccess(p));
+        EXPECT(cudaDeviceDisablePeerAccess(p) == cudaErrorPeerAccessNotEnabled);
+      } else {
+        EXPECT(cudaDeviceEnablePeerAccess(p, 0) == cudaErrorPeerAccessUnsupported);
+      }
+      (void)cudaGetLastError();
+    }
   }
   for (int d = 0; d < count; ++d) {
     CHECK(cudaSetDevice(d));

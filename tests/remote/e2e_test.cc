@@ -199,6 +199,9 @@ TEST_P(E2E, TwoServersAggregated) {
   auto [rc, out] = RunSample(devices, {Sample("multi_device"), "3"}, transport());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS multi_device devices=3")) << out;
+  // Peer access: enabled between the shared server's two devices, refused loudly across servers.
+  EXPECT_TRUE(Has(out, "cudaDeviceEnablePeerAccess: device 0 (" + other.address() + ") and device 1 (" +
+                           shared + ") are on different GPU servers")) << out;
 }
 
 // The error paths, in one process (one program start instead of six): the memory limit (2 GiB

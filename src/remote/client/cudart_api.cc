@@ -990,8 +990,33 @@ cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
   *can = device != peer && R().devices[device].server == R().devices[peer].server;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceEnablePeerAccess(int, unsigned int) { return cudaSuccess; }
-cudaError_t cudaDeviceDisablePeerAccess(int) { return cudaSuccess; }
+// Peer access lets kernels on the current device reach a peer's memory. Between devices of one
+// server it is forwarded (the cuda backend enables it on its contexts). Across servers no kernel
+// can reach the other host's memory: refused with cudaErrorPeerAccessUnsupported, saying so
+// (cudaDeviceCanAccessPeer says 0 there; copies between them still work, relayed).
+static cudaError_t PeerAccess(int peer, unsigned int flags, bool enable) {
+  const char* call = enable ? "cudaDeviceEnablePeerAccess" : "cudaDeviceDisablePeerAccess";
+  int dev = t_device, n = static_cast<int>(R().devices.size());
+  if (peer < 0 || peer >= n || peer == dev) return Ret(cudaErrorInvalidDevice);
+  if (flags != 0) return Ret(cudaErrorInvalidValue);
+  if (R().devices[dev].server != R().devices[peer].server) {
+    Say(fmt::format("{}: device {} ({}) and device {} ({}) are on different GPU servers: kernels "
+                    "on one cannot reach the other's memory (copies between them work, relayed "
+                    "through the client)", call, dev, R().devices[dev].server, peer,
+                    R().devices[peer].server));
+    return Ret(cudaErrorPeerAccessUnsupported);
+  }
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::PeerAccess q{.device = R().Index(dev), .peer = R().Index(peer),
+                      .enable = static_cast<uint8_t>(enable)};
+  return Ret(Call(l, q));
+}
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  return PeerAccess(peer, flags, true);
+}
+cudaError_t cudaDeviceDisablePeerAccess(int peer) { return PeerAccess(peer, 0, false); }
 
 // ---- memory
 cudaError_t cudaMalloc(void** devPtr, size_t size) {

@@ -46,6 +46,7 @@ constexpr OpInfo kOps[] = {
     {"DeviceGetLimit", false},
     {"SetDeviceFlags", false},
     {"GetDeviceFlags", false},
+    {"PeerAccess", false},
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kMaxOp), "OpInfo table out of date");
 

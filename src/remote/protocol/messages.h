@@ -30,7 +30,7 @@
 namespace gpool::remote::proto {
 
 inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
-// Version 2 added DeviceSetLimit, DeviceGetLimit, SetDeviceFlags and GetDeviceFlags. Every
+// Version 2 added DeviceSetLimit, DeviceGetLimit, SetDeviceFlags, GetDeviceFlags and PeerAccess. Every
 // message carries the version and both sides demand their own, so a client and a server of
 // different versions fail at Hello with "protocol version N not supported", never at the first
 // op the other side does not know.
@@ -80,6 +80,7 @@ enum class Op : uint16_t {
   kDeviceGetLimit,
   kSetDeviceFlags,
   kGetDeviceFlags,
+  kPeerAccess,
   kMaxOp,  // one past the last; new ops go above this line
 };
 
@@ -398,6 +399,14 @@ struct SetDeviceFlags {
   template <class V> void Visit(V& v) { v(device, "device"); v(flags, "flags"); }
 };
 struct GetDeviceFlags : DeviceArg { GPOOL_MSG(GetDeviceFlags); };
+// cudaDeviceEnablePeerAccess (enable 1) / cudaDeviceDisablePeerAccess (enable 0): kernels on
+// `device` may then reach memory of `peer`, another device of the same server.
+struct PeerAccess {
+  GPOOL_MSG(PeerAccess);
+  uint32_t device = 0, peer = 0;
+  uint8_t enable = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(peer, "peer"); v(enable, "enable"); }
+};
 #undef GPOOL_MSG
 
 // Every reply starts with this: the op's own result, then the first deferred error of earlier

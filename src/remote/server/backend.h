@@ -38,6 +38,9 @@ enum CudaErr : int32_t {
   kErrUnknown = 999,
   kErrInvalidSymbol = 13,
   kErrUnsupportedLimit = 215,
+  kErrPeerAccessUnsupported = 217,
+  kErrPeerAccessAlreadyEnabled = 704,
+  kErrPeerAccessNotEnabled = 705,
 };
 
 struct Result {
@@ -155,6 +158,14 @@ class Backend {
   virtual Result GetDeviceFlags(uint32_t dev, uint32_t* flags) {
     (void)dev, (void)flags;
     return Err(kErrNotSupported, fmt_unsupported("cudaGetDeviceFlags", 0));
+  }
+  // cudaDeviceEnablePeerAccess/DisablePeerAccess from `dev` to `peer` (both of this server), with
+  // CUDA's errors: already enabled, not enabled, a device that cannot reach the other.
+  virtual Result PeerAccess(uint32_t dev, uint32_t peer, bool enable) {
+    (void)dev, (void)enable;
+    return Err(kErrNotSupported, fmt_unsupported(enable ? "cudaDeviceEnablePeerAccess"
+                                                        : "cudaDeviceDisablePeerAccess",
+                                                 static_cast<int32_t>(peer)));
   }
 
  private:

@@ -718,6 +718,14 @@ class CudaBackend final : public Backend {
     if (Result r = Exists(dev); !r.ok()) return r;
     return R("cuDevicePrimaryCtxSetFlags", cu_.cuDevicePrimaryCtxSetFlags(devs_[dev].dev, flags));
   }
+  // The runtime's peer access is its primary contexts': the current device's context gains access
+  // to the peer's (whose primary context is retained for that).
+  Result PeerAccess(uint32_t dev, uint32_t peer, bool enable) override {
+    if (Result r = Use(peer); !r.ok()) return r;
+    if (Result r = Use(dev); !r.ok()) return r;
+    if (enable) return R("cuCtxEnablePeerAccess", cu_.cuCtxEnablePeerAccess(devs_[peer].ctx, 0));
+    return R("cuCtxDisablePeerAccess", cu_.cuCtxDisablePeerAccess(devs_[peer].ctx));
+  }
   Result GetDeviceFlags(uint32_t dev, uint32_t* flags) override {
     if (Result r = Exists(dev); !r.ok()) return r;
     unsigned int f = 0;

@@ -35,6 +35,8 @@
     unsigned int)                                                                               \
   X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", nullptr, CUdevice,               \
     unsigned int*, int*)                                                                        \
+  X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", nullptr, CUcontext, unsigned int)           \
+  X(cuCtxDisablePeerAccess, "cuCtxDisablePeerAccess", nullptr, CUcontext)                       \
   X(cuMemGetInfo, "cuMemGetInfo_v2", nullptr, size_t*, size_t*)                                 \
   X(cuMemAlloc, "cuMemAlloc_v2", nullptr, CUdeviceptr*, size_t)                                 \
   X(cuMemFree, "cuMemFree_v2", nullptr, CUdeviceptr)                                            \

@@ -82,6 +82,9 @@ GPOOL_SAME(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, cudaErrorCompatNotSupporte
 GPOOL_SAME(CUDA_ERROR_TIMEOUT, cudaErrorTimeout)
 GPOOL_SAME(CUDA_ERROR_UNKNOWN, cudaErrorUnknown)
 GPOOL_SAME(CUDA_ERROR_UNSUPPORTED_LIMIT, cudaErrorUnsupportedLimit)
+GPOOL_SAME(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, cudaErrorPeerAccessUnsupported)
+GPOOL_SAME(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, cudaErrorPeerAccessAlreadyEnabled)
+GPOOL_SAME(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, cudaErrorPeerAccessNotEnabled)
 
 // backend.h's error numbers are cudaError_t values.
 GPOOL_SAME(kErrInvalidValue, cudaErrorInvalidValue)
@@ -100,6 +103,9 @@ GPOOL_SAME(kErrNotPermitted, cudaErrorNotPermitted)
 GPOOL_SAME(kErrUnknown, cudaErrorUnknown)
 GPOOL_SAME(kErrInvalidSymbol, cudaErrorInvalidSymbol)
 GPOOL_SAME(kErrUnsupportedLimit, cudaErrorUnsupportedLimit)
+GPOOL_SAME(kErrPeerAccessUnsupported, cudaErrorPeerAccessUnsupported)
+GPOOL_SAME(kErrPeerAccessAlreadyEnabled, cudaErrorPeerAccessAlreadyEnabled)
+GPOOL_SAME(kErrPeerAccessNotEnabled, cudaErrorPeerAccessNotEnabled)
 
 // Flags passed from the program to the driver unchanged (StreamCreate, EventCreate).
 GPOOL_SAME(CU_STREAM_DEFAULT, cudaStreamDefault)

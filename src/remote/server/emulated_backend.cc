@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -587,6 +588,30 @@ class EmulatedBackend final : public Backend {
     *flags = Flags(dev);
     return {};
   }
+  // Every emulated device's memory is this process's memory, so a kernel on one can always reach
+  // another's: only CUDA's bookkeeping (already enabled, not enabled) is kept.
+  Result PeerAccess(uint32_t dev, uint32_t peer, bool enable) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    if (Result r = CheckDev(peer); !r.ok()) return r;
+    if (dev == peer) {
+      return Err(kErrInvalidDevice, fmt::format("peer access from device {} to itself", dev));
+    }
+    bool on = peer_access_.count({dev, peer}) != 0;
+    if (enable && on) {
+      return Err(kErrPeerAccessAlreadyEnabled,
+                 fmt::format("peer access from device {} to {} is already enabled", dev, peer));
+    }
+    if (!enable && !on) {
+      return Err(kErrPeerAccessNotEnabled,
+                 fmt::format("peer access from device {} to {} is not enabled", dev, peer));
+    }
+    if (enable) {
+      peer_access_.insert({dev, peer});
+    } else {
+      peer_access_.erase({dev, peer});
+    }
+    return {};
+  }
 
  private:
   // cudaLimit numbers (cuda_driver_check.cc holds them equal to CUlimit's).
@@ -602,6 +627,7 @@ class EmulatedBackend final : public Backend {
 
   std::unordered_map<uint32_t, std::array<uint64_t, kLimitCount>> limits_;
   std::unordered_map<uint32_t, uint32_t> flags_;
+  std::set<std::pair<uint32_t, uint32_t>> peer_access_;  // (device, peer) enabled
   struct Event {
     bool recorded = false;
     std::chrono::steady_clock::time_point at;

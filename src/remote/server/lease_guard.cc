@@ -145,4 +145,11 @@ Result LeaseGuardBackend::GetDeviceFlags(uint32_t dev, uint32_t* flags) {
   return inner_->GetDeviceFlags(dev, flags);
 }
 
+Result LeaseGuardBackend::PeerAccess(uint32_t dev, uint32_t peer, bool enable) {
+  const char* call = enable ? "cudaDeviceEnablePeerAccess" : "cudaDeviceDisablePeerAccess";
+  if (Result r = Check(dev, call); !r.ok()) return r;
+  if (Result r = Check(peer, call); !r.ok()) return r;
+  return inner_->PeerAccess(dev, peer, enable);
+}
+
 }  // namespace gpool::remote::server

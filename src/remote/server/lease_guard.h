@@ -120,6 +120,7 @@ class LeaseGuardBackend final : public Backend {
   Result GetLimit(uint32_t dev, int32_t limit, uint64_t* value) override;
   Result SetDeviceFlags(uint32_t dev, uint32_t flags) override;
   Result GetDeviceFlags(uint32_t dev, uint32_t* flags) override;
+  Result PeerAccess(uint32_t dev, uint32_t peer, bool enable) override;
 
  private:
   // Ok when `dev` is granted; else cudaErrorNotPermitted naming it and the granted GPUs.

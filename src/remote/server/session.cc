@@ -411,6 +411,10 @@ Status Session::Handle(const Frame& f) {
         v.value = flags;
         return SendReply(f.op, r, v);
       });
+    case Op::kPeerAccess:
+      return Sync<PeerAccess>(f, [&](PeerAccess& q) {
+        return SendReply(f.op, backend_->PeerAccess(q.device, q.peer, q.enable != 0), none);
+      });
     case Op::kHello:
     case Op::kAttach:
     case Op::kMaxOp:
