@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/file.h"
 #include "sim/baselines.h"
 #include "sim/engine.h"
 #include "sim/metrics.h"
 #include "sim/test_clusters.h"
 #include "sim/test_util.h"
+#include "sim/workload_gen.h"
 
 namespace gpool::sim {
 namespace {
@@ -126,6 +128,40 @@ TEST(QueueConfig, ChecksAgainstWorkloadAndCluster) {
   ExpectError(Queues("queues:\n  team-a: {guaranteed_domains: [p0]}\n  team-b: {guaranteed_domains: [l1]}\n", w, c).status(),
               "q.yaml:3: queue 'team-b': guaranteed_domains: 'l1' overlaps leaf 'l1', already guaranteed to queue 'team-a'");
   EXPECT_TRUE(Queues("queues: {team-a: {guaranteed_domains: [p0]}, team-b: {guaranteed_domains: [l2]}}\n", w, c).ok());
+}
+
+// The documented example: synthetic tenants on the Lingjun sample, and a run that uses it.
+TEST(QueueConfig, ExampleFileRunsOnTheLingjunSample) {
+  auto cfg = ReadQueueConfig("testdata/sim/queues.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  auto c = ParseClosCsv(*ReadFile("testdata/sim/lingjun_sample.csv"), "lingjun", {});
+  ASSERT_TRUE(c.ok());
+  SyntheticOptions o;
+  o.jobs = 200;
+  o.max_gpus = 64;
+  o.load = 1.2;
+  o.seed = 5;
+  auto w = GenerateSynthetic(o, *ReadRuntimes(*ReadFile("testdata/sim/philly_runtime_sample.csv"), "philly"),
+                             c->total_gpus());
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  auto q = MakeConfiguredQueues(*cfg, *w, ToClusterSpec(*c));
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_EQ(q->tenants, (std::vector<std::string>{"tenant-0", "tenant-1", "tenant-2", "tenant-3"}));
+  EXPECT_EQ(q->queues[0].guaranteed_domains.size(), 1u);
+  EXPECT_EQ(q->queues[2].max_running_jobs, 20);
+  EXPECT_EQ(q->queues[3].guaranteed_gpus, 16);  // the default entry
+  EXPECT_EQ(q->queues[3].max_gpus, 64);
+  EXPECT_DOUBLE_EQ(q->entitlement[0], 144.0 / 272);
+  EXPECT_DOUBLE_EQ(q->entitlement[3], 16.0 / 272);
+
+  auto p = MakePolicy("gpool", {});
+  ASSERT_TRUE(p.ok());
+  EngineOptions eo;
+  eo.queues = &*q;
+  auto r = RunSimulation(*c, *w, **p, eo);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->unfinished, 0);
+  EXPECT_EQ(r->tenant_entitlement, q->entitlement);
 }
 
 StatusOr<RunResult> RunGpool(const SimCluster& c, const Workload& w, const TenantQueues* q) {
