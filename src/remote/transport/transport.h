@@ -27,8 +27,8 @@ using ByteSpan = std::span<const std::byte>;
 
 // A message sent in 2+ parts whose last part is large travels with that part marked as its tail,
 // so that a receiver can choose where the tail lands after seeing the head (RecvPlaced). Large:
-// TCP, at least kTailMinBytes; UCX, at least 64 KiB in a message over 256 KiB (smaller ones are
-// copied into one buffered send anyway). Other messages arrive whole.
+// TCP, at least kTailMinBytes; UCX, at least 64 KiB (in a message of up to 256 KiB both halves
+// go as buffered sends). Other messages arrive whole.
 inline constexpr size_t kTailMinBytes = 16 << 10;
 
 // Chooses where a message's tail is received (Connection::RecvPlaced). Called on the receiving

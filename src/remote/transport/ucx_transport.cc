@@ -248,11 +248,9 @@ class UcxConnection final : public Connection {
           "message of {} bytes to {} exceeds the {} byte limit", total, peer_, options_.max_message_bytes));
     }
     if (closed_.load() || PeerGoneRecently()) return Gone();
-    // Split: the parts before the last (small: headers) as a whole head, then the last part.
-    // Only messages too large to buffer (rendezvous, where iov costs zero-copy); smaller ones
-    // are copied whole into one buffer anyway.
-    const bool split_tail =
-        iov.size() >= 2 && total > kBufferedSendMax && iov.back().length >= kSplitTailMin;
+    // Split: the parts before the last (small: headers) as a whole head, then the last part
+    // (see SplitsTail).
+    const bool split_tail = SplitsTail(iov);
     if (split_tail) {
       ucp_dt_iov_t last = iov.back();
       iov.pop_back();
@@ -261,6 +259,10 @@ class UcxConnection final : public Connection {
         if (ep_ == nullptr) return Gone();
         GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
         GPOOL_RETURN_IF_ERROR(SendBuffered(iov, total - last.length, kTagHead | last.length));
+        if (total <= kBufferedSendMax) {
+          iov.assign(1, last);
+          return SendBuffered(iov, last.length, kTagTail);
+        }
         return SendAndWait(last.buffer, last.length, ucp_request_param_t{}, kTagTail);
       }();
       HandOffPendingSends();
@@ -313,11 +315,16 @@ class UcxConnection final : public Connection {
         for (const ucp_dt_iov_t& v : iov) total += v.length;
         ucp_request_param_t param{};
         ucs_status_ptr_t req = nullptr;
-        if (iov.size() >= 2 && total > kBufferedSendMax && iov.back().length >= kSplitTailMin) {
+        if (SplitsTail(iov)) {
           ucp_dt_iov_t last = iov.back();
           iov.pop_back();
           posted = SendBuffered(iov, total - last.length, kTagHead | last.length);
-          if (posted.ok()) req = ucp_tag_send_nbx(ep_, last.buffer, last.length, kTagTail, &param);
+          if (posted.ok() && total <= kBufferedSendMax) {
+            iov.assign(1, last);
+            posted = SendBuffered(iov, last.length, kTagTail);
+          } else if (posted.ok()) {
+            req = ucp_tag_send_nbx(ep_, last.buffer, last.length, kTagTail, &param);
+          }
         } else if (total <= kBufferedSendMax) {
           posted = SendBuffered(iov, total, kTagWhole);
         } else {
@@ -567,6 +574,19 @@ class UcxConnection final : public Connection {
     if (spare_bytes_ + b.capacity > kMaxSpareBytes) return;
     spare_bytes_ += b.capacity;
     spare_.push_back(std::move(b));
+  }
+  // Whether a message goes split: head (the parts before the last, small: headers), then its
+  // last part as its own contiguous message, so that the receiver takes the bulk bytes straight
+  // into place (RecvSplit, RecvPlaced). Large messages go split because UCX's zero-copy
+  // rendezvous does not take iov datatypes (their tail is sent from the caller's buffer and
+  // waited for). A buffered one (<= kBufferedSendMax) is split too when its last part is >=
+  // kSplitTailMin, both halves buffered: sent whole, a 64 KiB copy's message could only be
+  // received whole and its 64 KiB copied out once more (into device memory by the session, into
+  // the program's buffer by the client), a pass the raw transport does not make. Measured over
+  // shared memory, 64 KiB copies: CPU per byte against the raw echo's 5.1x -> 2.4x (d2h, median
+  // of 7 alternating pairs) and 2.3x -> 1.1x (h2d, 4 pairs) (docs/benchmarks.md, "Remoting").
+  static bool SplitsTail(const std::vector<ucp_dt_iov_t>& iov) {
+    return iov.size() >= 2 && iov.back().length >= kSplitTailMin;
   }
   // Sends straight from the caller's buffer (rendezvous for large ones) and waits until it has
   // left. Caller holds send_mu_.
