@@ -8,8 +8,10 @@ namespace gpool::sched {
 std::optional<Reservation> ComputeReservation(const ClusterState& state, const JobSpec& job,
                                               const PlacementOptions& options, int64_t now_ns,
                                               double assumed_runtime_s) {
-  auto reserve = [&](const ClusterState& s, int64_t at) -> std::optional<Reservation> {
-    std::optional<Placement> p = PlaceGang(s, job, options);
+  bool waits_for_resume = false;
+  auto reserve_with = [&](const ClusterState& s, int64_t at,
+                          const PlacementOptions& o) -> std::optional<Reservation> {
+    std::optional<Placement> p = PlaceGang(s, job, o, &waits_for_resume);
     if (!p) return std::nullopt;
     Reservation r{.job = job.id, .start_ns = at};
     for (const TaskBinding& b : p->tasks) r.nodes.push_back(b.node);
@@ -17,7 +19,10 @@ std::optional<Reservation> ComputeReservation(const ClusterState& state, const J
     r.nodes.erase(std::unique(r.nodes.begin(), r.nodes.end()), r.nodes.end());
     return r;
   };
-  if (auto r = reserve(state, now_ns)) return r;
+  if (auto r = reserve_with(state, now_ns, options)) return r;
+  // The powered-on nodes hold it but it waits for resumes (PlacementOptions::resume_latency_s):
+  // it is not going to start on them, so it holds none (see backfill.h).
+  if (waits_for_resume) return std::nullopt;
 
   // Jobs with an estimated end, soonest first (ties on id, for determinism).
   std::vector<std::pair<int64_t, JobId>> ends;
@@ -31,6 +36,11 @@ std::optional<Reservation> ComputeReservation(const ClusterState& state, const J
   if (ends.empty()) return std::nullopt;
   std::sort(ends.begin(), ends.end());
 
+  // The future start is the first end after which the powered-on nodes hold the gang, however
+  // many leaves that takes: the latest start it is promised. Resumed nodes may let it start
+  // sooner and whole (PlaceGang decides that each cycle, while the gang is within its wait).
+  PlacementOptions walk = options;
+  walk.resume_latency_s = 0;
   ClusterState future = state;
   // A cheap test before each placement attempt: the gang's tasks must fit in some fabric by the
   // aggregates (or across fabrics when it may split).
@@ -50,10 +60,7 @@ std::optional<Reservation> ComputeReservation(const ClusterState& state, const J
       (void)future.Release(ends[i].second, t);
     }
     if (!may_fit()) continue;
-    // Most tries on power-managed clusters find a placement that PlaceGang then declines to
-    // wait for resumes: skip those that are sure to be declined (same result, no placement).
-    if (WaitsForResumeAnyway(future, job, options)) continue;
-    if (auto r = reserve(future, t)) return r;
+    if (auto r = reserve_with(future, t, walk)) return r;
   }
   return std::nullopt;
 }

@@ -11,6 +11,17 @@
 // Jobs without a run time estimate are assumed to run `assumed_runtime_s` (like a time limit);
 // with 0 they count as never ending, and a head job that can't fit even when every estimated
 // job has ended gets no reservation.
+// On a power-managed cluster a gang that the powered-on nodes hold now, but only across more
+// leaves than it would need with suspended nodes back on, waits for those resumes
+// (PlaceGang's WaitForResume): it gets no reservation. It is not going to start on the nodes
+// that are on (the caller counts it as demand, nodes resume, and it goes there whole a boot
+// later), so holding them would only keep backfill off them for the boot. Past its wait bound
+// PlaceGang no longer declines it and it reserves as any gang. A gang that doesn't fit the
+// powered-on nodes now reserves at the first end after which they hold it, however many leaves
+// that takes (the walk doesn't wait for resumes): the latest start it is promised; resumed nodes
+// may still let it start sooner and whole. (Until 2026-11-30 the walk looked for the first end
+// after which the powered-on nodes held it as compactly as with the resumes, re-placing the gang
+// at every end: 3/4 of the simulator's CPU time on the 100,000-job replay.)
 //
 // Thread safety: pure functions over a const ClusterState.
 #pragma once

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "sched/backfill.h"
 #include "sched/decision_hash.h"
 #include "sched/fabric_load.h"
 #include "sched/placement.h"
@@ -167,49 +168,61 @@ TEST(FabricLoad, GangWaitsForSuspendedNodesRatherThanSpreading) {
   EXPECT_EQ(Leaves(s, *p), (std::set<DomainId>{s.node(NodeId(8)).leaf}));
 }
 
-// The cheap test ComputeReservation runs before each try: true only where PlaceGang declines.
-TEST(FabricLoad, WaitsForResumeAnywayOnlyWherePlaceGangDeclines) {
-  ClusterState s = SuspendedLeafCluster();
-  JobSpec gang = SuspendedLeafGang();
-  const PlacementOptions wait{.resume_latency_s = 180, .now_ns = Sec(100)};
-  EXPECT_FALSE(WaitsForResumeAnyway(s, gang, wait)) << "no view: PlaceGang places it";
+// A gang that waits for resumes takes no reservation on the powered-on nodes: it is not going
+// to start there (the power plan resumes nodes for its demand and it goes there whole a boot
+// later), and a reservation would only keep those nodes from backfill meanwhile. A gang that
+// doesn't fit the powered-on nodes at all still gets one, and so does a gang past its wait.
+TEST(FabricLoad, GangWaitingForResumesTakesNoReservation) {
+  ClusterState s = MakeCluster({.nodes = 12, .nodes_per_leaf = 4, .leaves_per_pod = 3});
+  // Leaf 0: nodes 0 and 1 busy until 1,000 s; leaf 1: nodes 4 and 5 until 2,000 s; leaf 2 off.
+  const std::pair<uint32_t, double> busy[] = {{0, 1000}, {1, 1000}, {4, 2000}, {5, 2000}};
+  for (const auto& [node, end_s] : busy) {
+    JobSpec filler = Job(100 + node, 1, 8);
+    filler.est_runtime_s = end_s;
+    ASSERT_TRUE(s.Bind(filler, {.tasks = {{.node = NodeId(node), .gpu_mask = 0xff}}}, 0).ok());
+  }
+  for (uint32_t n = 8; n < 12; ++n) s.SetPower(NodeId(n), PowerState::kOff);
   s.SetFabricLoad(Unloaded(s));
-  // Two leaves at least by the bounds, one with leaf 2 resumed: declined whatever the placer finds.
-  EXPECT_TRUE(WaitsForResumeAnyway(s, gang, wait));
-  EXPECT_FALSE(PlaceGang(s, gang, wait));
-  EXPECT_FALSE(WaitsForResumeAnyway(s, gang, {})) << "not power-managed";
+  const JobSpec gang = SuspendedLeafGang();  // 4 nodes, fits now across leaves 0 and 1
+  const PlacementOptions wait{.resume_latency_s = 180, .now_ns = Sec(100)};
+
+  bool waits = false;
+  EXPECT_FALSE(PlaceGang(s, gang, wait, &waits));
+  EXPECT_TRUE(waits) << "declined for want of resumes, not for want of room";
+  // Leaf 0 alone would hold it at 1,000 s: no reservation there all the same.
+  EXPECT_FALSE(ComputeReservation(s, gang, wait, Sec(100)));
+
+  // Past its wait (max(3 x 180 s, 25% of 3,600 s) after submission) it takes the two leaves now.
   PlacementOptions late = wait;
   late.now_ns = Sec(100 + 901);
-  EXPECT_FALSE(WaitsForResumeAnyway(s, gang, late)) << "waited long enough";
-  // A gang that one powered-on leaf holds is never declined.
-  EXPECT_FALSE(WaitsForResumeAnyway(s, Job(2, 2, 8), wait));
+  std::optional<Reservation> r = ComputeReservation(s, gang, late, late.now_ns);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->start_ns, late.now_ns);
+}
 
-  // Random clusters with suspended nodes: whenever it says declined, PlaceGang returns nullopt.
-  std::mt19937_64 rng(5);
-  int declined = 0;
-  for (int round = 0; round < 30; ++round) {
-    ClusterState c = MakeCluster({.nodes = 48, .nodes_per_leaf = 4, .leaves_per_pod = 4});
-    uint64_t id = 1000;
-    for (uint32_t n = 0; n < 48; ++n) {
-      const uint64_t r = rng() % 4;
-      if (r == 0) {
-        c.SetPower(NodeId(n), PowerState::kOff);
-      } else if (r == 1) {
-        Fill(c, n, 1 + static_cast<int>(rng() % 8), id++);
-      }
-    }
-    c.SetFabricLoad(Unloaded(c));
-    for (int k = 0; k < 10; ++k) {
-      JobSpec job = Job(1, 1 + static_cast<int32_t>(rng() % 24), rng() % 2 ? 8 : 4);
-      job.submit_ns = Sec(100);
-      job.est_runtime_s = 3600;
-      if (WaitsForResumeAnyway(c, job, wait)) {
-        ++declined;
-        EXPECT_FALSE(PlaceGang(c, job, wait)) << "round " << round << " job of " << job.num_tasks;
-      }
-    }
+// A gang that doesn't fit the powered-on nodes now reserves at the first end after which they
+// hold it, even spread over more leaves than it would take with the suspended leaf back on.
+TEST(FabricLoad, ReservationIsTheFirstEndThatHoldsTheGangHoweverSpread) {
+  ClusterState s = MakeCluster({.nodes = 12, .nodes_per_leaf = 4, .leaves_per_pod = 3});
+  // Leaves 0 and 1: two nodes each busy until 1,000 s, the other two until 3,000 s; leaf 2 off.
+  for (uint32_t node : {0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u}) {
+    JobSpec filler = Job(100 + node, 1, 8);
+    filler.est_runtime_s = node % 4 < 2 ? 1000 : 3000;
+    ASSERT_TRUE(s.Bind(filler, {.tasks = {{.node = NodeId(node), .gpu_mask = 0xff}}}, 0).ok());
   }
-  EXPECT_GT(declined, 0) << "the property above would hold vacuously";
+  for (uint32_t n = 8; n < 12; ++n) s.SetPower(NodeId(n), PowerState::kOff);
+  s.SetFabricLoad(Unloaded(s));
+  const JobSpec gang = SuspendedLeafGang();
+  const PlacementOptions wait{.resume_latency_s = 180, .now_ns = Sec(100)};
+  bool waits = true;
+  EXPECT_FALSE(PlaceGang(s, gang, wait, &waits));
+  EXPECT_FALSE(waits) << "no room on the powered-on nodes at all";
+  // At 1,000 s nodes 0, 1, 4 and 5 hold it across two leaves (one with leaf 2 on); leaf 0 alone
+  // would hold it at 3,000 s. The reservation promises the earlier start.
+  std::optional<Reservation> r = ComputeReservation(s, gang, wait, Sec(100));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->start_ns, Sec(1000));
+  EXPECT_EQ(r->nodes, (std::vector<NodeId>{NodeId(0), NodeId(1), NodeId(4), NodeId(5)}));
 }
 
 // The pruned scans still match the plain ones with a view (fastpath_test.cc does it without).

@@ -654,38 +654,16 @@ bool WaitForResume(const ClusterState& state, const JobSpec& job, const Placemen
 }  // namespace
 
 std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job,
-                                   const PlacementOptions& options) {
+                                   const PlacementOptions& options, bool* waits_for_resume) {
+  if (waits_for_resume != nullptr) *waits_for_resume = false;
   std::optional<Placement> p = PlaceGangNow(state, job, options);
   // Checked before counting leaves: without a view or power management this costs nothing.
   if (p && options.resume_latency_s > 0 && state.fabric_load() != nullptr &&
       WaitForResume(state, job, options, CountLeaves(state, *p))) {
+    if (waits_for_resume != nullptr) *waits_for_resume = true;
     return std::nullopt;
   }
   return p;
-}
-
-bool WaitsForResumeAnyway(const ClusterState& state, const JobSpec& job, const PlacementOptions& options) {
-  if (!MayWaitForResume(state, job, options)) return false;
-  const Placer p(state, job, options);
-  // Fewest leaves whose bounds hold the gang: every placement's leaves hold it, and a leaf
-  // holds at most its bound, so no placement spans fewer (INT_MAX: none fits at all).
-  std::vector<int64_t> caps;
-  for (DomainId l : state.domains_at(Level::kLeaf)) {
-    if (const int64_t b = p.Bound(l); b > 0) caps.push_back(b);
-  }
-  std::sort(caps.rbegin(), caps.rend());
-  int fewest = INT_MAX;
-  int64_t sum = 0;
-  for (size_t k = 0; k < caps.size(); ++k) {
-    sum += caps[k];
-    if (sum >= job.num_tasks) {
-      fewest = static_cast<int>(k + 1);
-      break;
-    }
-  }
-  // WaitForResume declines a placement over `leaves` > 1 when LeavesWithResumes < leaves.
-  if (fewest <= 1) return false;
-  return LeavesWithResumes(state, job, options, job.num_tasks, p) < fewest;
 }
 
 std::optional<Placement> PlaceFirstFit(const ClusterState& state, const JobSpec& job,

@@ -62,18 +62,11 @@ inline constexpr double kResumeWaits = 3;
 // ...or this share of its estimated run time, when longer (big gangs resume in several rounds).
 inline constexpr double kResumeRuntimeShare = 0.25;
 
-// Places every task of `job` or returns nullopt when it doesn't fit now.
+// Places every task of `job` or returns nullopt when it doesn't fit now. `waits_for_resume`, when
+// given, is set to whether the nullopt is WaitForResume's: the powered-on nodes hold the gang,
+// but only across more leaves than it would need with the suspended nodes back on.
 std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job,
-                                   const PlacementOptions& options);
-
-// True when PlaceGang(state, job, options) is sure to return nullopt for want of resumes:
-// WaitForResume would decline any placement it could find, because the fewest leaves that hold
-// the gang by the capacity bounds (a lower bound on any placement's leaf count) is already more
-// than it would need with the suspended nodes back on. False says nothing (PlaceGang may still
-// fail). Cheap next to PlaceGang (one pass over the leaves and their suspended nodes): for walks
-// that try one gang on many states, such as ComputeReservation's walk over future ends, where
-// most placements the placer finds are declined this way; skipping them changes no decision.
-bool WaitsForResumeAnyway(const ClusterState& state, const JobSpec& job, const PlacementOptions& options);
+                                   const PlacementOptions& options, bool* waits_for_resume = nullptr);
 
 // Level two alone: places `count` tasks of `job` on nodes under domain d (any level), or
 // nullopt. Exposed for baseline policies that choose domains their own way.
