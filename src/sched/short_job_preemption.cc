@@ -113,6 +113,13 @@ std::optional<PreemptionPlan> PlanShortJobPreemption(
     cands.push_back({rem, r.spec.id, rq, r.spec.total_milli_gpus(), r.spec.priority < job.priority});
   }
   if (cands.empty()) return std::nullopt;
+  // Not even every candidate and the free GPUs together hold the job (the dry walk below only
+  // takes a subset): no search. The usual failure on an overloaded cluster, found in one sum.
+  const int64_t need = job.total_milli_gpus();
+  const int64_t free_milli = state.total_gpus() * 1000 - state.used_milli();
+  int64_t all_milli = 0;
+  for (const Cand& v : cands) all_milli += v.milli;
+  if (free_milli + all_milli < need) return std::nullopt;
   // Largest victims first: every victim is delayed about as long whatever its size, so the
   // fewest victims cost least (a 1,024-GPU gang preempting 8-GPU jobs, not 1-GPU ones).
   // A heap: the walk below rarely looks at more than a few of them.
@@ -139,8 +146,6 @@ std::optional<PreemptionPlan> PlanShortJobPreemption(
   // the state, walk the victims the loop below would take, without releasing them, and stop if
   // all the GPUs they and the free ones add up to can't hold the job. Same victims, same order,
   // same quota rule as the loop, so a search skipped here is one the loop would have failed.
-  const int64_t need = job.total_milli_gpus();
-  const int64_t free_milli = state.total_gpus() * 1000 - state.used_milli();
   std::vector<const Cand*> order;  // the candidates in the loop's order, as far as it may go
   {
     std::vector<int64_t> dry_used = used;
