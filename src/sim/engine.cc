@@ -117,7 +117,7 @@ Status Engine::StopRun(sched::ClusterState& state, uint32_t id, double t) {
 Status Engine::Cycle(sched::ClusterState& state, double t) {
   ++r_.cycles;
   const int64_t now = ToNs(t);
-  ledger_->Advance(state, now);
+  // The usage ledger is already charged up to t (Run advances it as time moves forward).
   // The policy sees the uplink load of the rings running now (rebuilt only when they changed).
   if (load_dirty_) {
     state.SetFabricLoad(FabricLoadOf(cluster_, net_));
@@ -303,7 +303,11 @@ StatusOr<RunResult> Engine::Run() {
       tick_pending = true;
     }
     const double t = events_.top().t;
-    // Integrate energy, blocking and tenant usage over [now, t).
+    // Integrate energy, blocking and tenant usage over [now, t). The fair-share ledger is charged
+    // here too, with the jobs that ran over [now, t), before t's finishes release them: charged
+    // only at cycles, after the releases, a job's last stretch would never count (and a job with
+    // no other event during its run nothing at all). The first call only sets the ledger's time.
+    ledger_->Advance(state, ToNs(t));
     const double dt = t - now;
     if (dt > 0) {
       r_.energy_j += PowerNow(state) * dt;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <utility>
+#include <vector>
+
 #include "common/file.h"
 #include "sim/baselines.h"
 #include "sim/test_util.h"
@@ -200,8 +204,7 @@ class LedgerProbe final : public sched::Policy {
 // (jobs 0-1, 0-10,000 s), b recently and less (jobs 2-3, 15,000-16,100 s). At 20,000 s each
 // submits a 16-GPU job (4: a, 5: b) and only one fits. With the default 7-day half-life a's
 // old usage still dominates: b goes first. With a 600 s half-life a's usage has decayed by
-// ~2^-18 and b's by ~2^-6.5: a goes first. (The engine advances the ledger at each cycle with
-// the jobs running then; the arrivals at 5,000 and 15,500 s give cycles inside the runs.)
+// ~2^-18 and b's by ~2^-6.5: a goes first.
 TEST(Engine, FairShareHalfLifeComesFromThePolicyConfig) {
   SimCluster c = OneLeaf(2);
   auto job = [](double submit, double run, int gpus, const char* tenant) {
@@ -235,6 +238,49 @@ TEST(Engine, FairShareHalfLifeComesFromThePolicyConfig) {
   auto fifo = MakePolicy("fifo", {});
   ASSERT_TRUE(fifo.ok());
   EXPECT_DOUBLE_EQ((*fifo)->usage_half_life_s(), 7 * 24 * 3600.0);
+}
+
+// Wraps a policy, gives the ledger a chosen half-life and records, at each cycle, the GPU usage
+// of queue 0 in the ledger the engine hands the policy.
+class UsageProbe final : public sched::Policy {
+ public:
+  UsageProbe(const sched::Policy& inner, double half_life_s) : inner_(inner), half_life_s_(half_life_s) {}
+  std::string_view name() const override { return inner_.name(); }
+  double usage_half_life_s() const override { return half_life_s_; }
+  StatusOr<sched::Decisions> Schedule(const sched::SchedulingInput& in) const override {
+    if (in.usage != nullptr) seen.push_back({in.now_ns, in.usage->usage(sched::QueueId(0)).gpu_milli_s});
+    return inner_.Schedule(in);
+  }
+  mutable std::vector<std::pair<int64_t, double>> seen;  // (now_ns, gpu_milli_s of queue 0)
+
+ private:
+  const sched::Policy& inner_;
+  double half_life_s_;
+};
+
+// A lone 8-GPU job runs 0-100 s with no other event in between; the next job arrives at 1,000 s.
+// The cycle at its finish (100 s) sees its whole 8 x 100 GPU-seconds in the ledger, and the one
+// at 1,000 s the same decayed by 900 s at a 600 s half-life. (Charged at cycles after the
+// finish released it, the job would count nothing.)
+TEST(Engine, FairShareLedgerChargesAJobItsWholeRun) {
+  SimCluster c = OneLeaf(1);
+  Workload w = Jobs({Job(0, 100, 8), Job(1000, 10, 8)});
+  auto fifo = MakePolicy("fifo", {});
+  ASSERT_TRUE(fifo.ok());
+  UsageProbe probe(**fifo, 600);
+  auto r = RunSimulation(c, w, probe, {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->jobs[0].tenant, 0);
+  ASSERT_DOUBLE_EQ(r->jobs[0].finish_s, 100);
+  ASSERT_EQ(probe.seen.size(), 4u);  // cycles at 0, 100, 1000, 1010
+  EXPECT_EQ(probe.seen[0].first, 0);
+  EXPECT_DOUBLE_EQ(probe.seen[0].second, 0);
+  EXPECT_EQ(probe.seen[1].first, 100'000'000'000);
+  EXPECT_NEAR(probe.seen[1].second, 8000.0 * 100, 1e-6);
+  EXPECT_EQ(probe.seen[2].first, 1000'000'000'000);
+  EXPECT_NEAR(probe.seen[2].second, 8000.0 * 100 * std::exp2(-900.0 / 600), 1e-6);
+  // The second job's 10 s are charged by its finish, on top of the decayed first run.
+  EXPECT_NEAR(probe.seen[3].second, 8000.0 * 100 * std::exp2(-910.0 / 600) + 8000.0 * 10, 1e-6);
 }
 
 }  // namespace
