@@ -122,8 +122,8 @@ Status NodePower::Plan(const sched::ClusterState& state, const std::vector<sched
     for (sched::NodeId n : r.nodes) keep[n.value()] = 1;
   }
   // The warm buffer follows recent arrivals, as in the policy's own plan (sched/power.h): the
-  // GPUs of jobs submitted within power.arrival_window_s, pending or running. As there, a job
-  // bound in this cycle is both in `pending` and running in `state`, so it counts twice.
+  // GPUs of jobs submitted within power.arrival_window_s, pending or running. A job bound in this
+  // cycle is in `pending` and running in `state`; RecentArrivalGpus counts it once (as running).
   const int64_t now_ns = now_ms * 1000000;
   const int64_t recent =
       sched::RecentArrivalGpus(state, pending, now_ns, config_.arrival_window_s);

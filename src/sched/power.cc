@@ -12,7 +12,11 @@ int64_t RecentArrivalGpus(const ClusterState& state, const std::vector<JobSpec>&
   auto add = [&](const JobSpec& j) {
     if (j.submit_ns >= since && j.submit_ns <= now_ns) milli += (j.total_milli_gpus() + 999) / 1000 * 1000;
   };
-  for (const JobSpec& j : pending) add(j);
+  // A job bound in this cycle is still in `pending` and already running in `state`: it counts
+  // once, as running (it was submitted once; counting it twice would keep its GPUs awake twice).
+  for (const JobSpec& j : pending) {
+    if (state.FindRunning(j.id) == nullptr) add(j);
+  }
   for (const RunningJob& r : state.running()) add(r.spec);
   return milli / 1000;
 }

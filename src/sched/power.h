@@ -34,7 +34,9 @@ struct PowerInput {
 
 // GPUs (fractions rounded up per job) of the pending and running jobs submitted in the last
 // `window_s` before now; 0 when window_s is 0. Jobs that already finished are not seen, so
-// this is a lower bound on the recent arrivals. O(pending + running).
+// this is a lower bound on the recent arrivals. Each job counts once: one in `pending` that is
+// also running in `state` (bound in this cycle, not yet removed from pending) counts as running.
+// O(pending + running).
 int64_t RecentArrivalGpus(const ClusterState& state, const std::vector<JobSpec>& pending, int64_t now_ns,
                           double window_s);
 
