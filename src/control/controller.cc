@@ -910,6 +910,10 @@ Status Controller::ScheduleOnce() {
         return s;
       };
       std::vector<sched::JobSpec> pending;
+      // Jobs that ended (finished, failed, cancelled) since the ledger's last advance: the
+      // advance below sees only the jobs running now, so their stretch from then (or from their
+      // start) to their end is charged here, or it would never count.
+      std::vector<std::pair<sched::QueueId, sched::QueueUsage>> ended_usage;
       for (const auto& [id, j0] : jobs_) {
         const v1::Job& j = changed.count(id) ? changed.at(id) : j0;
         if (j.state() == "pending") {
@@ -941,6 +945,18 @@ Status Controller::ScheduleOnce() {
           }
           Status s2 = state.Bind(s, p, j.start_ms() * 1000000);
           if (!s2.ok()) return s2.WithContext(fmt::format("re-binding running job {}", id));
+        } else if (!Active(j) && j.start_ms() > 0 && ledger_.last_ns() >= 0 &&
+                   j.end_ms() * 1000000 > ledger_.last_ns()) {
+          const int64_t from_ns = std::max(j.start_ms() * 1000000, ledger_.last_ns());
+          const double dt = static_cast<double>(j.end_ms() * 1000000 - from_ns) * 1e-9;
+          sched::TaskRequest task;
+          task.gpus = j.gpus_per_task();
+          task.gpu_milli = j.gpu_milli();
+          ended_usage.push_back(
+              {sched::QueueId(queue(j.tenant())),
+               {.gpu_milli_s = static_cast<double>(task.milli_gpus()) * j.num_tasks() * dt,
+                .cpu_milli_s = static_cast<double>(j.cpu_milli()) * j.num_tasks() * dt,
+                .memory_byte_s = static_cast<double>(j.memory_bytes()) * j.num_tasks() * dt}});
         }
       }
       for (const auto& [name, n] : nodes_) {
@@ -952,6 +968,7 @@ Status Controller::ScheduleOnce() {
         }
       }
       ledger_.Advance(state, now_ns);
+      for (const auto& [q, u] : ended_usage) ledger_.Add(q, u);
       sched::SchedulingInput in{.state = &state, .pending = &pending, .queues = &queues,
                                 .usage = &ledger_, .now_ns = now_ns, .seed = 0};
       GPOOL_ASSIGN_OR_RETURN(sched::Decisions d, policy_->Schedule(in));

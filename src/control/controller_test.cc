@@ -545,5 +545,34 @@ TEST_F(ControllerTest, CpuAndMemoryRequestsArePlacedAgainstNodes) {
   EXPECT_EQ(Get(second->id()).state(), "pending");
 }
 
+// Fair share counts a job that ran and finished between two scheduling cycles. Tenant a's
+// 8-GPU job runs 4 s on the only node and finishes with no cycle in between; then a and b each
+// submit an 8-GPU job, a first. a's 4 s of use put b ahead. (Charged only from the jobs running
+// at a cycle, a's finished job would count nothing and the older job, a's, would go first.)
+TEST_F(ControllerTest, FairShareChargesAJobThatEndedBetweenCycles) {
+  Open();
+  AddNode("n0");
+  v1::Job a1 = Submit(8, "a");
+  Schedule();
+  ASSERT_EQ(Get(a1.id()).state(), "running");
+  for (int i = 0; i < 4; ++i) {
+    clock_.AdvanceSeconds(1);
+    Beat("n0");
+  }
+  v1::TaskRef done;
+  done.set_job_id(a1.id());
+  done.set_task(0);
+  done.set_attempt(1);
+  Beat("n0", {done});
+  ASSERT_EQ(Get(a1.id()).state(), "finished");
+  v1::Job a2 = Submit(8, "a");
+  clock_.AdvanceSeconds(1);
+  Beat("n0");
+  v1::Job b1 = Submit(8, "b");
+  Schedule();
+  EXPECT_EQ(Get(b1.id()).state(), "running");
+  EXPECT_EQ(Get(a2.id()).state(), "pending");
+}
+
 }  // namespace
 }  // namespace gpool::control
