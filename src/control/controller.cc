@@ -869,19 +869,21 @@ Status Controller::ScheduleOnce() {
       GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state,
                              sched::ClusterState::Create(std::move(spec)));
 
-      // Queues: one per tenant, in name order.
-      std::vector<sched::QueueSpec> queues;
-      std::map<std::string, int> queue_of;
-      auto queue = [&](const std::string& tenant) {
-        auto it = queue_of.find(tenant);
-        if (it != queue_of.end()) return it->second;
+      // Queues: one per tenant, each at its index in tenant_queue_ (new tenants are appended).
+      auto make_queue = [&](const std::string& tenant) {
         sched::QueueSpec q;
         q.name = tenant;
         q.tenant = tenant;
         auto qt = options_.tenant_quotas.find(tenant);
         q.guaranteed_gpus = qt == options_.tenant_quotas.end() ? 0 : qt->second;
-        queues.push_back(q);
-        return queue_of[tenant] = static_cast<int>(queues.size()) - 1;
+        return q;
+      };
+      std::vector<sched::QueueSpec> queues(tenant_queue_.size());
+      for (const auto& [tenant, i] : tenant_queue_) queues[static_cast<size_t>(i)] = make_queue(tenant);
+      auto queue = [&](const std::string& tenant) {
+        auto [it, added] = tenant_queue_.emplace(tenant, static_cast<int>(queues.size()));
+        if (added) queues.push_back(make_queue(tenant));
+        return it->second;
       };
       for (const auto& [name, q] : options_.tenant_quotas) queue(name);
 

@@ -197,6 +197,10 @@ class Controller {
   std::unique_ptr<Store> store_;
   std::unique_ptr<sched::Policy> policy_;
   sched::UsageLedger ledger_;
+  // Tenant -> queue index for the controller's life (under mu_, like ledger_): the ledger keeps
+  // usage by queue index, so a tenant keeps its index across cycles (numbered afresh each
+  // cycle in the order jobs appear, a tenant could inherit another's past usage).
+  std::map<std::string, int> tenant_queue_;
   NodePower power_;  // guarded by mu_
   // Heartbeat: remote-runtime devices and lease for a fractional task (node_agent.h).
   void FillTaskLeaseLocked(const v1::Node& node, const v1::Job& j, const v1::Allocation& a,

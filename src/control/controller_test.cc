@@ -574,5 +574,36 @@ TEST_F(ControllerTest, FairShareChargesAJobThatEndedBetweenCycles) {
   EXPECT_EQ(Get(a2.id()).state(), "pending");
 }
 
+// The ledger keeps usage by queue index: a tenant keeps its index when the jobs that made it
+// appear first are gone. b's job runs 4 s, charged to b; then b's and c's jobs are gone, and a's
+// job comes first in the job table: numbered afresh, a would take b's index and b's usage.
+TEST_F(ControllerTest, FairShareUsageStaysWithItsTenant) {
+  Open();
+  AddNode("n0");
+  v1::Job b1 = Submit(8, "b");
+  Schedule();
+  ASSERT_EQ(Get(b1.id()).state(), "running");
+  for (int i = 0; i < 4; ++i) {
+    clock_.AdvanceSeconds(1);
+    Beat("n0");
+  }
+  v1::Job c1 = Submit(8, "c");
+  Schedule();  // a cycle (c1 pends): b1's 4 s are charged to b
+  ASSERT_EQ(Get(c1.id()).state(), "pending");
+  v1::TaskRef done;
+  done.set_job_id(b1.id());
+  done.set_task(0);
+  done.set_attempt(1);
+  Beat("n0", {done});
+  ASSERT_EQ(Get(b1.id()).state(), "finished");
+  ASSERT_TRUE(c_->Cancel(c1.id()).ok());
+  v1::Job a1 = Submit(8, "a");
+  v1::Job b2 = Submit(8, "b");
+  clock_.AdvanceSeconds(1);
+  Beat("n0");
+  Schedule();
+  EXPECT_EQ(Get(a1.id()).state(), "running") << "b used the GPUs for 4 s, a never did";
+  EXPECT_EQ(Get(b2.id()).state(), "pending");
+}
 }  // namespace
 }  // namespace gpool::control
