@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -31,22 +32,33 @@
 
 namespace gpool::control {
 
-// A port that was free a moment ago (bound to 0, read back, closed). Racy only against other
-// processes picking ports in the same instant.
-inline int PickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return 0;
+// Loopback ports that were free a moment ago (bound to 0, read back, closed). Each is held
+// bound until all are picked, so they are distinct (bind(0) may hand back a port just closed).
+// Racy only against other processes binding in the gap; EtcdTestCluster::Start retries for that.
+inline std::vector<int> PickFreePorts(int n) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof(a);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      if (fd >= 0) ::close(fd);
+      break;
+    }
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
   }
-  ::close(fd);
-  return ntohs(a.sin_port);
+  for (int fd : fds) ::close(fd);
+  if (static_cast<int>(ports.size()) != n) ports.clear();
+  return ports;
+}
+inline int PickFreePort() {
+  std::vector<int> p = PickFreePorts(1);
+  return p.empty() ? 0 : p[0];
 }
 
 struct EtcdTestOptions {
@@ -63,23 +75,16 @@ class EtcdTestCluster {
       return Status::FailedPrecondition(fmt::format(
           "{} not found: install etcd-server (scripts/setup.sh)", options.etcd_binary));
     }
-    std::unique_ptr<EtcdTestCluster> c(new EtcdTestCluster(options));
-    c->dir_ = MakeTempDir("etcd");
-    std::string initial;
-    for (int i = 0; i < options.members; ++i) {
-      Member m;
-      m.name = fmt::format("m{}", i);
-      m.client_port = PickFreePort();
-      m.peer_port = PickFreePort();
-      if (m.client_port == 0 || m.peer_port == 0) return Status::IoError("no free loopback port");
-      initial += fmt::format("{}{}=http://127.0.0.1:{}", initial.empty() ? "" : ",", m.name,
-                             m.peer_port);
-      c->members_.push_back(m);
+    // A member that exits at start most likely lost a port to another process in the gap
+    // between picking and binding (tests run in parallel): start afresh on new ports.
+    Status last;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      std::unique_ptr<EtcdTestCluster> c(new EtcdTestCluster(options));
+      last = c->StartOnce();
+      if (last.ok()) return c;
+      if (last.message().find("exited at start") == std::string::npos) return last;
     }
-    c->initial_cluster_ = initial;
-    for (int i = 0; i < options.members; ++i) GPOOL_RETURN_IF_ERROR(c->Spawn(i));
-    GPOOL_RETURN_IF_ERROR(c->WaitHealthy());
-    return c;
+    return last;
   }
 
   ~EtcdTestCluster() {
@@ -120,6 +125,25 @@ class EtcdTestCluster {
   };
 
   explicit EtcdTestCluster(const EtcdTestOptions& o) : options_(o) {}
+
+  Status StartOnce() {
+    dir_ = MakeTempDir("etcd");
+    const std::vector<int> ports = PickFreePorts(2 * options_.members);
+    if (ports.empty()) return Status::IoError("no free loopback port");
+    std::string initial;
+    for (int i = 0; i < options_.members; ++i) {
+      Member m;
+      m.name = fmt::format("m{}", i);
+      m.client_port = ports[2 * i];
+      m.peer_port = ports[2 * i + 1];
+      initial += fmt::format("{}{}=http://127.0.0.1:{}", initial.empty() ? "" : ",", m.name,
+                             m.peer_port);
+      members_.push_back(m);
+    }
+    initial_cluster_ = initial;
+    for (int i = 0; i < options_.members; ++i) GPOOL_RETURN_IF_ERROR(Spawn(i));
+    return WaitHealthy();
+  }
 
   Status Spawn(int i) {
     Member& m = members_[i];
@@ -162,8 +186,17 @@ class EtcdTestCluster {
         int status = 0;
         if (::waitpid(m.pid, &status, WNOHANG) == m.pid) {
           m.pid = -1;
-          return Status::Internal(fmt::format("etcd member {} exited at start (log {}/{}.log)",
-                                              m.name, dir_, m.name));
+          // The directory goes with the cluster: quote the end of the member's log.
+          std::string tail;
+          if (FILE* f = std::fopen((dir_ + "/" + m.name + ".log").c_str(), "r")) {
+            char buf[4096];
+            size_t got;
+            while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) tail.append(buf, got);
+            std::fclose(f);
+            if (tail.size() > 600) tail = tail.substr(tail.size() - 600);
+          }
+          return Status::Internal(fmt::format("etcd member {} exited at start (status {}); its log ends: {}",
+                                              m.name, status, tail));
         }
         httplib::Client cli("127.0.0.1", m.client_port);
         cli.set_connection_timeout(std::chrono::milliseconds(200));
