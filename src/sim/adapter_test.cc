@@ -15,25 +15,8 @@ namespace {
 using test::Job;
 using test::OneLeaf;
 
-Workload Jobs(std::vector<SimJob> jobs) {
-  Workload w;
-  w.jobs = std::move(jobs);
-  w.Finalize();
-  return w;
-}
-
-StatusOr<RunResult> RunPolicy(const SimCluster& c, const Workload& w, const std::string& policy,
-                              SimFeedback* fb = nullptr) {
-  PolicyContext ctx;
-  ctx.feedback = fb;
-  if (policy == "fgd") {
-    GPOOL_ASSIGN_OR_RETURN(ctx.target, TargetWorkload(c, w));
-  }
-  GPOOL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, ctx));
-  EngineOptions o;
-  o.feedback = fb;
-  return RunSimulation(c, w, *p, o);
-}
+using test::Jobs;
+using test::RunPolicy;
 
 TEST(Adapter, CarriesJobFieldsFromTheTraceToJobSpec) {
   auto w = ParseJobsCsv(

@@ -20,25 +20,8 @@ using test::OneLeaf;
 
 using test::Job;
 
-Workload Jobs(std::vector<SimJob> jobs) {
-  Workload w;
-  w.jobs = std::move(jobs);
-  w.Finalize();
-  return w;
-}
-
-StatusOr<RunResult> RunPolicy(const SimCluster& c, const Workload& w, const std::string& policy,
-                        SimFeedback* fb = nullptr) {
-  PolicyContext ctx;
-  ctx.feedback = fb;
-  if (policy == "fgd") {
-    GPOOL_ASSIGN_OR_RETURN(ctx.target, TargetWorkload(c, w));
-  }
-  GPOOL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, ctx));
-  EngineOptions o;
-  o.feedback = fb;
-  return RunSimulation(c, w, *p, o);
-}
+using test::Jobs;
+using test::RunPolicy;
 
 // Hand-checked under FIFO (no head-of-line blocking): A (8 GPUs, 100 s) at 0 runs 0-100; B (16
 // GPUs, 50 s) at 10 waits for A; C (8 GPUs, 10 s) at 20 runs 20-30; B runs 100-150.

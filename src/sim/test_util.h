@@ -2,8 +2,13 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "common/status.h"
+#include "sim/baselines.h"
 #include "sim/cluster.h"
+#include "sim/engine.h"
 #include "sim/job.h"
 
 namespace gpool::sim::test {
@@ -33,6 +38,28 @@ inline SimJob Job(double submit, double run, int gpus, double comm = 0) {
   j.comm_fraction = comm;
   j.source = "test";
   return j;
+}
+
+// A finalized workload of `jobs` (numbered in submit order).
+inline Workload Jobs(std::vector<SimJob> jobs) {
+  Workload w;
+  w.jobs = std::move(jobs);
+  w.Finalize();
+  return w;
+}
+
+// Runs `policy` (a MakePolicy name) on c and w with the engine's default options, but `fb`.
+inline StatusOr<RunResult> RunPolicy(const SimCluster& c, const Workload& w, const std::string& policy,
+                                     SimFeedback* fb = nullptr) {
+  PolicyContext ctx;
+  ctx.feedback = fb;
+  if (policy == "fgd") {
+    GPOOL_ASSIGN_OR_RETURN(ctx.target, TargetWorkload(c, w));
+  }
+  GPOOL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, ctx));
+  EngineOptions o;
+  o.feedback = fb;
+  return RunSimulation(c, w, *p, o);
 }
 
 }  // namespace gpool::sim::test
