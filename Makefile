@@ -6,16 +6,15 @@ CMAKE_FLAGS ?=
 # Release by default: CI builds everything twice on 2 cores, and debug info doubles link time.
 # Use BUILD_TYPE=RelWithDebInfo (or Debug) when you need a debugger.
 BUILD_TYPE ?= Release
-# Unity builds (docs/ci.md): CMake compiles each target's sources in batches of 8 per translation
-# unit, so the headers' code (CLI11, fmt, json, gtest, protobuf) is generated once per batch:
-# about half the compile CPU of a clean tree, in both trees. Meant to be on by default here, so
-# `make` builds what CI builds; off until a fresh-clone .ci/run has passed with it (docs/ci.md,
-# item 9). Its price is in incremental builds: an edited source recompiles its batch. For an
-# edit-compile loop use UNITY=OFF (switches an existing tree), or a plain `cmake -S . -B dir`
-# (off unless -DGPOOL_UNITY=ON). The unity_clashes test checks the names in every tree.
-# ASAN_UNITY: the same for the sanitizer tree.
-UNITY ?= OFF
-ASAN_UNITY ?= OFF
+# Unity builds (docs/ci.md, item 9): CMake compiles each target's sources in batches of 8 per
+# translation unit, so the headers' code (CLI11, fmt, json, gtest, protobuf) is generated once per
+# batch: about half the compile CPU of a clean tree, in both trees. On, so `make` builds what CI
+# builds (a fresh-clone .ci/run passed with both on: docs/ci.md). Its price is in incremental
+# builds: an edited source recompiles its batch. For an edit-compile loop use UNITY=OFF (switches
+# an existing tree), or a plain `cmake -S . -B dir` (off unless -DGPOOL_UNITY=ON). The
+# unity_clashes test checks the names in every tree. ASAN_UNITY: the same for the sanitizer tree.
+UNITY ?= ON
+ASAN_UNITY ?= ON
 
 .PHONY: all setup build test demo bench asan test-asan fuzz clean
 
