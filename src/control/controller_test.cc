@@ -46,6 +46,21 @@ class ControllerTest : public ControllerFixture {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? *s : v1::HeartbeatResponse();
   }
+  // Advances the clock `seconds` s with one heartbeat from `node` each second.
+  void BeatFor(int seconds, const std::string& node) {
+    for (int i = 0; i < seconds; ++i) {
+      clock_.AdvanceSeconds(1);
+      Beat(node);
+    }
+  }
+  // A heartbeat's report that task 0 of `job_id` finished its first attempt.
+  static v1::TaskRef Done(const std::string& job_id) {
+    v1::TaskRef done;
+    done.set_job_id(job_id);
+    done.set_task(0);
+    done.set_attempt(1);
+    return done;
+  }
   v1::Job Submit(int gpus, const std::string& tenant = "t", int milli = 0) {
     v1::SubmitJobRequest r;
     r.set_tenant(tenant);
@@ -555,15 +570,8 @@ TEST_F(ControllerTest, FairShareChargesAJobThatEndedBetweenCycles) {
   v1::Job a1 = Submit(8, "a");
   Schedule();
   ASSERT_EQ(Get(a1.id()).state(), "running");
-  for (int i = 0; i < 4; ++i) {
-    clock_.AdvanceSeconds(1);
-    Beat("n0");
-  }
-  v1::TaskRef done;
-  done.set_job_id(a1.id());
-  done.set_task(0);
-  done.set_attempt(1);
-  Beat("n0", {done});
+  BeatFor(4, "n0");
+  Beat("n0", {Done(a1.id())});
   ASSERT_EQ(Get(a1.id()).state(), "finished");
   v1::Job a2 = Submit(8, "a");
   clock_.AdvanceSeconds(1);
@@ -583,18 +591,11 @@ TEST_F(ControllerTest, FairShareUsageStaysWithItsTenant) {
   v1::Job b1 = Submit(8, "b");
   Schedule();
   ASSERT_EQ(Get(b1.id()).state(), "running");
-  for (int i = 0; i < 4; ++i) {
-    clock_.AdvanceSeconds(1);
-    Beat("n0");
-  }
+  BeatFor(4, "n0");
   v1::Job c1 = Submit(8, "c");
   Schedule();  // a cycle (c1 pends): b1's 4 s are charged to b
   ASSERT_EQ(Get(c1.id()).state(), "pending");
-  v1::TaskRef done;
-  done.set_job_id(b1.id());
-  done.set_task(0);
-  done.set_attempt(1);
-  Beat("n0", {done});
+  Beat("n0", {Done(b1.id())});
   ASSERT_EQ(Get(b1.id()).state(), "finished");
   ASSERT_TRUE(c_->Cancel(c1.id()).ok());
   v1::Job a1 = Submit(8, "a");
