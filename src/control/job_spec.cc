@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/units.h"
+#include "common/yaml_scalar.h"
 
 namespace gpool::control {
 namespace {
@@ -13,19 +14,13 @@ namespace {
 struct Ctx {
   std::string_view source;
   Status Err(const YAML::Node& n, std::string_view key, const std::string& what) const {
-    return Status::InvalidArgument(
-        fmt::format("{}:{}: {}: {}", source, n.Mark().line + 1, key, what));
+    return YamlError(source, n, key, what);
   }
 };
 
 template <typename T>
 StatusOr<T> Scalar(const Ctx& c, const YAML::Node& n, std::string_view key, const char* want) {
-  if (!n.IsScalar()) return c.Err(n, key, fmt::format("want {}", want));
-  try {
-    return n.as<T>();
-  } catch (const YAML::Exception&) {
-    return c.Err(n, key, fmt::format("want {}, got '{}'", want, n.Scalar()));
-  }
+  return YamlScalar<T>(c.source, n, key, want);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/file.h"
+#include "common/yaml_scalar.h"
 
 namespace gpool::sim {
 namespace {
@@ -18,18 +19,13 @@ struct Ctx {
     return fmt::format("{}:{}", source, n.Mark().line + 1);
   }
   Status Err(const YAML::Node& n, std::string_view key, const std::string& what) const {
-    return Status::InvalidArgument(fmt::format("{}: {}: {}", Where(n), key, what));
+    return YamlError(source, n, key, what);
   }
 };
 
 template <typename T>
 StatusOr<T> Scalar(const Ctx& c, const YAML::Node& n, std::string_view key, const char* want) {
-  if (!n.IsScalar()) return c.Err(n, key, fmt::format("want {}", want));
-  try {
-    return n.as<T>();
-  } catch (const YAML::Exception&) {
-    return c.Err(n, key, fmt::format("want {}, got '{}'", want, n.Scalar()));
-  }
+  return YamlScalar<T>(c.source, n, key, want);
 }
 
 // One queue's settings: a mapping (or empty, for all defaults).
