@@ -96,10 +96,10 @@ while [ $SECONDS -lt $end ]; do
   echo "--- t=${SECONDS}s: $("$GPOOL" jobs "${A[@]}" | tail -1); $("$GPOOL" nodes "${A[@]}" | tail -1)"
 done
 echo
-jobs_out=$("$GPOOL" jobs "${A[@]}")  # whole output first: head would SIGPIPE it
-echo "$jobs_out" | head -12
+jobs_out=$("$GPOOL" jobs "${A[@]}")  # whole output first, then cut with sed, which reads to the end (head would SIGPIPE the writer under pipefail)
+echo "$jobs_out" | sed -n 1,12p
 echo "..."
 echo "research sees only its own jobs: $("$GPOOL" jobs --controller "$addr" --token "$research" | tail -1)"
-"$GPOOL" top --iterations 1 "${A[@]}" | head -14
+"$GPOOL" top --iterations 1 "${A[@]}" | sed -n 1,14p
 curl -sf -H "Authorization: Bearer $metrics" "${http}metrics" | grep -E '^gpool_(queue_length|gpus|nodes|tenant_gpus|job_bind_latency_seconds_(count|sum)|store_commit_seconds_count)' || true
 echo "demo-cluster: done"

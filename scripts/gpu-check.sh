@@ -142,7 +142,7 @@ timed_out() { [[ $1 == 124 || $1 == 137 ]]; }
 echo "== preflight ($( ((emulated)) && echo "emulated: no GPU" || echo "real GPU"))"
 # Containers often mount the driver under /usr/local/nvidia without a loader path to it; NVML
 # (the agent) and libcuda (the server) must be found there too. Appended: never shadows the system.
-if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' && [[ -e /usr/local/nvidia/lib64/libcuda.so.1 ]]; then
+if ! grep -q 'libcuda\.so\.1' <<<"$(ldconfig -p 2>/dev/null)" && [[ -e /usr/local/nvidia/lib64/libcuda.so.1 ]]; then
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/nvidia/lib64
   echo "libcuda.so.1: /usr/local/nvidia/lib64 (added to LD_LIBRARY_PATH)"
 fi
@@ -184,7 +184,7 @@ else
   fi
   ((ngpu > 0)) || die "no GPU visible"
   if [[ -z ${GPOOL_ARCH:-} ]]; then
-    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | sed -n 1p | tr -d ' .')
     GPOOL_ARCH=sm_${cc:-90}
   fi
   backend=(--backend cuda)

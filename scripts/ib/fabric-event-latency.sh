@@ -52,7 +52,7 @@ wait_until() {  # JQ_CONDITION: polls health; prints nothing
 # The first watcher line after line $1 matching $2: prints "trap recv probed reported".
 split_of() {
   for _ in $(seq 500); do
-    l=$(tail -n +"$(($1 + 1))" "$W/watch.log" | grep -m1 -E "$2" || true)
+    l=$(grep -m1 -E "$2" <<<"$(tail -n +"$(($1 + 1))" "$W/watch.log")" || true)
     [ -n "$l" ] && break; sleep 0.02
   done
   echo "$l" | sed -n 's/.*trap_ns=\([0-9]*\) recv_ns=\([0-9]*\) probed_ns=\([0-9]*\) reported_ns=\([0-9]*\).*/\1 \2 \3 \4/p'
@@ -106,7 +106,7 @@ cols = list(zip(*rows))
 print(f"{sys.argv[2]:12} n={len(rows)} " + " | ".join(f"{p50(c)}/{max(c)}" for c in cols))
 PY
 done
-grep -c . "$W/watch.err" >/dev/null && { echo "watcher warnings:"; sort "$W/watch.err" | uniq -c | sort -rn | head -5; } || true
+grep -c . "$W/watch.err" >/dev/null && { echo "watcher warnings:"; sort "$W/watch.err" | uniq -c | sort -rn | sed -n 1,5p; } || true
 t0=$(now); for _ in 1 2 3 4 5; do health >/dev/null; done
 echo "one \`gpool fabric health -o json\` call (CLI start + RPC + JSON of 2,268 hosts): $(($(ms "$t0" "$(now)") / 5)) ms"
 echo "watcher: $(grep -c '^change' "$W/watch.log") changes, $(ups) OpenSM sweeps seen"

@@ -46,7 +46,7 @@ j3=$("$GPOOL" submit --gpus 1 --controller "$ADDR" -- sh -c 'echo bad >&2; exit 
 wait_for 20 "job $j2 finished" state_is "$j2" finished
 grep -qx "CUDA_VISIBLE_DEVICES=0,1" "$TMP/env.$j2" || fail "2-GPU job: $(grep CUDA_VISIBLE "$TMP/env.$j2")"
 wait_for 20 "job $j3 failed" state_is "$j3" failed
-"$GPOOL" jobs describe "$j3" -o json --controller "$ADDR" | grep -q '"exit_code": 7' || fail "exit code 7 not recorded"
+grep -q '"exit_code": 7' <<<"$("$GPOOL" jobs describe "$j3" -o json --controller "$ADDR")" || fail "exit code 7 not recorded"
 grep -qx "bad" "$TMP/logs/$j3.0.err" || fail "stderr not in the task log"
 
 # 4. Cancel a long job whose task ignores SIGTERM and has a child: all of it dies.
@@ -65,7 +65,7 @@ grep -q "SIGKILL" "$TMP/agent.log" || fail "agent log has no SIGKILL escalation"
 # 5. A command that does not exist: the job fails with 127.
 j5=$("$GPOOL" submit --gpus 1 --controller "$ADDR" -- /nonexistent/gpool-test-binary)
 wait_for 20 "job $j5 failed" state_is "$j5" failed
-"$GPOOL" jobs describe "$j5" -o json --controller "$ADDR" | grep -q '"exit_code": 127' || fail "exit 127 not recorded"
+grep -q '"exit_code": 127' <<<"$("$GPOOL" jobs describe "$j5" -o json --controller "$ADDR")" || fail "exit 127 not recorded"
 
 # 6. A fraction of a GPU: the remoting runtime with a signed lease for its share.
 j6=$("$GPOOL" submit --gpu-fraction 0.5 --gpu-mem 1GiB --controller "$ADDR" -- sh -c "env > $TMP/env.\$GPOOL_JOB_ID")

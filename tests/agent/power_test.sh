@@ -22,7 +22,7 @@ start_controller --policy-config \
 AGENT_PIDS=$!
 wait_for 30 "3 of 4 hollow nodes off" power_count_is off 3
 power_count_is on 1 || fail "the warm buffer (one 8-GPU node) is not on"
-"$GPOOL" nodes --controller "$ADDR" | grep -q " off " || fail "gpool nodes does not show off nodes"
+grep -q " off " <<<"$("$GPOOL" nodes --controller "$ADDR")" || fail "gpool nodes does not show off nodes"
 j=$("$GPOOL" submit --gpus 16 --duration 1s --controller "$ADDR" -- sleep 1)
 wait_for 30 "16-GPU job finished after resume" state_is "$j" finished
 grep -q "power off -> resuming" "$TMP/ctl.log" || fail "no resume decision in the controller log"

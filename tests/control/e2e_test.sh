@@ -88,7 +88,7 @@ start_controller "$ADDR" ctl2.log
 for _ in $(seq 100); do [ "$(jobs_json | count_state running)" = 4 ] && break; sleep 0.1; done
 after=$(jobs_json)
 for id in "${acked[@]}"; do
-  echo "$after" | grep -q "\"$id\"" || fail "acknowledged job $id lost in the restart (acked: ${acked[*]}; listed after: $(echo "$after" | python3 -c 'import json,sys; print(" ".join(j["id"]+":"+j["state"] for j in json.load(sys.stdin).get("jobs",[])))' 2>&1))"
+  grep -q "\"$id\"" <<<"$after" || fail "acknowledged job $id lost in the restart (acked: ${acked[*]}; listed after: $(echo "$after" | python3 -c 'import json,sys; print(" ".join(j["id"]+":"+j["state"] for j in json.load(sys.stdin).get("jobs",[])))' 2>&1))"
 done
 r=$(echo "$after" | check_no_double); [ "$r" = OK ] || fail "after restart: $r"
 [ "$(echo "$after" | count_state running)" = 4 ] || fail "expected 4 running after the restart"

@@ -59,7 +59,7 @@ wait_etcd() {  # every member started by us reports healthy (it has a raft leade
   for i in $(seq 0 $((NE - 1))); do
     [ -n "${PIDS[etcd$i]:-}" ] || continue
     for _ in $(seq 300); do
-      curl -sf --max-time 1 "http://127.0.0.1:${EC[$i]}/health" | grep -q '"true"' && continue 2
+      grep -q '"true"' <<<"$(curl -sf --max-time 1 "http://127.0.0.1:${EC[$i]}/health")" && continue 2
       sleep 0.1
     done
     fail "etcd member $i not healthy"
@@ -185,7 +185,7 @@ fencing)
   n=$(echo "$J" | python3 -c 'import json,sys; print(sum(1 for j in json.load(sys.stdin)["jobs"] if j.get("client_request_id")=="to-paused"))')
   [ "$n" -le 1 ] || fail "the submit to the paused leader was written $n times"
   [ "$(leader_index)" = "$NL" ] || fail "leadership moved back to the paused leader"
-  grep -h "fenced write was refused\|no longer the leader" "$TMP/ctl$L.log" | head -2
+  grep -h "fenced write was refused\|no longer the leader" "$TMP/ctl$L.log" | sed -n 1,2p
   # On resuming, the old leader's view is stale (its nodes missed heartbeats for the pause), so
   # its first cycle wants to requeue job 1: that write must not have landed.
   before_state=$(echo "$J" | python3 -c 'import json,sys; print([j["state"] for j in json.load(sys.stdin)["jobs"] if j["id"]=="j00000001"][0])')

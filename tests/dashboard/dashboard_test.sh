@@ -74,21 +74,21 @@ dump() {
     >"$2" 2>"$TMP/chrome.err" || fail "chromium failed on $1"
 }
 attr() { sed -n "s/.*<body[^>]* $1=\"\([^\"]*\)\".*/\1/p" "$2"; }
-text_of() { sed -n "s/.*id=\"$1\"[^>]*>\([^<]*\)<.*/\1/p" "$2" | head -1; }
+text_of() { sed -n "s/.*id=\"$1\"[^>]*>\([^<]*\)<.*/\1/p" "$2" | sed -n 1p; }
 
 # A job through the CLI, with a command that would be markup if the page did not escape it.
 JOB=$("$GPOOL" submit --controller "$ADDR" --token "$RESEARCH" --gpus 16 --duration 600s \
       -- python train.py '<img src=x onerror=document.title=1>') || fail "submit failed"
 PJOB=$("$GPOOL" submit --controller "$ADDR" --token "$PROD" --gpus 8 --cpus 2.5 --mem 16GiB \
         --duration 600s -- serve) || fail "prod submit failed"
-"$GPOOL" jobs describe "$PJOB" --controller "$ADDR" --token "$PROD" | grep -q 'CPU, memory: 2.5 CPUs, 16 GiB per task' ||
+grep -q 'CPU, memory: 2.5 CPUs, 16 GiB per task' <<<"$("$GPOOL" jobs describe "$PJOB" --controller "$ADDR" --token "$PROD")" ||
   fail "describe does not show the CPU/memory request: $("$GPOOL" jobs describe "$PJOB" --controller "$ADDR" --token "$PROD")"
 for j in "$JOB" "$PJOB"; do
   for _ in $(seq 100); do
-    "$GPOOL" jobs describe "$j" --controller "$ADDR" --token "$ADMIN" -o json | grep -q '"running"' && break
+    grep -q '"running"' <<<"$("$GPOOL" jobs describe "$j" --controller "$ADDR" --token "$ADMIN" -o json)" && break
     sleep 0.1
   done
-  "$GPOOL" jobs describe "$j" --controller "$ADDR" --token "$ADMIN" -o json | grep -q '"running"' ||
+  grep -q '"running"' <<<"$("$GPOOL" jobs describe "$j" --controller "$ADDR" --token "$ADMIN" -o json)" ||
     fail "$j not running"
 done
 

@@ -30,7 +30,7 @@ for _ in $(seq 100); do
   [ "$n" = 32 ] && break; sleep 0.1
 done
 [ "$n" = 32 ] || fail "expected the fabric's 32 hosts as nodes, got $n"
-"$GPOOL" nodes "${C[@]}" | grep -q '^host0001 ' || fail "nodes are not named after the fabric's hosts"
+grep -q '^host0001 ' <<<"$("$GPOOL" nodes "${C[@]}")" || fail "nodes are not named after the fabric's hosts"
 
 wait_running() {  # $1 = job id; prints its nodes, one per line
   for _ in $(seq 100); do
@@ -73,7 +73,7 @@ grep -q "4 links, 3 switches" "$TMP/path.txt" || fail "unexpected path: $(cat "$
 uplink=$("$GPOOL" fabric path "$a" "$b" -o json "${C[@]}" | python3 -c '
 import json,sys; l=json.load(sys.stdin)["links"][1]; print("%s[%d]" % (l["a"], l["a_port"]))')
 leaf_a=$(leaf_of "$a")
-"$GPOOL" fabric show "${C[@]}" | grep -q "$j2" || fail "fabric show lists no link loaded by $j2"
+grep -q "$j2" <<<"$("$GPOOL" fabric show "${C[@]}")" || fail "fabric show lists no link loaded by $j2"
 
 # Partitions: red and blue each have their hosts' GUIDs, blue with SL 3.
 for _ in $(seq 50); do grep -q "^blue=" "$TMP/partitions.conf" 2>/dev/null && break; sleep 0.1; done
@@ -98,7 +98,7 @@ assert any("%s[%d]" % (l["a"], l["a_port"]) == link or "%s[%d]" % (l["b"], l["b_
 assert any(d["name"] == leaf for d in h["degraded"]), "leaf %s not degraded" % leaf
 assert [j["id"] for j in h["affected_jobs"]] == [job], "affected: %s" % h["affected_jobs"]
 PY
-"$GPOOL" fabric health "${C[@]}" | grep -q "DEGRADED" || fail "health table does not say DEGRADED"
+grep -q "DEGRADED" <<<"$("$GPOOL" fabric health "${C[@]}")" || fail "health table does not say DEGRADED"
 
 # The first free leaf (where the next gang would go) loses an uplink: a new 4-node gang avoids it.
 free_leaf=$("$GPOOL" fabric show -o json "${C[@]}" | BUSY="${n1[*]} ${n2[*]}" python3 -c '
@@ -117,9 +117,9 @@ for n in "${n3[@]}"; do [ "$(leaf_of "$n")" != "$free_leaf" ] || fail "j3 placed
 # Back up: healthy after the hold-down, nobody affected.
 "$GPOOL" fabric report --link "$uplink" --state up "${C[@]}" >/dev/null
 for _ in $(seq 50); do
-  "$GPOOL" fabric health "${C[@]}" | head -1 | grep -q '^healthy' && break; sleep 0.1
+  grep -q '^healthy' <<<"$("$GPOOL" fabric health "${C[@]}" | sed -n 1p)" && break; sleep 0.1
 done
-"$GPOOL" fabric health "${C[@]}" | head -1 | grep -q '^healthy' || fail "not healthy after the link came back"
+grep -q '^healthy' <<<"$("$GPOOL" fabric health "${C[@]}" | sed -n 1p)" || fail "not healthy after the link came back"
 
 # Membership follows job end: cancelling j2 empties blue's partition
 "$GPOOL" jobs cancel "$j2" "${C[@]}" >/dev/null

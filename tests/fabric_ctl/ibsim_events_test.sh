@@ -70,7 +70,7 @@ done
 mapfile -t nodes < <("$GPOOL" jobs describe "$job" -o json "${C[@]}" |
   python3 -c 'import json,sys; [print(a["node"]) for a in json.load(sys.stdin)["allocations"]]')
 [ "${#nodes[@]}" = 8 ] || fail "unexpected placement: ${nodes[*]}"
-"$GPOOL" fabric health "${C[@]}" | head -1 | grep -q '^healthy' || fail "not healthy at start"
+grep -q '^healthy' <<<"$("$GPOOL" fabric health "${C[@]}" | sed -n 1p)" || fail "not healthy at start"
 
 wait_health() {  # PYTHON_CONDITION_ON_h: polls health (the event path has no fixed delay)
   for _ in $(seq 150); do

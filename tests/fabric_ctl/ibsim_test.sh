@@ -68,18 +68,18 @@ pkeys_of() { ibsim_run 20 smpquery -G pkeys "$1" 1 | grep -o '0x[0-9a-f]\{4\}' |
 # OpenSM got SIGHUP when the files changed: wait for the red ports to carry red's P_Key.
 ok=
 for _ in $(seq 60); do
-  if pkeys_of "${rg[0]}" | grep -q "$full_red" && pkeys_of "${rg[1]}" | grep -q "$full_red"; then ok=1; break; fi
+  if grep -q "$full_red" <<<"$(pkeys_of "${rg[0]}")" && grep -q "$full_red" <<<"$(pkeys_of "${rg[1]}")"; then ok=1; break; fi
   sleep 0.5
 done
 [ -n "$ok" ] || fail "red ports never got P_Key $full_red: $(pkeys_of "${rg[0]}")"
-pkeys_of "${bg[0]}" | grep -q "$full_red" && fail "a blue port has red's P_Key"
+grep -q "$full_red" <<<"$(pkeys_of "${bg[0]}")" && fail "a blue port has red's P_Key"
 r1=$(lid_of "${rg[0]}"); r2=$(lid_of "${rg[1]}"); b1=$(lid_of "${bg[0]}")
 [ -n "$r1" ] && [ -n "$r2" ] && [ -n "$b1" ] || fail "no LIDs ($r1 $r2 $b1)"
 pr=$(ibsim_run 20 saquery -p --slid "$r1" --dlid "$r2" --pkey "0x$rk")
-echo "$pr" | grep -qiE "pkey\.*0x8?0*${rk#"${rk%%[!0]*}"}$" || fail "red path record lacks P_Key 0x$rk: $pr"
-echo "$pr" | grep -q "sl\.*0x2$" || fail "red path record lacks SL 2: $pr"
+grep -qiE "pkey\.*0x8?0*${rk#"${rk%%[!0]*}"}$" <<<"$pr" || fail "red path record lacks P_Key 0x$rk: $pr"
+grep -q "sl\.*0x2$" <<<"$pr" || fail "red path record lacks SL 2: $pr"
 cross=$(ibsim_run 20 saquery -p --slid "$r1" --dlid "$b1" 2>/dev/null || true)
-echo "$cross" | grep -q "dlid" && fail "a path between red and blue exists: $cross"
+grep -q "dlid" <<<"$cross" && fail "a path between red and blue exists: $cross"
 
 # Failure on the real stack: blue's gang spans two leaves; unlink the uplink that one of its
 # ring flows (task i -> task i+1, docs/control-plane.md) takes.
@@ -105,15 +105,15 @@ assert [j["id"] for j in h["affected_jobs"]] == [job], h["affected_jobs"]
 PY
 ibsim_console "ReLink \"$sw\"[$port]" >/dev/null || fail "ibsim refused ReLink"
 for _ in $(seq 100); do
-  "$GPOOL" fabric health "${C[@]}" | head -1 | grep -q '^healthy' && break; sleep 0.2
+  grep -q '^healthy' <<<"$("$GPOOL" fabric health "${C[@]}" | sed -n 1p)" && break; sleep 0.2
 done
-"$GPOOL" fabric health "${C[@]}" | head -1 | grep -q '^healthy' || fail "not healthy after ReLink"
+grep -q '^healthy' <<<"$("$GPOOL" fabric health "${C[@]}" | sed -n 1p)" || fail "not healthy after ReLink"
 
 # Membership follows job end: cancel red, its ports lose the P_Key.
 "$GPOOL" jobs cancel "$red" "${C[@]}" >/dev/null
 ok=
 for _ in $(seq 60); do
-  pkeys_of "${rg[0]}" | grep -q "$full_red" || { ok=1; break; }
+  grep -q "$full_red" <<<"$(pkeys_of "${rg[0]}")" || { ok=1; break; }
   sleep 0.5
 done
 [ -n "$ok" ] || fail "red's port kept P_Key $full_red after the job ended"

@@ -62,7 +62,7 @@ grep -qF "FAIL struct_param: gpool run timed out (step limit 8s" "$tmp/bad.log" 
 grep -qF "PASS multi_device 1 (gpool, emulated): PASS multi_device fake" "$tmp/bad.log" ||
   fail "the samples after a hang did not run"
 grep -qF "== summary: 11 passed, 2 failed, 1 notes" "$tmp/bad.log" || fail "wrong summary"
-tail -1 "$tmp/bad.log" | grep -qx "gpu-check: FAIL" || fail "last line is not 'gpu-check: FAIL'"
+grep -qx "gpu-check: FAIL" <<<"$(tail -1 "$tmp/bad.log")" || fail "last line is not 'gpu-check: FAIL'"
 
 # 3. The run's --budget: once spent, the remaining steps get 1 s each; the run still ends with
 #    its summary (which steps pass in 1 s depends on the machine's load; the hang never does).
