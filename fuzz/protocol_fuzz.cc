@@ -41,6 +41,8 @@ void DecodeAs(const Frame& f) {
     case Op::kSetDeviceFlags: Body<SetDeviceFlags>(f); break;
     case Op::kGetDeviceFlags: Body<GetDeviceFlags>(f); Body<U64Value>(f); break;
     case Op::kPeerAccess: Body<PeerAccess>(f); break;
+    case Op::kMemcpy2DAsync: Body<Memcpy2DAsync>(f); break;
+    case Op::kMemset2D: Body<Memset2D>(f); break;
     default: Body<StreamWaitEvent>(f); Body<Memset>(f); Body<Symbol>(f); break;
   }
 }

@@ -19,7 +19,7 @@ constexpr OpInfo kOps[] = {
     {"MemcpyD2H", false},
     {"MemcpyD2D", true},
     {"Memset", true},
-    {"Memcpy2D", false},  // async for H2D/D2D is decided by the client; the server replies always
+    {"Memcpy2D", false},  // always replied to; posted 2-D copies are Memcpy2DAsync
     {"RegisterModule", true},
     {"RegisterFunction", true},
     {"RegisterVar", true},
@@ -47,6 +47,8 @@ constexpr OpInfo kOps[] = {
     {"SetDeviceFlags", false},
     {"GetDeviceFlags", false},
     {"PeerAccess", false},
+    {"Memcpy2DAsync", true},  // version 3
+    {"Memset2D", true},
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kMaxOp), "OpInfo table out of date");
 

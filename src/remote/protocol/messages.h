@@ -1,4 +1,4 @@
-// gpool's remoting protocol (version 2; see kVersion): operations, message layouts, framing.
+// gpool's remoting protocol (version 3; see kVersion): operations, message layouts, framing.
 //
 // One transport message carries a batch: a header {magic u32 'GPR1', version u16, frames u16}
 // followed by frames {op u16, flags u16, length u32, payload}. Batching lets the client send a
@@ -30,11 +30,12 @@
 namespace gpool::remote::proto {
 
 inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
-// Version 2 added DeviceSetLimit, DeviceGetLimit, SetDeviceFlags, GetDeviceFlags and PeerAccess. Every
+// Version 2 added DeviceSetLimit, DeviceGetLimit, SetDeviceFlags, GetDeviceFlags and PeerAccess;
+// version 3 Memcpy2DAsync and Memset2D (2-D copies to the device and 2-D memsets, posted). Every
 // message carries the version and both sides demand their own, so a client and a server of
 // different versions fail at Hello with "protocol version N not supported", never at the first
 // op the other side does not know.
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr uint16_t kReply = 0x8000;
 inline constexpr size_t kMaxFramesPerMessage = 65535;
 // Large copies are cut into chunks of this size and pipelined.
@@ -81,6 +82,8 @@ enum class Op : uint16_t {
   kSetDeviceFlags,
   kGetDeviceFlags,
   kPeerAccess,
+  kMemcpy2DAsync,  // version 3
+  kMemset2D,
   kMaxOp,  // one past the last; new ops go above this line
 };
 
@@ -236,6 +239,23 @@ struct Memcpy2D {
   template <class V> void Visit(V& v) {
     v(kind, "kind"); v(dst, "dst"); v(dpitch, "dpitch"); v(src, "src"); v(spitch, "spitch");
     v(width, "width"); v(height, "height"); v(stream, "stream"); v(data, "data");
+  }
+};
+// The same 2-D copy posted without a reply (protocol v3): kHostToDevice or kDeviceToDevice only
+// (a device-to-host copy needs a reply: Memcpy2D). Its error is deferred to the next reply.
+struct Memcpy2DAsync : Memcpy2D {
+  GPOOL_MSG(Memcpy2DAsync);
+};
+// cudaMemset2D(Async) as one request (protocol v3): `height` rows of `width` bytes, `pitch` apart,
+// set to the low byte of `value`. Posted; its error is deferred to the next reply.
+struct Memset2D {
+  GPOOL_MSG(Memset2D);
+  uint64_t dst = 0, pitch = 0;
+  uint32_t value = 0;
+  uint64_t width = 0, height = 0, stream = 0;
+  template <class V> void Visit(V& v) {
+    v(dst, "dst"); v(pitch, "pitch"); v(value, "value"); v(width, "width"); v(height, "height");
+    v(stream, "stream");
   }
 };
 struct RegisterModule {

@@ -72,6 +72,56 @@ TEST(Protocol, DeviceConfigOpsRoundTrip) {
             std::string::npos);
 }
 
+// Version 3's posted 2-D ops: Memcpy2DAsync (the Memcpy2D body under an op with no reply) and
+// Memset2D; a version 2 peer is refused by number.
+TEST(Protocol, Version3TwoDimensionalOpsRoundTripAndArePosted) {
+  BatchWriter w;
+  std::vector<std::byte> rows(6, std::byte{5});
+  Memcpy2DAsync c;
+  c.kind = static_cast<uint8_t>(CopyKind::kHostToDevice);
+  c.dst = 0x1000;
+  c.dpitch = 512;
+  c.width = 3;
+  c.height = 2;
+  c.stream = 7;
+  c.data = rows;
+  w.AddRequest(c);
+  Memset2D m{.dst = 0x2000, .pitch = 256, .value = 0xab, .width = 100, .height = 4096, .stream = 9};
+  w.AddRequest(m);
+  auto msg = Copy(w.Finish());
+  auto frames = ParseMessage(msg);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  ASSERT_EQ(frames->size(), 2u);
+  EXPECT_STREQ(OpName((*frames)[0].op), "Memcpy2DAsync");
+  EXPECT_STREQ(OpName((*frames)[1].op), "Memset2D");
+  EXPECT_TRUE(GetOpInfo((*frames)[0].op)->async);
+  EXPECT_TRUE(GetOpInfo((*frames)[1].op)->async);
+  EXPECT_FALSE(GetOpInfo(static_cast<uint16_t>(Op::kMemcpy2D))->async);
+  Memcpy2DAsync c2;
+  ASSERT_TRUE(DecodeBody((*frames)[0], &c2).ok());
+  EXPECT_EQ(c2.dpitch, 512u);
+  EXPECT_EQ(c2.height, 2u);
+  EXPECT_EQ(c2.stream, 7u);
+  ASSERT_EQ(c2.data.size(), 6u);
+  Memset2D m2;
+  ASSERT_TRUE(DecodeBody((*frames)[1], &m2).ok());
+  EXPECT_EQ(m2.pitch, 256u);
+  EXPECT_EQ(m2.value, 0xabu);
+  EXPECT_EQ(m2.width, 100u);
+  EXPECT_EQ(m2.height, 4096u);
+  EXPECT_EQ(m2.stream, 9u);
+  // A truncated Memset2D names its op and field.
+  Frame cut = (*frames)[1];
+  cut.payload = cut.payload.subspan(0, 20);
+  Status st = DecodeBody(cut, &m2);
+  EXPECT_NE(st.message().find("Memset2D"), std::string::npos) << st.ToString();
+
+  auto v2 = msg;
+  v2[4] = std::byte{2};
+  EXPECT_NE(ParseMessage(v2).status().message().find("protocol version 2 not supported"),
+            std::string::npos);
+}
+
 TEST(Protocol, TailBlobIsSentAsSeparatePart) {
   BatchWriter w;
   std::vector<std::byte> data(1000, std::byte{3});

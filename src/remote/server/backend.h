@@ -102,6 +102,18 @@ class Backend {
   virtual Result CopyD2D(uint64_t dst, uint64_t src, uint64_t size, uint64_t stream) = 0;
   virtual Result Memset(uint64_t dst, uint8_t value, uint64_t size, uint64_t stream) = 0;
   virtual Result Copy2D(const proto::Memcpy2D& c, std::byte* host_out) = 0;
+  // cudaMemset2D: `height` rows of `width` bytes, `pitch` apart. Default: one Memset per row
+  // (right for any backend and for decorators, which check each row through their Memset); the
+  // emulated backend checks the whole range once, the cuda one calls cuMemsetD2D8Async.
+  virtual Result Memset2D(uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
+                          uint64_t height, uint64_t stream) {
+    if (width == 0 || height == 0) return {};
+    if (pitch < width) return Err(kErrInvalidValue, "2-D memset: pitch < width");
+    for (uint64_t row = 0; row < height; ++row) {
+      if (Result r = Memset(dst + row * pitch, value, width, stream); !r.ok()) return r;
+    }
+    return {};
+  }
 
   virtual Result LoadModule(uint64_t module, std::span<const std::byte> image) = 0;
   virtual Result RegisterFunction(uint64_t module, uint64_t func, const std::string& name) = 0;

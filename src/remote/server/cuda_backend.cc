@@ -422,6 +422,18 @@ class CudaBackend final : public Backend {
     if (Result r = Stream(stream, DevOf(dst), &s); !r.ok()) return r;
     return R("cuMemsetD8Async", cu_.cuMemsetD8Async(dst, value, size, s));
   }
+  Result Memset2D(uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width, uint64_t height,
+                  uint64_t stream) override {
+    if (width == 0 || height == 0) return {};
+    if (pitch < width) return Err(kErrInvalidValue, "2-D memset: pitch < width");
+    if (height - 1 > (UINT64_MAX - width) / pitch) {
+      return Err(kErrInvalidValue, fmt::format("2-D memset: {} rows of pitch {} overflow", height, pitch));
+    }
+    if (Result r = CheckRange(dst, (height - 1) * pitch + width, "2-D memset"); !r.ok()) return r;
+    CUstream s = nullptr;
+    if (Result r = Stream(stream, DevOf(dst), &s); !r.ok()) return r;
+    return R("cuMemsetD2D8Async", cu_.cuMemsetD2D8Async(dst, pitch, value, width, height, s));
+  }
   Result Copy2D(const proto::Memcpy2D& c, std::byte* host_out) override {
     auto kind = static_cast<proto::CopyKind>(c.kind);
     CUstream s = nullptr;

@@ -47,6 +47,8 @@
   X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", nullptr, CUdeviceptr, CUdeviceptr, size_t,       \
     CUstream)                                                                                   \
   X(cuMemsetD8Async, "cuMemsetD8Async", nullptr, CUdeviceptr, unsigned char, size_t, CUstream)  \
+  X(cuMemsetD2D8Async, "cuMemsetD2D8Async", nullptr, CUdeviceptr, size_t, unsigned char, size_t, \
+    size_t, CUstream)                                                                           \
   X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", nullptr, const CUDA_MEMCPY2D*, CUstream)             \
   X(cuModuleLoadData, "cuModuleLoadData", nullptr, CUmodule*, const void*)                      \
   X(cuModuleUnload, "cuModuleUnload", nullptr, CUmodule)                                        \

@@ -296,6 +296,21 @@ class EmulatedBackend final : public Backend {
     if (size) std::memset(reinterpret_cast<void*>(dst), value, size);
     return {};
   }
+  Result Memset2D(uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width, uint64_t height,
+                  uint64_t stream) override {
+    if (Result r = CheckStream(stream); !r.ok()) return r;
+    if (width == 0 || height == 0) return {};
+    if (pitch < width) return Err(kErrInvalidValue, "2-D memset: pitch < width");
+    // The rows span [dst, dst + (height-1)*pitch + width): one check for all of them.
+    if (height - 1 > (UINT64_MAX - width) / pitch) {
+      return Err(kErrInvalidValue, fmt::format("2-D memset: {} rows of pitch {} overflow", height, pitch));
+    }
+    if (Result r = CheckRange(dst, (height - 1) * pitch + width, "2-D memset"); !r.ok()) return r;
+    for (uint64_t row = 0; row < height; ++row) {
+      std::memset(reinterpret_cast<void*>(dst + row * pitch), value, width);
+    }
+    return {};
+  }
   Result Copy2D(const proto::Memcpy2D& c, std::byte* host_out) override {
     if (Result r = CheckStream(c.stream); !r.ok()) return r;
     if (c.height == 0 || c.width == 0) return {};

@@ -74,6 +74,10 @@ class LeaseGuardBackend final : public Backend {
   Result Memset(uint64_t dst, uint8_t value, uint64_t size, uint64_t stream) override {
     return inner_->Memset(dst, value, size, stream);
   }
+  Result Memset2D(uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width, uint64_t height,
+                  uint64_t stream) override {
+    return inner_->Memset2D(dst, pitch, value, width, height, stream);
+  }
   Result Copy2D(const proto::Memcpy2D& c, std::byte* host_out) override {
     return inner_->Copy2D(c, host_out);
   }

@@ -279,9 +279,10 @@ void GpuServer::RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, Session
   const SessionStats& stats = s.stats();
   if (!st.ok()) GPOOL_LOG_WARN("gpu-server: session {} closed: {}", session, st.ToString());
   GPOOL_LOG_INFO(
-      "gpu-server: session {} ended: {} requests, {} launches, {:.3f} s kernel time "
+      "gpu-server: session {} ended: {} requests, {} replies, {} launches, {:.3f} s kernel time "
       "(compute share {:.2f}, {} launches waited their turn), peak memory {} bytes",
-      session, stats.requests, stats.launches, stats.kernel_ns / 1e9, limits.compute_share,
+      session, stats.requests, stats.replies, stats.launches, stats.kernel_ns / 1e9,
+      limits.compute_share,
       stats.share_waits, stats.peak_memory);
   // Exit without running destructors of state inherited from the parent.
   _exit(st.ok() ? 0 : 3);

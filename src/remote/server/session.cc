@@ -156,6 +156,7 @@ void Session::Defer(const char* op, Result r) {
 }
 
 Status Session::SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail) {
+  ++stats_.replies;
   ReplyHead head{.error = r.code, .message = std::move(r.message)};
   if (!deferred_.ok()) {
     head.async_error = deferred_.code;
@@ -282,6 +283,21 @@ Status Session::Handle(const Frame& f) {
           r = backend_->Copy2D(q, nullptr);
         }
         return SendReply(f.op, r, d, d.data);
+      });
+    case Op::kMemcpy2DAsync:
+      return Async<Memcpy2DAsync>(f, [&](Memcpy2DAsync& q) {
+        if (q.kind != static_cast<uint8_t>(CopyKind::kHostToDevice) &&
+            q.kind != static_cast<uint8_t>(CopyKind::kDeviceToDevice)) {
+          return Err(kErrInvalidMemcpyDirection,
+                     fmt::format("posted 2-D copy of kind {} (only host-to-device and "
+                                 "device-to-device have no reply)", q.kind));
+        }
+        return backend_->Copy2D(q, nullptr);
+      });
+    case Op::kMemset2D:
+      return Async<Memset2D>(f, [&](Memset2D& q) {
+        return backend_->Memset2D(q.dst, q.pitch, static_cast<uint8_t>(q.value), q.width,
+                                  q.height, q.stream);
       });
     case Op::kRegisterModule:
       return Async<RegisterModule>(f, [&](RegisterModule& q) { return backend_->LoadModule(q.module, q.image); });

@@ -32,6 +32,7 @@ struct SessionStats {
   uint64_t peak_memory = 0;
   uint64_t share_waits = 0;  // launches that waited for other sessions' turns
   uint64_t h2d_in_place = 0;  // host-to-device chunks received straight into their target
+  uint64_t replies = 0;  // replies sent: the round trips the client waited for (at most)
 };
 
 // A host-to-device chunk that is its message's last frame is received straight into place: the
