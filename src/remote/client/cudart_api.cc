@@ -386,8 +386,15 @@ cudaError_t Memset(void* p, int value, size_t n, cudaStream_t stream) {
   return Post(l, m);
 }
 
+// cudaMemcpy2D(Async). Host-to-device and device-to-device copies return nothing: posted on the
+// stream (Memcpy2DAsync), their errors surface at the next synchronizing call, as 1-D copies'.
+// Device-to-host: `async_call` into pinned or registered memory returns once the requests are
+// out and the rows land by the next synchronizing call; otherwise it completes before returning.
+// Between devices of two servers the rows are relayed through this client, one 1-D copy each
+// (synchronously: the data must pass through this process).
 cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                     size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+                     size_t height, cudaMemcpyKind kind, cudaStream_t stream,
+                     bool async_call = false) {
   if (width == 0 || height == 0) return cudaSuccess;
   if ((dpitch < width) || (spitch < width)) return cudaErrorInvalidPitchValue;
   int ddev = R().DeviceOf(dst), sdev = R().DeviceOf(src);
@@ -400,6 +407,10 @@ cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, s
       std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
     }
     return cudaSuccess;
+  }
+  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost &&
+      kind != cudaMemcpyDeviceToDevice) {
+    return cudaErrorInvalidMemcpyDirection;
   }
   int dev = kind == cudaMemcpyHostToDevice ? ddev : sdev;
   if (dev < 0) dev = t_device;
@@ -418,42 +429,53 @@ cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, s
   cudaError_t err;
   ServerLink* l = R().Link(dev, &err);
   if (!l) return err;
-  // Rows per request so that one request's packed host rows stay within a reply's bound.
-  size_t rows = std::max<size_t>(1, (kCopyChunkBytes * 16) / width);
-  std::vector<std::byte> packed;
-  for (size_t r0 = 0; r0 < height; r0 += rows) {
-    size_t h = std::min(rows, height - r0);
-    proto::Memcpy2D m{.dst = reinterpret_cast<uint64_t>(dst) + r0 * dpitch, .dpitch = dpitch,
-                      .src = reinterpret_cast<uint64_t>(src) + r0 * spitch, .spitch = spitch,
-                      .width = width, .height = h, .stream = sd == dev ? sid : 0};
-    if (kind == cudaMemcpyHostToDevice) {
-      m.kind = static_cast<uint8_t>(proto::CopyKind::kHostToDevice);
-      packed.resize(width * h);
-      for (size_t r = 0; r < h; ++r) {
-        std::memcpy(packed.data() + r * width, static_cast<const char*>(src) + (r0 + r) * spitch, width);
-      }
-      m.data = packed;
-      m.src = 0;
-    } else if (kind == cudaMemcpyDeviceToHost) {
-      m.kind = static_cast<uint8_t>(proto::CopyKind::kDeviceToHost);
-      m.dst = 0;
-    } else {
-      m.kind = static_cast<uint8_t>(proto::CopyKind::kDeviceToDevice);
-    }
-    proto::Data out;
-    proto::ReplyHead head;
+  const uint64_t on = sd == dev ? sid : 0;
+  if (kind == cudaMemcpyHostToDevice) {
     std::lock_guard<std::mutex> lk(l->mu());
-    Status s = l->Call(m, &head, &out);
-    if (!s.ok()) return FromStatus(s);
-    if (cudaError_t e = FromReply(head, l); e != cudaSuccess) return e;
-    if (kind == cudaMemcpyDeviceToHost) {
-      if (out.data.size() != width * h) return cudaErrorUnknown;
-      for (size_t r = 0; r < h; ++r) {
-        std::memcpy(static_cast<char*>(dst) + (r0 + r) * dpitch, out.data.data() + r * width, width);
-      }
-    }
+    return FromStatus(l->CopyToDevice2D(reinterpret_cast<uint64_t>(dst), dpitch,
+                                        static_cast<const std::byte*>(src), spitch, width, height,
+                                        on));
   }
-  return cudaSuccess;
+  if (kind == cudaMemcpyDeviceToHost) {
+    // The host rows span [dst, dst + (height-1)*dpitch + width).
+    bool async = async_call && IsPinned(dst, (height - 1) * dpitch + width);
+    proto::ReplyHead h;
+    std::lock_guard<std::mutex> lk(l->mu());
+    Status s = l->CopyFromDevice2D(static_cast<std::byte*>(dst), dpitch,
+                                   reinterpret_cast<uint64_t>(src), spitch, width, height, on, &h,
+                                   async);
+    if (!s.ok()) return FromStatus(s);
+    return FromReply(h, l);
+  }
+  proto::Memcpy2DAsync m;
+  m.kind = static_cast<uint8_t>(proto::CopyKind::kDeviceToDevice);
+  m.dst = reinterpret_cast<uint64_t>(dst);
+  m.dpitch = dpitch;
+  m.src = reinterpret_cast<uint64_t>(src);
+  m.spitch = spitch;
+  m.width = width;
+  m.height = height;
+  m.stream = on;
+  return Post(l, m);
+}
+
+// cudaMemset2D(Async): one posted request (Memset2D) however many rows.
+cudaError_t Memset2D(void* p, size_t pitch, int value, size_t width, size_t height,
+                     cudaStream_t stream) {
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (pitch < width) return cudaErrorInvalidPitchValue;
+  int dev = R().DeviceOf(p);
+  if (dev < 0) dev = t_device;
+  int sdev;
+  uint64_t sid;
+  if (cudaError_t e = ResolveStream(stream, &sdev, &sid); e != cudaSuccess) return e;
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return err;
+  proto::Memset2D m{.dst = reinterpret_cast<uint64_t>(p), .pitch = pitch,
+                    .value = static_cast<uint32_t>(value & 0xff), .width = width,
+                    .height = height, .stream = sdev == dev ? sid : 0};
+  return Post(l, m);
 }
 
 // ---- symbols ----
@@ -487,6 +509,17 @@ cudaError_t SymbolAddress(const void* symbol, uint64_t* ptr, uint64_t* size, Ser
   return cudaSuccess;
 }
 
+// Symbols live on the current device's server. The copy runs on `stream` when that stream is the
+// current device's (a stream of another device cannot order work on this one: the default stream
+// is used, as before).
+cudaError_t SymbolStream(cudaStream_t stream, uint64_t* id) {
+  int sd;
+  uint64_t sid;
+  if (cudaError_t e = ResolveStream(stream, &sd, &sid); e != cudaSuccess) return e;
+  *id = sd == t_device ? sid : 0;
+  return cudaSuccess;
+}
+
 cudaError_t ToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
                      cudaMemcpyKind kind, cudaStream_t stream) {
   uint64_t ptr, size;
@@ -494,29 +527,36 @@ cudaError_t ToSymbol(const void* symbol, const void* src, size_t count, size_t o
   if (cudaError_t e = SymbolAddress(symbol, &ptr, &size, &l); e != cudaSuccess) return e;
   if (offset + count > size) return cudaErrorInvalidValue;
   if (kind == cudaMemcpyDefault) kind = R().DeviceOf(src) >= 0 ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+  uint64_t sid;
+  if (cudaError_t e = SymbolStream(stream, &sid); e != cudaSuccess) return e;
   if (kind == cudaMemcpyHostToDevice) {
-    int sd;
-    uint64_t sid;
-    if (cudaError_t e = ResolveStream(stream, &sd, &sid); e != cudaSuccess) return e;
-    return CopyH2D(l, ptr + offset, static_cast<const std::byte*>(src), count, sd == t_device ? sid : 0);
+    return CopyH2D(l, ptr + offset, static_cast<const std::byte*>(src), count, sid);
   }
   if (kind != cudaMemcpyDeviceToDevice) return cudaErrorInvalidMemcpyDirection;
-  proto::MemcpyD2D m{.dst = ptr + offset, .src = reinterpret_cast<uint64_t>(src), .size = count};
+  proto::MemcpyD2D m{.dst = ptr + offset, .src = reinterpret_cast<uint64_t>(src), .size = count,
+                     .stream = sid};
   return Post(l, m);
 }
 
+// `async_call`: cudaMemcpyFromSymbolAsync. As cudaMemcpyAsync: into pinned or registered memory
+// the call returns once the request is out and the data lands by the next synchronizing call;
+// into pageable memory it completes before returning.
 cudaError_t FromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
-                       cudaMemcpyKind kind) {
+                       cudaMemcpyKind kind, cudaStream_t stream, bool async_call = false) {
   uint64_t ptr, size;
   ServerLink* l;
   if (cudaError_t e = SymbolAddress(symbol, &ptr, &size, &l); e != cudaSuccess) return e;
   if (offset + count > size) return cudaErrorInvalidValue;
   if (kind == cudaMemcpyDefault) kind = R().DeviceOf(dst) >= 0 ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost;
+  uint64_t sid;
+  if (cudaError_t e = SymbolStream(stream, &sid); e != cudaSuccess) return e;
   if (kind == cudaMemcpyDeviceToHost) {
-    return CopyD2H(l, static_cast<std::byte*>(dst), ptr + offset, count, 0);
+    return CopyD2H(l, static_cast<std::byte*>(dst), ptr + offset, count, sid,
+                   async_call && IsPinned(dst, count));
   }
   if (kind != cudaMemcpyDeviceToDevice) return cudaErrorInvalidMemcpyDirection;
-  proto::MemcpyD2D m{.dst = reinterpret_cast<uint64_t>(dst), .src = ptr + offset, .size = count};
+  proto::MemcpyD2D m{.dst = reinterpret_cast<uint64_t>(dst), .src = ptr + offset, .size = count,
+                     .stream = sid};
   return Post(l, m);
 }
 
@@ -1197,7 +1237,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int, const void* src, int, size_t count) {
 }
 cudaError_t cudaMemcpyPeerAsync(void* dst, int, const void* src, int, size_t count,
                                 cudaStream_t stream) {
-  return Ret(Memcpy(dst, src, count, cudaMemcpyDeviceToDevice, stream));
+  return Ret(Memcpy(dst, src, count, cudaMemcpyDeviceToDevice, stream, /*async_call=*/true));
 }
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                          size_t height, enum cudaMemcpyKind kind) {
@@ -1206,7 +1246,7 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
                               size_t width, size_t height, enum cudaMemcpyKind kind,
                               cudaStream_t stream) {
-  return Ret(Memcpy2D(dst, dpitch, src, spitch, width, height, kind, stream));
+  return Ret(Memcpy2D(dst, dpitch, src, spitch, width, height, kind, stream, /*async_call=*/true));
 }
 cudaError_t cudaMemset(void* p, int value, size_t count) {
   return Ret(Memset(p, value, count, nullptr));
@@ -1218,11 +1258,15 @@ cudaError_t cudaMemsetAsync_ptsz(void* p, int value, size_t count, cudaStream_t 
   return Ret(Memset(p, value, count, stream));
 }
 cudaError_t cudaMemset2D(void* p, size_t pitch, int value, size_t width, size_t height) {
-  for (size_t r = 0; r < height; ++r) {
-    cudaError_t e = Memset(static_cast<char*>(p) + r * pitch, value, width, nullptr);
-    if (e != cudaSuccess) return Ret(e);
-  }
-  return cudaSuccess;
+  return Ret(Memset2D(p, pitch, value, width, height, nullptr));
+}
+cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int value, size_t width, size_t height,
+                              cudaStream_t stream) {
+  return Ret(Memset2D(p, pitch, value, width, height, stream));
+}
+cudaError_t cudaMemset2DAsync_ptsz(void* p, size_t pitch, int value, size_t width, size_t height,
+                                   cudaStream_t stream) {
+  return Ret(Memset2D(p, pitch, value, width, height, stream));
 }
 
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
@@ -1235,11 +1279,11 @@ cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t 
 }
 cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
                                  enum cudaMemcpyKind kind) {
-  return Ret(FromSymbol(dst, symbol, count, offset, kind));
+  return Ret(FromSymbol(dst, symbol, count, offset, kind, nullptr));
 }
 cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
-                                      enum cudaMemcpyKind kind, cudaStream_t) {
-  return Ret(FromSymbol(dst, symbol, count, offset, kind));
+                                      enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return Ret(FromSymbol(dst, symbol, count, offset, kind, stream, /*async_call=*/true));
 }
 cudaError_t cudaGetSymbolAddress(void** devPtr, const void* symbol) {
   if (!devPtr) return Ret(cudaErrorInvalidValue);

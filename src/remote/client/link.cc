@@ -163,18 +163,21 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
       p = pending_.front();
     }
     GPOOL_RETURN_IF_ERROR(BrokenStatus());
-    constexpr uint16_t kOp = static_cast<uint16_t>(proto::Op::kMemcpyD2H);
-    // Large chunks are received straight into the program's buffer: the reply's blob is its tail.
+    const uint16_t kOp = p.op;
+    // Rows that land `pitch` apart are spread from the message buffer; anything else contiguous
+    // is received straight into the program's buffer when large: the reply's blob is its tail.
+    const bool spread = p.width != 0 && p.pitch != p.width;
     bool split = false;
-    std::span<std::byte> tail = p.len >= (64 << 10) ? std::span<std::byte>(p.dst, p.len)
-                                                    : std::span<std::byte>();
+    std::span<std::byte> tail = !spread && p.len >= (64 << 10) ? std::span<std::byte>(p.dst, p.len)
+                                                               : std::span<std::byte>();
     GPOOL_RETURN_IF_ERROR(Check(conn_->RecvSplit(&drain_in_, tail, &split)));
+    replies_.fetch_add(1, std::memory_order_relaxed);
     auto frames = proto::ParseMessage(drain_in_, split ? p.len : 0);
     if (!frames.ok()) return Check(frames.status());
     if (frames->size() != 1 || (*frames)[0].op != (kOp | proto::kReply)) {
       return Check(Status::InvalidArgument(fmt::format(
-          "expected one reply to MemcpyD2H, got {} frame(s) starting with op {}", frames->size(),
-          frames->empty() ? 0 : (*frames)[0].op)));
+          "expected one reply to {}, got {} frame(s) starting with op {}", proto::OpName(kOp),
+          frames->size(), frames->empty() ? 0 : (*frames)[0].op)));
     }
     proto::ReplyHead h;
     proto::Data d;
@@ -183,7 +186,15 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
       GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReplyDetached((*frames)[0], &h, &d)));
     } else {
       GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReply((*frames)[0], &h, &d)));
-      if (h.error == 0 && d.data.size() == p.len) std::memcpy(p.dst, d.data.data(), p.len);
+      if (h.error == 0 && d.data.size() == p.len) {
+        if (spread) {
+          for (size_t off = 0, row = 0; off < p.len; off += p.width, ++row) {
+            std::memcpy(p.dst + row * p.pitch, d.data.data() + off, p.width);
+          }
+        } else {
+          std::memcpy(p.dst, d.data.data(), p.len);
+        }
+      }
     }
     if (h.error == 0 && h.async_error == 0 && !split && d.data.size() != p.len) {
       h.error = 999;
@@ -200,7 +211,10 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
         if (p.result->error == 0) *p.result = std::move(h);
       } else if (async_failure_.async_error == 0) {
         async_failure_.async_error = h.error;
-        async_failure_.async_message = "cudaMemcpyAsync (device to host): " + h.message;
+        async_failure_.async_message =
+            (p.op == static_cast<uint16_t>(proto::Op::kMemcpy2D) ? "cudaMemcpy2DAsync"
+                                                                  : "cudaMemcpyAsync") +
+            std::string(" (device to host): ") + h.message;
       }
     }
     if (!pending_.empty()) pending_.pop_front();
@@ -280,6 +294,7 @@ void ServerLink::PumpLoop() {
 Status ServerLink::ReadFrame(uint16_t op) {
   GPOOL_RETURN_IF_ERROR(BrokenStatus());
   GPOOL_RETURN_IF_ERROR(Check(conn_->Recv(&in_)));
+  replies_.fetch_add(1, std::memory_order_relaxed);
   auto frames = proto::ParseMessage(in_);
   if (!frames.ok()) return Check(frames.status());
   if (frames->size() != 1 || (*frames)[0].op != (op | proto::kReply)) {
@@ -358,6 +373,10 @@ Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64
       GPOOL_RETURN_IF_ERROR(Flush());
     }
   }
+  return FinishReads(head, async);
+}
+
+Status ServerLink::FinishReads(proto::ReplyHead* head, bool async) {
   if (async) {
     // Small asynchronous reads stay queued, so that a burst of them shares one send (the next
     // synchronizing call, a full chunk's worth of reads, or the pump sends it); a chunk's worth
@@ -372,6 +391,100 @@ Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64
   GPOOL_RETURN_IF_ERROR(DrainReadsLocked());
   TakeAsyncFailure(head);
   return Status::Ok();
+}
+
+Status ServerLink::CopyToDevice2D(uint64_t dst, size_t dpitch, const std::byte* src, size_t spitch,
+                                  size_t width, size_t height, uint64_t stream) {
+  if (width == 0 || height == 0) return Status::Ok();
+  GPOOL_RETURN_IF_ERROR(BrokenStatus());
+  if (dpitch == width && spitch == width) {
+    return CopyToDevice(dst, wire::ByteSpan(src, width * height), stream);
+  }
+  if (width > proto::kCopyChunkBytes) {  // each row is a large copy of its own
+    for (size_t r = 0; r < height; ++r) {
+      GPOOL_RETURN_IF_ERROR(CopyToDevice(dst + r * dpitch, wire::ByteSpan(src + r * spitch, width),
+                                         stream));
+    }
+    return Status::Ok();
+  }
+  constexpr size_t kInline = 16 << 10;  // as CopyToDevice: smaller ones are copied into the batch
+  const size_t rows = proto::kCopyChunkBytes / width;
+  for (size_t r0 = 0; r0 < height; r0 += rows) {
+    const size_t h = std::min(rows, height - r0);
+    wire::ByteSpan packed;
+    if (spitch == width) {
+      packed = wire::ByteSpan(src + r0 * spitch, width * h);
+    } else {
+      pack2d_.resize(width * h);
+      for (size_t r = 0; r < h; ++r) {
+        std::memcpy(pack2d_.data() + r * width, src + (r0 + r) * spitch, width);
+      }
+      packed = wire::ByteSpan(pack2d_.data(), width * h);
+    }
+    proto::Memcpy2DAsync m;
+    m.kind = static_cast<uint8_t>(proto::CopyKind::kHostToDevice);
+    m.dst = dst + r0 * dpitch;
+    m.dpitch = dpitch;
+    m.spitch = width;
+    m.width = width;
+    m.height = h;
+    m.stream = stream;
+    if (packed.size() <= kInline) {
+      m.data = packed;
+      GPOOL_RETURN_IF_ERROR(Post(m));
+    } else {
+      GPOOL_RETURN_IF_ERROR(PostWithTail(m, packed));  // sent before pack2d_ is reused
+    }
+  }
+  return Status::Ok();
+}
+
+Status ServerLink::CopyFromDevice2D(std::byte* dst, size_t dpitch, uint64_t src, size_t spitch,
+                                    size_t width, size_t height, uint64_t stream,
+                                    proto::ReplyHead* head, bool async) {
+  *head = proto::ReplyHead{};
+  if (width == 0 || height == 0) return Status::Ok();
+  GPOOL_RETURN_IF_ERROR(BrokenStatus());
+  if (dpitch == width && spitch == width) {
+    return CopyFromDevice(dst, src, width * height, stream, head, async);
+  }
+  if (width > proto::kCopyChunkBytes) {  // each row is a large copy of its own
+    for (size_t r = 0; r < height; ++r) {
+      GPOOL_RETURN_IF_ERROR(
+          CopyFromDevice(dst + r * dpitch, src + r * spitch, width, stream, head, async));
+      if (head->error != 0 || head->async_error != 0) return Status::Ok();
+    }
+    return Status::Ok();
+  }
+  const size_t rows = proto::kCopyChunkBytes / width;
+  for (size_t r0 = 0; r0 < height; r0 += rows) {
+    const size_t h = std::min(rows, height - r0);
+    {
+      std::lock_guard<std::mutex> lk(state_mu_);
+      PendingRead p{dst + r0 * dpitch, width * h, async ? nullptr : head, batch_gen_.load(),
+                    ++read_seq_};
+      p.op = static_cast<uint16_t>(proto::Op::kMemcpy2D);
+      p.width = width;
+      p.pitch = dpitch;
+      pending_.push_back(p);
+    }
+    proto::Memcpy2D m;
+    m.kind = static_cast<uint8_t>(proto::CopyKind::kDeviceToHost);
+    m.dpitch = width;  // rows come back packed
+    m.src = src + r0 * spitch;
+    m.spitch = spitch;
+    m.width = width;
+    m.height = h;
+    m.stream = stream;
+    batch_.AddRequest(m);
+    reads_queued_ = true;
+    async_reads_queued_ |= async;
+    queued_read_bytes_ += width * h;
+    if (batch_.bytes() >= kFlushBytes || batch_.frames() >= proto::kMaxFramesPerMessage - 1) {
+      GPOOL_RETURN_IF_ERROR(Flush());
+    }
+  }
+  return FinishReads(head, async);
 }
 
 }  // namespace gpool::remote::client

@@ -143,6 +143,25 @@ class ServerLink {
   Status CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64_t stream,
                         proto::ReplyHead* head, bool async = false);
 
+  // 2-D copies (cudaMemcpy2D*): `height` rows of `width` bytes, each side's rows its pitch apart.
+  // Both pitches must be >= width (the caller checks). Rows travel packed, up to
+  // proto::kCopyChunkBytes of them per request; contiguous on both sides they take the 1-D path,
+  // and rows wider than a chunk go one 1-D copy each.
+  // Host-to-device: posted (proto::Memcpy2DAsync; no reply, errors come with a later reply), like
+  // CopyToDevice; returns when the bytes have left `src`. Host rows already contiguous (spitch ==
+  // width) go uncopied; others are packed into a buffer of the link first.
+  Status CopyToDevice2D(uint64_t dst, size_t dpitch, const std::byte* src, size_t spitch,
+                        size_t width, size_t height, uint64_t stream);
+  // Device-to-host, like CopyFromDevice (same `head` and `async` contract): each request
+  // (proto::Memcpy2D) is a pending read whose packed rows are spread to `dpitch` when its reply is
+  // received (straight into `dst` when dpitch == width).
+  Status CopyFromDevice2D(std::byte* dst, size_t dpitch, uint64_t src, size_t spitch,
+                          size_t width, size_t height, uint64_t stream, proto::ReplyHead* head,
+                          bool async = false);
+  // For tests: replies received so far (each is a round trip some caller or the pump waited for;
+  // a posted request adds none).
+  uint64_t replies() const { return replies_.load(); }
+
  private:
   struct PendingRead {
     std::byte* dst;
@@ -150,12 +169,20 @@ class ServerLink {
     proto::ReplyHead* result;  // null: asynchronous, errors go to async_failure_
     uint64_t gen;              // batch_gen_ of the batch carrying its request
     uint64_t seq;              // unique per read, in order
+    // The request's op: MemcpyD2H, or Memcpy2D whose `len` bytes are rows of `width` that land
+    // `pitch` apart from `dst` (width 0: contiguous).
+    uint16_t op = static_cast<uint16_t>(proto::Op::kMemcpyD2H);
+    size_t width = 0, pitch = 0;
   };
 
   ServerLink() = default;
   // CopyToDevice of more than one chunk. Caller holds mu_.
   Status CopyChunksToDevice(uint64_t dst, wire::ByteSpan src, uint64_t stream);
   Status ReadFrame(uint16_t op);
+  // After the read requests of one copy are queued: the asynchronous end (send now if a chunk's
+  // worth of reads waits, else leave queued for the pump or the next send) or the synchronous one
+  // (send, receive every pending reply, report into *head). Caller holds mu_.
+  Status FinishReads(proto::ReplyHead* head, bool async);
   Status Check(Status s);
   Status BrokenStatus();
   // Reads the replies of every pending read (sent_only: only of those whose requests have left).
@@ -225,6 +252,8 @@ class ServerLink {
   // touching mu_ (a caller may hold mu_ for a long synchronous call).
   std::atomic<bool> queued_{false};
   std::atomic<uint64_t> pump_flushes_{0}, pump_wakes_{0};
+  std::atomic<uint64_t> replies_{0};
+  std::vector<std::byte> pack2d_;  // guarded by mu_: CopyToDevice2D's packed rows
   std::thread pump_;
 };
 

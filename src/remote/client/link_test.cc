@@ -1,7 +1,8 @@
 // ServerLink against a real emulated GPU server (forked before any thread exists), over TCP and
 // UCX: device-to-host copies (synchronous and asynchronous, chunked, received straight into the
 // destination), their ordering with later work, errors of asynchronous reads at the next sync,
-// and the pump's flush of a batch nobody else sends. No timing is asserted: waits are bounded
+// and the pump's flush of a batch nobody else sends; 2-D copies with pitches (writes posted, reads
+// spread to their pitch) and 2-D memsets. No timing is asserted: waits are bounded
 // liveness checks (a broken pump fails them after 30 s).
 #include "remote/client/link.h"
 
@@ -314,6 +315,144 @@ TEST_P(LinkTest, HostToDeviceIntoBadMemoryFailsCleanly) {
   ASSERT_EQ(h.error, 0) << h.message;
   EXPECT_EQ(h.async_error, 0) << h.async_message;
   EXPECT_TRUE(out == src);
+}
+
+// Host rows of `width` bytes, `pitch` apart, with a filler byte between rows (to see that a copy
+// into them leaves the gaps alone).
+std::vector<std::byte> Pitched(size_t width, size_t pitch, size_t height, uint8_t seed) {
+  std::vector<std::byte> v((height - 1) * pitch + width, std::byte{0xC3});
+  for (size_t r = 0; r < height; ++r) {
+    for (size_t i = 0; i < width; ++i) v[r * pitch + i] = std::byte(static_cast<uint8_t>(r * 7 + i * 13 + seed));
+  }
+  return v;
+}
+bool SameRows(const std::vector<std::byte>& a, size_t apitch, const std::vector<std::byte>& b,
+              size_t bpitch, size_t width, size_t height) {
+  for (size_t r = 0; r < height; ++r) {
+    if (!std::equal(a.begin() + r * apitch, a.begin() + r * apitch + width, b.begin() + r * bpitch)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// 2-D copies with pitches != width both ways and device to device: host-to-device and
+// device-to-device are posted (no reply is received for them: the reply count does not move), the
+// rows land right and the gaps between host rows stay untouched. Shapes: rows copied into the
+// batch, rows sent as a tail, rows over several requests, rows wider than a chunk.
+TEST_P(LinkTest, TwoDimensionalCopiesWithPitchesRoundTripAndPostTheirWrites) {
+  std::lock_guard<std::mutex> lk(link_->mu());
+  struct Shape { size_t width, height, spitch, dpitch, hpitch; };
+  for (const Shape& sh : {Shape{100, 37, 200, 512, 150}, Shape{3000, 300, 3001, 3072, 4000},
+                          Shape{1000, 5000, 1000, 1024, 1003},
+                          Shape{(size_t{5} << 20) + 1, 2, (size_t{5} << 20) + 9,
+                                (size_t{5} << 20) + 64, (size_t{5} << 20) + 3}}) {
+    const size_t dev_bytes = (sh.height - 1) * sh.dpitch + sh.width;
+    uint64_t a = Malloc(dev_bytes), b = Malloc(dev_bytes);
+    std::vector<std::byte> src = Pitched(sh.width, sh.spitch, sh.height, 1);
+    const uint64_t replies = link_->replies();
+    ASSERT_TRUE(link_->CopyToDevice2D(a, sh.dpitch, src.data(), sh.spitch, sh.width, sh.height, 0).ok());
+    proto::Memcpy2DAsync d2d;
+    d2d.kind = static_cast<uint8_t>(proto::CopyKind::kDeviceToDevice);
+    d2d.dst = b;
+    d2d.dpitch = sh.dpitch;
+    d2d.src = a;
+    d2d.spitch = sh.dpitch;
+    d2d.width = sh.width;
+    d2d.height = sh.height;
+    ASSERT_TRUE(link_->Post(d2d).ok());
+    EXPECT_EQ(link_->replies(), replies) << "a posted 2-D copy waited for a reply, width " << sh.width;
+    // Back from both, into host rows of yet another pitch.
+    std::vector<std::byte> from_a = Pitched(sh.width, sh.hpitch, sh.height, 99);
+    std::vector<std::byte> from_b = from_a;
+    const std::vector<std::byte> untouched = from_a;
+    proto::ReplyHead h;
+    ASSERT_TRUE(link_->CopyFromDevice2D(from_a.data(), sh.hpitch, a, sh.dpitch, sh.width,
+                                        sh.height, 0, &h).ok());
+    ASSERT_EQ(h.error, 0) << h.message;
+    ASSERT_EQ(h.async_error, 0) << h.async_message;
+    ASSERT_TRUE(link_->CopyFromDevice2D(from_b.data(), sh.hpitch, b, sh.dpitch, sh.width,
+                                        sh.height, 0, &h, /*async=*/true).ok());
+    ASSERT_EQ(Sync().async_error, 0);
+    EXPECT_TRUE(SameRows(from_a, sh.hpitch, src, sh.spitch, sh.width, sh.height)) << "width " << sh.width;
+    EXPECT_TRUE(SameRows(from_b, sh.hpitch, src, sh.spitch, sh.width, sh.height)) << "width " << sh.width;
+    for (size_t r = 0; r + 1 < sh.height; ++r) {  // the gaps between host rows
+      size_t gap = r * sh.hpitch + sh.width;
+      ASSERT_TRUE(std::equal(from_a.begin() + gap, from_a.begin() + (r + 1) * sh.hpitch,
+                             untouched.begin() + gap)) << "row " << r << " width " << sh.width;
+      ASSERT_TRUE(std::equal(from_b.begin() + gap, from_b.begin() + (r + 1) * sh.hpitch,
+                             untouched.begin() + gap)) << "row " << r << " width " << sh.width;
+    }
+    for (uint64_t p : {a, b}) {
+      proto::Free f{.ptr = p};
+      proto::Empty none;
+      ASSERT_TRUE(link_->Call(f, &h, &none).ok());
+    }
+  }
+}
+
+// One Memset2D request sets every row and leaves the bytes between rows alone; a posted 2-D copy
+// into a bad range fails at the next sync, naming itself; an asynchronous 2-D read from a bad
+// range too.
+TEST_P(LinkTest, Memset2DSetsRowsAndPosted2DErrorsComeWithTheNextSync) {
+  std::lock_guard<std::mutex> lk(link_->mu());
+  const size_t width = 48, pitch = 64, height = 4096;
+  uint64_t d = Malloc(pitch * height);
+  proto::Memset clear{.dst = d, .value = 0x11, .size = pitch * height};
+  ASSERT_TRUE(link_->Post(clear).ok());
+  const uint64_t replies = link_->replies();
+  proto::Memset2D m{.dst = d, .pitch = pitch, .value = 0x1AB, .width = width, .height = height};
+  ASSERT_TRUE(link_->Post(m).ok());
+  EXPECT_EQ(link_->replies(), replies);
+  std::vector<std::byte> out(pitch * height);
+  proto::ReplyHead h;
+  ASSERT_TRUE(link_->CopyFromDevice(out.data(), d, out.size(), 0, &h).ok());
+  ASSERT_EQ(h.error, 0) << h.message;
+  ASSERT_EQ(h.async_error, 0) << h.async_message;
+  for (size_t r = 0; r < height; ++r) {
+    ASSERT_EQ(out[r * pitch], std::byte{0xAB}) << "row " << r;
+    ASSERT_EQ(out[r * pitch + width - 1], std::byte{0xAB}) << "row " << r;
+    ASSERT_EQ(out[r * pitch + width], std::byte{0x11}) << "row " << r;
+  }
+  // Rows running past the allocation: refused whole, at the next sync.
+  proto::Memset2D past{.dst = d, .pitch = pitch, .value = 1, .width = width, .height = height + 1};
+  ASSERT_TRUE(link_->Post(past).ok());
+  proto::ReplyHead s = Sync();
+  EXPECT_NE(s.async_error, 0);
+  EXPECT_NE(s.async_message.find("Memset2D"), std::string::npos) << s.async_message;
+  std::vector<std::byte> rows(width * 10);
+  ASSERT_TRUE(link_->CopyToDevice2D(0x10, pitch, rows.data(), width, width, 10, 0).ok());
+  s = Sync();
+  EXPECT_NE(s.async_error, 0);
+  EXPECT_NE(s.async_message.find("Memcpy2DAsync"), std::string::npos) << s.async_message;
+  std::vector<std::byte> back(pitch * 10);
+  ASSERT_TRUE(link_->CopyFromDevice2D(back.data(), pitch, 0x10, pitch, width, 10, 0, &h, true).ok());
+  EXPECT_EQ(h.error, 0);  // nothing reported yet
+  s = Sync();
+  EXPECT_NE(s.async_error, 0);
+  EXPECT_NE(s.async_message.find("cudaMemcpy2DAsync (device to host)"), std::string::npos)
+      << s.async_message;
+  EXPECT_EQ(Sync().async_error, 0);  // reported once
+}
+
+// An asynchronous 2-D read nobody collects is received by the pump, rows spread to their pitch.
+TEST_P(LinkTest, Async2DDeviceToHostLandsWithoutAnotherCall) {
+  const size_t width = 300, pitch = 320, height = 200;
+  std::vector<std::byte> src = Pitched(width, width, height, 5);
+  std::vector<std::byte> dst(pitch * height, std::byte{0});
+  {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    uint64_t d = Malloc(src.size());
+    ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());
+    proto::ReplyHead h;
+    ASSERT_TRUE(link_->CopyFromDevice2D(dst.data(), pitch, d, width, width, height, 0, &h, true).ok());
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (link_->pending_reads() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(link_->pending_reads(), 0u);
+  EXPECT_TRUE(SameRows(dst, pitch, src, width, width, height));
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, LinkTest, ::testing::Values(0, 1),
