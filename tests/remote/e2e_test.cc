@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -223,6 +224,32 @@ TEST_P(E2E, ErrorPaths) {
   EXPECT_TRUE(Has(out, "cudaMallocManaged is not supported")) << out;
   EXPECT_TRUE(Has(out, "cudaFuncSetAttribute(attribute 8, value 102400) is not supported")) << out;
   ExpectConfigPassed(out);
+}
+
+// 2-D copies with pitches both ways and device to device, 2-D memsets, symbols on a stream
+// (copies_2d checks every byte). Through gpool the host-to-device and device-to-device 2-D copies
+// and the memsets are posted: the server's own count of the session's requests and replies (its
+// log line at the session's end) shows that the 200 small cudaMemcpy2DAsync calls waited for no
+// reply and each 4096-row memset was one request. Before, each 2-D copy was a round trip and a
+// 2-D memset one request per row (> 200 replies, > 8,000 requests).
+TEST_P(E2E, Copies2DArePostedAndLand) {
+  Server s({}, transport());  // its own: the test reads the one session's counts from the log
+  auto [rc, out] = RunSample(s.address() + "/0", {Sample("copies_2d")}, transport());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS copies_2d")) << out;
+  ASSERT_TRUE(s.proc().WaitFor(" replies, ", 20000)) << s.proc().output();
+  const std::string& log = s.proc().output();
+  size_t at = log.find(" ended: ");
+  ASSERT_NE(at, std::string::npos) << log;
+  unsigned long requests = 0, replies = 0;
+  ASSERT_EQ(std::sscanf(log.c_str() + at, " ended: %lu requests, %lu replies", &requests, &replies), 2)
+      << log.substr(at, 200);
+  // The sample's synchronizing calls: mallocs, frees, syncs, reads, the symbol lookup (~30).
+  EXPECT_LT(replies, 60u) << log.substr(at, 200);
+  EXPECT_LT(requests, 600u) << log.substr(at, 200);
+  EXPECT_GT(requests, 200u) << "the burst of 2-D copies did not reach the server: " << log.substr(at, 200);
+  std::printf("%s: copies_2d session: %lu requests, %lu replies\n", transport().c_str(), requests,
+              replies);
 }
 
 TEST_P(E2E, KilledClientFreesItsMemory) {
