@@ -40,6 +40,7 @@ struct ServerFlags {
   bool insecure = false;
   std::string session_mem;
   std::string advertise;
+  bool emulated_no_param_info = false;  // testing old drivers: see EmulatedOptions
   bool backend_given = false;  // --backend on the command line (else the default, emulated)
 };
 
@@ -112,6 +113,7 @@ int RunServer(const ServerFlags& f) {
   o.advertise = f.advertise;
   o.emulated.devices = f.emulated_devices;
   o.emulated.kernels_plugin = f.kernels;
+  o.emulated.answer_param_info = !f.emulated_no_param_info;
   auto mem = ParseBytes(f.emulated_memory);
   if (!mem.ok()) {
     fmt::print(stderr, "gpool gpu-server: --emulated-memory: {}\n", mem.status().ToString());
@@ -131,6 +133,10 @@ int RunServer(const ServerFlags& f) {
   if (!f.backend_given && std::filesystem::exists("/dev/nvidiactl")) {
     fmt::print(stderr, "gpool gpu-server: WARNING: serving EMULATED GPUs on a host with an NVIDIA "
                        "driver (/dev/nvidiactl); pass --backend cuda for the real ones\n");
+  }
+  if (f.emulated_no_param_info && f.backend != "emulated") {
+    fmt::print(stderr, "gpool gpu-server: --emulated-no-param-info needs --backend emulated\n");
+    return 2;
   }
   if (f.insecure == !f.key_file.empty()) {
     fmt::print(stderr, "gpool gpu-server: give exactly one of --key FILE or --insecure\n");
@@ -237,6 +243,9 @@ void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
   srv->add_option("--emulated-kernels", f->kernels, "plugin .so with CPU kernels for --backend emulated");
   srv->add_option("--emulated-devices", f->emulated_devices, "number of emulated GPUs");
   srv->add_option("--emulated-memory", f->emulated_memory, "memory per emulated GPU");
+  srv->add_flag("--emulated-no-param-info", f->emulated_no_param_info,
+                "for testing old drivers: answer kernel parameter layout queries 'not supported', "
+                "as a driver without cuFuncGetParamInfo would, so clients parse fatbins themselves");
   srv->add_option("--listen", f->listen, "HOST:PORT for clients (port 0 picks one)")->required();
   srv->add_option("--transport", f->transport, "data transport: tcp or ucx")->check(CLI::IsMember({"tcp", "ucx"}));
   srv->add_option("--key", f->key_file, "lease key file; clients need a lease signed with it");

@@ -127,6 +127,26 @@ TEST_P(E2E, StructParamsArriveByteExact) {
   auto [rc, out] = RunShared({Sample("struct_param")});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS struct_param")) << out;
+  // The server answered GetParamInfo: the client's own parser was not needed.
+  EXPECT_FALSE(Has(out, "cannot report kernel parameter layouts")) << out;
+}
+
+// A server that cannot answer GetParamInfo, as one whose driver lacks cuFuncGetParamInfo: the
+// client takes the layouts from its own fatbin parser (cudart_api.cc Layout). The emulated server
+// still launches with the layout it parsed itself and its CPU kernels check the sizes, so a
+// client layout that differs fails the sample; struct_param checks every byte of the structs.
+TEST_P(E2E, StructParamsThroughTheClientLayoutFallback) {
+  Server s({"--emulated-no-param-info"}, transport());
+  auto [rc, out] = RunSample(s.address() + "/0", {Sample("struct_param")}, transport());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS struct_param")) << out;
+  EXPECT_TRUE(Has(out, "GPU server " + s.address() + " cannot report kernel parameter layouts "
+                       "(kernel _Z11applyParams6Params4WidecPf: cuFuncGetParamInfo is not "
+                       "available")) << out;
+  auto [rc2, out2] = RunSample(s.address() + "/0", {Sample("vector_add"), "1000"}, transport());
+  EXPECT_EQ(rc2, 0) << out2;
+  EXPECT_TRUE(Has(out2, "PASS vector_add n=1000")) << out2;
+  EXPECT_TRUE(Has(out2, "cannot report kernel parameter layouts")) << out2;
 }
 
 TEST_P(E2E, StreamsAndEvents) {

@@ -594,6 +594,13 @@ cudaError_t Layout(FunctionRec* f, ServerLink* l, std::vector<proto::ParamSlot>*
   if (h.async_error != 0) return FromReply(h, l);
   std::lock_guard<std::mutex> lk(R().mu);
   if (h.error != 0) {
+    // Said once per server: an operator should know layouts come from the client's parser (a
+    // driver without cuFuncGetParamInfo, or an emulated server testing that case).
+    static std::set<const ServerLink*> told;
+    if (told.insert(l).second) {
+      Say(fmt::format("GPU server {} cannot report kernel parameter layouts ({}); using the "
+                      "client's fatbin parser", l->address(), h.message));
+    }
     ModuleRec& m = *R().modules[f->module];
     if (!m.parsed) {
       m.parsed = true;

@@ -195,6 +195,13 @@ struct EmulatedOptions {
   // Preferred start of the device address range, so that two servers aggregated by one client
   // hand out distinct pointers. 0 lets the kernel choose.
   uint64_t address_hint = 0;
+  // For testing clients against old drivers: when false, GetParamInfo answers
+  // cudaErrorNotSupported, as a `cuda` server whose driver lacks cuFuncGetParamInfo (older than
+  // CUDA 12.4) would, so clients take their own fatbin-parser path for kernel parameter layouts.
+  // Launches still read the layout from the module's fatbin here (the role of the driver's own
+  // knowledge), so a client layout that differs from it fails the launch or the kernel's checks.
+  // `gpool gpu-server --emulated-no-param-info`.
+  bool answer_param_info = true;
 };
 StatusOr<std::unique_ptr<Backend>> MakeEmulatedBackend(const EmulatedOptions& options);
 

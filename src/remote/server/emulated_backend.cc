@@ -418,6 +418,11 @@ class EmulatedBackend final : public Backend {
     EmuFunction* f = nullptr;
     const fatbin::KernelInfo* info = nullptr;
     if (Result r = Lookup(func, &f); !r.ok()) return r;
+    if (!o_.answer_param_info) {
+      return Err(kErrNotSupported,
+                 fmt::format("kernel {}: cuFuncGetParamInfo is not available (emulating a driver "
+                             "older than CUDA 12.4: --emulated-no-param-info)", f->name));
+    }
     if (Result r = Layout(f, &info); !r.ok()) return r;
     for (const auto& p : info->params) out->params.push_back({p.offset, p.size});
     return {};
