@@ -340,6 +340,39 @@ TEST_P(E2E, BadTokenIsRefusedAndTheLeaseLimitHolds) {
   EXPECT_TRUE(Has(out3, "no lease token")) << out3;
 }
 
+// Four bytes under the Launch op: its body does not decode.
+struct Liar {
+  static constexpr proto::Op kOp = proto::Op::kLaunch;
+  uint32_t x = 7;
+  template <class V> void Visit(V& v) { v(x, "x"); }
+};
+
+// Over each transport: the client link sends a well-framed batch whose Launch body is four bytes
+// (it does not decode), on the session's data connection, TCP or UCX alike.
+TEST_P(E2E, MalformedFrameClosesOnlyThatSession) {
+  Server s({}, transport());  // its own: the test reads its log
+  // A healthy session, then a second one that sends garbage on its data connection.
+  auto good = client::ServerLink::Connect({.address = s.address(), .transport = transport()});
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  auto bad = client::ServerLink::Connect({.address = s.address(), .transport = transport()});
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  // A launch frame with a truncated body: the worker must drop the session.
+  proto::ReplyHead head;
+  proto::Empty none;
+  proto::Ping ping;
+  ASSERT_TRUE((*bad)->Call(ping, &head, &none).ok());
+  Liar liar;
+  ASSERT_TRUE((*bad)->Post(liar).ok());
+  Status st = (*bad)->Call(ping, &head, &none);
+  EXPECT_FALSE(st.ok()) << "the worker answered after a malformed frame";
+  EXPECT_TRUE(s.proc().WaitFor("decoding Launch", 10000)) << s.proc().output();
+  // The other session and new ones still work.
+  EXPECT_TRUE((*good)->Call(ping, &head, &none).ok());
+  auto again = client::ServerLink::Connect({.address = s.address(), .transport = transport()});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE((*again)->Call(ping, &head, &none).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, E2E, ::testing::Values("tcp", "ucx"));
 
 // Transport-independent checks (addresses, the control port, which is always TCP, the wire
@@ -379,37 +412,6 @@ TEST_F(E2ETcp, UnreachableServerIsAClearError) {
   auto [rc, out] = RunSample("127.0.0.1:1/0", {Sample("error_paths"), "refused"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("GPU server 127.0.0.1:1 unreachable"), std::string::npos) << out;
-}
-
-// Four bytes under the Launch op: its body does not decode.
-struct Liar {
-  static constexpr proto::Op kOp = proto::Op::kLaunch;
-  uint32_t x = 7;
-  template <class V> void Visit(V& v) { v(x, "x"); }
-};
-
-TEST_F(E2ETcp, MalformedFrameClosesOnlyThatSession) {
-  Server s;
-  // A healthy session, then a second one that sends garbage on its data connection.
-  auto good = client::ServerLink::Connect({.address = s.address()});
-  ASSERT_TRUE(good.ok()) << good.status().ToString();
-  auto bad = client::ServerLink::Connect({.address = s.address()});
-  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
-  // A launch frame with a truncated body: the worker must drop the session.
-  proto::ReplyHead head;
-  proto::Empty none;
-  proto::Ping ping;
-  ASSERT_TRUE((*bad)->Call(ping, &head, &none).ok());
-  Liar liar;
-  ASSERT_TRUE((*bad)->Post(liar).ok());
-  Status st = (*bad)->Call(ping, &head, &none);
-  EXPECT_FALSE(st.ok()) << "the worker answered after a malformed frame";
-  EXPECT_TRUE(s.proc().WaitFor("decoding Launch", 10000)) << s.proc().output();
-  // The other session and new ones still work.
-  EXPECT_TRUE((*good)->Call(ping, &head, &none).ok());
-  auto again = client::ServerLink::Connect({.address = s.address()});
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_TRUE((*again)->Call(ping, &head, &none).ok());
 }
 
 // The lease checks beyond E2E.BadTokenIsRefusedAndTheLeaseLimitHolds: a lease covers only its GPU,
