@@ -298,7 +298,7 @@ echo "== samples: native vs gpool (timeout ${step_timeout}s each)"
 # Each entry: expectation, sample and arguments. same: both must PASS with equal lines.
 # gpool: only gpool's outcome is judged (where gpool is stricter than a real GPU, see below).
 runs=("same vector_add 1048576" "same struct_param" "same streams_events" "same memcpy_sizes $copy_max"
-      "same symbols" "same multi_device 1" "gpool error_paths bad-pointer" "gpool error_paths unsupported"
+      "same symbols" "same multi_device 1" "gpool error_paths bad-pointer" "gpool error_paths unsupported" "same error_paths dynamic-shared"
       "gpool error_paths oom" "gpool error_paths launch-fail" "same noop_launch $launches"
       "same per_thread_stream" "gpool error_paths config" "same copies_2d")
 for r in "${runs[@]}"; do

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <vector>
 
 #include "remote/server/emulated_kernels.h"
 
@@ -137,6 +138,20 @@ int Spin(const gpool_emu_launch* l) {
   return 0;
 }
 
+// reverseShared(float* x, int n): reverses through "shared memory" of the launch's dynamic size,
+// which must hold the n floats (on a GPU the kernel would read past its shared memory).
+int ReverseShared(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 4})) return Fail(l, "reverseShared: unexpected parameter layout");
+  auto x = gpool_emu_param<float*>(l, 0);
+  int n = gpool_emu_param<int>(l, 1);
+  if (n < 0 || uint64_t(n) * sizeof(float) > l->shared_mem) {
+    return Fail(l, "reverseShared: n floats do not fit the dynamic shared memory");
+  }
+  std::vector<float> s(x, x + n);
+  for (int i = 0; i < n; ++i) x[i] = s[n - 1 - i];
+  return 0;
+}
+
 const gpool_emu_kernel kKernels[] = {
     {"_Z9vectorAddPKfS0_Pfi", VectorAdd},
     {"_Z11applyParams6Params4WidecPf", ApplyParams},
@@ -146,6 +161,7 @@ const gpool_emu_kernel kKernels[] = {
     {"_Z11alwaysFailsPi", AlwaysFails},
     {"_Z4noopi", Noop},
     {"_Z4spinxPy", Spin},
+    {"_Z13reverseSharedPfi", ReverseShared},
 };
 
 }  // namespace

@@ -14,6 +14,11 @@
 //                found first: a session starts with the device's defaults), a bad limit or flag is
 //                refused; cudaHostRegister'ed memory copies both ways, and the flags and calls
 //                that need a device mapping of host memory fail with cudaErrorNotSupported
+//   dynamic-shared  a launch asking for more dynamic shared memory than the kernel's maximum
+//                fails with cudaErrorInvalidValue (at the launch or, through gpool, at the next
+//                synchronizing call); cudaFuncSetAttribute raises the maximum (read back with
+//                cudaFuncGetAttributes), refuses a value beyond the device's opt-in limit, and the
+//                same launch then runs and reverses 64 KiB through shared memory
 //   hold MiB     allocates MiB, prints READY, sleeps (a test kills it mid-run)
 //   server-dies  allocates, prints READY, waits for a line on stdin, then expects the lost
 //                server to be reported (the test kills the server in between)
@@ -26,6 +31,13 @@
 
 __global__ void alwaysFails(int* x) { x[0] = 1; }
 __global__ void noCpuImplementation(int* x) { x[0] = 2; }
+// Reverses x[0..n) through dynamic shared memory (n floats of it): one block.
+__global__ void reverseShared(float* x, int n) {
+  extern __shared__ float s[];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = x[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = s[n - 1 - i];
+}
 
 static int RunMode(const std::string& mode, int argc, char** argv) {
   if (mode == "oom") {
@@ -75,12 +87,38 @@ static int RunMode(const std::string& mode, int argc, char** argv) {
     EXPECT(cudaMallocManaged(&p, 16) == cudaErrorNotSupported);
     cudaGraph_t g;
     EXPECT(cudaGraphCreate(&g, 0) == cudaErrorNotSupported);
-    // Within the default 48 KiB a no-op is right; opting in to more is not applied: loud.
-    const void* k = reinterpret_cast<const void*>(alwaysFails);
-    EXPECT(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024) == cudaSuccess);
-    EXPECT(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10) ==
-           cudaErrorNotSupported);
     EXPECT(cudaGetLastError() == cudaErrorNotSupported);
+  } else if (mode == "dynamic-shared") {
+    const int n = 16384;  // 64 KiB of floats: over the 48 KiB a kernel gets without opting in
+    const size_t bytes = n * sizeof(float);
+    const void* k = reinterpret_cast<const void*>(reverseShared);
+    std::vector<float> h(n), back(n);
+    for (int i = 0; i < n; ++i) h[i] = float(i);
+    float* d;
+    CHECK(cudaMalloc(&d, bytes));
+    CHECK(cudaMemcpy(d, h.data(), bytes, cudaMemcpyHostToDevice));
+    cudaFuncAttributes a;
+    CHECK(cudaFuncGetAttributes(&a, k));
+    EXPECT(a.maxDynamicSharedSizeBytes == 48 << 10);
+    reverseShared<<<1, 256, bytes>>>(d, n);
+    cudaError_t e = cudaGetLastError();  // a GPU refuses at the launch; gpool at the next sync
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    EXPECT(e == cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    EXPECT(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                int(prop.sharedMemPerBlockOptin) + 1) == cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 50));
+    CHECK(cudaFuncGetAttributes(&a, k));
+    EXPECT(a.maxDynamicSharedSizeBytes == int(bytes));
+    reverseShared<<<1, 256, bytes>>>(d, n);
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(back.data(), d, bytes, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; ++i) EXPECT(back[i] == float(n - 1 - i));
+    CHECK(cudaFree(d));
   } else if (mode == "config") {
     size_t v = 0;
     CHECK(cudaDeviceGetLimit(&v, cudaLimitMallocHeapSize));

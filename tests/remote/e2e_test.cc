@@ -231,10 +231,11 @@ TEST_P(E2E, TwoServersAggregated) {
 // next synchronizing call, calls gpool does not implement, and the device configuration again.
 TEST_P(E2E, ErrorPaths) {
   auto [rc, out] = RunShared({Sample("error_paths"),
-                              "oom,launch-fail,no-kernel,bad-pointer,unsupported,config", "2048",
+                              "oom,launch-fail,no-kernel,bad-pointer,unsupported,dynamic-shared,config", "2048",
                               "1073741824"});
   EXPECT_EQ(rc, 0) << out;
-  for (const char* mode : {"oom", "launch-fail", "no-kernel", "bad-pointer", "unsupported"}) {
+  for (const char* mode :
+       {"oom", "launch-fail", "no-kernel", "bad-pointer", "unsupported", "dynamic-shared"}) {
     EXPECT_TRUE(Has(out, std::string("PASS error_paths ") + mode)) << mode << "\n" << out;
   }
   EXPECT_TRUE(Has(out, "session's memory limit is 1073741824 bytes")) << out;
@@ -242,7 +243,9 @@ TEST_P(E2E, ErrorPaths) {
   EXPECT_TRUE(Has(out, "no CPU implementation of kernel _Z19noCpuImplementationPi")) << out;
   EXPECT_TRUE(Has(out, "cudaGraphCreate is not supported by the gpool client runtime")) << out;
   EXPECT_TRUE(Has(out, "cudaMallocManaged is not supported")) << out;
-  EXPECT_TRUE(Has(out, "cudaFuncSetAttribute(attribute 8, value 102400) is not supported")) << out;
+  // A launch over the kernel's dynamic shared memory maximum is refused naming it.
+  EXPECT_TRUE(Has(out, "launch of _Z13reverseSharedPfi with 65536 bytes of dynamic shared memory: "
+                       "the kernel's maximum is 49152")) << out;
   ExpectConfigPassed(out);
 }
 

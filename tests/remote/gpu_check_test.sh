@@ -25,6 +25,7 @@ for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
             "PASS struct_param (gpool" "PASS streams_events (gpool" "PASS memcpy_sizes 4194304 (gpool" \
             "PASS symbols (gpool" "PASS multi_device 1 (gpool" "PASS error_paths bad-pointer (gpool" \
             "PASS error_paths unsupported (gpool" "PASS error_paths oom (gpool" \
+            "PASS error_paths dynamic-shared (gpool" \
             "PASS error_paths launch-fail (gpool" "PASS noop_launch 20000 (gpool" \
             "PASS per_thread_stream (gpool" "PASS error_paths config (gpool" "PASS copies_2d (gpool" \
             "latency: gpool" "bandwidth: gpool" "PASS shares: both sessions ran" \

@@ -1553,24 +1553,30 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* f
   attr->maxDynamicSharedSizeBytes = a.max_dynamic_shared_size_bytes;
   return cudaSuccess;
 }
-// Not forwarded to the server (no op for it yet). What a no-op gets right is accepted: a dynamic
-// shared memory maximum within the 48 KiB every kernel may use without opting in, and the
-// carveout preference (a hint CUDA itself may ignore). Anything else would be silently dropped
-// and change how the kernel runs (opting in to more shared memory, cluster settings), so it fails
-// loudly with cudaErrorNotSupported naming the attribute.
+// Forwarded to the current device's server (posted: it returns nothing to read). What the
+// client can check from the cached device properties it checks at once, as CUDA does: a dynamic
+// shared memory maximum beyond the device's opt-in limit is cudaErrorInvalidValue here and now.
+// What only the server knows (an attribute its backend cannot honour) surfaces at the next
+// synchronizing call.
 cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
-  if (!FindFunction(func)) return Ret(cudaErrorInvalidDeviceFunction);
-  constexpr int kDefaultDynamicSharedBytes = 48 << 10;
-  if (attr == cudaFuncAttributePreferredSharedMemoryCarveout ||
-      (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && value >= 0 &&
-       value <= kDefaultDynamicSharedBytes)) {
-    return cudaSuccess;
+  FunctionRec* f = FindFunction(func);
+  if (!f) return Ret(cudaErrorInvalidDeviceFunction);
+  cudaError_t err;
+  int dev = t_device;
+  const proto::DeviceProps* p = Props(dev, &err);
+  if (!p) return Ret(err);
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize &&
+      (value < 0 || static_cast<uint64_t>(value) > p->shared_mem_per_block_optin)) {
+    return Ret(cudaErrorInvalidValue);
   }
-  Say(fmt::format("cudaFuncSetAttribute(attribute {}, value {}) is not supported by the gpool "
-                  "client runtime (only a dynamic shared memory size up to {} bytes and the "
-                  "carveout hint are)",
-                  static_cast<int>(attr), value, kDefaultDynamicSharedBytes));
-  return Ret(cudaErrorNotSupported);
+  if (attr == cudaFuncAttributePreferredSharedMemoryCarveout && (value < -1 || value > 100)) {
+    return Ret(cudaErrorInvalidValue);
+  }
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::FuncSetAttribute m{.func = f->id, .device = R().Index(dev),
+                            .attr = static_cast<int32_t>(attr), .value = value};
+  return Ret(Post(l, m));
 }
 cudaError_t cudaFuncSetCacheConfig(const void* func, enum cudaFuncCache) {
   return FindFunction(func) ? cudaSuccess : Ret(cudaErrorInvalidDeviceFunction);

@@ -49,6 +49,7 @@ constexpr OpInfo kOps[] = {
     {"PeerAccess", false},
     {"Memcpy2DAsync", true},  // version 3
     {"Memset2D", true},
+    {"FuncSetAttribute", true},
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kMaxOp), "OpInfo table out of date");
 

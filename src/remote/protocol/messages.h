@@ -31,7 +31,8 @@ namespace gpool::remote::proto {
 
 inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
 // Version 2 added DeviceSetLimit, DeviceGetLimit, SetDeviceFlags, GetDeviceFlags and PeerAccess;
-// version 3 Memcpy2DAsync and Memset2D (2-D copies to the device and 2-D memsets, posted). Every
+// version 3 Memcpy2DAsync and Memset2D (2-D copies to the device and 2-D memsets, posted) and
+// FuncSetAttribute. Every
 // message carries the version and both sides demand their own, so a client and a server of
 // different versions fail at Hello with "protocol version N not supported", never at the first
 // op the other side does not know.
@@ -84,6 +85,7 @@ enum class Op : uint16_t {
   kPeerAccess,
   kMemcpy2DAsync,  // version 3
   kMemset2D,
+  kFuncSetAttribute,
   kMaxOp,  // one past the last; new ops go above this line
 };
 
@@ -426,6 +428,17 @@ struct PeerAccess {
   uint32_t device = 0, peer = 0;
   uint8_t enable = 0;
   template <class V> void Visit(V& v) { v(device, "device"); v(peer, "peer"); v(enable, "enable"); }
+};
+// cudaFuncSetAttribute on `device`: `attr` is the cudaFuncAttribute number (equal to the driver's
+// CUfunction_attribute for the settable ones). Posted: the client checks what it can against the
+// device's properties first, and the server's refusal surfaces at the next synchronizing call.
+struct FuncSetAttribute {
+  GPOOL_MSG(FuncSetAttribute);
+  uint64_t func = 0;
+  uint32_t device = 0;
+  int32_t attr = 0;
+  int32_t value = 0;
+  template <class V> void Visit(V& v) { v(func, "func"); v(device, "device"); v(attr, "attr"); v(value, "value"); }
 };
 #undef GPOOL_MSG
 

@@ -171,6 +171,13 @@ class Backend {
     (void)dev, (void)flags;
     return Err(kErrNotSupported, fmt_unsupported("cudaGetDeviceFlags", 0));
   }
+  // cudaFuncSetAttribute of `func` on `dev` (`attr`: the cudaFuncAttribute number). A backend
+  // applies it (cuda: cuFuncSetAttribute) or keeps it so that FuncAttributes and launches honour
+  // it (emulated: the dynamic shared memory maximum); what it cannot honour it refuses.
+  virtual Result FuncSetAttribute(uint64_t func, uint32_t dev, int32_t attr, int32_t value) {
+    (void)func, (void)dev, (void)value;
+    return Err(kErrNotSupported, fmt_unsupported("cudaFuncSetAttribute", attr));
+  }
   // cudaDeviceEnablePeerAccess/DisablePeerAccess from `dev` to `peer` (both of this server), with
   // CUDA's errors: already enabled, not enabled, a device that cannot reach the other.
   virtual Result PeerAccess(uint32_t dev, uint32_t peer, bool enable) {

@@ -582,6 +582,13 @@ class CudaBackend final : public Backend {
     out->max_dynamic_shared_size_bytes = a(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
     return {};
   }
+  // The settable cudaFuncAttribute numbers equal CUfunction_attribute's (cuda_driver_check.cc).
+  Result FuncSetAttribute(uint64_t func, uint32_t dev, int32_t attr, int32_t value) override {
+    CUfunction f = nullptr;
+    if (Result r = Function(func, dev, &f); !r.ok()) return r;
+    return R("cuFuncSetAttribute",
+             cu_.cuFuncSetAttribute(f, static_cast<CUfunction_attribute>(attr), value));
+  }
   Result Occupancy(uint64_t func, int32_t block_size, uint64_t shmem, int32_t* blocks) override {
     CUfunction f = nullptr;
     if (Result r = Function(func, Cur(), &f); !r.ok()) return r;

@@ -57,6 +57,7 @@
     const char*)                                                                                \
   X(cuFuncGetParamInfo, "cuFuncGetParamInfo", nullptr, CUfunction, size_t, size_t*, size_t*)    \
   X(cuFuncGetAttribute, "cuFuncGetAttribute", nullptr, int*, CUfunction_attribute, CUfunction)  \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", nullptr, CUfunction, CUfunction_attribute, int)   \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,                                       \
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", nullptr, int*, CUfunction, int,     \
     size_t, unsigned int)                                                                       \

@@ -96,6 +96,11 @@ struct EmuFunction {
   uint64_t module;
   std::string name;
   gpool_emu_kernel_fn fn = nullptr;
+  // cudaFuncSetAttribute's settable values, per function whatever the device (the emulated
+  // devices are alike). A launch asking for more dynamic shared memory than the maximum fails as
+  // on a GPU, so a program that forgets to opt in fails here too.
+  int32_t max_dynamic_shared = 48 << 10;
+  int32_t carveout = -1;
 };
 struct EmuVar {
   uint64_t module;
@@ -441,8 +446,42 @@ class EmulatedBackend final : public Backend {
     out->num_regs = 32;
     out->ptx_version = 90;
     out->binary_version = 90;
-    out->max_dynamic_shared_size_bytes = 48 << 10;
+    out->max_dynamic_shared_size_bytes = f->max_dynamic_shared;
     return {};
+  }
+  Result FuncSetAttribute(uint64_t func, uint32_t dev, int32_t attr, int32_t value) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    EmuFunction* f = nullptr;
+    if (Result r = Lookup(func, &f); !r.ok()) return r;
+    constexpr int32_t kMaxDynamicShared = 8, kCarveout = 9, kFirstCluster = 10, kLastCluster = 15;
+    if (attr == kMaxDynamicShared) {
+      proto::DeviceProps p;
+      (void)GetProps(dev, &p);
+      if (value < 0 || static_cast<uint64_t>(value) > p.shared_mem_per_block_optin) {
+        return Err(kErrInvalidValue,
+                   fmt::format("cudaFuncSetAttribute({}, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+                               "{}): want 0..{} (the device's opt-in maximum)",
+                               f->name, value, p.shared_mem_per_block_optin));
+      }
+      f->max_dynamic_shared = value;
+      return {};
+    }
+    if (attr == kCarveout) {
+      if (value < -1 || value > 100) {
+        return Err(kErrInvalidValue,
+                   fmt::format("cudaFuncSetAttribute({}, cudaFuncAttributePreferredSharedMemoryCarveout, "
+                               "{}): want -1..100", f->name, value));
+      }
+      f->carveout = value;  // a hint; the CPU kernels have no carveout to apply it to
+      return {};
+    }
+    if (attr >= kFirstCluster && attr <= kLastCluster) {
+      return Err(kErrNotSupported,
+                 fmt::format("cudaFuncSetAttribute({}, cluster attribute {}): the emulated backend "
+                             "has no thread block clusters", f->name, attr));
+    }
+    return Err(kErrInvalidValue,
+               fmt::format("cudaFuncSetAttribute({}, attribute {}): not a settable attribute", f->name, attr));
   }
   Result Occupancy(uint64_t func, int32_t block_size, uint64_t, int32_t* blocks) override {
     EmuFunction* f = nullptr;
@@ -463,6 +502,13 @@ class EmulatedBackend final : public Backend {
       return Err(kErrInvalidDeviceFunction,
                  fmt::format("emulated backend has no CPU implementation of kernel {} "
                              "(load one with --emulated-kernels)", f->name));
+    }
+    if (l.shmem > static_cast<uint32_t>(f->max_dynamic_shared)) {
+      return Err(kErrInvalidValue,
+                 fmt::format("launch of {} with {} bytes of dynamic shared memory: the kernel's "
+                             "maximum is {} (cudaFuncSetAttribute with "
+                             "cudaFuncAttributeMaxDynamicSharedMemorySize raises it)",
+                             f->name, l.shmem, f->max_dynamic_shared));
     }
     if (Result r = Layout(f, &info); !r.ok()) return r;
     std::vector<unsigned> offsets, sizes;

@@ -152,4 +152,9 @@ Result LeaseGuardBackend::PeerAccess(uint32_t dev, uint32_t peer, bool enable) {
   return inner_->PeerAccess(dev, peer, enable);
 }
 
+Result LeaseGuardBackend::FuncSetAttribute(uint64_t func, uint32_t dev, int32_t attr, int32_t value) {
+  if (Result r = Check(dev, "cudaFuncSetAttribute"); !r.ok()) return r;
+  return inner_->FuncSetAttribute(func, dev, attr, value);
+}
+
 }  // namespace gpool::remote::server

@@ -125,6 +125,7 @@ class LeaseGuardBackend final : public Backend {
   Result SetDeviceFlags(uint32_t dev, uint32_t flags) override;
   Result GetDeviceFlags(uint32_t dev, uint32_t* flags) override;
   Result PeerAccess(uint32_t dev, uint32_t peer, bool enable) override;
+  Result FuncSetAttribute(uint64_t func, uint32_t dev, int32_t attr, int32_t value) override;
 
  private:
   // Ok when `dev` is granted; else cudaErrorNotPermitted naming it and the granted GPUs.

@@ -431,6 +431,10 @@ Status Session::Handle(const Frame& f) {
       return Sync<PeerAccess>(f, [&](PeerAccess& q) {
         return SendReply(f.op, backend_->PeerAccess(q.device, q.peer, q.enable != 0), none);
       });
+    case Op::kFuncSetAttribute:
+      return Async<FuncSetAttribute>(f, [&](FuncSetAttribute& q) {
+        return backend_->FuncSetAttribute(q.func, q.device, q.attr, q.value);
+      });
     case Op::kHello:
     case Op::kAttach:
     case Op::kMaxOp:
