@@ -36,7 +36,7 @@ done
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [[ -e $cuda_home/lib64/stubs/libcuda.so || -e $cuda_home/targets/x86_64-linux/lib/stubs/libcuda.so ]]; then
   grep -qF "PASS cuda-stub: every driver symbol resolved" "$tmp/full.log" || fail "no cuda-stub PASS"
-  grep -qF "== summary: 17 passed, 0 failed, 0 notes" "$tmp/full.log" || fail "wrong summary"
+  grep -qF "== summary: 18 passed, 0 failed, 0 notes" "$tmp/full.log" || fail "wrong summary"
 else
   echo "gpu_check_test: NOTE: no stub libcuda.so under $cuda_home: the driver-symbol check was skipped"
   grep -qF "NOTE cuda-stub: SKIPPED" "$tmp/full.log" || fail "the skipped stub check is not reported"
@@ -62,7 +62,7 @@ grep -qF "gpool: symbols: wrong value at 7" "$tmp/bad.log" || fail "the failing 
 grep -qF "FAIL struct_param: gpool run timed out (step limit 8s" "$tmp/bad.log" || fail "the hanging sample is not reported as timed out"
 grep -qF "PASS multi_device 1 (gpool, emulated): PASS multi_device fake" "$tmp/bad.log" ||
   fail "the samples after a hang did not run"
-grep -qF "== summary: 12 passed, 2 failed, 1 notes" "$tmp/bad.log" || fail "wrong summary"
+grep -qF "== summary: 13 passed, 2 failed, 1 notes" "$tmp/bad.log" || fail "wrong summary"
 grep -qx "gpu-check: FAIL" <<<"$(tail -1 "$tmp/bad.log")" || fail "last line is not 'gpu-check: FAIL'"
 
 # 3. The run's --budget: once spent, the remaining steps get 1 s each; the run still ends with
