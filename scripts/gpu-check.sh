@@ -28,7 +28,7 @@
 #
 # --timeout (default 120) bounds each step, --budget (default 330) the whole run: once it is spent
 # the remaining steps fail at once, so a hung backend still ends with a summary inside a 400 s
-# lease call. --only takes a comma-separated subset of: samples, perf, shares, stub, agent
+# lease call. --only takes a comma-separated subset of: samples, aggregate, perf, shares, stub, agent
 # (default: all). BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and
 # optionally deps/ (a bundle's libraries) and tests/remote/ (the CMake-built samples and emulated
 # kernels). Environment: CUDA_HOME (default /usr/local/cuda), GPOOL_ARCH,
@@ -243,6 +243,7 @@ start_server() {  # NAME ARGS...: sets $addr
   die "$name server did not start"
 }
 start_server server --insecure --session-mem-limit 8GiB
+server_addr=$addr
 devices=$addr/0
 for ((i = 1; i < ngpu; i++)); do devices+=",$addr/$i"; done
 echo "server: ${backend[*]} at $addr, devices $devices"
@@ -350,6 +351,25 @@ for r in "${runs[@]}"; do
   fi
 done
 
+fi
+
+if want aggregate; then
+echo "== aggregation: device 0 of two servers as devices 0 and 1 of one program"
+# Device pointers cross the wire untranslated, so the allocations of the two servers' workers
+# must not overlap in address. Two processes of a real driver may well be handed the same device
+# addresses (the emulated server's come from mmap, which ASLR spreads); the client then refuses
+# the second one loudly ("overlaps memory of another device"). This step tells which it is.
+start_server server2 --insecure --session-mem-limit 8GiB
+LD_LIBRARY_PATH=$gpool_ld LD_PRELOAD=${GPOOL_CHECK_PRELOAD:-} GPOOL_DEVICES="$server_addr/0,$addr/0" \
+  timeout --kill-after=5 "$(limit)" "$gpool" run -- "$samples_dir/multi_device" 2 >"$work/agg.out" 2>&1
+arc=$?
+if timed_out $arc; then fail "aggregate: gpool run timed out"; show_tail "$work/agg.out" gpool
+elif [[ $arc == 0 ]] && grep -q '^PASS multi_device devices=2' "$work/agg.out"; then
+  pass "aggregate (two servers, one GPU each): $(grep '^PASS' "$work/agg.out")"
+else
+  fail "aggregate: exit $arc$(grep -q 'overlaps memory of another device' "$work/agg.out" && echo ': the two servers handed out overlapping device addresses')"
+  show_tail "$work/agg.out" gpool
+fi
 fi
 
 if want perf; then

@@ -28,6 +28,7 @@ for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
             "PASS error_paths dynamic-shared (gpool" \
             "PASS error_paths launch-fail (gpool" "PASS noop_launch 20000 (gpool" \
             "PASS per_thread_stream (gpool" "PASS error_paths config (gpool" "PASS copies_2d (gpool" \
+            "PASS aggregate (two servers, one GPU each): PASS multi_device devices=2" \
             "latency: gpool" "bandwidth: gpool" "PASS shares: both sessions ran" \
             "gpu-check: PASS"; do
   grep -qF -- "$want" "$tmp/full.log" || fail "missing line: $want"
@@ -36,7 +37,7 @@ done
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [[ -e $cuda_home/lib64/stubs/libcuda.so || -e $cuda_home/targets/x86_64-linux/lib/stubs/libcuda.so ]]; then
   grep -qF "PASS cuda-stub: every driver symbol resolved" "$tmp/full.log" || fail "no cuda-stub PASS"
-  grep -qF "== summary: 18 passed, 0 failed, 0 notes" "$tmp/full.log" || fail "wrong summary"
+  grep -qF "== summary: 19 passed, 0 failed, 0 notes" "$tmp/full.log" || fail "wrong summary"
 else
   echo "gpu_check_test: NOTE: no stub libcuda.so under $cuda_home: the driver-symbol check was skipped"
   grep -qF "NOTE cuda-stub: SKIPPED" "$tmp/full.log" || fail "the skipped stub check is not reported"
