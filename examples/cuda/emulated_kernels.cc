@@ -152,6 +152,31 @@ int ReverseShared(const gpool_emu_launch* l) {
   return 0;
 }
 
+// addOffset(int* x, int delta, int n) (api_coverage): x[i] += delta over the whole grid, so a
+// launch with a wrong grid leaves elements unchanged.
+int AddOffset(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 4, 4})) return Fail(l, "addOffset: unexpected parameter layout");
+  auto x = gpool_emu_param<int*>(l, 0);
+  int delta = gpool_emu_param<int>(l, 1);
+  int n = gpool_emu_param<int>(l, 2);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i < uint64_t(n)) x[i] += delta;
+  });
+  return 0;
+}
+
+// bumpManaged(int* out, int n) (api_coverage) with __managed__ int gManaged, which the emulated
+// server holds as a plain device variable of the module: gManaged += n; *out = gManaged.
+int BumpManaged(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 4})) return Fail(l, "bumpManaged: unexpected parameter layout");
+  auto* managed = static_cast<int*>(l->symbol(l->ctx, "gManaged"));
+  if (!managed) return Fail(l, "bumpManaged: symbol gManaged not registered");
+  auto out = gpool_emu_param<int*>(l, 0);
+  *managed += gpool_emu_param<int>(l, 1);
+  *out = *managed;
+  return 0;
+}
+
 const gpool_emu_kernel kKernels[] = {
     {"_Z9vectorAddPKfS0_Pfi", VectorAdd},
     {"_Z11applyParams6Params4WidecPf", ApplyParams},
@@ -162,6 +187,8 @@ const gpool_emu_kernel kKernels[] = {
     {"_Z4noopi", Noop},
     {"_Z4spinxPy", Spin},
     {"_Z13reverseSharedPfi", ReverseShared},
+    {"_Z9addOffsetPiii", AddOffset},
+    {"_Z11bumpManagedPii", BumpManaged},
 };
 
 }  // namespace

@@ -187,6 +187,61 @@ TEST_P(E2E, PerThreadDefaultStream) {
   EXPECT_FALSE(Has(out, "not supported")) << out;
 }
 
+// The libcudart.so.13 functions a sample imports, one " NAME@libcudart.so.13" per line as
+// `nm -D --undefined-only` prints them (the leading blank keeps "cudaLaunchKernel" from matching
+// "__cudaLaunchKernel"; the binary's string table may share that tail, so no byte search).
+std::string Imports(const std::string& bin) {
+  auto [rc, out] = Run({"nm", "-D", "--undefined-only", bin});
+  EXPECT_EQ(rc, 0) << out;
+  return out;
+}
+
+// Entry points no other sample calls (api_coverage.cu): the runtime launch calls, memsetAsync,
+// peek, stream priorities, occupancy, device reset, and a __managed__ variable used on the device.
+// Run on both devices of the shared server: the managed variable's module may run kernels on
+// device 0 only, and the launch on device 1 must be refused, loudly.
+TEST_P(E2E, ApiCoverage) {
+  std::string imports = Imports(Sample("api_coverage"));
+  for (const char* sym : {"cudaLaunchKernel", "cudaLaunchKernel_ptsz", "__cudaRegisterManagedVar",
+                          "__cudaInitModule", "cudaMemsetAsync", "cudaPeekAtLastError",
+                          "cudaStreamCreateWithPriority", "cudaDeviceGetStreamPriorityRange",
+                          "cudaStreamGetPriority", "cudaDeviceReset",
+                          "cudaOccupancyMaxActiveBlocksPerMultiprocessor"}) {
+    EXPECT_TRUE(Has(imports, std::string(" ") + sym + "@libcudart.so.13"))
+        << "api_coverage does not call " << sym << "\n" << imports;
+  }
+  std::string shared = Shared().address();
+  auto [rc, out] = RunSample(shared + "/0," + shared + "/1", {Sample("api_coverage")}, transport());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS api_coverage")) << out;
+  for (const char* line :
+       {"peek: error kept until cudaGetLastError", "priorities: least 0 greatest -5",
+        "memsetAsync + cudaLaunchKernel + cudaLaunchKernel_ptsz: 5000 elements right",
+        "occupancy: 16 blocks of 128 threads per multiprocessor",  // the emulated answer
+        "managed: device 0 kernels see one variable (7)",
+        "managed: launch on device 1: cudaErrorNotSupported",
+        "warning: __managed__ variable gManaged is registered as device memory of one GPU",
+        "launch of kernel _Z11bumpManagedPii on device 1 refused: its module has __managed__ "
+        "variable(s) gManaged",
+        "reset: 64 MiB freed, 0 bytes short of the start; cudaFree(old pointer): "
+        "cudaErrorInvalidValue"}) {
+    EXPECT_TRUE(Has(out, line)) << line << "\n" << out;
+  }
+  EXPECT_FALSE(Has(out, "is not supported by the gpool client runtime")) << out;
+}
+
+// Host access to a __managed__ variable cannot be right remotely (the GPU never sees a host
+// copy): the client stops the program at __cudaInitModule, naming the variable, before the read.
+TEST_P(E2E, ManagedVariableHostAccessStopsTheProgram) {
+  auto [rc, out] = RunShared({Sample("api_coverage"), "managed-host"});
+  EXPECT_EQ(rc, 128 + SIGABRT) << out;
+  EXPECT_TRUE(Has(out, "READ")) << out;
+  EXPECT_TRUE(Has(out, "FATAL: host access to __managed__ variable(s) gManaged: managed memory is "
+                       "not supported by the gpool client runtime")) << out;
+  EXPECT_FALSE(Has(out, "host reads")) << out;
+  EXPECT_FALSE(Has(out, "PASS")) << out;
+}
+
 // Device limits and flags, and host registration with its loud mapping flags (error_paths
 // config). The server keeps limits per session: E2E.ErrorPaths runs config again in another
 // session on the same server, and whichever of the two runs second must find the defaults, not

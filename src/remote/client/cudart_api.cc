@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +69,7 @@ class Runtime {
   std::unordered_map<int, proto::DeviceProps> props;
   std::map<std::pair<int, int>, int> attrs;
   uint64_t next_id = 1;
+  std::atomic<bool> any_managed{false};  // a module registered a __managed__ variable
 
   Runtime() {
     const char* d = getenv("GPOOL_DEVICES");
@@ -621,6 +624,27 @@ cudaError_t Layout(FunctionRec* f, ServerLink* l, std::vector<proto::ParamSlot>*
   return cudaSuccess;
 }
 
+// A module with __managed__ variables: each variable is one device variable on one GPU server
+// (managed memory is not remoted), so its kernels run on one device only, the first they were
+// launched on; a launch on another would see another copy of the variables (or none) and compute
+// wrong results, so it is refused, loudly. Conservative: the kernel may not use them at all.
+cudaError_t CheckManaged(const FunctionRec* f, int dev) {
+  if (!R().any_managed.load(std::memory_order_relaxed)) return cudaSuccess;
+  std::lock_guard<std::mutex> lk(R().mu);
+  auto it = R().modules.find(f->module);
+  if (it == R().modules.end() || it->second->managed.empty()) return cudaSuccess;
+  ModuleRec& m = *it->second;
+  if (m.managed_device < 0) m.managed_device = dev;
+  if (m.managed_device == dev) return cudaSuccess;
+  std::string names;
+  for (const auto& n : m.managed) names += (names.empty() ? "" : ", ") + n;
+  Say(fmt::format("launch of kernel {} on device {} refused: its module has __managed__ "
+                  "variable(s) {}, which gpool keeps as device memory of device {} only (managed "
+                  "memory is not remoted), so a kernel on another device would not see them",
+                  f->name, dev, names, m.managed_device));
+  return cudaErrorNotSupported;
+}
+
 cudaError_t Launch(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
                    cudaStream_t stream) {
   FunctionRec* f = FindFunction(func);
@@ -628,6 +652,7 @@ cudaError_t Launch(const void* func, dim3 grid, dim3 block, void** args, size_t 
   int dev;
   uint64_t sid;
   if (cudaError_t e = ResolveStream(stream, &dev, &sid); e != cudaSuccess) return e;
+  if (cudaError_t e = CheckManaged(f, dev); e != cudaSuccess) return e;
   cudaError_t err;
   ServerLink* l = R().Link(dev, &err);
   if (!l) return err;
@@ -728,9 +753,27 @@ void __cudaUnregisterFatBinary(void** fatCubinHandle) {
   (void)fatCubinHandle;
 }
 
+// nvcc's code calls this before the program's first host access to a __managed__ variable of
+// the module (__nv_init_managed_rt), to have the runtime point the variable's host shadow at the
+// managed memory. gpool cannot: managed memory is not remoted (a GPU on another host cannot share
+// this host's memory), and a host copy the GPU never sees would silently compute wrong results.
+// Returning 0 would make the program dereference a null shadow; so it stops the program here,
+// saying why. Modules without managed variables have nothing to initialise.
 char __cudaInitModule(void** fatCubinHandle) {
-  (void)fatCubinHandle;
-  return 1;
+  std::string names;
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    auto it = R().modules.find(reinterpret_cast<uint64_t>(*fatCubinHandle));
+    if (it != R().modules.end()) {
+      for (const auto& n : it->second->managed) names += (names.empty() ? "" : ", ") + n;
+    }
+  }
+  if (names.empty()) return 1;
+  Say(fmt::format("FATAL: host access to __managed__ variable(s) {}: managed memory is not "
+                  "supported by the gpool client runtime (a GPU on another host cannot share this "
+                  "host's memory); stopping the program rather than let it compute with a host "
+                  "copy the GPU never sees", names));
+  std::abort();
 }
 
 void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun,
@@ -769,14 +812,22 @@ void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress
   r.vars[hostVar] = std::move(v);
 }
 
+// A __managed__ variable: registered as a plain device variable of its module on the servers,
+// so a program that declares one (or links a library that does) still starts, with a warning.
+// What cannot be right fails loudly: host access stops the program (__cudaInitModule), and the
+// module's kernels run on one device only (CheckManaged). The host shadow stays null.
 void __cudaRegisterManagedVar(void** fatCubinHandle, void** hostVarPtrAddress, char* deviceAddress,
                               const char* deviceName, int ext, size_t size, int constant,
                               int global) {
-  Say(fmt::format("__managed__ variable {} is not supported (managed memory is not remoted); "
-                  "it is registered as a plain __device__ variable and host access to it will "
-                  "fail", deviceName));
+  Say(fmt::format("warning: __managed__ variable {} is registered as device memory of one GPU: "
+                  "managed memory is not remoted, so host access to it stops the program and its "
+                  "module's kernels may run on one device only", deviceName));
   __cudaRegisterVar(fatCubinHandle, reinterpret_cast<char*>(hostVarPtrAddress), deviceAddress,
                     deviceName, ext, size, constant, global);
+  std::lock_guard<std::mutex> lk(R().mu);
+  auto it = R().modules.find(reinterpret_cast<uint64_t>(*fatCubinHandle));
+  if (it != R().modules.end()) it->second->managed.push_back(deviceName);
+  R().any_managed.store(true, std::memory_order_relaxed);
 }
 
 unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
@@ -1310,13 +1361,19 @@ cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
 }
 
 // ---- streams and events
+// The priority range gpool reports (CUDA's on current GPUs: 0 least, -5 greatest). A stream's
+// priority is clamped into it, as CUDA does; the cuda backend's driver clamps again to the real
+// GPU's range. The emulated backend runs everything in order and ignores priorities.
+constexpr int kLeastPriority = 0, kGreatestPriority = -5;
 static cudaError_t CreateStream(cudaStream_t* s, unsigned flags, int priority) {
   if (!s) return Ret(cudaErrorInvalidValue);
+  if ((flags & ~unsigned{cudaStreamNonBlocking}) != 0) return Ret(cudaErrorInvalidValue);
+  priority = std::clamp(priority, kGreatestPriority, kLeastPriority);
   cudaError_t err;
   int dev = t_device;
   ServerLink* l = R().Link(dev, &err);
   if (!l) return Ret(err);
-  auto* rec = new StreamRec{dev, 0};
+  auto* rec = new StreamRec{dev, 0, flags, priority};
   {
     std::lock_guard<std::mutex> lk(R().mu);
     rec->id = R().next_id++;
@@ -1335,9 +1392,47 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, in
   return CreateStream(s, flags, priority);
 }
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
-  if (least) *least = 0;
-  if (greatest) *greatest = -5;
+  if (least) *least = kLeastPriority;
+  if (greatest) *greatest = kGreatestPriority;
   return cudaSuccess;
+}
+// What a stream was created with, kept by the client; the default streams have flags 0 and
+// priority 0 and belong to the current device.
+static cudaError_t StreamInfo(cudaStream_t s, unsigned* flags, int* priority, int* device) {
+  if (IsDefaultStream(s)) {
+    if (flags) *flags = 0;
+    if (priority) *priority = 0;
+    if (device) *device = t_device;
+    return cudaSuccess;
+  }
+  auto* rec = reinterpret_cast<StreamRec*>(s);
+  std::lock_guard<std::mutex> lk(R().mu);
+  if (!R().streams.count(rec)) return Ret(cudaErrorInvalidResourceHandle);
+  if (flags) *flags = rec->flags;
+  if (priority) *priority = rec->priority;
+  if (device) *device = rec->device;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {
+  if (!priority) return Ret(cudaErrorInvalidValue);
+  return StreamInfo(s, nullptr, priority, nullptr);
+}
+cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int* priority) {
+  return cudaStreamGetPriority(s, priority);
+}
+cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int* flags) {
+  if (!flags) return Ret(cudaErrorInvalidValue);
+  return StreamInfo(s, flags, nullptr, nullptr);
+}
+cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int* flags) {
+  return cudaStreamGetFlags(s, flags);
+}
+cudaError_t cudaStreamGetDevice(cudaStream_t s, int* device) {
+  if (!device) return Ret(cudaErrorInvalidValue);
+  return StreamInfo(s, nullptr, nullptr, device);
+}
+cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int* device) {
+  return cudaStreamGetDevice(s, device);
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (IsDefaultStream(s)) return Ret(cudaErrorInvalidResourceHandle);

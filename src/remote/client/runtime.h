@@ -36,6 +36,11 @@ struct ModuleRec {
   bool parsed = false;  // client-side layouts (the fallback) parsed?
   Status parse_status;
   fatbin::Module layouts;
+  // Names of its __managed__ variables. Managed memory is not remoted: each is one device
+  // variable on a GPU server, so the module's kernels may run on one device only (the first they
+  // are launched on), and host access to the variables stops the program (cudart_api.cc).
+  std::vector<std::string> managed;
+  int managed_device = -1;
 };
 
 struct FunctionRec {
@@ -58,6 +63,8 @@ struct VarRec {
 struct StreamRec {
   int device = 0;
   uint64_t id = 0;
+  unsigned flags = 0;  // as created (cudaStreamGetFlags)
+  int priority = 0;    // as created, clamped to the device's range (cudaStreamGetPriority)
 };
 struct EventRec {
   int device = 0;
