@@ -22,6 +22,9 @@
 //   hold MiB     allocates MiB, prints READY, sleeps (a test kills it mid-run)
 //   server-dies  allocates, prints READY, waits for a line on stdin, then expects the lost
 //                server to be reported (the test kills the server in between)
+//   lease-expiry allocates and copies (the lease is valid), prints READY, waits for a line on
+//                stdin, then expects every call to fail with cudaErrorNotPermitted, at once (the
+//                test lets the lease expire in between: the server ends the session)
 #include <unistd.h>
 #include <algorithm>
 #include <cstring>
@@ -196,6 +199,21 @@ static int RunMode(const std::string& mode, int argc, char** argv) {
     cudaError_t e = cudaDeviceSynchronize();
     EXPECT(e == cudaErrorDevicesUnavailable);
     EXPECT(cudaMalloc(&p, 16) == cudaErrorDevicesUnavailable);  // fails fast, no hang
+  } else if (mode == "lease-expiry") {
+    void* p;
+    CHECK(cudaMalloc(&p, 16 << 20));
+    CHECK(cudaMemset(p, 3, 16 << 20));
+    std::vector<char> back(4096);
+    CHECK(cudaMemcpy(back.data(), p, back.size(), cudaMemcpyDeviceToHost));
+    EXPECT(back[4095] == 3);
+    std::printf("READY\n");
+    std::fflush(stdout);
+    char line[16];
+    if (!std::fgets(line, sizeof line, stdin)) return 2;
+    // The session is over: the next call learns why, later ones fail fast the same way.
+    EXPECT(cudaMemcpy(back.data(), p, back.size(), cudaMemcpyDeviceToHost) == cudaErrorNotPermitted);
+    EXPECT(cudaMalloc(&p, 16) == cudaErrorNotPermitted);
+    EXPECT(cudaDeviceSynchronize() == cudaErrorNotPermitted);
   } else {
     std::fprintf(stderr, "usage: error_paths MODE (see the file's comment)\n");
     return 2;

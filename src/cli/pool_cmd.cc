@@ -92,6 +92,10 @@ std::function<Status(const std::string&, SessionGrant*)> MakeAuthorizer(
       g.memory_bytes = lease->memory_bytes;
       g.compute_share = lease->compute_milli / 1000.0;
       share = std::min(share, g.compute_share);
+      if (grant->expires_at == 0 || lease->expires_at < grant->expires_at) {
+        grant->expires_at = lease->expires_at;  // the session ends with its first lease
+        grant->expiring_gpu = g.gpu;
+      }
       grant->devices.push_back(std::move(g));
     }
     if (grant->devices.empty()) return Status::PermissionDenied(last);

@@ -431,6 +431,54 @@ TEST_P(E2E, MalformedFrameClosesOnlyThatSession) {
   EXPECT_TRUE((*again)->Call(ping, &head, &none).ok());
 }
 
+// A lease bounds its session. A token that has already expired is refused at connect, naming the
+// expiry. A valid one works until it expires; then the server ends the session even though it is
+// idle (its worker exits, which frees its memory), and the program's next call fails with the
+// reason, not a hang and not "lost the server".
+TEST_P(E2E, LeaseExpiryEndsTheSession) {
+  std::string key_file = ::testing::TempDir() + "/gpool_lease_exp_" + std::to_string(getpid()) +
+                         "_" + transport() + ".key";
+  ASSERT_TRUE(WriteFileAtomic(key_file, std::string(64, 'b')).ok());
+  Server s({"--key", key_file}, transport());
+  std::remove(key_file.c_str());
+  auto authority = LeaseAuthority::Create(std::string(32, '\xbb'));
+  ASSERT_TRUE(authority.ok()) << authority.status().ToString();
+  const std::string gpu = s.address() + "/0";
+
+  // Issued 100 s ago for 10 s.
+  ManualClock past(UnixClock::Default()->NowNanos() - int64_t{100} * 1000000000);
+  auto expired = authority->Issue({.gpu = gpu, .ttl_seconds = 10}, past);
+  ASSERT_TRUE(expired.ok()) << expired.status().ToString();
+  auto [rc1, out1] = RunSample(gpu, {Sample("error_paths"), "refused"}, transport(),
+                               {"--lease", *expired});
+  EXPECT_EQ(rc1, 0) << out1;
+  EXPECT_TRUE(Has(out1, "refused the session: lease refused: expired at ")) << out1;
+
+  // Valid for 4 s: time for the program to start and make its first calls (the test waits for
+  // the expiry; it asserts no timing).
+  auto token = authority->Issue({.gpu = gpu, .ttl_seconds = 4}, *UnixClock::Default());
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  Subprocess client({GPOOL_BIN, "run", "--devices", gpu, "--transport", transport(), "--lease",
+                     *token, "--", Sample("error_paths"), "lease-expiry"});
+  ASSERT_TRUE(client.WaitFor("READY", 60000)) << client.output() << s.proc().output();
+  pid_t worker = WorkerPid(s.proc());
+  ASSERT_GT(worker, 0) << s.proc().output();
+  ASSERT_TRUE(s.proc().WaitFor("lease for GPU " + gpu + " expired at ", 60000)) << s.proc().output();
+  auto t0 = std::chrono::steady_clock::now();
+  while (kill(worker, 0) == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_NE(kill(worker, 0), 0) << "worker " << worker << " outlived its lease";
+  client.WriteStdin("go\n");
+  int rc = client.Wait(60000);
+  EXPECT_EQ(rc, 0) << client.output();
+  EXPECT_TRUE(Has(client.output(), "GPU server " + s.address() + " ended the session: lease for GPU " +
+                                       gpu + " expired at "))
+      << client.output();
+  EXPECT_TRUE(Has(client.output(), "PASS error_paths lease-expiry")) << client.output();
+  EXPECT_FALSE(Has(client.output(), "lost the GPU server")) << client.output();
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, E2E, ::testing::Values("tcp", "ucx"));
 
 // Transport-independent checks (addresses, the control port, which is always TCP, the wire

@@ -120,7 +120,10 @@ class Runtime {
     auto it = links.find(ref.server);
     if (it != links.end()) {
       if (it->second->broken()) {
-        *err = cudaErrorDevicesUnavailable;
+        // A session its server ended (lease expired) stays refused, as at connect.
+        *err = it->second->status().code() == StatusCode::kPermissionDenied
+                   ? cudaErrorNotPermitted
+                   : cudaErrorDevicesUnavailable;
         return nullptr;
       }
       return it->second.get();
@@ -216,7 +219,9 @@ cudaError_t FromStatus(const Status& s) {
   if (s.ok()) return cudaSuccess;
   static std::once_flag once;
   std::call_once(once, [&] { Say(s.message() + "; CUDA calls on it now fail"); });
-  return cudaErrorDevicesUnavailable;
+  // PermissionDenied: the server ended the session (its lease expired).
+  return s.code() == StatusCode::kPermissionDenied ? cudaErrorNotPermitted
+                                                   : cudaErrorDevicesUnavailable;
 }
 
 // A synchronous call on `l`.

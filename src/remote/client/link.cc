@@ -101,6 +101,26 @@ Status ServerLink::Check(Status s) {
   return broken_;
 }
 
+Status ServerLink::CheckSessionEnd(const std::vector<proto::Frame>& frames) {
+  if (frames.size() != 1 ||
+      frames[0].op != (static_cast<uint16_t>(proto::Op::kSessionEnd) | proto::kReply)) {
+    return Status::Ok();
+  }
+  proto::ReplyHead h;
+  proto::SessionEnd body;
+  Status d = proto::DecodeReply(frames[0], &h, &body);
+  if (!d.ok()) return Check(d);
+  std::lock_guard<std::mutex> lk(state_mu_);
+  if (broken_.ok()) {
+    broken_ = Status::PermissionDenied(
+        fmt::format("GPU server {} ended the session: {}", address_, h.message));
+    broken_flag_.store(true);
+    conn_->Close();
+    pending_.clear();
+  }
+  return broken_;
+}
+
 Status ServerLink::Flush() {
   GPOOL_RETURN_IF_ERROR(BrokenStatus());
   if (batch_.empty()) return Status::Ok();
@@ -174,6 +194,7 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
     replies_.fetch_add(1, std::memory_order_relaxed);
     auto frames = proto::ParseMessage(drain_in_, split ? p.len : 0);
     if (!frames.ok()) return Check(frames.status());
+    if (!split) GPOOL_RETURN_IF_ERROR(CheckSessionEnd(*frames));
     if (frames->size() != 1 || (*frames)[0].op != (kOp | proto::kReply)) {
       return Check(Status::InvalidArgument(fmt::format(
           "expected one reply to {}, got {} frame(s) starting with op {}", proto::OpName(kOp),
@@ -297,6 +318,7 @@ Status ServerLink::ReadFrame(uint16_t op) {
   replies_.fetch_add(1, std::memory_order_relaxed);
   auto frames = proto::ParseMessage(in_);
   if (!frames.ok()) return Check(frames.status());
+  GPOOL_RETURN_IF_ERROR(CheckSessionEnd(*frames));
   if (frames->size() != 1 || (*frames)[0].op != (op | proto::kReply)) {
     return Check(Status::InvalidArgument(
         fmt::format("expected one reply to {}, got {} frame(s) starting with op {}",

@@ -119,6 +119,10 @@ class ServerLink {
     return DrainReadsLocked();
   }
   bool broken() const { return broken_flag_.load(); }
+  // Why the link is broken (OK while it is not): Unavailable "lost the GPU server ..." or, when
+  // the server ended the session (its lease expired: proto::SessionEnd), PermissionDenied with
+  // the server's reason.
+  Status status() { return BrokenStatus(); }
   // For tests: reads registered and not yet landed; batches the pump has sent.
   size_t pending_reads() {
     std::lock_guard<std::mutex> lk(state_mu_);
@@ -184,6 +188,9 @@ class ServerLink {
   // (send, receive every pending reply, report into *head). Caller holds mu_.
   Status FinishReads(proto::ReplyHead* head, bool async);
   Status Check(Status s);
+  // If `frames` is the server's SessionEnd, breaks the link with its reason (PermissionDenied,
+  // returned); otherwise OK.
+  Status CheckSessionEnd(const std::vector<proto::Frame>& frames);
   Status BrokenStatus();
   // Reads the replies of every pending read (sent_only: only of those whose requests have left).
   // Caller holds read_mu_; without sent_only, every pending read's request must have been sent.

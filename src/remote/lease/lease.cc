@@ -23,13 +23,6 @@ namespace {
 constexpr std::string_view kPrefix = "gpl1.";
 constexpr int kPayloadVersion = 1;
 
-std::string FormatUnix(int64_t seconds) {
-  std::time_t t = static_cast<std::time_t>(seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
-}
-
 Status Refuse(std::string_view why) {
   return Status::PermissionDenied(fmt::format("lease refused: {}", why));
 }
@@ -42,6 +35,13 @@ int HexValue(char c) {
 }
 
 }  // namespace
+
+std::string FormatLeaseTime(int64_t seconds) {
+  std::time_t t = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
+}
 
 int64_t UnixClock::NowNanos() const {
   timespec ts{};
@@ -206,8 +206,8 @@ StatusOr<Lease> LeaseAuthority::Verify(std::string_view token, std::string_view 
   }
   int64_t now_ns = clock.NowNanos();
   if (now_ns >= lease.expires_at * int64_t{1000000000}) {
-    return Refuse(fmt::format("expired at {} ({}), now {}", FormatUnix(lease.expires_at),
-                              lease.expires_at, FormatUnix(now_ns / 1000000000)));
+    return Refuse(fmt::format("expired at {} ({}), now {}", FormatLeaseTime(lease.expires_at),
+                              lease.expires_at, FormatLeaseTime(now_ns / 1000000000)));
   }
   if (lease.gpu != expected_gpu) {
     return Refuse(fmt::format("wrong GPU: lease is for {}, this is {}", lease.gpu, expected_gpu));

@@ -53,6 +53,9 @@ class UnixClock final : public Clock {
   static UnixClock* Default();
 };
 
+// "2026-11-30T22:40:00Z" for Unix seconds, as lease messages write times.
+std::string FormatLeaseTime(int64_t unix_seconds);
+
 // Checks "HOST:PORT/INDEX" (non-empty host, port 1..65535, index 0..1023).
 Status ValidateGpuAddress(std::string_view gpu);
 

@@ -50,6 +50,7 @@ constexpr OpInfo kOps[] = {
     {"Memcpy2DAsync", true},  // version 3
     {"Memset2D", true},
     {"FuncSetAttribute", true},
+    {"SessionEnd", false},  // server -> client only; version 4
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kMaxOp), "OpInfo table out of date");
 

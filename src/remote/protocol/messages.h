@@ -1,4 +1,4 @@
-// gpool's remoting protocol (version 3; see kVersion): operations, message layouts, framing.
+// gpool's remoting protocol (version 4; see kVersion): operations, message layouts, framing.
 //
 // One transport message carries a batch: a header {magic u32 'GPR1', version u16, frames u16}
 // followed by frames {op u16, flags u16, length u32, payload}. Batching lets the client send a
@@ -32,11 +32,12 @@ namespace gpool::remote::proto {
 inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
 // Version 2 added DeviceSetLimit, DeviceGetLimit, SetDeviceFlags, GetDeviceFlags and PeerAccess;
 // version 3 Memcpy2DAsync and Memset2D (2-D copies to the device and 2-D memsets, posted) and
-// FuncSetAttribute. Every
+// FuncSetAttribute;
+// version 4 SessionEnd (the server ends a session whose lease expired). Every
 // message carries the version and both sides demand their own, so a client and a server of
 // different versions fail at Hello with "protocol version N not supported", never at the first
 // op the other side does not know.
-inline constexpr uint16_t kVersion = 3;
+inline constexpr uint16_t kVersion = 4;
 inline constexpr uint16_t kReply = 0x8000;
 inline constexpr size_t kMaxFramesPerMessage = 65535;
 // Large copies are cut into chunks of this size and pipelined.
@@ -86,6 +87,7 @@ enum class Op : uint16_t {
   kMemcpy2DAsync,  // version 3
   kMemset2D,
   kFuncSetAttribute,
+  kSessionEnd,  // version 4
   kMaxOp,  // one past the last; new ops go above this line
 };
 
@@ -439,6 +441,15 @@ struct FuncSetAttribute {
   int32_t attr = 0;
   int32_t value = 0;
   template <class V> void Visit(V& v) { v(func, "func"); v(device, "device"); v(attr, "attr"); v(value, "value"); }
+};
+// Server -> client only, unsolicited: the server ends the session (its lease expired). Sent as a
+// reply frame (kSessionEnd | kReply, ReplyHead then this empty body) whose head's error and
+// message say why (cudaErrorNotPermitted, "lease for GPU H:P/0 expired at ..."); the server closes
+// the connection after it and the worker exits. The client reports that message at the call that
+// receives it and fails every later call on that server with it. A client never sends it.
+struct SessionEnd {
+  GPOOL_MSG(SessionEnd);
+  template <class V> void Visit(V&) {}
 };
 #undef GPOOL_MSG
 

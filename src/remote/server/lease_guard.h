@@ -33,6 +33,10 @@ struct DeviceGrant {
 struct SessionGrant {
   SessionLimits limits;             // session-wide (--session-mem-limit, the compute share)
   std::vector<DeviceGrant> devices;  // empty: every device (--insecure)
+  // The earliest expiry of the leases (Unix seconds; 0: none) and the GPU whose lease it is: the
+  // session ends then (SessionDeadline), whatever it is doing.
+  int64_t expires_at = 0;
+  std::string expiring_gpu;
 };
 
 class LeaseGuardBackend final : public Backend {

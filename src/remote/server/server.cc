@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "remote/lease/lease.h"
 #include "remote/protocol/messages.h"
 
 namespace gpool::remote::server {
@@ -274,6 +275,15 @@ void GpuServer::RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, Session
   }
   Session s(session, std::move(conn), b, limits, slot.ok() ? arbiter_.get() : nullptr,
             slot.ok() ? *slot : -1);
+  if (grant.expires_at != 0) {
+    // The lease bounds the session: at its expiry the client is told why and the worker exits.
+    s.SetDeadline({.clock = o_.lease_clock ? o_.lease_clock : UnixClock::Default(),
+                   .at_nanos = grant.expires_at * int64_t{1000000000},
+                   .error = kErrNotPermitted,
+                   .why = fmt::format("lease for GPU {} expired at {} ({})", grant.expiring_gpu,
+                                      FormatLeaseTime(grant.expires_at), grant.expires_at),
+                   .on_stuck = [] { _exit(4); }});
+  }
   Status st = s.Run();
   if (slot.ok()) arbiter_->Leave(*slot);
   const SessionStats& stats = s.stats();

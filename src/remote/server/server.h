@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "remote/server/backend.h"
 #include "remote/server/lease_guard.h"
@@ -44,6 +45,8 @@ struct ServerOptions {
   // How long a new control connection may take to send its Hello; a silent peer is dropped then,
   // so it cannot stop the (single-threaded) accept loop from serving others.
   int hello_timeout_ms = 5000;
+  // The Unix-epoch clock a session's lease expiry is read from (null: UnixClock::Default()).
+  const Clock* lease_clock = nullptr;
 };
 
 // The data address a client is told to connect to, for a worker listening on `worker_address`

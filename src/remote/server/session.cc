@@ -17,7 +17,7 @@ Session::Session(uint64_t id, std::unique_ptr<Connection> conn, Backend* backend
       arbiter_(arbiter),
       arbiter_slot_(arbiter_slot) {}
 
-Status Session::Run() {
+Status Session::Serve() {
   std::vector<std::byte> msg;
   for (;;) {
     handled_ = 0;
@@ -26,6 +26,10 @@ Status Session::Run() {
     size_t placed = 0;
     Status s = conn_->RecvPlaced(&msg, *this, &placed);
     if (!s.ok()) return s.code() == StatusCode::kUnavailable ? Status::Ok() : s;
+    if (PastDeadline()) {  // nothing more runs for an expired lease, not even this message
+      EndSession();
+      return Status::Ok();
+    }
     stats_.bytes_in += msg.size() + placed;
     if (!place_error_.ok()) {
       return place_error_.code() == StatusCode::kUnavailable ? Status::Ok() : place_error_;
@@ -130,7 +134,8 @@ Status Session::Dispatch(const Frame& f) {
 
 std::span<std::byte> Session::Place(std::span<const std::byte> head, size_t tail_len) {
   // Anything unexpected is left to the normal path, which receives the message whole and
-  // reports what is wrong with it.
+  // reports what is wrong with it (or, past the deadline, ends the session).
+  if (PastDeadline()) return {};
   auto frames = ParseMessage(head, tail_len);
   if (!frames.ok() || frames->back().op != static_cast<uint16_t>(Op::kMemcpyH2D)) return {};
   MemcpyH2D q;
@@ -168,13 +173,13 @@ Status Session::SendReply(uint16_t op, Result r, auto& body, std::span<const std
     out_.AddReply(op, head, body);
     wire::ByteSpan m = out_.Finish();
     stats_.bytes_out += m.size();
-    return conn_->Send(m);
+    return SendLocked(std::span<const wire::ByteSpan>(&m, 1));
   }
   // The body's last field is a blob: its bytes go as a second gather part, uncopied.
   out_.AddReplyWithTail(op, head, body, tail);
   wire::ByteSpan parts[2] = {out_.Finish(), tail};
   stats_.bytes_out += parts[0].size() + tail.size();
-  return conn_->Send(parts);
+  return SendLocked(parts);
 }
 
 template <class Req, class Fn>
@@ -437,6 +442,7 @@ Status Session::Handle(const Frame& f) {
       });
     case Op::kHello:
     case Op::kAttach:
+    case Op::kSessionEnd:
     case Op::kMaxOp:
       break;
   }

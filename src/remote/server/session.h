@@ -5,14 +5,23 @@
 // Asynchronous requests (launches, async copies, registrations, ...) get no reply; the first one
 // that fails is remembered and returned with the next reply, as CUDA reports asynchronous errors
 // at the next synchronizing call. A malformed message ends this session only (the worker exits).
-// Thread safety: Run() owns the connection and backend; one thread.
+// A session may have a deadline (its lease's expiry, SetDeadline): at it the session ends
+// whatever it is doing, idle or busy (see SessionDeadline).
+// Thread safety: Run() owns the connection and backend; one thread, plus Run's own deadline
+// watchdog thread, which only sends the SessionEnd message and closes the connection (sends are
+// serialized by send_mu_).
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "common/clock.h"
 #include "remote/protocol/messages.h"
 #include "remote/server/backend.h"
 #include "remote/server/share_arbiter.h"
@@ -35,6 +44,25 @@ struct SessionStats {
   uint64_t replies = 0;  // replies sent: the round trips the client waited for (at most)
 };
 
+// When a session must end: its lease's expiry. The session checks the clock on every message it
+// receives (a vDSO clock read per batch), and a watchdog thread wakes at the deadline (re-reading
+// the clock at least every max_sleep_ms, so a ManualClock or a wall-clock step is seen too), so
+// an idle session ends on time as well. Ending sends the client SessionEnd {error, why} (it sees
+// that message at its next call, or at the one it is waiting in) and closes the connection; Run
+// then returns PermissionDenied(why), and the worker exits, which frees the session's GPU memory.
+// Limit: a backend call already running (a long kernel on the emulated backend, a sync on a long
+// GPU kernel) is not interrupted; Run returns when it does, and if that takes longer than
+// grace_ms the watchdog calls on_stuck (the worker: _exit, which frees the memory anyway).
+struct SessionDeadline {
+  const Clock* clock = nullptr;  // Unix-epoch time (UnixClock; a ManualClock in tests)
+  int64_t at_nanos = 0;          // 0: no deadline
+  int32_t error = 0;             // the CUDA error the client gets (cudaErrorNotPermitted)
+  std::string why;               // "lease for GPU H:P/0 expired at 2026-11-30T22:40:00Z (...)"
+  int max_sleep_ms = 1000;
+  int grace_ms = 5000;
+  std::function<void()> on_stuck;  // null: nothing
+};
+
 // A host-to-device chunk that is its message's last frame is received straight into place: the
 // session is the connection's TailPlacer, runs the frames before it (which may write or free the
 // destination), asks the backend where the chunk goes (H2DTarget validates it first: a bad one is
@@ -44,12 +72,25 @@ class Session : private TailPlacer {
   // `arbiter` (may be null: no share enforcement) must have a slot joined for this session.
   Session(uint64_t id, std::unique_ptr<Connection> conn, Backend* backend, SessionLimits limits,
           ShareArbiter* arbiter = nullptr, int arbiter_slot = -1);
-  // Serves until the client disconnects (OK) or sends a malformed message (InvalidArgument).
+  // Serves until the client disconnects (OK), sends a malformed message (InvalidArgument), or
+  // the deadline passes (PermissionDenied naming it).
   Status Run();
+  // Call before Run.
+  void SetDeadline(SessionDeadline deadline) { deadline_ = std::move(deadline); }
   const SessionStats& stats() const { return stats_; }
 
  private:
   std::span<std::byte> Place(std::span<const std::byte> head, size_t tail_len) override;
+  Status Serve();
+  // Deadline (session_deadline.cc): whether it has passed; ends the session (idempotent: sends
+  // SessionEnd once, closes the connection); the watchdog thread's loop.
+  bool PastDeadline() const {
+    return deadline_.at_nanos != 0 && deadline_.clock->NowNanos() >= deadline_.at_nanos;
+  }
+  void EndSession();
+  void WatchDeadline();
+  // Sends under send_mu_ (the watchdog may end the session meanwhile); Unavailable once ended.
+  Status SendLocked(std::span<const wire::ByteSpan> parts);
   // Runs one request; an error ends the session (Unavailable: the client is gone).
   Status Dispatch(const proto::Frame& f);
   // Serves the MemcpyD2H frames at the start of `frames` (at least the first), starting each
@@ -85,6 +126,13 @@ class Session : private TailPlacer {
   } placed_;
   proto::BatchWriter out_;
   std::vector<std::byte> staging_;
+
+  SessionDeadline deadline_;
+  std::mutex send_mu_;                // serializes sends with EndSession
+  std::atomic<bool> ended_{false};    // set (under send_mu_) once SessionEnd went out
+  std::mutex watch_mu_;               // guards watch_stop_
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;           // Run is done: the watchdog returns
 };
 
 }  // namespace gpool::remote::server

@@ -44,10 +44,13 @@ class SessionTest : public ::testing::Test {
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     backend_ = Wrap(std::move(*b));
     session_ = std::make_unique<Session>(1, std::move(*s), backend_.get(), SessionLimits{});
+    Prepare(*session_);
     runner_ = std::thread([this] { run_status_ = session_->Run(); });
   }
   // The backend the session runs on (a subclass may put a decorator around the emulated one).
   virtual std::unique_ptr<Backend> Wrap(std::unique_ptr<Backend> b) { return b; }
+  // Called before the session runs (a subclass may set its deadline).
+  virtual void Prepare(Session&) {}
   void TearDown() override {
     if (client_) client_->Close();
     if (runner_.joinable()) runner_.join();
@@ -265,6 +268,66 @@ TEST_F(StagedReadsTest, ARunOfReadsIsPipelinedThroughTwoSlots) {
   runner_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
   EXPECT_EQ(session_->stats().requests, 8u);  // malloc, memset, chunk, five reads
+}
+
+// A lease bounds its session: at the deadline the client gets SessionEnd naming why, the
+// connection closes and Run returns PermissionDenied. The clock is a ManualClock, so the tests
+// decide when the deadline passes; nothing depends on timing.
+class SessionDeadlineTest : public SessionTest {
+ protected:
+  static constexpr int64_t kDeadline = int64_t{100} * 1000000000;
+  void Prepare(Session& s) override {
+    s.SetDeadline({.clock = &clock_,
+                   .at_nanos = kDeadline,
+                   .error = 800,
+                   .why = "lease for GPU h:1/0 expired at T",
+                   .max_sleep_ms = max_sleep_ms_});
+  }
+  // The next message must be the server's SessionEnd; then the connection closes.
+  void ExpectSessionEnd() {
+    ASSERT_TRUE(client_->Recv(&in_).ok());
+    auto frames = ParseMessage(in_);
+    ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+    ASSERT_EQ(frames->size(), 1u);
+    ASSERT_EQ((*frames)[0].op, static_cast<uint16_t>(Op::kSessionEnd) | kReply);
+    ReplyHead h;
+    SessionEnd body;
+    ASSERT_TRUE(DecodeReply((*frames)[0], &h, &body).ok());
+    EXPECT_EQ(h.error, 800);
+    EXPECT_EQ(h.message, "lease for GPU h:1/0 expired at T");
+    Status closed = client_->Recv(&in_);
+    EXPECT_EQ(closed.code(), StatusCode::kUnavailable) << closed.ToString();
+    runner_.join();
+    EXPECT_EQ(run_status_.code(), StatusCode::kPermissionDenied) << run_status_.ToString();
+    EXPECT_NE(run_status_.message().find("expired at T"), std::string::npos) << run_status_.ToString();
+  }
+  ManualClock clock_{kDeadline - 1000000000};
+  int max_sleep_ms_ = 600000;  // the watchdog never looks again by itself: requests must check
+};
+
+TEST_F(SessionDeadlineTest, ARequestAfterTheDeadlineGetsSessionEndNotItsReply) {
+  EXPECT_NE(Malloc(4096), 0u);  // before: served
+  clock_.SetNanos(kDeadline);
+  BatchWriter w;
+  proto::Malloc m{.size = 4096};
+  w.AddRequest(m);
+  ASSERT_TRUE(client_->Send(w.Finish()).ok());
+  ExpectSessionEnd();
+}
+
+class IdleSessionDeadlineTest : public SessionDeadlineTest {
+ protected:
+  void SetUp() override {
+    max_sleep_ms_ = 5;  // the watchdog re-reads the ManualClock often
+    SessionDeadlineTest::SetUp();
+  }
+};
+
+TEST_F(IdleSessionDeadlineTest, AnIdleSessionEndsAtTheDeadline) {
+  EXPECT_NE(Malloc(4096), 0u);
+  clock_.SetNanos(kDeadline + 1);
+  // No request: the watchdog alone ends it.
+  ExpectSessionEnd();
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+// Session's deadline: a lease bounds its session (see SessionDeadline in session.h).
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "remote/server/session.h"
+
+namespace gpool::remote::server {
+
+Status Session::Run() {
+  std::thread watchdog;
+  if (deadline_.at_nanos != 0) {
+    if (deadline_.clock == nullptr) return Status::InvalidArgument("session deadline without a clock");
+    watchdog = std::thread([this] { WatchDeadline(); });
+  }
+  Status s = Serve();
+  if (watchdog.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(watch_mu_);
+      watch_stop_ = true;
+    }
+    watch_cv_.notify_all();
+    watchdog.join();
+  }
+  if (ended_.load()) {
+    return Status::PermissionDenied(fmt::format("session {} from {} ended: {}", id_, conn_->peer(),
+                                                deadline_.why));
+  }
+  return s;
+}
+
+Status Session::SendLocked(std::span<const wire::ByteSpan> parts) {
+  std::lock_guard<std::mutex> lk(send_mu_);
+  if (ended_.load(std::memory_order_relaxed)) return Status::Unavailable("session ended");
+  return conn_->Send(parts);
+}
+
+void Session::EndSession() {
+  std::lock_guard<std::mutex> lk(send_mu_);
+  if (ended_.load()) return;
+  ended_.store(true);
+  proto::ReplyHead head{.error = deadline_.error, .message = deadline_.why};
+  proto::SessionEnd body;
+  proto::BatchWriter w;
+  w.AddReply(static_cast<uint16_t>(proto::Op::kSessionEnd), head, body);
+  // The client may be gone already; it is ended either way.
+  Status s = conn_->Send(w.Finish());
+  GPOOL_LOG_INFO("gpu-server: session {} from {}: {}; ending it{}", id_, conn_->peer(),
+                 deadline_.why, s.ok() ? "" : " (the client did not get the news: " + s.message() + ")");
+  // Unblocks the session thread's receive (or its next send); Run then returns.
+  conn_->Close();
+}
+
+void Session::WatchDeadline() {
+  std::unique_lock<std::mutex> lk(watch_mu_);
+  for (;;) {
+    if (watch_stop_) return;
+    int64_t left = deadline_.at_nanos - deadline_.clock->NowNanos();
+    if (left <= 0) break;
+    // Re-read the clock at least every max_sleep_ms: the clock is wall time (it may be stepped)
+    // or, in tests, a ManualClock that a sleep on the steady clock knows nothing of.
+    int64_t nap = std::min<int64_t>(left, int64_t{deadline_.max_sleep_ms} * 1000000);
+    watch_cv_.wait_for(lk, std::chrono::nanoseconds(nap));
+  }
+  lk.unlock();
+  EndSession();
+  lk.lock();
+  if (!watch_cv_.wait_for(lk, std::chrono::milliseconds(deadline_.grace_ms),
+                          [&] { return watch_stop_; }) &&
+      deadline_.on_stuck) {
+    GPOOL_LOG_WARN("gpu-server: session {}: still busy in a backend call {} ms after its deadline",
+                   id_, deadline_.grace_ms);
+    deadline_.on_stuck();
+  }
+}
+
+}  // namespace gpool::remote::server
