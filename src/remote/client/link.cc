@@ -443,6 +443,10 @@ Status ServerLink::CopyToDevice2D(uint64_t dst, size_t dpitch, const std::byte* 
       }
       packed = wire::ByteSpan(pack2d_.data(), width * h);
     }
+    if (dpitch == width) {  // contiguous on the device: a 1-D copy, received in place
+      GPOOL_RETURN_IF_ERROR(CopyToDevice(dst + r0 * dpitch, packed, stream));
+      continue;
+    }
     proto::Memcpy2DAsync m;
     m.kind = static_cast<uint8_t>(proto::CopyKind::kHostToDevice);
     m.dst = dst + r0 * dpitch;

@@ -344,7 +344,7 @@ TEST_P(LinkTest, TwoDimensionalCopiesWithPitchesRoundTripAndPostTheirWrites) {
   std::lock_guard<std::mutex> lk(link_->mu());
   struct Shape { size_t width, height, spitch, dpitch, hpitch; };
   for (const Shape& sh : {Shape{100, 37, 200, 512, 150}, Shape{3000, 300, 3001, 3072, 4000},
-                          Shape{1000, 5000, 1000, 1024, 1003},
+                          Shape{1000, 5000, 1000, 1024, 1003}, Shape{2000, 2500, 2048, 2000, 2000},
                           Shape{(size_t{5} << 20) + 1, 2, (size_t{5} << 20) + 9,
                                 (size_t{5} << 20) + 64, (size_t{5} << 20) + 3}}) {
     const size_t dev_bytes = (sh.height - 1) * sh.dpitch + sh.width;

@@ -438,6 +438,26 @@ class CudaBackend final : public Backend {
     auto kind = static_cast<proto::CopyKind>(c.kind);
     CUstream s = nullptr;
     uint64_t devp = kind == proto::CopyKind::kHostToDevice ? c.dst : c.src;
+    if (c.width == 0 || c.height == 0) return {};
+    // Each device side's rows span (height-1)*pitch + width bytes, which must stay inside one
+    // allocation (as on the emulated backend, which checks every row).
+    auto span = [&](uint64_t pitch, const char* what, uint64_t* bytes) -> Result {
+      if (pitch < c.width) return Err(kErrInvalidValue, fmt::format("2-D copy: {} pitch < width", what));
+      if (c.height - 1 > (UINT64_MAX - c.width) / pitch) {
+        return Err(kErrInvalidValue, fmt::format("2-D copy: {} rows overflow", what));
+      }
+      *bytes = (c.height - 1) * pitch + c.width;
+      return {};
+    };
+    uint64_t bytes = 0;
+    if (kind != proto::CopyKind::kHostToDevice) {
+      if (Result r = span(c.spitch, "source", &bytes); !r.ok()) return r;
+      if (Result r = CheckRange(c.src, bytes, "2-D copy (source)"); !r.ok()) return r;
+    }
+    if (kind != proto::CopyKind::kDeviceToHost) {
+      if (Result r = span(c.dpitch, "destination", &bytes); !r.ok()) return r;
+      if (Result r = CheckRange(c.dst, bytes, "2-D copy (destination)"); !r.ok()) return r;
+    }
     if (Result r = Stream(c.stream, DevOf(devp), &s); !r.ok()) return r;
     CUDA_MEMCPY2D m{};
     m.WidthInBytes = c.width;
@@ -462,7 +482,10 @@ class CudaBackend final : public Backend {
       m.dstPitch = c.dpitch;
     }
     if (Result r = R("cuMemcpy2DAsync", cu_.cuMemcpy2DAsync(&m, s)); !r.ok()) return r;
-    return R("cuStreamSynchronize", cu_.cuStreamSynchronize(s));  // host data must stay valid
+    // Device to device stays queued on its stream like CopyD2D; with host memory on one side (the
+    // message buffer, the reply's staging) the copy must be done before that memory is reused.
+    if (kind == proto::CopyKind::kDeviceToDevice) return {};
+    return R("cuStreamSynchronize", cu_.cuStreamSynchronize(s));
   }
 
   Result LoadModule(uint64_t module, std::span<const std::byte> image) override {
