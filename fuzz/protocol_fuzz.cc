@@ -34,6 +34,7 @@ void DecodeAs(const Frame& f) {
     case Op::kRegisterVar: Body<RegisterVar>(f); break;
     case Op::kGetParamInfo: Body<GetParamInfo>(f); Body<ParamInfo>(f); break;
     case Op::kLaunch: Body<Launch>(f); break;
+    case Op::kLaunchCooperative: Body<LaunchCooperative>(f); break;
     case Op::kFuncAttributes: Body<FuncAttrs>(f); break;
     case Op::kEventElapsed: Body<EventElapsed>(f); Body<FloatValue>(f); break;
     case Op::kDeviceSetLimit: Body<DeviceSetLimit>(f); break;

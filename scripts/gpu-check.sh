@@ -78,7 +78,7 @@ gpool=$build/bin/gpool
 lib=$build/lib
 deps=$build/deps
 samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths
-         noop_launch share_loop per_thread_stream copies_2d api_coverage)
+         noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls)
 # nvcc flags beyond the common ones, per sample (as tests/remote/CMakeLists.txt builds them).
 sample_flags() { [[ $1 == per_thread_stream ]] && echo "--default-stream per-thread"; true; }
 die() { echo "gpu-check: $*" >&2; echo "gpu-check: FAIL"; exit 1; }
@@ -301,7 +301,7 @@ echo "== samples: native vs gpool (timeout ${step_timeout}s each)"
 runs=("same vector_add 1048576" "same struct_param" "same streams_events" "same memcpy_sizes $copy_max"
       "same symbols" "same multi_device 1" "gpool error_paths bad-pointer" "gpool error_paths unsupported" "same error_paths dynamic-shared"
       "gpool error_paths oom" "gpool error_paths launch-fail" "same noop_launch $launches"
-      "same per_thread_stream" "gpool error_paths config" "same copies_2d" "same api_coverage")
+      "same per_thread_stream" "gpool error_paths config" "same copies_2d" "same api_coverage" "same runtime_calls")
 for r in "${runs[@]}"; do
   read -r expect name args <<<"$r"
   # shellcheck disable=SC2086

@@ -177,6 +177,30 @@ int BumpManaged(const gpool_emu_launch* l) {
   return 0;
 }
 
+// addInto(int* dst, const int* src, int n) (runtime_calls)
+int AddInto(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8, 4})) return Fail(l, "addInto: unexpected parameter layout");
+  auto dst = gpool_emu_param<int*>(l, 0);
+  auto src = gpool_emu_param<const int*>(l, 1);
+  int n = gpool_emu_param<int>(l, 2);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i < uint64_t(n)) dst[i] += src[i];
+  });
+  return 0;
+}
+
+// coopFlip(int* data, int* out, int n) (runtime_calls): doubles data, grid-wide sync, then
+// out[i] = data[n-1-i]. The grid sync is the phase boundary: the whole first loop, then the second.
+int CoopFlip(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8, 4})) return Fail(l, "coopFlip: unexpected parameter layout");
+  auto data = gpool_emu_param<int*>(l, 0);
+  auto out = gpool_emu_param<int*>(l, 1);
+  int n = gpool_emu_param<int>(l, 2);
+  for (int i = 0; i < n; ++i) data[i] *= 2;
+  for (int i = 0; i < n; ++i) out[i] = data[n - 1 - i];
+  return 0;
+}
+
 const gpool_emu_kernel kKernels[] = {
     {"_Z9vectorAddPKfS0_Pfi", VectorAdd},
     {"_Z11applyParams6Params4WidecPf", ApplyParams},
@@ -189,6 +213,8 @@ const gpool_emu_kernel kKernels[] = {
     {"_Z13reverseSharedPfi", ReverseShared},
     {"_Z9addOffsetPiii", AddOffset},
     {"_Z11bumpManagedPii", BumpManaged},
+    {"_Z7addIntoPiPKii", AddInto},
+    {"_Z8coopFlipPiS_i", CoopFlip},
 };
 
 }  // namespace

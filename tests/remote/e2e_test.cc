@@ -280,6 +280,54 @@ TEST_P(E2E, TwoServersAggregated) {
                            shared + ") are on different GPU servers")) << out;
 }
 
+// runtime_calls: stream queries, cudaHostGetFlags, PCI bus ids, cudaChooseDevice,
+// cudaMallocAsync/cudaFreeAsync, host functions on streams (a host function sees the kernel's
+// result in pinned memory and the stream's later copy and kernel see its write; a query says not
+// ready while one waits; their order across the legacy stream), cooperative launches and the
+// occupancy helpers, each asserted by the sample. Four devices on two servers, one of them listed
+// twice: every device's PCI bus id must differ (gpool's domain is the server's ordinal, and the
+// repeated device gets one no server uses), and each is found again by cudaDeviceGetByPCIBusId.
+// Then the loud launch attributes, and an asynchronous error first heard by the callback thread
+// that the program's next synchronize must still report.
+TEST_P(E2E, RuntimeCalls) {
+  auto bin_or = ReadFile(Sample("runtime_calls"));
+  ASSERT_TRUE(bin_or.ok()) << bin_or.status().ToString();
+  for (const char* sym : {"cudaStreamGetFlags", "cudaStreamGetPriority", "cudaStreamGetDevice",
+                          "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaHostGetFlags",
+                          "cudaDeviceGetPCIBusId", "cudaDeviceGetByPCIBusId", "cudaChooseDevice",
+                          "cudaMallocAsync", "cudaFreeAsync", "cudaLaunchHostFunc",
+                          "cudaStreamAddCallback", "cudaLaunchCooperativeKernel",
+                          "cudaLaunchKernelExC", "cudaOccupancyAvailableDynamicSMemPerBlock"}) {
+    EXPECT_TRUE(Has(*bin_or, sym)) << "runtime_calls does not call " << sym;
+  }
+  Server other({}, transport());
+  std::string shared = Shared().address();
+  std::string devices =
+      other.address() + "/0," + shared + "/0," + shared + "/1," + shared + "/0";
+  auto [rc, out] = RunSample(devices, {Sample("runtime_calls")}, transport());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS runtime_calls devices=4")) << out;
+  EXPECT_FALSE(Has(out, "not supported")) << out;
+  for (const char* id : {"device 0: 0000:00:00.0", "device 1: 0001:00:00.0",
+                         "device 2: 0001:01:00.0", "device 3: 0005:00:00.0"}) {
+    EXPECT_TRUE(Has(out, id)) << out;
+  }
+
+  auto [urc, uout] = RunShared({Sample("runtime_calls"), "unsupported"});
+  EXPECT_EQ(urc, 0) << uout;
+  EXPECT_TRUE(Has(uout, "PASS runtime_calls unsupported")) << uout;
+  EXPECT_TRUE(Has(uout, "cudaLaunchKernelExC with cudaLaunchAttributePriority (8) is not supported"))
+      << uout;
+  EXPECT_TRUE(Has(uout, "cudaLaunchKernelExC with cudaLaunchAttributeClusterDimension (4) is not "
+                        "supported by the gpool client runtime: thread block clusters other than "
+                        "1x1x1 are not remoted")) << uout;
+
+  auto [arc, aout] = RunShared({Sample("runtime_calls"), "async-error"});
+  EXPECT_EQ(arc, 0) << aout;
+  EXPECT_TRUE(Has(aout, "PASS runtime_calls async-error")) << aout;
+  EXPECT_TRUE(Has(aout, "illegal address (emulated fault)")) << aout;
+}
+
 // The error paths, in one process (one program start instead of six): the memory limit (2 GiB
 // asked, over the shared server's 1 GiB session limit, well under the 16 GiB emulated device;
 // the limit is also what cudaMemGetInfo and totalGlobalMem report), asynchronous errors at the

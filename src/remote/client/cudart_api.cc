@@ -12,10 +12,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -63,6 +66,7 @@ class Runtime {
   std::unordered_map<const void*, std::unique_ptr<VarRec>> vars;  // by host shadow
   std::map<uint64_t, AllocRec> allocs;
   std::map<const void*, size_t> host_allocs;       // cudaMallocHost/cudaHostAlloc
+  std::map<const void*, unsigned> host_alloc_flags;  // their flags (cudaHostGetFlags)
   std::map<const void*, size_t> host_registered;   // cudaHostRegister
   std::set<StreamRec*> streams;
   std::set<EventRec*> events;
@@ -204,8 +208,31 @@ class Runtime {
 
 Runtime& R() { return Runtime::Get(); }
 
+// Asynchronous errors that a reply brought to the host-function thread (HostCalls), kept for the
+// program: its next reply from that server reports them, as CUDA reports an asynchronous error at
+// the program's next synchronizing call. A leaf lock: taken with a link's mutex held.
+struct DeferredError {
+  int32_t code = 0;
+  std::string message;
+};
+std::mutex g_deferred_mu;
+std::map<const ServerLink*, DeferredError> g_deferred;
+void DeferAsyncError(const ServerLink* l, const proto::ReplyHead& h) {
+  std::lock_guard<std::mutex> lk(g_deferred_mu);
+  g_deferred.try_emplace(l, DeferredError{h.async_error, h.async_message});
+}
+
 // Turns a reply into the call's result, printing server messages for real errors.
 cudaError_t FromReply(const proto::ReplyHead& h, ServerLink* l) {
+  if (h.async_error == 0) {
+    std::lock_guard<std::mutex> lk(g_deferred_mu);
+    if (auto it = g_deferred.find(l); it != g_deferred.end()) {
+      Say(fmt::format("asynchronous error on {}: {}", l->address(), it->second.message));
+      auto code = static_cast<cudaError_t>(it->second.code);
+      g_deferred.erase(it);
+      return code;
+    }
+  }
   if (h.async_error != 0) {
     Say(fmt::format("asynchronous error on {}: {}", l->address(), h.async_message));
     return static_cast<cudaError_t>(h.async_error);
@@ -248,18 +275,154 @@ bool IsDefaultStream(cudaStream_t s) {
   return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
-// Resolves a stream to (device, id); the default stream is the current device's.
-cudaError_t ResolveStream(cudaStream_t s, int* dev, uint64_t* id) {
+// ---- host functions on streams (cudaLaunchHostFunc, cudaStreamAddCallback)
+//
+// CUDA's rule: a host function runs once the stream's earlier work is done, and the stream's
+// later work waits for it. Here: the call posts an internal event, recorded on the stream after
+// the earlier work, and queues the function for one helper thread of the process, which polls
+// the event (EventQuery round trips, 50 us growing to 1 ms apart, so it never holds a link for
+// long) and then runs the function in this process. The later work is held in the CLIENT: any
+// call that puts work on the stream (ResolveStream with gate) blocks the calling thread until
+// every host function queued on that stream has returned; nothing of it reaches the server
+// before. That is stronger than CUDA in one way, and the limit to know: the submitting thread
+// blocks, where CUDA's would return at once and only the GPU would wait. A program whose host
+// function waits for the host thread's own later progress would deadlock here (CUDA also forbids
+// a host function to make CUDA calls; one that does is not gated, so it cannot block itself).
+// Default streams: work on a device's default stream (legacy or per-thread, id 0 alike) waits for
+// host functions queued on any stream of that device, and work on any stream of the device for
+// those queued on its default stream: more ordering than CUDA's (non-blocking streams need not
+// wait), never less. Host functions run one at a time in the order they were queued, whatever
+// their streams (CUDA too runs them on one thread per context). cudaStreamQuery says
+// cudaErrorNotReady while a host function of the stream is queued, and cudaDeviceSynchronize waits
+// for those of the device. An asynchronous error the helper's query brings back is kept for the
+// program (DeferAsyncError) and given to cudaStreamAddCallback's callback as its status.
+// Thread safety: all methods are thread-safe (one mutex); the thread is never joined (the process
+// may exit with host functions still queued, as with CUDA when it does not synchronize).
+thread_local bool t_host_fn_thread = false;
+class HostCalls {
+ public:
+  struct Job {
+    int device = 0;
+    uint64_t stream = 0;  // id on the server; 0: the device's default stream
+    ServerLink* link = nullptr;
+    uint64_t event = 0;   // the internal event recorded after the stream's earlier work
+    cudaHostFn_t fn = nullptr;          // cudaLaunchHostFunc
+    cudaStreamCallback_t cb = nullptr;  // cudaStreamAddCallback
+    cudaStream_t handle = nullptr;      // the program's stream, for cb
+    void* data = nullptr;
+  };
+  static HostCalls& Get() {
+    static HostCalls* h = new HostCalls();  // never destroyed: its thread may outlive exit()
+    return *h;
+  }
+  void Enqueue(const Job& j) {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++pending_[{j.device, j.stream}];
+    total_.fetch_add(1);
+    jobs_.push_back(j);
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { Loop(); }).detach();
+    }
+    work_cv_.notify_one();
+  }
+  // Blocks until no queued host function orders work of (dev, stream) (see above).
+  void WaitStream(int dev, uint64_t stream) {
+    if (total_.load() == 0 || t_host_fn_thread) return;
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [&] { return !BlocksLocked(dev, stream); });
+  }
+  // Blocks until no host function of `dev` is queued.
+  void WaitDevice(int dev) {
+    if (total_.load() == 0 || t_host_fn_thread) return;
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [&] { return !BlocksLocked(dev, 0); });
+  }
+  bool Pending(int dev, uint64_t stream) {
+    if (total_.load() == 0) return false;
+    std::lock_guard<std::mutex> lk(mu_);
+    return BlocksLocked(dev, stream);
+  }
+
+ private:
+  bool BlocksLocked(int dev, uint64_t stream) {
+    if (pending_.count({dev, stream}) || pending_.count({dev, 0})) return true;
+    if (stream != 0) return false;
+    auto it = pending_.lower_bound({dev, 0});
+    return it != pending_.end() && it->first.first == dev;
+  }
+  // Waits for the job's event: its status is the stream's (an asynchronous error included).
+  static cudaError_t WaitEvent(const Job& j) {
+    auto pause = std::chrono::microseconds(50);
+    for (;;) {
+      proto::EventQuery q;
+      q.event = j.event;
+      proto::Empty none;
+      proto::ReplyHead h;
+      Status s;
+      {
+        std::lock_guard<std::mutex> lk(j.link->mu());
+        s = j.link->Call(q, &h, &none);
+      }
+      if (!s.ok()) return cudaErrorDevicesUnavailable;
+      if (h.async_error != 0) {
+        DeferAsyncError(j.link, h);
+        return static_cast<cudaError_t>(h.async_error);
+      }
+      if (h.error != cudaErrorNotReady) return static_cast<cudaError_t>(h.error);
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+    }
+  }
+  void Loop() {
+    t_host_fn_thread = true;
+    for (;;) {
+      Job j;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        work_cv_.wait(lk, [&] { return !jobs_.empty(); });
+        j = jobs_.front();
+        jobs_.pop_front();
+      }
+      cudaError_t status = WaitEvent(j);
+      if (j.fn) j.fn(j.data);
+      if (j.cb) j.cb(j.handle, status, j.data);
+      {
+        proto::EventDestroy d;
+        d.event = j.event;
+        std::lock_guard<std::mutex> lk(j.link->mu());
+        (void)j.link->Post(d);
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = pending_.find({j.device, j.stream});
+      if (--it->second == 0) pending_.erase(it);
+      total_.fetch_sub(1);
+      done_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<Job> jobs_;
+  std::map<std::pair<int, uint64_t>, int> pending_;  // queued, not yet returned, per stream
+  std::atomic<int> total_{0};  // sum of pending_ (lets the gate skip the lock when idle)
+  bool started_ = false;
+};
+
+// Resolves a stream to (device, id); the default stream is the current device's. `gate`: the
+// caller is about to put work on the stream, which must wait for its queued host functions.
+cudaError_t ResolveStream(cudaStream_t s, int* dev, uint64_t* id, bool gate = true) {
   if (IsDefaultStream(s)) {
     *dev = t_device;
     *id = 0;
-    return cudaSuccess;
+  } else {
+    auto* rec = reinterpret_cast<StreamRec*>(s);
+    std::lock_guard<std::mutex> lk(R().mu);
+    if (!R().streams.count(rec)) return cudaErrorInvalidResourceHandle;
+    *dev = rec->device;
+    *id = rec->id;
   }
-  auto* rec = reinterpret_cast<StreamRec*>(s);
-  std::lock_guard<std::mutex> lk(R().mu);
-  if (!R().streams.count(rec)) return cudaErrorInvalidResourceHandle;
-  *dev = rec->device;
-  *id = rec->id;
+  if (gate) HostCalls::Get().WaitStream(*dev, *id);
   return cudaSuccess;
 }
 EventRec* FindEvent(cudaEvent_t e) {
@@ -650,8 +813,10 @@ cudaError_t CheckManaged(const FunctionRec* f, int dev) {
   return cudaErrorNotSupported;
 }
 
+// `cooperative`: cudaLaunchCooperativeKernel (proto::LaunchCooperative; the server launches it
+// with the driver's cooperative attribute, or, emulated, as any launch: the whole grid runs).
 cudaError_t Launch(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, bool cooperative = false) {
   FunctionRec* f = FindFunction(func);
   if (!f) return cudaErrorInvalidDeviceFunction;
   int dev;
@@ -674,10 +839,16 @@ cudaError_t Launch(const void* func, dim3 grid, dim3 block, void** args, size_t 
   proto::Launch m{.func = f->id, .grid = {grid.x, grid.y, grid.z},
                   .block = {block.x, block.y, block.z}, .shmem = static_cast<uint32_t>(shmem),
                   .device = R().Index(dev), .stream = sid, .params = buf};
+  if (cooperative) {
+    proto::LaunchCooperative c;
+    static_cast<proto::Launch&>(c) = m;
+    return Post(l, c);
+  }
   return Post(l, m);
 }
 
 cudaError_t SyncDevice(int dev) {
+  HostCalls::Get().WaitDevice(dev);
   cudaError_t err;
   ServerLink* l = R().Link(dev, &err);
   if (!l) return err;
@@ -703,6 +874,37 @@ const proto::DeviceProps* Props(int dev, cudaError_t* err) {
   return &(R().props[dev] = std::move(p));
 }
 
+// The PCI address device `dev` shows the program (see cudaDeviceGetPCIBusId).
+struct PciAddr {
+  int domain = 0, bus = 0, device = 0;
+  bool operator==(const PciAddr&) const = default;
+};
+cudaError_t PciOf(int dev, PciAddr* out) {
+  int n = static_cast<int>(R().devices.size());
+  if (dev < 0 || dev >= n) return n == 0 ? cudaErrorNoDevice : cudaErrorInvalidDevice;
+  std::vector<std::string> servers;  // in order of first appearance
+  for (const DeviceRef& d : R().devices) {
+    if (std::find(servers.begin(), servers.end(), d.server) == servers.end()) {
+      servers.push_back(d.server);
+    }
+  }
+  const std::string& server = R().devices[dev].server;
+  int ordinal = static_cast<int>(std::find(servers.begin(), servers.end(), server) - servers.begin());
+  std::vector<PciAddr> seen;  // of this server's devices before `dev`
+  for (int d = 0; d <= dev; ++d) {
+    if (R().devices[d].server != server) continue;
+    cudaError_t err = cudaSuccess;
+    const proto::DeviceProps* p = Props(d, &err);
+    if (!p) return err;
+    PciAddr a{ordinal, p->pci_bus_id, p->pci_device_id};
+    if (std::find(seen.begin(), seen.end(), a) != seen.end()) {
+      a.domain = static_cast<int>(servers.size()) + d;
+    }
+    seen.push_back(a);
+  }
+  *out = seen.back();
+  return cudaSuccess;
+}
 }  // namespace
 
 int Unsupported(const char* name, const char* why) {
@@ -1036,7 +1238,9 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   prop->ECCEnabled = p->ecc_enabled;
   prop->pciBusID = p->pci_bus_id;
   prop->pciDeviceID = p->pci_device_id;
-  prop->pciDomainID = p->pci_domain_id;
+  PciAddr pci;
+  if (cudaError_t e = PciOf(device, &pci); e != cudaSuccess) return Ret(e);
+  prop->pciDomainID = pci.domain;  // unique per device of the program (cudaDeviceGetPCIBusId)
   prop->asyncEngineCount = p->async_engine_count;
   prop->unifiedAddressing = p->unified_addressing;
   prop->memoryBusWidth = p->memory_bus_width;
@@ -1052,6 +1256,12 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
   if (!value) return Ret(cudaErrorInvalidValue);
+  if (attr == cudaDevAttrPciDomainId) {  // gpool's domain (see cudaDeviceGetPCIBusId)
+    PciAddr pci;
+    if (cudaError_t e = PciOf(device, &pci); e != cudaSuccess) return Ret(e);
+    *value = pci.domain;
+    return cudaSuccess;
+  }
   {
     std::lock_guard<std::mutex> lk(R().mu);
     auto it = R().attrs.find({device, static_cast<int>(attr)});
@@ -1122,10 +1332,10 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
 cudaError_t cudaDeviceDisablePeerAccess(int peer) { return PeerAccess(peer, 0, false); }
 
 // ---- memory
-cudaError_t cudaMalloc(void** devPtr, size_t size) {
+// cudaMalloc on device `dev` (cudaMallocAsync: the stream's device).
+static cudaError_t MallocOn(int dev, void** devPtr, size_t size) {
   if (!devPtr) return Ret(cudaErrorInvalidValue);
   cudaError_t err;
-  int dev = t_device;
   ServerLink* l = R().Link(dev, &err);
   if (!l) return Ret(err);
   proto::Malloc q{.device = R().Index(dev), .size = size};
@@ -1148,6 +1358,7 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
   *devPtr = reinterpret_cast<void*>(p.ptr);
   return cudaSuccess;
 }
+cudaError_t cudaMalloc(void** devPtr, size_t size) { return MallocOn(t_device, devPtr, size); }
 cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height) {
   if (!pitch) return Ret(cudaErrorInvalidValue);
   *pitch = (width + 511) / 512 * 512;
@@ -1178,6 +1389,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
   if (!p) return Ret(cudaErrorMemoryAllocation);
   std::lock_guard<std::mutex> lk(R().mu);
   R().host_allocs[p] = size;
+  R().host_alloc_flags[p] = cudaHostAllocDefault;
   *ptr = p;
   return cudaSuccess;
 }
@@ -1186,7 +1398,13 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
     return static_cast<cudaError_t>(Unsupported(
         "cudaHostAlloc(cudaHostAllocMapped)", "a GPU on another host cannot map this host's memory"));
   }
-  return cudaMallocHost(ptr, size);
+  if (flags & ~unsigned{cudaHostAllocPortable | cudaHostAllocWriteCombined}) {
+    return Ret(cudaErrorInvalidValue);
+  }
+  if (cudaError_t e = cudaMallocHost(ptr, size); e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lk(R().mu);
+  R().host_alloc_flags[*ptr] = flags;  // Portable and WriteCombined: kept, meaningless remotely
+  return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
@@ -1194,6 +1412,7 @@ cudaError_t cudaFreeHost(void* p) {
   {
     std::lock_guard<std::mutex> lk(R().mu);
     if (!R().host_allocs.erase(p)) return Ret(cudaErrorInvalidValue);
+    R().host_alloc_flags.erase(p);
     for (auto& [addr, l] : R().links) links.push_back(l.get());
   }
   // Like CUDA's, this synchronizes: no asynchronous copy may still be writing into the buffer.
@@ -1457,11 +1676,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 static cudaError_t StreamCall(cudaStream_t s, bool query) {
   int dev;
   uint64_t id;
-  if (cudaError_t e = ResolveStream(s, &dev, &id); e != cudaSuccess) return Ret(e);
+  // A synchronize waits for the stream's host functions too; a query only looks.
+  if (cudaError_t e = ResolveStream(s, &dev, &id, /*gate=*/!query); e != cudaSuccess) return Ret(e);
   cudaError_t err;
   ServerLink* l = R().Link(dev, &err);
   if (!l) return Ret(err);
   if (query) {
+    if (HostCalls::Get().Pending(dev, id)) return cudaErrorNotReady;  // a host function waits
     proto::StreamQuery q;
     q.stream = id;
     q.device = R().Index(dev);
@@ -1702,6 +1923,323 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const 
                                                           int blockSize, size_t dynamicSMemSize) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
                                                                 dynamicSMemSize, 0);
+}
+
+// ---------------------------------------------------------------- more of the runtime API
+// Calls real programs (PyTorch, CUTLASS, NCCL tests, the CUDA samples) commonly make, answered
+// client-side where the client knows the answer, through the protocol where the server acts.
+
+// Stream capture (CUDA graphs) is not supported: cudaStreamBeginCapture stays a loud stub, so no
+// stream is ever capturing, and these two answer cudaStreamCaptureStatusNone (what programs such
+// as PyTorch's caching allocator ask before they act), filling the other outputs with zeros.
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus* status) {
+  if (!status) return Ret(cudaErrorInvalidValue);
+  if (cudaError_t e = StreamInfo(s, nullptr, nullptr, nullptr); e != cudaSuccess) return e;
+  *status = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus* status) {
+  return cudaStreamIsCapturing(s, status);
+}
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatus* status,
+                                     unsigned long long* id, cudaGraph_t* graph,
+                                     const cudaGraphNode_t** deps,
+                                     const cudaGraphEdgeData** edge_data, size_t* num_deps) {
+  if (!status) return Ret(cudaErrorInvalidValue);
+  if (cudaError_t e = StreamInfo(s, nullptr, nullptr, nullptr); e != cudaSuccess) return e;
+  *status = cudaStreamCaptureStatusNone;
+  if (id) *id = 0;
+  if (graph) *graph = nullptr;
+  if (deps) *deps = nullptr;
+  if (edge_data) *edge_data = nullptr;
+  if (num_deps) *num_deps = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus* status,
+                                          unsigned long long* id, cudaGraph_t* graph,
+                                          const cudaGraphNode_t** deps,
+                                          const cudaGraphEdgeData** edge_data, size_t* num_deps) {
+  return cudaStreamGetCaptureInfo(s, status, id, graph, deps, edge_data, num_deps);
+}
+
+// cudaHostGetFlags: the flags cudaHostAlloc was given (cudaMallocHost: cudaHostAllocDefault), for
+// any pointer inside such an allocation. Memory from cudaHostRegister is refused with
+// cudaErrorInvalidValue, as CUDA documents the call for cudaHostAlloc'ed memory only.
+cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
+  if (!flags || !host) return Ret(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lk(R().mu);
+  auto it = R().host_allocs.upper_bound(host);
+  if (it == R().host_allocs.begin()) return Ret(cudaErrorInvalidValue);
+  --it;
+  if (!InRange(R().host_allocs, host, 1)) return Ret(cudaErrorInvalidValue);
+  *flags = R().host_alloc_flags[it->first];
+  return cudaSuccess;
+}
+
+// ---- PCI bus ids. A remote GPU's PCI address is its server's, and two servers' GPUs may well
+// have the same one (two emulated servers' GPU 0 are both 0000:00:00.0). Programs use the bus id
+// as a device's identity (NCCL, and cudaDeviceGetByPCIBusId to find the device again), so it must
+// be unique among the program's devices. gpool's choice: bus and device numbers are the GPU's own
+// on its server (what nvidia-smi there shows), and the PCI DOMAIN is the server's ordinal in
+// GPOOL_DEVICES (its first appearance: the first server's GPUs are in domain 0000, the second's
+// in 0001, ...); the server's own domain is not shown. Should two devices of the program still
+// share an address (one GPU listed twice in GPOOL_DEVICES, or a server whose GPUs differ only in
+// their domain), the later one gets domain (number of servers + its device ordinal), which no
+// server uses. cudaGetDeviceProperties (pciDomainID) and cudaDeviceGetAttribute
+// (cudaDevAttrPciDomainId) say the same. The function number is always 0.
+cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  if (!pciBusId || len <= 0) return Ret(cudaErrorInvalidValue);
+  PciAddr a;
+  if (cudaError_t e = PciOf(device, &a); e != cudaSuccess) return Ret(e);
+  std::snprintf(pciBusId, static_cast<size_t>(len), "%04x:%02x:%02x.0", a.domain, a.bus, a.device);
+  return cudaSuccess;
+}
+// Accepts CUDA's forms: domain:bus:device.function, domain:bus:device and bus:device.function
+// (hexadecimal). An id no device of the program has is cudaErrorInvalidDevice.
+cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
+  if (!device || !pciBusId) return Ret(cudaErrorInvalidValue);
+  unsigned v[4] = {0, 0, 0, 0};
+  int used = 0;
+  int colons = 0;
+  for (const char* c = pciBusId; *c; ++c) colons += *c == ':';
+  PciAddr want;
+  unsigned function = 0;
+  if (colons == 2 && std::sscanf(pciBusId, "%x:%x:%x.%x%n", &v[0], &v[1], &v[2], &v[3], &used) == 4 &&
+      pciBusId[used] == '\0') {
+    want = {static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2])};
+    function = v[3];
+  } else if (colons == 2 && std::sscanf(pciBusId, "%x:%x:%x%n", &v[0], &v[1], &v[2], &used) == 3 &&
+             pciBusId[used] == '\0') {
+    want = {static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2])};
+  } else if (colons == 1 && std::sscanf(pciBusId, "%x:%x.%x%n", &v[0], &v[1], &v[2], &used) == 3 &&
+             pciBusId[used] == '\0') {
+    want = {0, static_cast<int>(v[0]), static_cast<int>(v[1])};
+    function = v[2];
+  } else {
+    return Ret(cudaErrorInvalidValue);
+  }
+  if (function != 0) return Ret(cudaErrorInvalidDevice);
+  for (int d = 0; d < static_cast<int>(R().devices.size()); ++d) {
+    PciAddr a;
+    if (cudaError_t e = PciOf(d, &a); e != cudaSuccess) return Ret(e);
+    if (a == want) {
+      *device = d;
+      return cudaSuccess;
+    }
+  }
+  return Ret(cudaErrorInvalidDevice);
+}
+
+// cudaChooseDevice: the first device that meets every requirement `prop` states (a compute
+// capability of at least major.minor when major is set, and at least totalGlobalMem and
+// multiProcessorCount when set); with none, the device of the highest compute capability (the
+// first of equals). CUDA leaves the match rule unspecified; this is a documented one.
+cudaError_t cudaChooseDevice(int* device, const struct cudaDeviceProp* prop) {
+  if (!device || !prop) return Ret(cudaErrorInvalidValue);
+  int n = static_cast<int>(R().devices.size());
+  if (n == 0) {
+    Say(R().env_error);
+    return Ret(cudaErrorNoDevice);
+  }
+  int best = -1, best_cc = -1;
+  for (int d = 0; d < n; ++d) {
+    cudaError_t err = cudaSuccess;
+    const proto::DeviceProps* p = Props(d, &err);
+    if (!p) return Ret(err);
+    int cc = p->major * 100 + p->minor;
+    bool meets = (prop->major <= 0 || cc >= prop->major * 100 + prop->minor) &&
+                 (prop->totalGlobalMem == 0 || p->total_global_mem >= prop->totalGlobalMem) &&
+                 (prop->multiProcessorCount <= 0 || p->multi_processor_count >= prop->multiProcessorCount);
+    if (meets) {
+      *device = d;
+      return cudaSuccess;
+    }
+    if (cc > best_cc) best = d, best_cc = cc;
+  }
+  *device = best;
+  return cudaSuccess;
+}
+
+// ---- stream-ordered allocation without pools. cudaMallocAsync allocates at once on the stream's
+// device (a synchronous Malloc): memory available now is available "when the stream reaches this
+// point", so this is a valid implementation, only never overlapped with the stream's work.
+// cudaFreeAsync must not free the memory before the stream's earlier work, which may use it, is
+// done: it synchronizes the stream (waiting for its host functions too), then frees. So it blocks
+// the calling thread, where CUDA's returns at once, and the memory goes back to the server
+// immediately, not to a pool. The cuda backend would need cuMemFreeAsync (and cuMemAllocAsync)
+// in its driver table and a posted op to do better; not done. Memory pools (cudaMallocFromPoolAsync,
+// cudaMemPool*, cudaDeviceGetDefaultMemPool) stay loud stubs. Memory from either call may be
+// freed by the other (cudaFree of cudaMallocAsync'ed memory works, as in CUDA).
+cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
+  if (!devPtr) return Ret(cudaErrorInvalidValue);
+  int dev;
+  uint64_t sid;
+  if (cudaError_t e = ResolveStream(stream, &dev, &sid, /*gate=*/false); e != cudaSuccess) {
+    return Ret(e);
+  }
+  return MallocOn(dev, devPtr, size);
+}
+cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream) {
+  return cudaMallocAsync(devPtr, size, stream);
+}
+cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+  if (!p) return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    if (!R().allocs.count(reinterpret_cast<uint64_t>(p))) return Ret(cudaErrorInvalidValue);
+  }
+  if (cudaError_t e = StreamCall(stream, /*query=*/false); e != cudaSuccess) return e;
+  return cudaFree(p);
+}
+cudaError_t cudaFreeAsync_ptsz(void* p, cudaStream_t stream) { return cudaFreeAsync(p, stream); }
+
+// ---- host functions (see HostCalls for what is guaranteed)
+static cudaError_t EnqueueHostCall(cudaStream_t stream, cudaHostFn_t fn, cudaStreamCallback_t cb,
+                                   void* data) {
+  int dev;
+  uint64_t sid;
+  // Not gated: host functions already queued on the stream run first anyway (one FIFO thread).
+  if (cudaError_t e = ResolveStream(stream, &dev, &sid, /*gate=*/false); e != cudaSuccess) {
+    return e;
+  }
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return err;
+  uint64_t event;
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    event = R().next_id++;
+  }
+  proto::EventCreate c{.device = R().Index(dev), .event = event, .flags = cudaEventDisableTiming};
+  proto::EventRecord r{.event = event, .stream = sid, .device = R().Index(dev)};
+  {
+    std::lock_guard<std::mutex> lk(l->mu());
+    gpool::Status s = l->Post(c);
+    if (s.ok()) s = l->Post(r);
+    if (!s.ok()) return FromStatus(s);
+  }
+  HostCalls::Get().Enqueue({.device = dev, .stream = sid, .link = l, .event = event, .fn = fn,
+                            .cb = cb, .handle = stream, .data = data});
+  return cudaSuccess;
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  if (!fn) return Ret(cudaErrorInvalidValue);
+  return Ret(EnqueueHostCall(stream, fn, nullptr, userData));
+}
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  return cudaLaunchHostFunc(stream, fn, userData);
+}
+// The callback gets the stream's status: cudaSuccess, or the asynchronous error of its earlier
+// work (which the program's next synchronizing call on that server reports as well).
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t cb, void* userData,
+                                  unsigned int flags) {
+  if (!cb || flags != 0) return Ret(cudaErrorInvalidValue);
+  return Ret(EnqueueHostCall(stream, nullptr, cb, userData));
+}
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t cb,
+                                       void* userData, unsigned int flags) {
+  return cudaStreamAddCallback(stream, cb, userData, flags);
+}
+
+// ---- cooperative and extensible launches
+cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                                        size_t sharedMem, cudaStream_t stream) {
+  return Ret(Launch(func, gridDim, blockDim, args, sharedMem, stream, /*cooperative=*/true));
+}
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim,
+                                             void** args, size_t sharedMem, cudaStream_t stream) {
+  return cudaLaunchCooperativeKernel(func, gridDim, blockDim, args, sharedMem, stream);
+}
+static const char* LaunchAttributeName(int id) {
+  static const char* const kNames[] = {
+      "cudaLaunchAttributeIgnore", "cudaLaunchAttributeAccessPolicyWindow",
+      "cudaLaunchAttributeCooperative", "cudaLaunchAttributeSynchronizationPolicy",
+      "cudaLaunchAttributeClusterDimension", "cudaLaunchAttributeClusterSchedulingPolicyPreference",
+      "cudaLaunchAttributeProgrammaticStreamSerialization", "cudaLaunchAttributeProgrammaticEvent",
+      "cudaLaunchAttributePriority", "cudaLaunchAttributeMemSyncDomainMap",
+      "cudaLaunchAttributeMemSyncDomain", "cudaLaunchAttributePreferredClusterDimension",
+      "cudaLaunchAttributeLaunchCompletionEvent", "cudaLaunchAttributeDeviceUpdatableKernelNode",
+      "cudaLaunchAttributePreferredSharedMemoryCarveout", "cudaLaunchAttribute15",
+      "cudaLaunchAttributeNvlinkUtilCentricScheduling"};
+  return id >= 0 && id < static_cast<int>(std::size(kNames)) ? kNames[id] : "an unknown attribute";
+}
+// cudaLaunchKernelExC honours what gpool can: no attributes, cudaLaunchAttributeIgnore entries,
+// cudaLaunchAttributeCooperative (0 or 1) and a cluster dimension of 1x1x1 (no clusters, which is
+// what a launch without the attribute is). Any other attribute fails loudly, naming it, rather
+// than being dropped: a kernel may depend on it (clusters, programmatic launches).
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  if (!config) return Ret(cudaErrorInvalidValue);
+  if (config->numAttrs > 0 && !config->attrs) return Ret(cudaErrorInvalidValue);
+  bool cooperative = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const cudaLaunchAttribute& a = config->attrs[i];
+    switch (a.id) {
+      case cudaLaunchAttributeIgnore:
+        continue;
+      case cudaLaunchAttributeCooperative:
+        cooperative = a.val.cooperative != 0;
+        continue;
+      case cudaLaunchAttributeClusterDimension:
+        if (a.val.clusterDim.x == 1 && a.val.clusterDim.y == 1 && a.val.clusterDim.z == 1) continue;
+        break;
+      default:
+        break;
+    }
+    static std::mutex mu;
+    static std::map<int, std::string> names;
+    const char* name;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      auto [it, added] = names.try_emplace(
+          static_cast<int>(a.id), fmt::format("cudaLaunchKernelExC with {} ({})",
+                                              LaunchAttributeName(static_cast<int>(a.id)),
+                                              static_cast<int>(a.id)));
+      name = it->second.c_str();
+    }
+    return static_cast<cudaError_t>(Unsupported(
+        name, a.id == cudaLaunchAttributeClusterDimension
+                  ? "thread block clusters other than 1x1x1 are not remoted"
+                  : "gpool honours only cudaLaunchAttributeCooperative and a 1x1x1 cluster"));
+  }
+  return Ret(Launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                    config->stream, cooperative));
+}
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func,
+                                     void** args) {
+  return cudaLaunchKernelExC(config, func, args);
+}
+
+// cudaOccupancyAvailableDynamicSMemPerBlock: the dynamic shared memory each of `numBlocks` blocks
+// of `blockSize` threads may use while all of them reside on one multiprocessor of the current
+// device: the multiprocessor's shared memory split numBlocks ways, less the per-block reserve (1 KiB
+// from compute capability 8.0 on) and the kernel's static shared memory, capped by the kernel's
+// cudaFuncAttributeMaxDynamicSharedMemorySize; 0 when the blocks cannot reside together by
+// threads or block count. From the cached device properties and the kernel's attributes (one
+// round trip). Registers and the hardware's allocation granularity are not modelled, so the
+// answer may exceed a real GPU's by up to one granule; it never exceeds what the kernel may use.
+cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, const void* func,
+                                                      int numBlocks, int blockSize) {
+  if (!dynamicSmemSize || numBlocks <= 0 || blockSize <= 0) return Ret(cudaErrorInvalidValue);
+  cudaFuncAttributes fa;
+  if (cudaError_t e = cudaFuncGetAttributes(&fa, func); e != cudaSuccess) return e;
+  cudaError_t err = cudaSuccess;
+  const proto::DeviceProps* p = Props(t_device, &err);
+  if (!p) return Ret(err);
+  *dynamicSmemSize = 0;
+  uint64_t warp = std::max(p->warp_size, 1);
+  uint64_t threads = (static_cast<uint64_t>(blockSize) + warp - 1) / warp * warp;
+  if (blockSize > fa.maxThreadsPerBlock ||
+      threads * static_cast<uint64_t>(numBlocks) > static_cast<uint64_t>(p->max_threads_per_mp) ||
+      numBlocks > p->max_blocks_per_mp) {
+    return cudaSuccess;
+  }
+  uint64_t reserve = p->major >= 8 ? 1024 : 0;
+  uint64_t per_block = p->shared_mem_per_mp / static_cast<uint64_t>(numBlocks);
+  uint64_t used = reserve + fa.sharedSizeBytes;
+  if (per_block <= used) return cudaSuccess;
+  *dynamicSmemSize = std::min<uint64_t>(per_block - used,
+                                        static_cast<uint64_t>(std::max(fa.maxDynamicSharedSizeBytes, 0)));
+  return cudaSuccess;
 }
 
 cudaError_t cudaMallocManaged(void**, size_t, unsigned int) {

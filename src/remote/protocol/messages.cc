@@ -51,6 +51,7 @@ constexpr OpInfo kOps[] = {
     {"Memset2D", true},
     {"FuncSetAttribute", true},
     {"SessionEnd", false},  // server -> client only; version 4
+    {"LaunchCooperative", true},  // version 5
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kMaxOp), "OpInfo table out of date");
 

@@ -1,4 +1,4 @@
-// gpool's remoting protocol (version 4; see kVersion): operations, message layouts, framing.
+// gpool's remoting protocol (version 5; see kVersion): operations, message layouts, framing.
 //
 // One transport message carries a batch: a header {magic u32 'GPR1', version u16, frames u16}
 // followed by frames {op u16, flags u16, length u32, payload}. Batching lets the client send a
@@ -33,11 +33,12 @@ inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
 // Version 2 added DeviceSetLimit, DeviceGetLimit, SetDeviceFlags, GetDeviceFlags and PeerAccess;
 // version 3 Memcpy2DAsync and Memset2D (2-D copies to the device and 2-D memsets, posted) and
 // FuncSetAttribute;
-// version 4 SessionEnd (the server ends a session whose lease expired). Every
+// version 4 SessionEnd (the server ends a session whose lease expired); version 5
+// LaunchCooperative. Every
 // message carries the version and both sides demand their own, so a client and a server of
 // different versions fail at Hello with "protocol version N not supported", never at the first
 // op the other side does not know.
-inline constexpr uint16_t kVersion = 4;
+inline constexpr uint16_t kVersion = 5;
 inline constexpr uint16_t kReply = 0x8000;
 inline constexpr size_t kMaxFramesPerMessage = 65535;
 // Large copies are cut into chunks of this size and pipelined.
@@ -88,6 +89,7 @@ enum class Op : uint16_t {
   kMemset2D,
   kFuncSetAttribute,
   kSessionEnd,  // version 4
+  kLaunchCooperative,  // version 5
   kMaxOp,  // one past the last; new ops go above this line
 };
 
@@ -450,6 +452,13 @@ struct FuncSetAttribute {
 struct SessionEnd {
   GPOOL_MSG(SessionEnd);
   template <class V> void Visit(V&) {}
+};
+// cudaLaunchCooperativeKernel (and cudaLaunchKernelExC with cudaLaunchAttributeCooperative): a
+// Launch, fields and all, that the server must launch cooperatively (cuda: the driver's
+// cooperative launch attribute, so grid-wide synchronization works; emulated: as any launch,
+// since the whole grid runs at once on the CPU). Posted, like Launch.
+struct LaunchCooperative : Launch {
+  GPOOL_MSG(LaunchCooperative);
 };
 #undef GPOOL_MSG
 

@@ -122,6 +122,38 @@ TEST(Protocol, Version3TwoDimensionalOpsRoundTripAndArePosted) {
             std::string::npos);
 }
 
+// Version 5's LaunchCooperative: a Launch body under its own op, posted like Launch; a version 4
+// peer is refused by number.
+TEST(Protocol, Version5CooperativeLaunchRoundTripsAndIsPosted) {
+  BatchWriter w;
+  std::vector<std::byte> params(12, std::byte{3});
+  LaunchCooperative c;
+  c.func = 5;
+  c.grid = {4, 1, 1};
+  c.block = {128, 1, 1};
+  c.stream = 8;
+  c.params = params;
+  w.AddRequest(c);
+  auto msg = Copy(w.Finish());
+  auto frames = ParseMessage(msg);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  ASSERT_EQ(frames->size(), 1u);
+  EXPECT_EQ((*frames)[0].op, static_cast<uint16_t>(Op::kLaunchCooperative));
+  EXPECT_STREQ(OpName((*frames)[0].op), "LaunchCooperative");
+  EXPECT_TRUE(GetOpInfo((*frames)[0].op)->async);
+  Launch l;  // the session decodes it as a Launch
+  ASSERT_TRUE(DecodeBody((*frames)[0], &l).ok());
+  EXPECT_EQ(l.func, 5u);
+  EXPECT_EQ(l.grid[0], 4u);
+  EXPECT_EQ(l.block[0], 128u);
+  EXPECT_EQ(l.stream, 8u);
+  ASSERT_EQ(l.params.size(), 12u);
+  auto v4 = msg;
+  v4[4] = std::byte{4};
+  EXPECT_NE(ParseMessage(v4).status().message().find("protocol version 4 not supported"),
+            std::string::npos);
+}
+
 TEST(Protocol, TailBlobIsSentAsSeparatePart) {
   BatchWriter w;
   std::vector<std::byte> data(1000, std::byte{3});

@@ -128,6 +128,13 @@ class Backend {
   // time of this launch; for the cuda backend, time of earlier launches that it had to wait for
   // (it caps each session's queue of timed launches per device, see cuda_backend.cc).
   virtual Result Launch(const proto::Launch& l, uint64_t* ns) = 0;
+  // A cooperative launch (cudaLaunchCooperativeKernel): all blocks resident at once, so that
+  // grid-wide synchronization works. Default: refused, naming the call.
+  virtual Result LaunchCooperative(const proto::Launch& l, uint64_t* ns) {
+    (void)l;
+    *ns = 0;
+    return Err(kErrNotSupported, "cudaLaunchCooperativeKernel: this backend cannot launch cooperatively");
+  }
   // Kernel time (ns) of launches on `dev` that completed since the last call, for a backend that
   // learns it only after the fact (cuda: timing events, harvested without blocking). The session
   // charges it before admitting its next launch. Default: none (the emulated backend reports each

@@ -621,7 +621,14 @@ class CudaBackend final : public Backend {
     *blocks = n;
     return r;
   }
-  Result Launch(const proto::Launch& l, uint64_t* ns) override {
+  Result Launch(const proto::Launch& l, uint64_t* ns) override { return LaunchOn(l, ns, false); }
+  // cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_COOPERATIVE (it takes the packed parameter buffer,
+  // which cuLaunchCooperativeKernel does not). Too large a grid fails as in CUDA
+  // (cudaErrorCooperativeLaunchTooLarge), at the next synchronizing call.
+  Result LaunchCooperative(const proto::Launch& l, uint64_t* ns) override {
+    return LaunchOn(l, ns, true);
+  }
+  Result LaunchOn(const proto::Launch& l, uint64_t* ns, bool cooperative) {
     *ns = 0;
     uint32_t dev = l.device;
     if (l.stream != 0) {
@@ -649,9 +656,28 @@ class CudaBackend final : public Backend {
     Timed timed{};
     bool timing = TimingEvent(dev, &timed.start).ok() && TimingEvent(dev, &timed.end).ok() &&
                   cu_.cuEventRecord(timed.start, s) == CUDA_SUCCESS;
-    Result r = R("cuLaunchKernel", cu_.cuLaunchKernel(f, l.grid[0], l.grid[1], l.grid[2], l.block[0],
-                                                      l.block[1], l.block[2], l.shmem, s, nullptr,
-                                                      size ? extra : nullptr));
+    Result r;
+    if (cooperative) {
+      CUlaunchAttribute attr{};
+      attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attr.value.cooperative = 1;
+      CUlaunchConfig c{};
+      c.gridDimX = l.grid[0];
+      c.gridDimY = l.grid[1];
+      c.gridDimZ = l.grid[2];
+      c.blockDimX = l.block[0];
+      c.blockDimY = l.block[1];
+      c.blockDimZ = l.block[2];
+      c.sharedMemBytes = l.shmem;
+      c.hStream = s;
+      c.attrs = &attr;
+      c.numAttrs = 1;
+      r = R("cuLaunchKernelEx", cu_.cuLaunchKernelEx(&c, f, nullptr, size ? extra : nullptr));
+    } else {
+      r = R("cuLaunchKernel", cu_.cuLaunchKernel(f, l.grid[0], l.grid[1], l.grid[2], l.block[0],
+                                                 l.block[1], l.block[2], l.shmem, s, nullptr,
+                                                 size ? extra : nullptr));
+    }
     if (timing && r.ok() && cu_.cuEventRecord(timed.end, s) == CUDA_SUCCESS) {
       t.pending.push_back(timed);
     } else {

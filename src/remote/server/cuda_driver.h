@@ -64,6 +64,8 @@
   X(cuLaunchKernel, "cuLaunchKernel", nullptr, CUfunction, unsigned int, unsigned int,          \
     unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void**,     \
     void**)                                                                                     \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", nullptr, const CUlaunchConfig*, CUfunction, void**,   \
+    void**)                                                                                     \
   X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", nullptr, CUstream*, unsigned int, \
     int)                                                                                        \
   X(cuStreamDestroy, "cuStreamDestroy_v2", nullptr, CUstream)                                   \

@@ -206,6 +206,7 @@ class EmulatedBackend final : public Backend {
       case 76: *value = p.minor; break;
       case 81: *value = static_cast<int32_t>(p.shared_mem_per_mp); break;
       case 82: *value = p.regs_per_mp; break;
+      case 95: *value = 1; break;  // cudaDevAttrCooperativeLaunch: the whole grid runs at once
       case 97: *value = static_cast<int32_t>(p.shared_mem_per_block_optin); break;
       case 106: *value = p.max_blocks_per_mp; break;
       default: *value = 0;
@@ -493,6 +494,8 @@ class EmulatedBackend final : public Backend {
     return {};
   }
 
+  // The whole grid runs at once on the CPU, so every launch is a valid cooperative one.
+  Result LaunchCooperative(const proto::Launch& l, uint64_t* ns) override { return Launch(l, ns); }
   Result Launch(const proto::Launch& l, uint64_t* ns) override {
     if (Result r = CheckStream(l.stream); !r.ok()) return r;
     EmuFunction* f = nullptr;

@@ -89,6 +89,12 @@ Result LeaseGuardBackend::Launch(const proto::Launch& l, uint64_t* ns) {
   }
   return inner_->Launch(l, ns);
 }
+Result LeaseGuardBackend::LaunchCooperative(const proto::Launch& l, uint64_t* ns) {
+  if (l.stream == 0) {
+    if (Result r = Check(l.device, "cooperative kernel launch"); !r.ok()) return r;
+  }
+  return inner_->LaunchCooperative(l, ns);
+}
 
 Result LeaseGuardBackend::StreamCreate(uint32_t dev, uint64_t id, uint32_t flags, int32_t priority) {
   if (Result r = Check(dev, "cudaStreamCreate"); !r.ok()) return r;

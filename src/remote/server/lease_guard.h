@@ -109,6 +109,7 @@ class LeaseGuardBackend final : public Backend {
     return inner_->Occupancy(func, block_size, shmem, blocks);
   }
   Result Launch(const proto::Launch& l, uint64_t* ns) override;
+  Result LaunchCooperative(const proto::Launch& l, uint64_t* ns) override;
   uint64_t TakeKernelTime(uint32_t dev) override { return inner_->TakeKernelTime(dev); }
   Result StreamCreate(uint32_t dev, uint64_t id, uint32_t flags, int32_t priority) override;
   Result StreamDestroy(uint64_t id) override { return inner_->StreamDestroy(id); }

@@ -323,6 +323,7 @@ Status Session::Handle(const Frame& f) {
         return SendReply(f.op, r, p);
       });
     case Op::kLaunch:
+    case Op::kLaunchCooperative:  // the same body; only the backend's call differs
       return Async<Launch>(f, [&](Launch& q) {
         uint64_t ns = 0;
         uint32_t dev = q.device;
@@ -340,7 +341,9 @@ Status Session::Handle(const Frame& f) {
           if (arbiter_->Admit(arbiter_slot_, dev)) ++stats_.share_waits;
           share_active_ = true;
         }
-        Result r = backend_->Launch(q, &ns);
+        Result r = static_cast<Op>(f.op) == Op::kLaunchCooperative
+                       ? backend_->LaunchCooperative(q, &ns)
+                       : backend_->Launch(q, &ns);
         ++stats_.launches;
         stats_.kernel_ns += ns;
         if (arbiter_ != nullptr) arbiter_->Charge(arbiter_slot_, dev, ns);
