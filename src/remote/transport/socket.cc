@@ -115,6 +115,34 @@ Status SetNoDelay(int fd) {
   return Status::Ok();
 }
 
+Status SetLiveness(int fd, const TcpLivenessOptions& o) {
+  auto set = [&](int level, int name, int value, const char* what) -> Status {
+    if (setsockopt(fd, level, name, &value, sizeof(value)) != 0) {
+      return Status::IoError(fmt::format("setsockopt({}, {}): {}", what, value, Errno(errno)));
+    }
+    return Status::Ok();
+  };
+  if (o.keepalive_idle_s > 0) {
+    GPOOL_RETURN_IF_ERROR(set(SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE"));
+    GPOOL_RETURN_IF_ERROR(set(IPPROTO_TCP, TCP_KEEPIDLE, o.keepalive_idle_s, "TCP_KEEPIDLE"));
+    GPOOL_RETURN_IF_ERROR(
+        set(IPPROTO_TCP, TCP_KEEPINTVL, std::max(1, o.keepalive_interval_s), "TCP_KEEPINTVL"));
+    GPOOL_RETURN_IF_ERROR(set(IPPROTO_TCP, TCP_KEEPCNT, std::max(1, o.keepalive_count), "TCP_KEEPCNT"));
+  }
+  if (o.user_timeout_ms > 0) {
+    GPOOL_RETURN_IF_ERROR(set(IPPROTO_TCP, TCP_USER_TIMEOUT, o.user_timeout_ms, "TCP_USER_TIMEOUT"));
+  }
+  return Status::Ok();
+}
+
+std::string SocketError(int err) {
+  if (err == ETIMEDOUT) {
+    return "connection timed out: the peer stopped acknowledging (its host is down or "
+           "unreachable, or it stopped reading; TCP keepalive / TCP_USER_TIMEOUT gave up on it)";
+  }
+  return Errno(err);
+}
+
 Status SetTimeouts(int fd, int timeout_ms) {
   timeval tv{};
   tv.tv_sec = timeout_ms / 1000;
@@ -251,7 +279,7 @@ Status WriteAll(int fd, std::span<iovec> iov, std::string_view peer) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         return Status::Unavailable(fmt::format("send to {} timed out", peer));
       }
-      return Status::Unavailable(fmt::format("send to {}: {}", peer, Errno(errno)));
+      return Status::Unavailable(fmt::format("send to {}: {}", peer, SocketError(errno)));
     }
     size_t left = static_cast<size_t>(n);
     while (left > 0 && first < iov.size()) {
@@ -291,7 +319,7 @@ Status ReadAll(int fd, void* data, size_t size, std::string_view peer, bool* got
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       return Status::Unavailable(fmt::format("receive from {} timed out", peer));
     }
-    return Status::Unavailable(fmt::format("receive from {}: {}", peer, Errno(errno)));
+    return Status::Unavailable(fmt::format("receive from {}: {}", peer, SocketError(errno)));
   }
   return Status::Ok();
 }

@@ -55,6 +55,10 @@ StatusOr<Fd> ConnectTcp(std::string_view address);
 StatusOr<Fd> AcceptTcp(int listen_fd);
 // Sets TCP_NODELAY (Nagle would hold small requests back waiting for an ACK).
 Status SetNoDelay(int fd);
+// Applies `o` (SO_KEEPALIVE, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT, TCP_USER_TIMEOUT) to a TCP socket.
+Status SetLiveness(int fd, const TcpLivenessOptions& o);
+// strerror(err), explained for ETIMEDOUT (what keepalive and TCP_USER_TIMEOUT end a call with).
+std::string SocketError(int err);
 // Sets SO_RCVTIMEO/SO_SNDTIMEO; 0 clears them.
 Status SetTimeouts(int fd, int timeout_ms);
 

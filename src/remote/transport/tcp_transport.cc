@@ -306,7 +306,7 @@ class TcpConnection final : public Connection {
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
           return Status::Unavailable(fmt::format("receive from {} timed out", peer_));
         }
-        return Status::Unavailable(fmt::format("receive from {}: {}", peer_, std::strerror(errno)));
+        return Status::Unavailable(fmt::format("receive from {}: {}", peer_, net::SocketError(errno)));
       }
       size_t take = std::min(n, static_cast<size_t>(got));
       out += take;
@@ -369,6 +369,7 @@ class TcpListener final : public Listener {
   // Returns a connection when `sock` completes one, nullptr when more sockets are awaited.
   StatusOr<std::unique_ptr<Connection>> Handshake(Fd sock) {
     std::string peer = net::PeerAddress(sock.get());
+    GPOOL_RETURN_IF_ERROR(net::SetLiveness(sock.get(), options_.liveness));
     GPOOL_RETURN_IF_ERROR(net::SetTimeouts(sock.get(), options_.handshake_timeout_ms));
     GPOOL_ASSIGN_OR_RETURN(Hello h, RecvHello(sock.get(), peer));
     if (h.kind == kKindControl) {
@@ -424,6 +425,7 @@ class TcpTransport final : public Transport {
   StatusOr<std::unique_ptr<Connection>> Connect(std::string_view address) override {
     int streams = std::clamp(options_.tcp_data_streams, 0, kMaxTcpDataStreams);
     GPOOL_ASSIGN_OR_RETURN(Fd control, net::ConnectTcp(address));
+    GPOOL_RETURN_IF_ERROR(net::SetLiveness(control.get(), options_.liveness));
     std::string peer(address);
     GPOOL_RETURN_IF_ERROR(net::SetTimeouts(control.get(), options_.handshake_timeout_ms));
     Hello h;
@@ -441,6 +443,7 @@ class TcpTransport final : public Transport {
     std::vector<Fd> data;
     for (int i = 0; i < streams; ++i) {
       GPOOL_ASSIGN_OR_RETURN(Fd d, net::ConnectTcp(address));
+      GPOOL_RETURN_IF_ERROR(net::SetLiveness(d.get(), options_.liveness));
       Hello dh;
       dh.kind = kKindData;
       dh.index = static_cast<uint8_t>(i);

@@ -102,6 +102,26 @@ class Listener {
   virtual std::string address() const = 0;
 };
 
+// Dead-peer detection on TCP sockets: every socket of a TCP transport connection (control and
+// data streams, both ends) and the UCX transport's bootstrap socket, which stays open as its
+// liveness channel. Without it a crashed client host or a network split holds a GPU server worker
+// (and its GPU memory) forever, and a client waiting for a reply from an unreachable server
+// waits forever. With the defaults, a peer whose host stopped answering is given up ~30 s after
+// the last thing heard from it: an idle connection probes after 10 s, every 5 s; data left
+// unacknowledged (or a receive window that stays shut: a stopped reader) for 30 s ends it. The
+// call waiting on it fails with Unavailable "... connection timed out". Limits: a live host whose
+// process is stopped (SIGSTOP, a debugger) still acknowledges probes, so an idle wait on it lasts;
+// a send to it fails after user_timeout_ms once its receive buffer is full; and a peer that
+// legitimately does not read for longer than user_timeout_ms while data waits (a server busy in
+// one long call while the client pushes more) is cut off too: raise it (0: the kernel's default,
+// ~15 min of retransmissions and no zero-window limit) for such workloads. See docs/remoting.md.
+struct TcpLivenessOptions {
+  int keepalive_idle_s = 10;      // SO_KEEPALIVE with TCP_KEEPIDLE; 0: no keepalive
+  int keepalive_interval_s = 5;   // TCP_KEEPINTVL
+  int keepalive_count = 4;        // TCP_KEEPCNT (with a user timeout, Linux goes by that instead)
+  int user_timeout_ms = 30000;    // TCP_USER_TIMEOUT; 0: the kernel's default
+};
+
 struct TransportOptions {
   // Max message size accepted on receive; larger frames are a protocol error that closes the
   // connection (a malformed peer must not make us allocate without bound). Send refuses larger
@@ -118,6 +138,13 @@ struct TransportOptions {
   // UCX only: the UCX_TLS value for this transport's context ("tcp", "posix,sysv,self", "rc,ud");
   // empty leaves UCX's own choice (the UCX_TLS environment variable, else all).
   std::string ucx_tls;
+  // Both transports' TCP sockets (see TcpLivenessOptions). UCX also gets the same keepalive for
+  // its own tcp transport's sockets (UCX_TCP_KEEPIDLE/KEEPINTVL/KEEPCNT) and, where its error
+  // handling mode is PEER (tcp and InfiniBand transports only), ucp keepalive rounds every
+  // ucx_keepalive_interval_ms (UCX_KEEPALIVE_INTERVAL; 0 leaves UCX's 20 s). Set in code through
+  // ucp_config_modify: the user's environment need not say anything.
+  TcpLivenessOptions liveness;
+  int ucx_keepalive_interval_ms = 10000;
 };
 
 inline constexpr int kMaxTcpDataStreams = 16;

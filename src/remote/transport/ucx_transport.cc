@@ -656,6 +656,7 @@ class UcxConnection final : public Connection {
     char b;
     ssize_t n = ::recv(oob_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      if (n < 0) oob_errno_.store(errno);  // ETIMEDOUT: keepalive gave up on the peer's host
       peer_failed_.store(true);
       return true;
     }
@@ -675,8 +676,11 @@ class UcxConnection final : public Connection {
   }
 
   Status Gone() const {
-    return Status::Unavailable(closed_.load() ? fmt::format("connection to {} is closed", peer_)
-                                              : fmt::format("{} closed the connection", peer_));
+    if (closed_.load()) return Status::Unavailable(fmt::format("connection to {} is closed", peer_));
+    if (int e = oob_errno_.load(); e != 0) {
+      return Status::Unavailable(fmt::format("{}: {}", peer_, net::SocketError(e)));
+    }
+    return Status::Unavailable(fmt::format("{} closed the connection", peer_));
   }
 
   // Progresses until `req` completes. If the connection closes or the peer goes meanwhile, a
@@ -972,6 +976,7 @@ class UcxConnection final : public Connection {
 
   std::shared_ptr<Context> ctx_;
   Fd oob_;
+  std::atomic<int> oob_errno_{0};  // the liveness socket's error, once it failed
   TransportOptions options_;
   std::string peer_;
   const bool peer_error_mode_;
@@ -1022,6 +1027,9 @@ class UcxListener final : public Listener {
   StatusOr<std::unique_ptr<Connection>> Accept() override {
     for (;;) {
       GPOOL_ASSIGN_OR_RETURN(Fd sock, socket_->Accept());
+      // The bootstrap socket stays open as the liveness channel: keepalive makes a dead host
+      // show up on it (TcpLivenessOptions).
+      if (!net::SetLiveness(sock.get(), options_.liveness).ok()) continue;
       auto conn = std::make_unique<UcxConnection>(ctx_, std::move(sock), options_);
       // A client that fails its handshake is dropped; the listener keeps going.
       if (conn->Start().ok()) return std::unique_ptr<Connection>(std::move(conn));
@@ -1050,6 +1058,7 @@ class UcxTransport final : public Transport {
 
   StatusOr<std::unique_ptr<Connection>> Connect(std::string_view address) override {
     GPOOL_ASSIGN_OR_RETURN(Fd fd, net::ConnectTcp(address));
+    GPOOL_RETURN_IF_ERROR(net::SetLiveness(fd.get(), options_.liveness));
     auto conn = std::make_unique<UcxConnection>(ctx_, std::move(fd), options_);
     Status s = conn->Start();
     if (!s.ok()) return Status(s.code(), fmt::format("ucx connect to {}: {}", address, s.message()));
@@ -1101,6 +1110,32 @@ StatusOr<std::unique_ptr<Transport>> MakeUcxTransport(const TransportOptions& op
       ucp_config_release(config);
       return Status::InvalidArgument(
           fmt::format("UCX_TLS '{}' rejected: {}", options.ucx_tls, UcsError(st)));
+    }
+  }
+  // Keepalive for UCX's own tcp sockets and ucp endpoints (TransportOptions::liveness,
+  // ucx_keepalive_interval_ms). KEEPALIVE_INTERVAL is ucp's own (UCX_KEEPALIVE_INTERVAL); the
+  // others are the tcp transport's UCX_TCP_KEEP*: ucp_config_modify keeps names it does not
+  // know and hands them to each transport's configuration, whose fields lack the "TCP_" prefix
+  // (with it, UCX 1.13 silently applies nothing: remote_liveness_test reads the sockets back).
+  std::vector<std::pair<std::string, std::string>> keepalive;
+  const TcpLivenessOptions& live = options.liveness;
+  if (live.keepalive_idle_s > 0) {
+    // UCX keeps times in its tick clock and truncates them back to whole seconds for the
+    // socket (measured: "7s" gave 6 s now and then); half a second more gives the seconds asked.
+    keepalive.push_back({"KEEPIDLE", fmt::format("{}ms", live.keepalive_idle_s * 1000 + 500)});
+    keepalive.push_back(
+        {"KEEPINTVL", fmt::format("{}ms", std::max(1, live.keepalive_interval_s) * 1000 + 500)});
+    keepalive.push_back({"KEEPCNT", fmt::format("{}", std::max(1, live.keepalive_count))});
+  }
+  if (options.ucx_keepalive_interval_ms > 0) {
+    keepalive.push_back({"KEEPALIVE_INTERVAL", fmt::format("{}ms", options.ucx_keepalive_interval_ms)});
+  }
+  for (const auto& [name, value] : keepalive) {
+    st = ucp_config_modify(config, name.c_str(), value.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return Status::InvalidArgument(
+          fmt::format("UCX_{}={} rejected: {}", name, value, UcsError(st)));
     }
   }
   ucp_params_t params{};
