@@ -104,6 +104,9 @@ struct Driver {
       if (fallback) {
         if (void* f = dlsym(handle, fallback)) return f;
       }
+      // Optional: a driver older than CUDA 12.4 has no cuFuncGetParamInfo; GetParamInfo then
+      // says so and the client lays the parameters out from the fatbin itself.
+      if (std::strcmp(symbol, "cuFuncGetParamInfo") == 0) return nullptr;
       missing += fmt::format("{}{}", missing.empty() ? "" : ", ", symbol);
       return nullptr;
     };
@@ -553,6 +556,11 @@ class CudaBackend final : public Backend {
   Result GetParamInfo(uint64_t func, proto::ParamInfo* out) override {
     CUfunction f = nullptr;
     if (Result r = Function(func, Cur(), &f); !r.ok()) return r;
+    if (cu_.cuFuncGetParamInfo == nullptr) {
+      return Err(kErrNotSupported,
+                 fmt::format("cuFuncGetParamInfo is not in this driver ({}; CUDA 12.4 added it)",
+                             cu_.path));
+    }
     // Under lazy loading (CUDA_MODULE_LOADING=LAZY, the default) a function may not be loaded
     // yet; an attribute query loads it, so that "index out of range" below can only mean the
     // end of the list, never "not loaded" (a kernel silently taken for one without parameters).

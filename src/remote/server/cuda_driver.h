@@ -11,8 +11,9 @@
 // legacy default stream (nullptr), as a program built without --default-stream per-thread does.
 //
 // Include only after <cuda.h>. Limits: the fallback symbol must have the same signature (checked
-// only by reading cuda.h's legacy section); a driver older than CUDA 12.4 lacks
-// cuFuncGetParamInfo and is refused at load with the symbol named.
+// only by reading cuda.h's legacy section). One symbol is optional: a driver older than CUDA 12.4
+// lacks cuFuncGetParamInfo, and the backend then answers GetParamInfo "not supported", so that
+// the client lays kernel parameters out from the fatbin itself (cuda_backend.cc, Driver::Load).
 #pragma once
 
 // X(name, symbol, fallback symbol or nullptr, parameter types...); every function returns CUresult.
