@@ -146,6 +146,28 @@ TEST_F(SessionTest, ChunkForABadDestinationIsDrainedAndFailsAtTheNextReply) {
   EXPECT_EQ(session_->stats().h2d_in_place, 1u);  // b's chunk only
 }
 
+// A posted LaunchCooperative (protocol v5) reaches the backend's cooperative launch: the emulated
+// backend launches it as any launch, so an unknown kernel fails as a launch would, reported with
+// the next reply under the op's name.
+TEST_F(SessionTest, CooperativeLaunchRunsAsALaunchOnTheEmulatedBackend) {
+  BatchWriter w;
+  LaunchCooperative c;
+  c.func = 999;
+  c.grid = {4, 1, 1};
+  c.block = {128, 1, 1};
+  w.AddRequest(c);
+  Ping p;
+  w.AddRequest(p);
+  ASSERT_TRUE(client_->Send(w.Finish()).ok());
+  ReplyHead h;
+  Empty none;
+  Reply(static_cast<uint16_t>(Op::kPing), &h, &none);
+  EXPECT_EQ(h.error, 0) << h.message;
+  EXPECT_EQ(h.async_error, kErrInvalidDeviceFunction) << h.async_message;
+  EXPECT_NE(h.async_message.find("LaunchCooperative: unknown function id 999"), std::string::npos)
+      << h.async_message;
+}
+
 // The emulated backend behind a staging decorator that reads as the cuda backend does: StartD2H
 // only notes the read and fills its slot's buffer with junk; the bytes arrive at FinishD2H. A
 // reply sent before its FinishD2H, or a slot started twice without one, shows.
@@ -231,6 +253,24 @@ class StagedReadsTest : public SessionTest {
   }
   StagedReads* staged_ = nullptr;
 };
+
+// A backend that does not implement cooperative launches (this decorator forwards Launch only)
+// refuses LaunchCooperative loudly instead of running it as a plain launch.
+TEST_F(StagedReadsTest, CooperativeLaunchIsRefusedByABackendWithoutIt) {
+  BatchWriter w;
+  LaunchCooperative c;
+  c.func = 999;
+  w.AddRequest(c);
+  Ping p;
+  w.AddRequest(p);
+  ASSERT_TRUE(client_->Send(w.Finish()).ok());
+  ReplyHead h;
+  Empty none;
+  Reply(static_cast<uint16_t>(Op::kPing), &h, &none);
+  EXPECT_EQ(h.async_error, kErrNotSupported) << h.async_message;
+  EXPECT_NE(h.async_message.find("cannot launch cooperatively"), std::string::npos)
+      << h.async_message;
+}
 
 TEST_F(StagedReadsTest, ARunOfReadsIsPipelinedThroughTwoSlots) {
   const size_t n = 64 << 10;
