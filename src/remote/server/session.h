@@ -128,7 +128,7 @@ class Session : private TailPlacer {
   std::vector<std::byte> staging_;
 
   SessionDeadline deadline_;
-  std::mutex send_mu_;                // serializes sends with EndSession
+  std::timed_mutex send_mu_;          // serializes sends with EndSession
   std::atomic<bool> ended_{false};    // set (under send_mu_) once SessionEnd went out
   std::mutex watch_mu_;               // guards watch_stop_
   std::condition_variable watch_cv_;

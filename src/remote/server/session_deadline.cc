@@ -32,13 +32,22 @@ Status Session::Run() {
 }
 
 Status Session::SendLocked(std::span<const wire::ByteSpan> parts) {
-  std::lock_guard<std::mutex> lk(send_mu_);
+  std::lock_guard<std::timed_mutex> lk(send_mu_);
   if (ended_.load(std::memory_order_relaxed)) return Status::Unavailable("session ended");
   return conn_->Send(parts);
 }
 
 void Session::EndSession() {
-  std::lock_guard<std::mutex> lk(send_mu_);
+  std::unique_lock<std::timed_mutex> lk(send_mu_, std::defer_lock);
+  if (!lk.try_lock_for(std::chrono::milliseconds(deadline_.grace_ms))) {
+    // The session thread is stuck in a send (a client that stopped reading): end it without
+    // telling the client; closing unblocks that send.
+    if (ended_.exchange(true)) return;
+    GPOOL_LOG_INFO("gpu-server: session {} from {}: {}; ending it (the client is not reading)",
+                   id_, conn_->peer(), deadline_.why);
+    conn_->Close();
+    return;
+  }
   if (ended_.load()) return;
   ended_.store(true);
   proto::ReplyHead head{.error = deadline_.error, .message = deadline_.why};
