@@ -13,7 +13,10 @@
 // Time: expiry is wall-clock time, read from an injected Clock whose epoch must be the Unix epoch
 // (UnixClock in daemons, ManualClock in tests); a monotonic clock would not agree across hosts.
 // Thread safety: LeaseAuthority is immutable after construction and safe to share.
-// Limits: no revocation list (short TTLs instead); one key (rotate by restarting with a new key).
+// A lease bounds its session, not only its start: the GPU server ends a session when its
+// lease expires (server/session.h, SessionDeadline), so a short TTL is a real bound.
+// Limits: no revocation list (short TTLs instead) and no renewal of a running session; one key
+// (rotate by restarting with a new key).
 #pragma once
 
 #include <cstdint>
