@@ -502,9 +502,10 @@ TEST_P(E2E, LeaseExpiryEndsTheSession) {
   EXPECT_EQ(rc1, 0) << out1;
   EXPECT_TRUE(Has(out1, "refused the session: lease refused: expired at ")) << out1;
 
-  // Valid for 4 s: time for the program to start and make its first calls (the test waits for
-  // the expiry; it asserts no timing).
-  auto token = authority->Issue({.gpu = gpu, .ttl_seconds = 4}, *UnixClock::Default());
+  // Valid for 8 s: time for the program to start and make its first calls even under ASan on a
+  // loaded 2-core CI machine (the test waits for the expiry; it asserts no timing, but a start
+  // slower than the lease would fail the first calls).
+  auto token = authority->Issue({.gpu = gpu, .ttl_seconds = 8}, *UnixClock::Default());
   ASSERT_TRUE(token.ok()) << token.status().ToString();
   Subprocess client({GPOOL_BIN, "run", "--devices", gpu, "--transport", transport(), "--lease",
                      *token, "--", Sample("error_paths"), "lease-expiry"});
