@@ -217,19 +217,22 @@ struct DeferredError {
 };
 std::mutex g_deferred_mu;
 std::map<const ServerLink*, DeferredError> g_deferred;
+std::atomic<bool> g_any_deferred{false};  // g_deferred may be non-empty (spares replies the lock)
 void DeferAsyncError(const ServerLink* l, const proto::ReplyHead& h) {
   std::lock_guard<std::mutex> lk(g_deferred_mu);
   g_deferred.try_emplace(l, DeferredError{h.async_error, h.async_message});
+  g_any_deferred.store(true);
 }
 
 // Turns a reply into the call's result, printing server messages for real errors.
 cudaError_t FromReply(const proto::ReplyHead& h, ServerLink* l) {
-  if (h.async_error == 0) {
+  if (h.async_error == 0 && g_any_deferred.load()) {
     std::lock_guard<std::mutex> lk(g_deferred_mu);
     if (auto it = g_deferred.find(l); it != g_deferred.end()) {
       Say(fmt::format("asynchronous error on {}: {}", l->address(), it->second.message));
       auto code = static_cast<cudaError_t>(it->second.code);
       g_deferred.erase(it);
+      g_any_deferred.store(!g_deferred.empty());
       return code;
     }
   }
