@@ -48,7 +48,7 @@ constexpr ucp_tag_t kTagHead = ucp_tag_t{0x11} << kKindShift;
 constexpr ucp_tag_t kTagTail = ucp_tag_t{0x20} << kKindShift;
 constexpr ucp_tag_t kProbeMask = ucp_tag_t{0xFE} << kKindShift;  // whole or head, never a tail
 constexpr ucp_tag_t kLengthMask = (ucp_tag_t{1} << kKindShift) - 1;
-constexpr size_t kSplitTailMin = 64 << 10;
+constexpr size_t kSplitTailMin = size_t{128} << 10;
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -580,11 +580,14 @@ class UcxConnection final : public Connection {
   // into place (RecvSplit, RecvPlaced). Large messages go split because UCX's zero-copy
   // rendezvous does not take iov datatypes (their tail is sent from the caller's buffer and
   // waited for). A buffered one (<= kBufferedSendMax) is split too when its last part is >=
-  // kSplitTailMin, both halves buffered: sent whole, a 64 KiB copy's message could only be
-  // received whole and its 64 KiB copied out once more (into device memory by the session, into
-  // the program's buffer by the client), a pass the raw transport does not make. Measured over
-  // shared memory, 64 KiB copies: CPU per byte against the raw echo's 5.1x -> 2.4x (d2h, median
-  // of 7 alternating pairs) and 2.3x -> 1.1x (h2d, 4 pairs) (docs/benchmarks.md, "Remoting").
+  // kSplitTailMin, both halves buffered, so that the receiver need not copy the tail out once
+  // more. Where that pays is a trade of one more message against one memcpy of the tail: at
+  // 64 KiB the extra message cost more. Session 8, 64 KiB copies against the raw stream (reps 9,
+  // docs/benchmarks.md "Remoting"): split at 64 KiB, UCX tcp 0.87x / 0.86x (h2d / d2h, CPU per
+  // byte 1.15x the raw's); sent whole (threshold 128 KiB), 1.01x / 1.00x (CPU 0.98x / 0.99x);
+  // over shared memory no difference outside the noise (h2d 0.94-1.04x, d2h 0.86-0.91x
+  // either way, in alternating runs). (Session 6 had measured splitting at 64 KiB as a gain over
+  // shared memory, before the send-wait changes of copies2.)
   static bool SplitsTail(const std::vector<ucp_dt_iov_t>& iov) {
     return iov.size() >= 2 && iov.back().length >= kSplitTailMin;
   }
