@@ -546,17 +546,27 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   }
 }
 
-cudaError_t Memset(void* p, int value, size_t n, cudaStream_t stream) {
+// A memset's server (that of the device owning `p`, else the current device's) and its stream
+// there: `stream` when it belongs to that device, else the default stream.
+cudaError_t MemsetTarget(const void* p, cudaStream_t stream, ServerLink** l, uint64_t* on) {
   int dev = R().DeviceOf(p);
   if (dev < 0) dev = t_device;
   int sdev;
   uint64_t sid;
   if (cudaError_t e = ResolveStream(stream, &sdev, &sid); e != cudaSuccess) return e;
   cudaError_t err;
-  ServerLink* l = R().Link(dev, &err);
-  if (!l) return err;
+  *l = R().Link(dev, &err);
+  if (!*l) return err;
+  *on = sdev == dev ? sid : 0;
+  return cudaSuccess;
+}
+
+cudaError_t Memset(void* p, int value, size_t n, cudaStream_t stream) {
+  ServerLink* l;
+  uint64_t on;
+  if (cudaError_t e = MemsetTarget(p, stream, &l, &on); e != cudaSuccess) return e;
   proto::Memset m{.dst = reinterpret_cast<uint64_t>(p), .value = static_cast<uint32_t>(value & 0xff),
-                  .size = n, .stream = sdev == dev ? sid : 0};
+                  .size = n, .stream = on};
   return Post(l, m);
 }
 
@@ -638,17 +648,12 @@ cudaError_t Memset2D(void* p, size_t pitch, int value, size_t width, size_t heig
                      cudaStream_t stream) {
   if (width == 0 || height == 0) return cudaSuccess;
   if (pitch < width) return cudaErrorInvalidPitchValue;
-  int dev = R().DeviceOf(p);
-  if (dev < 0) dev = t_device;
-  int sdev;
-  uint64_t sid;
-  if (cudaError_t e = ResolveStream(stream, &sdev, &sid); e != cudaSuccess) return e;
-  cudaError_t err;
-  ServerLink* l = R().Link(dev, &err);
-  if (!l) return err;
+  ServerLink* l;
+  uint64_t on;
+  if (cudaError_t e = MemsetTarget(p, stream, &l, &on); e != cudaSuccess) return e;
   proto::Memset2D m{.dst = reinterpret_cast<uint64_t>(p), .pitch = pitch,
                     .value = static_cast<uint32_t>(value & 0xff), .width = width,
-                    .height = height, .stream = sdev == dev ? sid : 0};
+                    .height = height, .stream = on};
   return Post(l, m);
 }
 
