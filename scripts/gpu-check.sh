@@ -360,8 +360,7 @@ echo "== aggregation: device 0 of two servers as devices 0 and 1 of one program"
 # addresses (the emulated server's come from mmap, which ASLR spreads); the client then refuses
 # the second one loudly ("overlaps memory of another device"). This step tells which it is.
 start_server server2 --insecure --session-mem-limit 8GiB
-LD_LIBRARY_PATH=$gpool_ld LD_PRELOAD=${GPOOL_CHECK_PRELOAD:-} GPOOL_DEVICES="$server_addr/0,$addr/0" \
-  timeout --kill-after=5 "$(limit)" "$gpool" run -- "$samples_dir/multi_device" 2 >"$work/agg.out" 2>&1
+devices="$server_addr/0,$addr/0" remote_run "$work/agg.out" multi_device 2
 arc=$?
 if timed_out $arc; then fail "aggregate: gpool run timed out"; show_tail "$work/agg.out" gpool
 elif [[ $arc == 0 ]] && grep -q '^PASS multi_device devices=2' "$work/agg.out"; then
