@@ -12,16 +12,20 @@
 // Servers run in child processes forked before any thread starts. Transport: tcp, or ucx (set
 // UCX_TLS, e.g. UCX_TLS=shm,self for shared memory). See docs/benchmarks.md "## Remoting".
 //
-// `remote_bench --interleaved [--pin] [--reps=N] [--min-time=S] [--only=tcp|ucx]
+// `remote_bench --interleaved [--pin[=A,B]] [--aa] [--reps=N] [--min-time=S] [--only=tcp|ucx]
 //  [--skip=lat,bw,h2d,d2h] [--size=BYTES] [--threads]` (--skip=h2d: no host-to-device copies)
 // is a driver for a shared, loaded machine instead of Google Benchmark: each repetition runs every
 // contender of a group back to back (order reversed on odd repetitions), each for at least
 // --min-time seconds, and reports medians of wall and CPU time per operation and the median of
 // the per-repetition ratios to the group's peer. CPU time is of all the bench's processes (client,
-// servers, workers: from getrusage and /proc), so it counts both ends. --pin puts the client on
-// CPU 0 and the servers on CPU 1 (sched_setaffinity). --threads adds, under each contender, the
-// median per step of each thread's voluntary context switches (each a sleep and a wake-up: the
-// thread hops of a copy, which do not depend on the machine's load).
+// servers, workers: from getrusage and /proc), so it counts both ends. --pin puts the client (all
+// its threads) on CPU 0 and every spawned process (servers, their session workers, raw and plain
+// peers) on CPU 1, or on CPUs A and B (sched_setaffinity; needs 2 CPUs, else it runs unpinned),
+// prints each process's allowed CPUs in the header and checks every thread's after the first
+// group. --aa adds to each copy group a second, identical raw contender and a summary line of its
+// ratios to the first: how often the method itself reports a miss. --threads adds, under each
+// contender, the median per step of each thread's voluntary context switches (each a sleep and a
+// wake-up: the thread hops of a copy, which do not depend on the machine's load).
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -32,8 +36,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <set>
@@ -62,16 +68,21 @@ struct Servers {
   std::vector<pid_t> pids;
   std::vector<std::string> roles;  // of pids, for --threads
   bool threads = false;            // --threads: wake-ups per step by thread
-  int server_cpu = -1;  // --pin: CPU for the server processes
+  // --pin: the driver's CPU and the one of every process it spawns (-1: not pinned).
+  int client_cpu = -1, server_cpu = -1;
   pid_t plain_ucx_pid = -1;
 } g;
 
-void PinTo(int cpu) {
-  if (cpu < 0) return;
+// Pins the calling thread, and so every thread and process it starts afterwards (both inherit
+// the affinity), to `cpu`; false, with the reason on stderr, if the kernel refused.
+bool PinTo(int cpu, const std::string& who) {
+  if (cpu < 0) return true;
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("sched_setaffinity");
+  if (sched_setaffinity(0, sizeof set, &set) == 0) return true;
+  std::fprintf(stderr, "remote_bench: pinning %s to CPU %d: %s\n", who.c_str(), cpu, std::strerror(errno));
+  return false;
 }
 
 // A child that runs `body(write_fd)`; the parent reads one line (the address) back.
@@ -81,7 +92,8 @@ std::string Spawn(const std::string& role, const std::function<void(int)>& body)
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
-    PinTo(g.server_cpu);
+    // Before `body` starts a thread or forks a session worker, so that all of them inherit it.
+    if (!PinTo(g.server_cpu, role)) _exit(1);
     body(fds[1]);
     _exit(0);
   }
@@ -545,20 +557,71 @@ double AllCpu() {
 // The servers are the client's children too, but are counted on their own (g.pids): skipped when
 // walking the client's tree (before, csw/step counted every server thread twice).
 bool IsServer(pid_t pid) { return std::find(g.pids.begin(), g.pids.end(), pid) != g.pids.end(); }
-void TreeSwitches(pid_t pid, double* vol, double* invol) {
+// Calls `fn` with /proc/PID/task/TID of every live thread of `pid` and of its descendants that are
+// not spawned servers themselves (a gpu-server's session workers, not the client's servers).
+void ForEachThread(pid_t pid, const std::function<void(const std::filesystem::path&)>& fn) {
   std::error_code ec;
   for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
-    std::ifstream f(task.path() / "status");
+    fn(task.path());
+    std::ifstream kids(task.path() / "children");
+    for (pid_t kid; kids >> kid;) {
+      if (!IsServer(kid)) ForEachThread(kid, fn);
+    }
+  }
+}
+void TreeSwitches(pid_t pid, double* vol, double* invol) {
+  ForEachThread(pid, [&](const std::filesystem::path& task) {
+    std::ifstream f(task / "status");
     std::string line;
     while (std::getline(f, line)) {
       if (line.rfind("voluntary_ctxt_switches:", 0) == 0) *vol += std::atof(line.c_str() + 24);
       if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) *invol += std::atof(line.c_str() + 27);
     }
-    std::ifstream kids(task.path() / "children");
-    for (pid_t kid; kids >> kid;) {
-      if (!IsServer(kid)) TreeSwitches(kid, vol, invol);
+  });
+}
+
+// The CPUs a thread or process may run on, as the kernel lists them ("1", "0-1"), from the
+// Cpus_allowed_list line of its /proc status file; "?" if it has gone.
+std::string CpusAllowed(const std::filesystem::path& status) {
+  std::ifstream f(status);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+      size_t from = line.find_first_not_of(" \t", 18);
+      return from == std::string::npos ? "" : line.substr(from);
     }
   }
+  return "?";
+}
+
+// --pin: reads back the allowed CPUs of every live thread (the client's; each spawned process's
+// with its session workers), since a thread that escaped the pinning would share a core with the
+// other side unnoticed. Prints one line the first time and again only when some thread is off
+// its CPU. It sees the threads alive now: call it while a group's connections are still open.
+void CheckPinning() {
+  static bool shown = false;
+  if (g.client_cpu < 0) return;
+  int client = 0, spawned = 0;
+  std::vector<std::string> off;
+  auto check = [&](pid_t root, int cpu, const std::string& role, int* on) {
+    ForEachThread(root, [&](const std::filesystem::path& task) {
+      std::string allowed = CpusAllowed(task / "status");
+      if (allowed == std::to_string(cpu)) {
+        ++*on;
+      } else if (allowed != "?") {  // "?": exited meanwhile
+        off.push_back(fmt::format("{} thread {} on {}", role, task.filename().string(), allowed));
+      }
+    });
+  };
+  check(getpid(), g.client_cpu, "client", &client);
+  for (size_t i = 0; i < g.pids.size(); ++i) check(g.pids[i], g.server_cpu, g.roles[i], &spawned);
+  if (shown && off.empty()) return;
+  shown = true;
+  std::printf("  pinning %s: %d client threads on CPU %d, %d threads of the spawned processes on "
+              "CPU %d",
+              off.empty() ? "held" : "NOT held", client, g.client_cpu, spawned, g.server_cpu);
+  for (const std::string& o : off) std::printf("; %s", o.c_str());
+  std::printf("\n");
 }
 // Voluntary context switches (sleeps, so wake-ups) so far of every live thread, by TID, with its
 // label: "<role> main" for a process's first thread, "<role> <name>" for a thread gpool named
@@ -794,6 +857,7 @@ std::vector<double> RunGroup(const Group& grp, int reps, double min_time) {
       std::printf("    wake-ups/step:%s\n", line.c_str());
     }
   }
+  CheckPinning();
   std::fflush(stdout);
   return ratios;
 }
@@ -814,22 +878,100 @@ std::shared_ptr<Connection> DriverRaw(int transport) {
 }
 
 struct DriverFlags {
-  bool pin = false;
+  bool pin = false;                  // --pin or --pin=A,B
+  int client_cpu = 0, server_cpu = 1;  // their CPUs
+  std::string pin_off;               // why --pin was not applied (fewer than 2 CPUs), or ""
+  bool aa = false;                   // --aa: a second raw contender in each copy group
   int reps = 9;
   double min_time = 0.3;
   std::string only, skip;
   size_t size = 0;  // only copies of this size (0: all)
 };
 
+[[noreturn]] void BadFlag(const std::string& what) {
+  std::fprintf(stderr, "remote_bench --interleaved: %s\n", what.c_str());
+  std::exit(2);
+}
+
+// "--pin=A,B": two different CPU numbers, the client's and the spawned processes'.
+void ParsePinCpus(const std::string& arg, DriverFlags* f) {
+  const std::string v = arg.substr(std::strlen("--pin="));
+  int a = -1, b = -1, used = 0;
+  if (std::sscanf(v.c_str(), "%d,%d%n", &a, &b, &used) != 2 || used != static_cast<int>(v.size()) ||
+      a < 0 || b < 0 || a == b) {
+    BadFlag(fmt::format("{}: want --pin=A,B, two different CPU numbers (client, spawned processes)",
+                        arg));
+  }
+  f->pin = true;
+  f->client_cpu = a;
+  f->server_cpu = b;
+}
+
+// --pin, before the driver spawns or starts anything: the client and the spawned processes on two
+// CPUs of their own, so that the two ends of a transfer never share a core or migrate (on this
+// 2-core VM the scheduler moves them, and a cell's ratio drifts by up to 0.2 between runs). Pins
+// this thread to the client's CPU, so every later thread inherits it; the spawned processes pin
+// themselves to theirs right after fork (Spawn). A host with fewer than 2 usable CPUs runs
+// unpinned and says so; a CPU this process may not use is an error.
+void SetUpPinning(DriverFlags* f) {
+  if (!f->pin) return;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    BadFlag(fmt::format("--pin: sched_getaffinity: {}", std::strerror(errno)));
+  }
+  if (CPU_COUNT(&allowed) < 2) {
+    f->pin = false;
+    f->pin_off = fmt::format(" (--pin needs 2 CPUs; this process may use {})", CPU_COUNT(&allowed));
+    return;
+  }
+  for (int cpu : {f->client_cpu, f->server_cpu}) {
+    if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
+      BadFlag(fmt::format("--pin: CPU {} is not one this process may use ({})", cpu,
+                          CpusAllowed("/proc/self/status")));
+    }
+  }
+  if (!PinTo(f->client_cpu, "the driver")) std::exit(2);
+  g.client_cpu = f->client_cpu;
+  g.server_cpu = f->server_cpu;
+}
+
+// The header's pinning part, with each process's allowed CPUs read back from /proc.
+std::string PinningHeader(const DriverFlags& f) {
+  if (!f.pin) return "no" + f.pin_off;
+  std::string read_back = "client " + CpusAllowed("/proc/self/status");
+  for (size_t i = 0; i < g.pids.size(); ++i) {
+    read_back += fmt::format(", {} {}", g.roles[i], CpusAllowed(fmt::format("/proc/{}/status", g.pids[i])));
+  }
+  return fmt::format("client on CPU {}, spawned processes on CPU {} (read back: {})", f.client_cpu,
+                     f.server_cpu, read_back);
+}
+
+// One copy cell of a summary line: "tcp h2d 64K 0.97".
+std::string CellName(int transport, bool d2h, size_t size, double ratio) {
+  return fmt::format("{} {} {} {:.2f}", Name(transport), d2h ? "d2h" : "h2d",
+                     size >= (size_t{1} << 20) ? fmt::format("{}M", size >> 20)
+                                               : fmt::format("{}K", size >> 10),
+                     ratio);
+}
+// "<head>: N of M cells <met>: [cell] [cell] ...": ratios >= 0.95 count.
+void PrintCells(const std::string& head, const char* met,
+                const std::vector<std::pair<std::string, double>>& cells) {
+  auto n = std::count_if(cells.begin(), cells.end(), [](const auto& c) { return c.second >= 0.95; });
+  std::printf("%s: %td of %zu cells %s:", head.c_str(), n, cells.size(), met);
+  for (const auto& c : cells) std::printf(" [%s]", c.first.c_str());
+  std::printf("\n");
+}
+
 int RunInterleaved(const DriverFlags& f) {
-  PinTo(f.pin ? 0 : -1);
   std::vector<int> transports;
   if (f.only != "ucx") transports.push_back(0);
   if (f.only != "tcp") transports.push_back(1);
   const char* tls = std::getenv("UCX_TLS");
-  std::printf("remote_bench --interleaved: reps %d, min time %.2f s, pinned %s, UCX_TLS=%s\n",
-              f.reps, f.min_time, f.pin ? "yes (client CPU 0, servers CPU 1)" : "no",
-              tls ? tls : "(unset)");
+  std::printf("remote_bench --interleaved: reps %d, min time %.2f s, UCX_TLS=%s, A/A calibration %s\n"
+              "  pinned: %s\n",
+              f.reps, f.min_time, tls ? tls : "(unset)", f.aa ? "on" : "off",
+              PinningHeader(f).c_str());
   if (f.skip.find("lat") == std::string::npos) {
     for (int t : transports) {
       Group grp{fmt::format("round trip, {}", Name(t)), false, {}};
@@ -963,8 +1105,8 @@ int RunInterleaved(const DriverFlags& f) {
   // Copies of `size` bytes; below 4 MiB (one chunk) a step streams 4 MiB worth of them and syncs
   // once (d2h copies into "pinned" memory, asynchronous, as a program streaming small copies
   // would), against as many messages of `size` and one acknowledgement on the raw connection.
-  std::vector<std::string> cells;  // "transport dir sizeK ratio", for the summary line
-  int met = 0;
+  // For the summary lines: the copy's ratio, and with --aa the second raw contender's, per cell.
+  std::vector<std::pair<std::string, double>> cells, aa_cells;
   for (int t : transports) {
     for (size_t size : {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{256} << 20,
                         size_t{1} << 30}) {
@@ -1009,6 +1151,11 @@ int RunInterleaved(const DriverFlags& f) {
                              return static_cast<double>(total);
                            }});
         }
+        // --aa: the first contender again, same code and buffers, right before the copy (so as
+        // far from the first in each repetition's order as the copy): its ratio to the first is
+        // what the method reports between two identical contenders.
+        const size_t aa_index = grp.c.size();
+        if (f.aa) grp.c.push_back({"raw again (A/A), copy's size", grp.c[0].step});
         std::shared_ptr<client::ServerLink> link = DriverLink(t);
         proto::Malloc m{.size = total};
         proto::Pointer p;
@@ -1048,20 +1195,20 @@ int RunInterleaved(const DriverFlags& f) {
                            if (!s.ok() || h.error || h.async_error) Die("copy failed");
                            return static_cast<double>(total);
                          }});
-        double r = RunGroup(grp, f.reps, f.min_time).back();  // the copy is the last contender
-        cells.push_back(fmt::format("{} {} {} {:.2f}", Name(t), d2h ? "d2h" : "h2d",
-                                    size >= (size_t{1} << 20) ? fmt::format("{}M", size >> 20)
-                                                              : fmt::format("{}K", size >> 10),
-                                    r));
-        met += r >= 0.95;
+        std::vector<double> r = RunGroup(grp, f.reps, f.min_time);
+        const double copy = r.back();  // the copy is the last contender
+        cells.emplace_back(CellName(t, d2h, size, copy), copy);
+        if (f.aa) aa_cells.emplace_back(CellName(t, d2h, size, r[aa_index]), r[aa_index]);
       }
     }
   }
   if (!cells.empty()) {
-    std::printf("issue 4, copies through a session / raw, buffers of the copy's size (target >= "
-                "0.95): %d of %zu cells met:", met, cells.size());
-    for (const std::string& c : cells) std::printf(" [%s]", c.c_str());
-    std::printf("\n");
+    PrintCells("issue 4, copies through a session / raw, buffers of the copy's size (target >= 0.95)",
+               "met", cells);
+  }
+  if (!aa_cells.empty()) {
+    PrintCells("A/A calibration, raw again / raw", ">= 0.95 (the method's own false-miss rate on this host)",
+               aa_cells);
   }
   return 0;
 }
@@ -1083,6 +1230,10 @@ int main(int argc, char** argv) {
       g.threads = true;
     } else if (a == "--pin") {
       flags.pin = true;
+    } else if (a.rfind("--pin=", 0) == 0) {
+      ParsePinCpus(a, &flags);
+    } else if (a == "--aa") {
+      flags.aa = true;
     } else if (a.rfind("--reps=", 0) == 0) {
       flags.reps = std::max(1, std::atoi(val("--reps=").c_str()));
     } else if (a.rfind("--min-time=", 0) == 0) {
@@ -1094,11 +1245,10 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--skip=", 0) == 0) {
       flags.skip = val("--skip=");
     } else if (interleaved) {
-      std::fprintf(stderr, "remote_bench --interleaved: unknown flag %s\n", a.c_str());
-      return 2;
+      BadFlag("unknown flag " + a);
     }
   }
-  if (interleaved && flags.pin) g.server_cpu = 1;
+  if (interleaved) SetUpPinning(&flags);  // before any child or thread starts
   // The driver starts only the servers it uses, so that idle ones add no CPU time to its counts.
   if (!interleaved || flags.only != "ucx") {
     g.gpu_tcp = StartGpuServer("tcp");
