@@ -1207,7 +1207,7 @@ int RunInterleaved(const DriverFlags& f) {
                "met", cells);
   }
   if (!aa_cells.empty()) {
-    PrintCells("A/A calibration, raw again / raw", ">= 0.95 (the method's own false-miss rate on this host)",
+    PrintCells("A/A calibration", ">= 0.95 (the method's own false-miss rate on this host)",
                aa_cells);
   }
   return 0;

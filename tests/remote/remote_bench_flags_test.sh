@@ -50,7 +50,7 @@ else
   want=("pinned: no (--pin needs 2 CPUs")
 fi
 want+=("raw again (A/A), copy's size"
-       "A/A calibration, raw again / raw: "
+       "A/A calibration: "
        "of 1 cells >= 0.95 (the method's own false-miss rate on this host): [tcp h2d 64K "
        "issue 4, copies through a session / raw, buffers of the copy's size (target >= 0.95): ")
 for w in "${want[@]}"; do
