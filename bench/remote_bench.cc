@@ -35,12 +35,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -81,7 +81,8 @@ bool PinTo(int cpu, const std::string& who) {
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (sched_setaffinity(0, sizeof set, &set) == 0) return true;
-  std::fprintf(stderr, "remote_bench: pinning %s to CPU %d: %s\n", who.c_str(), cpu, std::strerror(errno));
+  std::fprintf(stderr, "remote_bench: pinning %s to CPU %d: %s\n", who.c_str(), cpu,
+               std::strerror(errno));
   return false;
 }
 
@@ -617,9 +618,10 @@ void CheckPinning() {
   for (size_t i = 0; i < g.pids.size(); ++i) check(g.pids[i], g.server_cpu, g.roles[i], &spawned);
   if (shown && off.empty()) return;
   shown = true;
-  std::printf("  pinning %s: %d client threads on CPU %d, %d threads of the spawned processes on "
-              "CPU %d",
-              off.empty() ? "held" : "NOT held", client, g.client_cpu, spawned, g.server_cpu);
+  std::printf(
+      "  pinning %s: %d client threads on CPU %d, %d threads of the spawned processes "
+      "on CPU %d",
+      off.empty() ? "held" : "NOT held", client, g.client_cpu, spawned, g.server_cpu);
   for (const std::string& o : off) std::printf("; %s", o.c_str());
   std::printf("\n");
 }
@@ -878,10 +880,10 @@ std::shared_ptr<Connection> DriverRaw(int transport) {
 }
 
 struct DriverFlags {
-  bool pin = false;                  // --pin or --pin=A,B
+  bool pin = false;                    // --pin or --pin=A,B
   int client_cpu = 0, server_cpu = 1;  // their CPUs
-  std::string pin_off;               // why --pin was not applied (fewer than 2 CPUs), or ""
-  bool aa = false;                   // --aa: a second raw contender in each copy group
+  std::string pin_off;                 // why --pin was not applied (fewer than 2 CPUs), or ""
+  bool aa = false;                     // --aa: a second raw contender in each copy group
   int reps = 9;
   double min_time = 0.3;
   std::string only, skip;
@@ -941,7 +943,8 @@ std::string PinningHeader(const DriverFlags& f) {
   if (!f.pin) return "no" + f.pin_off;
   std::string read_back = "client " + CpusAllowed("/proc/self/status");
   for (size_t i = 0; i < g.pids.size(); ++i) {
-    read_back += fmt::format(", {} {}", g.roles[i], CpusAllowed(fmt::format("/proc/{}/status", g.pids[i])));
+    read_back +=
+        fmt::format(", {} {}", g.roles[i], CpusAllowed(fmt::format("/proc/{}/status", g.pids[i])));
   }
   return fmt::format("client on CPU {}, spawned processes on CPU {} (read back: {})", f.client_cpu,
                      f.server_cpu, read_back);
@@ -949,15 +952,16 @@ std::string PinningHeader(const DriverFlags& f) {
 
 // One copy cell of a summary line: "tcp h2d 64K 0.97".
 std::string CellName(int transport, bool d2h, size_t size, double ratio) {
-  return fmt::format("{} {} {} {:.2f}", Name(transport), d2h ? "d2h" : "h2d",
-                     size >= (size_t{1} << 20) ? fmt::format("{}M", size >> 20)
-                                               : fmt::format("{}K", size >> 10),
-                     ratio);
+  return fmt::format(
+      "{} {} {} {:.2f}", Name(transport), d2h ? "d2h" : "h2d",
+      size >= (size_t{1} << 20) ? fmt::format("{}M", size >> 20) : fmt::format("{}K", size >> 10),
+      ratio);
 }
 // "<head>: N of M cells <met>: [cell] [cell] ...": ratios >= 0.95 count.
 void PrintCells(const std::string& head, const char* met,
                 const std::vector<std::pair<std::string, double>>& cells) {
-  auto n = std::count_if(cells.begin(), cells.end(), [](const auto& c) { return c.second >= 0.95; });
+  auto n =
+      std::count_if(cells.begin(), cells.end(), [](const auto& c) { return c.second >= 0.95; });
   std::printf("%s: %td of %zu cells %s:", head.c_str(), n, cells.size(), met);
   for (const auto& c : cells) std::printf(" [%s]", c.first.c_str());
   std::printf("\n");
@@ -968,10 +972,10 @@ int RunInterleaved(const DriverFlags& f) {
   if (f.only != "ucx") transports.push_back(0);
   if (f.only != "tcp") transports.push_back(1);
   const char* tls = std::getenv("UCX_TLS");
-  std::printf("remote_bench --interleaved: reps %d, min time %.2f s, UCX_TLS=%s, A/A calibration %s\n"
-              "  pinned: %s\n",
-              f.reps, f.min_time, tls ? tls : "(unset)", f.aa ? "on" : "off",
-              PinningHeader(f).c_str());
+  std::printf(
+      "remote_bench --interleaved: reps %d, min time %.2f s, UCX_TLS=%s, A/A calibration %s\n"
+      "  pinned: %s\n",
+      f.reps, f.min_time, tls ? tls : "(unset)", f.aa ? "on" : "off", PinningHeader(f).c_str());
   if (f.skip.find("lat") == std::string::npos) {
     for (int t : transports) {
       Group grp{fmt::format("round trip, {}", Name(t)), false, {}};
@@ -1203,8 +1207,9 @@ int RunInterleaved(const DriverFlags& f) {
     }
   }
   if (!cells.empty()) {
-    PrintCells("issue 4, copies through a session / raw, buffers of the copy's size (target >= 0.95)",
-               "met", cells);
+    PrintCells(
+        "issue 4, copies through a session / raw, buffers of the copy's size (target >= 0.95)",
+        "met", cells);
   }
   if (!aa_cells.empty()) {
     PrintCells("A/A calibration", ">= 0.95 (the method's own false-miss rate on this host)",
