@@ -19,7 +19,11 @@ struct Section {
   uint32_t name = 0;
   uint64_t offset = 0, size = 0;
   uint32_t type = 0;
+  uint32_t link = 0;  // a symbol table's string table
 };
+constexpr uint32_t kShtSymtab = 2, kShtNobits = 8;
+constexpr uint8_t kSttObject = 1;
+constexpr size_t kSymSize = 24;  // Elf64_Sym
 
 StatusOr<std::string_view> CString(const Reader& r, Bytes data, size_t offset, std::string_view what) {
   if (offset >= data.size()) {
@@ -100,10 +104,8 @@ StatusOr<KernelInfo> ParseInfo(std::string_view kernel, Bytes info, size_t secti
   return k;
 }
 
-}  // namespace
-
-StatusOr<std::vector<KernelInfo>> ParseCubin(Bytes elf) {
-  Reader r(elf, "cubin");
+// The section headers of an ELF64 little-endian cubin, checked to lie inside it.
+StatusOr<std::vector<Section>> Sections(const Reader& r, Bytes elf) {
   GPOOL_RETURN_IF_ERROR(r.Need(0, 64));
   if (std::memcmp(elf.data(), "\x7f" "ELF", 4) != 0) {
     return Status::InvalidArgument("cubin: not an ELF file (bad magic)");
@@ -136,12 +138,23 @@ StatusOr<std::vector<KernelInfo>> ParseCubin(Bytes elf) {
     GPOOL_RETURN_IF_ERROR(r.U32(h + 4, &sections[i].type));
     GPOOL_RETURN_IF_ERROR(r.U64(h + 24, &sections[i].offset));
     GPOOL_RETURN_IF_ERROR(r.U64(h + 32, &sections[i].size));
+    GPOOL_RETURN_IF_ERROR(r.U32(h + 40, &sections[i].link));
   }
+  return sections;
+}
+
+}  // namespace
+
+StatusOr<std::vector<KernelInfo>> ParseCubin(Bytes elf) {
+  Reader r(elf, "cubin");
+  GPOOL_ASSIGN_OR_RETURN(std::vector<Section> sections, Sections(r, elf));
+  uint16_t shstrndx = 0;
+  GPOOL_RETURN_IF_ERROR(r.U16(0x3e, &shstrndx));
   const Section& strtab = sections[shstrndx];
   GPOOL_ASSIGN_OR_RETURN(Bytes names, r.Sub(strtab.offset, strtab.size));
   std::vector<KernelInfo> kernels;
-  for (uint16_t i = 0; i < shnum; ++i) {
-    if (sections[i].type == 8 /* SHT_NOBITS */) continue;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (sections[i].type == kShtNobits) continue;
     GPOOL_ASSIGN_OR_RETURN(std::string_view name,
                            CString(r, names, sections[i].name, fmt::format("section {}", i)));
     if (!name.starts_with(kInfoPrefix) || name.size() == kInfoPrefix.size()) continue;
@@ -151,6 +164,39 @@ StatusOr<std::vector<KernelInfo>> ParseCubin(Bytes elf) {
     kernels.push_back(std::move(k));
   }
   return kernels;
+}
+
+StatusOr<std::map<std::string, uint64_t, std::less<>>> ParseCubinGlobals(Bytes elf) {
+  Reader r(elf, "cubin");
+  GPOOL_ASSIGN_OR_RETURN(std::vector<Section> sections, Sections(r, elf));
+  std::map<std::string, uint64_t, std::less<>> globals;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (sections[i].type != kShtSymtab) continue;
+    if (sections[i].link >= sections.size()) {
+      return Status::InvalidArgument(fmt::format(
+          "cubin: symbol table {} links to string table {} of {} sections", i, sections[i].link,
+          sections.size()));
+    }
+    const Section& strtab = sections[sections[i].link];
+    GPOOL_ASSIGN_OR_RETURN(Bytes names, r.Sub(strtab.offset, strtab.size));
+    GPOOL_ASSIGN_OR_RETURN(Bytes syms, r.Sub(sections[i].offset, sections[i].size));
+    Reader sr(syms, "cubin symtab");
+    for (size_t at = 0; at + kSymSize <= syms.size(); at += kSymSize) {
+      uint32_t name = 0;
+      uint8_t info = 0;
+      uint16_t shndx = 0;
+      uint64_t size = 0;
+      GPOOL_RETURN_IF_ERROR(sr.U32(at, &name));
+      GPOOL_RETURN_IF_ERROR(sr.U8(at + 4, &info));
+      GPOOL_RETURN_IF_ERROR(sr.U16(at + 6, &shndx));
+      GPOOL_RETURN_IF_ERROR(sr.U64(at + 16, &size));
+      if ((info & 0xf) != kSttObject || shndx == 0) continue;  // not a defined variable
+      GPOOL_ASSIGN_OR_RETURN(std::string_view n,
+                             CString(r, names, name, fmt::format("symbol at {}", at)));
+      globals.emplace(std::string(n), size);
+    }
+  }
+  return globals;
 }
 
 }  // namespace gpool::remote::fatbin

@@ -211,6 +211,9 @@ StatusOr<Module> ParseFatbin(Bytes fatbin, const ParseOptions& options) {
       std::string name = k.name;
       m.kernels.emplace(std::move(name), std::move(k));
     }
+    if (e->kind == EntryKind::kCubin) {
+      GPOOL_ASSIGN_OR_RETURN(m.globals, ParseCubinGlobals(payload));
+    }
     return m;
   }
   if (!cubin_error.ok()) return cubin_error;

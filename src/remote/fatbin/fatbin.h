@@ -77,6 +77,9 @@ struct Module {
   EntryKind source = EntryKind::kCubin;  // which entry the layouts came from
   uint32_t arch = 0;
   std::map<std::string, KernelInfo, std::less<>> kernels;
+  // The module's variables (__device__, __constant__, __managed__): name -> size in bytes, from
+  // the cubin's symbol table (defined STT_OBJECT symbols). Empty when the layouts came from PTX.
+  std::map<std::string, uint64_t, std::less<>> globals;
 };
 
 // The fatbin a registration wrapper points at, with its length taken from the fatbin header.
@@ -92,6 +95,8 @@ StatusOr<std::vector<std::byte>> EntryPayload(const Entry& entry, const ParseOpt
 
 // Parameter layouts of every kernel in a cubin (ELF) / PTX text.
 StatusOr<std::vector<KernelInfo>> ParseCubin(Bytes elf);
+// The defined variables of a cubin (see Module::globals).
+StatusOr<std::map<std::string, uint64_t, std::less<>>> ParseCubinGlobals(Bytes elf);
 StatusOr<std::vector<KernelInfo>> ParsePtx(std::string_view ptx);
 
 // Picks the best entry (a cubin, else PTX) and returns its kernels' layouts.

@@ -35,6 +35,7 @@
 #include <deque>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -312,8 +313,11 @@ class CudaBackend final : public Backend {
     auto it = owner_.find(ptr);
     if (it == owner_.end()) return Err(kErrInvalidDevicePointer, fmt::format("cudaFree(0x{:x}): not an allocation", ptr));
     if (Result r = Use(it->second.second); !r.ok()) return r;
+    // Forgotten only once freed: a refused free (a module variable's address, a faulted context)
+    // leaves the range tracked.
+    if (Result r = R("cuMemFree", cu_.cuMemFree(ptr)); !r.ok()) return r;
     owner_.erase(it);
-    return R("cuMemFree", cu_.cuMemFree(ptr));
+    return {};
   }
   // The staging pair of the device whose context is current (`dev`): the buffers and their
   // events belong to that context, since an event can be recorded only on a stream of its own
@@ -529,6 +533,16 @@ class CudaBackend final : public Backend {
         ++it;
       }
     }
+    // Its functions and variables die with it: drop their handles, and the variables' device
+    // ranges, which later allocations may reuse (a stale range would misjudge CheckRange/DevOf).
+    std::erase_if(cufuncs_, [&](const auto& kv) {
+      auto f = funcs_.find(kv.first.first);
+      return f != funcs_.end() && f->second.first == module;
+    });
+    std::erase_if(funcs_, [&](const auto& kv) { return kv.second.first == module; });
+    std::erase_if(vars_, [&](const auto& kv) { return kv.second.first == module; });
+    for (uint64_t p : globals_[module]) owner_.erase(p);
+    globals_.erase(module);
     images_.erase(module);
     return {};
   }
@@ -593,6 +607,7 @@ class CudaBackend final : public Backend {
     *ptr = p;
     *size = n;
     owner_[p] = {std::max<size_t>(n, 1), dev};
+    globals_[v->second.first].insert(p);
     return {};
   }
   Result FuncAttributes(uint64_t func, proto::FuncAttrs* out) override {
@@ -867,6 +882,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<uint64_t, std::vector<std::byte>> images_;
   std::map<std::pair<uint64_t, uint32_t>, CUmodule> loaded_;
   std::unordered_map<uint64_t, std::pair<uint64_t, std::string>> funcs_, vars_;
+  std::unordered_map<uint64_t, std::set<uint64_t>> globals_;  // module -> its variables' addresses
   std::map<std::pair<uint64_t, uint32_t>, CUfunction> cufuncs_;
   std::unordered_map<uint64_t, std::pair<uint32_t, CUstream>> streams_;
   std::unordered_map<uint64_t, CUevent> events_;

@@ -2,7 +2,6 @@
 // plugin (emulated_kernels.h), and every operation runs to completion when issued, so streams and
 // events are trivially ordered. Kernel parameter layouts come from the module's fatbin, parsed by
 // remote/fatbin (the role the driver's cuFuncGetParamInfo plays on a real GPU).
-#include <dlfcn.h>
 #include <sys/mman.h>
 
 #include <array>
@@ -16,7 +15,7 @@
 
 #include "remote/fatbin/fatbin.h"
 #include "remote/server/backend.h"
-#include "remote/server/emulated_kernels.h"
+#include "remote/server/kernel_plugin.h"
 
 namespace gpool::remote::server {
 
@@ -110,30 +109,15 @@ struct EmuVar {
 
 class EmulatedBackend final : public Backend {
  public:
-  EmulatedBackend(EmulatedOptions o, void* arena, void* plugin) : o_(std::move(o)), plugin_(plugin) {
+  EmulatedBackend(EmulatedOptions o, void* arena, std::unique_ptr<KernelPlugin> plugin)
+      : o_(std::move(o)), plugin_(std::move(plugin)) {
     arena_ = static_cast<std::byte*>(arena);
     for (int d = 0; d < o_.devices; ++d) {
       uint64_t base = reinterpret_cast<uint64_t>(arena_) + uint64_t(d) * o_.memory_bytes;
       alloc_.emplace_back(base, o_.memory_bytes);
     }
   }
-  ~EmulatedBackend() override {
-    munmap(arena_, o_.memory_bytes * o_.devices);
-    if (plugin_) dlclose(plugin_);
-  }
-
-  Status LoadKernels() {
-    if (!plugin_) return Status::Ok();
-    auto fn = reinterpret_cast<gpool_emulated_kernels_fn>(dlsym(plugin_, "gpool_emulated_kernels"));
-    if (!fn) {
-      return Status::InvalidArgument(fmt::format(
-          "emulated kernels plugin {} does not export gpool_emulated_kernels()", o_.kernels_plugin));
-    }
-    size_t n = 0;
-    const gpool_emu_kernel* table = fn(&n);
-    for (size_t i = 0; i < n; ++i) kernels_[table[i].name] = table[i].fn;
-    return Status::Ok();
-  }
+  ~EmulatedBackend() override { munmap(arena_, o_.memory_bytes * o_.devices); }
 
   std::string_view name() const override { return "emulated"; }
   int DeviceCount() override { return o_.devices; }
@@ -372,9 +356,7 @@ class EmulatedBackend final : public Backend {
     if (!modules_.count(module)) {
       return Err(kErrInvalidResourceHandle, fmt::format("function {}: unknown module {}", name, module));
     }
-    EmuFunction f{module, name, nullptr};
-    auto k = kernels_.find(name);
-    if (k != kernels_.end()) f.fn = k->second;
+    EmuFunction f{module, name, plugin_ ? plugin_->Find(name) : nullptr};
     functions_[func] = std::move(f);
     return {};
   }
@@ -514,37 +496,15 @@ class EmulatedBackend final : public Backend {
                              f->name, l.shmem, f->max_dynamic_shared));
     }
     if (Result r = Layout(f, &info); !r.ok()) return r;
-    std::vector<unsigned> offsets, sizes;
-    for (const auto& p : info->params) {
-      if (uint64_t(p.offset) + p.size > l.params.size()) {
-        return Err(kErrInvalidValue, fmt::format("kernel {}: parameter buffer of {} bytes is too "
-                                                 "short for its layout", f->name, l.params.size()));
-      }
-      offsets.push_back(p.offset);
-      sizes.push_back(p.size);
-    }
-    char error[256] = {0};
     current_module_ = f->module;
-    gpool_emu_launch el{};
-    el.grid = {l.grid[0], l.grid[1], l.grid[2]};
-    el.block = {l.block[0], l.block[1], l.block[2]};
-    el.shared_mem = l.shmem;
-    el.params = reinterpret_cast<const unsigned char*>(l.params.data());
-    el.param_offsets = offsets.data();
-    el.param_sizes = sizes.data();
-    el.param_count = static_cast<unsigned>(offsets.size());
-    el.symbol = &EmulatedBackend::SymbolThunk;
-    el.ctx = this;
-    el.error = error;
-    el.error_capacity = sizeof(error);
-    auto t0 = std::chrono::steady_clock::now();
-    int rc = f->fn(&el);
-    *ns = static_cast<uint64_t>((std::chrono::steady_clock::now() - t0).count());
-    if (rc != 0) {
-      error[sizeof(error) - 1] = 0;
-      return Err(kErrLaunchFailure, fmt::format("kernel {} failed: {}", f->name, error));
-    }
-    return {};
+    Status s = RunKernel({.fn = f->fn, .name = f->name, .layout = info,
+                          .grid = {l.grid[0], l.grid[1], l.grid[2]},
+                          .block = {l.block[0], l.block[1], l.block[2]}, .shared_mem = l.shmem,
+                          .params = l.params, .symbol = &EmulatedBackend::SymbolThunk, .ctx = this},
+                         ns);
+    if (s.ok()) return {};
+    return Err(s.code() == StatusCode::kInvalidArgument ? kErrInvalidValue : kErrLaunchFailure,
+               s.message());
   }
   static void* SymbolThunk(void* ctx, const char* name) {
     auto* self = static_cast<EmulatedBackend*>(ctx);
@@ -702,10 +662,9 @@ class EmulatedBackend final : public Backend {
     std::chrono::steady_clock::time_point at;
   };
   EmulatedOptions o_;
-  void* plugin_;
+  std::unique_ptr<KernelPlugin> plugin_;  // null: no kernels (launches fail, naming the kernel)
   std::byte* arena_;
   std::vector<RangeAllocator> alloc_;
-  std::unordered_map<std::string, gpool_emu_kernel_fn> kernels_;
   std::unordered_map<uint64_t, EmuModule> modules_;
   std::unordered_map<uint64_t, EmuFunction> functions_;
   std::unordered_map<uint64_t, EmuVar> vars_;
@@ -739,18 +698,17 @@ StatusOr<std::unique_ptr<Backend>> MakeEmulatedBackend(const EmulatedOptions& op
   // of once per 4 KiB. On the (virtualized, loaded) build machine a 4 KiB fault cost ~25 us, so a
   // first 256 MiB copy ran at ~40 MB/s on faults alone. Advisory: ignored where THP is off.
   (void)madvise(arena, total, MADV_HUGEPAGE);
-  void* plugin = nullptr;
+  std::unique_ptr<KernelPlugin> plugin;
   if (!options.kernels_plugin.empty()) {
-    plugin = dlopen(options.kernels_plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!plugin) {
+    auto loaded = KernelPlugin::Load(options.kernels_plugin);
+    if (!loaded.ok()) {
       munmap(arena, total);
-      return Status::InvalidArgument(fmt::format("cannot load emulated kernels {}: {}",
-                                                 options.kernels_plugin, dlerror()));
+      return loaded.status();
     }
+    plugin = std::move(*loaded);
   }
-  auto b = std::make_unique<EmulatedBackend>(options, arena, plugin);
-  GPOOL_RETURN_IF_ERROR(b->LoadKernels());
-  return std::unique_ptr<Backend>(std::move(b));
+  return std::unique_ptr<Backend>(
+      std::make_unique<EmulatedBackend>(options, arena, std::move(plugin)));
 }
 
 }  // namespace gpool::remote::server
