@@ -25,9 +25,10 @@
 // then in the usual driver folders ($GPOOL_LIBCUDA overrides).
 //
 // Limits: the primary context of each device, retained on first use and never released (the
-// worker process exits with its session); CUDA_VISIBLE_DEVICES applies as for any CUDA program;
-// dynamic shared memory above 48 KiB per block needs cudaFuncSetAttribute, which is not remoted.
-// Untested without a GPU here: scripts/gpu-check.sh exercises it on a machine with one.
+// worker process exits with its session); CUDA_VISIBLE_DEVICES applies as for any CUDA program.
+// Tested here on the emulated CUDA driver (tests/remote/emulated_driver, a stand-in for
+// libcuda.so.1 that runs everything at submit: the logic and order, not DMA overlap or the real
+// driver's errors); scripts/gpu-check.sh exercises it on a machine with a GPU.
 #include <dlfcn.h>
 
 #include <cstdlib>
