@@ -5,7 +5,12 @@
 #include <vector>
 #include "common.h"
 
-static unsigned char Pattern(size_t i, unsigned seed) { return static_cast<unsigned char>((i * 131 + seed) ^ (i >> 9)); }
+// (i >> 20): each MiB differs from the others, so a chunk of a large copy landing at another
+// chunk's offset (4 MiB pieces, 4 MiB staging buffers) is caught; without it the pattern repeats
+// every 128 KiB.
+static unsigned char Pattern(size_t i, unsigned seed) {
+  return static_cast<unsigned char>((i * 131 + seed) ^ (i >> 9) ^ (i >> 20));
+}
 
 int main(int argc, char** argv) {
   size_t max = argc > 1 ? std::strtoull(argv[1], nullptr, 0) : (size_t{256} << 20);

@@ -726,6 +726,38 @@ TEST_F(CudaOnEmulatedDriver, LaunchFailureIsReportedAtTheNextSync) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS error_paths launch-fail")) << out;
 }
+
+// Both devices: launches through the runtime's other entry points, priorities, occupancy
+// (cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags), cudaMemsetAsync, a __managed__
+// variable's module on device 0 only, cudaDeviceReset.
+TEST_F(CudaOnEmulatedDriver, ApiCoverage) {
+  auto [rc, out] = Run({Sample("api_coverage")}, "/0," + Shared().address() + "/1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS api_coverage")) << out;
+  EXPECT_TRUE(Has(out, "occupancy: 16 blocks of 128 threads per multiprocessor")) << out;
+}
+
+// Cooperative launches (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_COOPERATIVE), host functions
+// ordered with the stream's queued work, stream queries, stream-ordered allocation; two devices.
+TEST_F(CudaOnEmulatedDriver, RuntimeCallsAndCooperativeLaunches) {
+  auto [rc, out] = Run({Sample("runtime_calls")}, "/0," + Shared().address() + "/1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS runtime_calls devices=2")) << out;
+  EXPECT_FALSE(Has(out, "not supported")) << out;
+}
+
+// Two devices of one server: peer access (cuCtxEnablePeerAccess) and copies between them.
+TEST_F(CudaOnEmulatedDriver, MultiDevicePeerCopies) {
+  auto [rc, out] = Run({Sample("multi_device"), "2"}, "/0," + Shared().address() + "/1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS multi_device devices=2")) << out;
+}
+
+TEST_F(CudaOnEmulatedDriver, PerThreadDefaultStream) {
+  auto [rc, out] = Run({Sample("per_thread_stream")});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS per_thread_stream")) << out;
+}
 #endif  // GPOOL_EMULATED_DRIVER
 
 }  // namespace

@@ -10,17 +10,26 @@
 //     something; every device range a call touches must lie inside one allocation or module
 //     variable (CUDA_ERROR_INVALID_VALUE otherwise, where a GPU might fault or copy on);
 //   - GPOOL_EMULATED_DRIVER_DEVICES devices (default 1), compute capability 9.0;
-//   - every operation runs to completion when it is submitted, on the caller's thread: streams
-//     are trivially in order, cuStreamQuery/cuEventQuery always say done, cuStreamWaitEvent has
-//     nothing to wait for; events take a steady_clock timestamp when recorded;
+//   - asynchronous work (copies, memsets, launches, event records) is checked when submitted and
+//     queued; the queue runs, in submission order (one schedule CUDA's stream order allows; so
+//     cuStreamWaitEvent has nothing to add), on the caller's thread at the next synchronizing
+//     call: cuStreamSynchronize, cuEventSynchronize, cuCtxSynchronize, cuMemFree, and a
+//     cuStreamQuery/cuEventQuery that finds work pending (it answers CUDA_ERROR_NOT_READY, then
+//     runs the queue: the "GPU" progresses between calls). So a caller that reuses a buffer or
+//     reads a result before waiting for the copy gets stale bytes, as on a GPU. As CUDA does,
+//     a copy from pageable host memory reads it when submitted, and one to pageable host memory
+//     (or a 2-D copy with pageable host memory) completes before it returns; only memory from
+//     cuMemHostAlloc is read or written later. Events take a steady_clock timestamp when their
+//     record runs;
 //   - modules come from cuModuleLoadData of a fatbin, read by gpool's own fatbin parser
 //     (src/remote/fatbin): its kernels and their parameter layouts (cuModuleGetFunction,
 //     cuFuncGetParamInfo) and its variables from the cubin's symbol table (cuModuleGetGlobal:
 //     zeroed storage; static initialisers are not applied, as in the emulated backend);
 //   - kernels run as CPU functions from the plugin named by GPOOL_EMULATED_DRIVER_KERNELS, through
-//     the same code as the emulated backend (remote/server/kernel_plugin.h); a kernel that fails
-//     is reported like a GPU fault: the launch succeeds and every later call returns the sticky
-//     CUDA_ERROR_LAUNCH_FAILED (process-wide here, per context on a GPU).
+//     the same code as the emulated backend (remote/server/kernel_plugin.h) when the queue runs
+//     them; a kernel that fails is reported like a GPU fault: the launch succeeded, and every
+//     call after the queue ran returns the sticky CUDA_ERROR_LAUNCH_FAILED (process-wide here,
+//     per context on a GPU).
 // What it cannot show: real DMA concurrency (nothing overlaps), real kernels, the driver's own
 // error semantics beyond the few cases it models. Anything it does not implement (an attribute,
 // launch attribute, memory type...) prints its name on stderr and returns an error, never success.
@@ -32,6 +41,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -97,6 +108,7 @@ struct Stream {
 struct Event {
   unsigned flags = 0;
   bool recorded = false;
+  int pending = 0;  // queued records not yet run
   std::chrono::steady_clock::time_point at;
 };
 
@@ -124,6 +136,8 @@ struct State {
   Owned<Stream> streams;
   Owned<Event> events;
   std::unique_ptr<KernelPlugin> plugin;
+  std::map<uint64_t, uint64_t> pinned;  // cuMemHostAlloc'ed host memory: address -> size
+  std::deque<std::function<void()>> queue;  // submitted asynchronous work, not yet run
   CUresult sticky = CUDA_SUCCESS;  // a kernel's fault: every later call fails with it
 };
 State& S() {
@@ -197,6 +211,37 @@ CUresult CheckRows(const char* call, uint64_t p, uint64_t pitch, uint64_t width,
   return CheckRange(call, p, (height - 1) * pitch + width);
 }
 void* Ptr(uint64_t p) { return reinterpret_cast<void*>(p); }
+
+void Submit(std::function<void()> op) { S().queue.push_back(std::move(op)); }
+// Runs everything queued, oldest first.
+void Drain() {
+  auto& q = S().queue;
+  while (!q.empty()) {
+    std::function<void()> op = std::move(q.front());
+    q.pop_front();
+    op();
+  }
+}
+// The end of a synchronizing call: the queue has run; a kernel's fault shows now.
+CUresult Synced() {
+  Drain();
+  return S().sticky;
+}
+// Whether [p, p+n) is cuMemHostAlloc'ed memory (which a copy reads or writes when it runs).
+bool Pinned(const void* p, size_t n) {
+  auto a = reinterpret_cast<uint64_t>(p);
+  auto it = S().pinned.upper_bound(a);
+  if (it == S().pinned.begin()) return false;
+  --it;
+  return a - it->first <= it->second && n <= it->second - (a - it->first);
+}
+// Queues `op`, or, when it touches pageable host memory, runs it now after the queue (as CUDA
+// completes such a copy before returning).
+void SubmitHost(bool pinned, std::function<void()> op) {
+  if (pinned) return Submit(std::move(op));
+  Drain();
+  op();
+}
 
 CUresult Allocate(const char* call, uint64_t size, bool variable, uint64_t* out) {
   State& s = S();
@@ -345,20 +390,27 @@ CUresult Launch(const char* call, CUfunction h, const LaunchShape& l, void** ker
                 "no CPU implementation of kernel {} (GPOOL_EMULATED_DRIVER_KERNELS={})", f->name,
                 std::getenv("GPOOL_EMULATED_DRIVER_KERNELS") ? std::getenv("GPOOL_EMULATED_DRIVER_KERNELS") : "");
   }
-  uint64_t ns = 0;
-  gpool::Status s = gpool::remote::server::RunKernel(
-      {.fn = f->fn, .name = f->name, .layout = f->layout,
-       .grid = {l.grid[0], l.grid[1], l.grid[2]}, .block = {l.block[0], l.block[1], l.block[2]},
-       .shared_mem = l.shmem, .params = params, .symbol = &SymbolThunk, .ctx = f->module},
-      &ns);
-  if (s.code() == gpool::StatusCode::kInvalidArgument) {
-    return Fail(CUDA_ERROR_INVALID_VALUE, call, "{}", s.message());
+  for (const auto& p : f->layout->params) {
+    if (uint64_t{p.offset} + p.size > params.size()) {
+      return Fail(CUDA_ERROR_INVALID_VALUE, call, "kernel {}: parameter buffer of {} bytes is too "
+                  "short for its layout", f->name, params.size());
+    }
   }
-  if (!s.ok()) {
-    // A GPU reports a faulting kernel at the next synchronizing call, and every call after.
-    Fail(CUDA_ERROR_LAUNCH_FAILED, call, "{} (sticky from now on)", s.message());
-    S().sticky = CUDA_ERROR_LAUNCH_FAILED;
-  }
+  // The driver copies the parameters at the launch; the kernel runs with the queue.
+  auto copy = std::make_shared<std::vector<std::byte>>(params.begin(), params.end());
+  Submit([f, l, copy] {
+    uint64_t ns = 0;
+    gpool::Status s = gpool::remote::server::RunKernel(
+        {.fn = f->fn, .name = f->name, .layout = f->layout,
+         .grid = {l.grid[0], l.grid[1], l.grid[2]}, .block = {l.block[0], l.block[1], l.block[2]},
+         .shared_mem = l.shmem, .params = *copy, .symbol = &SymbolThunk, .ctx = f->module},
+        &ns);
+    if (!s.ok() && S().sticky == CUDA_SUCCESS) {
+      // A GPU reports a faulting kernel at the next synchronizing call, and every call after.
+      Fail(CUDA_ERROR_LAUNCH_FAILED, "kernel", "{} (sticky from now on)", s.message());
+      S().sticky = CUDA_ERROR_LAUNCH_FAILED;
+    }
+  });
   return CUDA_SUCCESS;
 }
 
@@ -381,6 +433,7 @@ constexpr ErrorName kErrorNames[] = {
     {CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access has not been enabled"},
     {CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure"},
     {CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "too many blocks in cooperative launch"},
+    {CUDA_ERROR_NOT_READY, "device not ready"},
     {CUDA_ERROR_NOT_SUPPORTED, "operation not supported"},
 };
 
@@ -504,7 +557,8 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
 
 CUresult CUDAAPI cuCtxSynchronize() {
   Lock lock(S().mu);
-  return Ready("cuCtxSynchronize");  // everything completed when submitted
+  if (CUresult r = Ready("cuCtxSynchronize"); r) return r;
+  return Synced();
 }
 
 CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
@@ -596,6 +650,7 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
   if (it == S().blocks.end() || it->second.variable) {
     return Fail(CUDA_ERROR_INVALID_VALUE, "cuMemFree", "0x{:x} is not an allocation", dptr);
   }
+  if (CUresult r = Synced(); r) return r;  // queued work may still use it
   Release(it);
   return CUDA_SUCCESS;
 }
@@ -609,7 +664,9 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
     return NotImplemented("cuMemHostAlloc", fmt::format("flags 0x{:x}", flags));
   }
   *pp = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-  return *pp ? CUDA_SUCCESS : Fail(CUDA_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc", "{} bytes", bytes);
+  if (!*pp) return Fail(CUDA_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc", "{} bytes", bytes);
+  S().pinned[reinterpret_cast<uint64_t>(*pp)] = bytes;
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream st) {
@@ -618,7 +675,14 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, C
   if (CUresult r = Ready(call); r) return r;
   if (CUresult r = CheckStream(call, st); r) return r;
   if (CUresult r = CheckRange(call, dst, n); r) return r;
-  if (n) std::memcpy(Ptr(dst), src, n);
+  if (n == 0) return CUDA_SUCCESS;
+  if (Pinned(src, n)) {
+    Submit([=] { std::memcpy(Ptr(dst), src, n); });
+  } else {  // pageable: read now (CUDA stages it before returning)
+    auto copy = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(src),
+                                                         static_cast<const std::byte*>(src) + n);
+    Submit([=] { std::memcpy(Ptr(dst), copy->data(), n); });
+  }
   return CUDA_SUCCESS;
 }
 
@@ -628,7 +692,7 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstrea
   if (CUresult r = Ready(call); r) return r;
   if (CUresult r = CheckStream(call, st); r) return r;
   if (CUresult r = CheckRange(call, src, n); r) return r;
-  if (n) std::memcpy(dst, Ptr(src), n);
+  if (n) SubmitHost(Pinned(dst, n), [=] { std::memcpy(dst, Ptr(src), n); });
   return CUDA_SUCCESS;
 }
 
@@ -639,7 +703,7 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, C
   if (CUresult r = CheckStream(call, st); r) return r;
   if (CUresult r = CheckRange(call, src, n); r) return r;
   if (CUresult r = CheckRange(call, dst, n); r) return r;
-  if (n) std::memmove(Ptr(dst), Ptr(src), n);
+  if (n) Submit([=] { std::memmove(Ptr(dst), Ptr(src), n); });
   return CUDA_SUCCESS;
 }
 
@@ -649,7 +713,7 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CU
   if (CUresult r = Ready(call); r) return r;
   if (CUresult r = CheckStream(call, st); r) return r;
   if (CUresult r = CheckRange(call, dst, n); r) return r;
-  if (n) std::memset(Ptr(dst), uc, n);
+  if (n) Submit([=] { std::memset(Ptr(dst), uc, n); });
   return CUDA_SUCCESS;
 }
 
@@ -660,7 +724,9 @@ CUresult CUDAAPI cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char 
   if (CUresult r = Ready(call); r) return r;
   if (CUresult r = CheckStream(call, st); r) return r;
   if (CUresult r = CheckRows(call, dst, pitch, width, height); r) return r;
-  for (size_t row = 0; row < height && width; ++row) std::memset(Ptr(dst + row * pitch), uc, width);
+  Submit([=] {
+    for (size_t row = 0; row < height && width; ++row) std::memset(Ptr(dst + row * pitch), uc, width);
+  });
   return CUDA_SUCCESS;
 }
 
@@ -694,9 +760,18 @@ CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D* c, CUstream st) {
                         c->dstPitch, "destination", &dst); r) {
     return r;
   }
-  for (size_t row = 0; row < c->Height && c->WidthInBytes; ++row) {
-    std::memmove(Ptr(dst + row * c->dstPitch), Ptr(src + row * c->srcPitch), c->WidthInBytes);
-  }
+  // Host sides: each must be pinned for the copy to be queued (else it completes now).
+  auto pinned = [&](CUmemorytype type, uint64_t at, size_t pitch) {
+    return type != CU_MEMORYTYPE_HOST ||
+           Pinned(Ptr(at), c->Height ? (c->Height - 1) * pitch + c->WidthInBytes : 0);
+  };
+  bool queued = pinned(c->srcMemoryType, src, c->srcPitch) && pinned(c->dstMemoryType, dst, c->dstPitch);
+  size_t width = c->WidthInBytes, height = c->Height, sp = c->srcPitch, dp = c->dstPitch;
+  SubmitHost(queued, [=] {
+    for (size_t row = 0; row < height && width; ++row) {
+      std::memmove(Ptr(dst + row * dp), Ptr(src + row * sp), width);
+    }
+  });
   return CUDA_SUCCESS;
 }
 
@@ -731,6 +806,7 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
   State& s = S();
   auto* m = reinterpret_cast<Module*>(hmod);
   if (!Live(s.modules, m)) return Fail(CUDA_ERROR_INVALID_HANDLE, "cuModuleUnload", "unknown module");
+  Drain();  // queued launches use its functions and variables
   for (const auto& [name, p] : m->globals) Release(s.blocks.find(p));
   for (const auto& f : m->funcs) s.funcs.erase(f.get());
   s.modules.erase(m);
@@ -888,13 +964,18 @@ CUresult CUDAAPI cuStreamDestroy(CUstream h) {
 CUresult CUDAAPI cuStreamSynchronize(CUstream h) {
   Lock lock(S().mu);
   if (CUresult r = Ready("cuStreamSynchronize"); r) return r;
-  return CheckStream("cuStreamSynchronize", h);
+  if (CUresult r = CheckStream("cuStreamSynchronize", h); r) return r;
+  return Synced();
 }
 
+// Not ready while anything is queued (on any stream: the queue is one), after which it runs.
 CUresult CUDAAPI cuStreamQuery(CUstream h) {
   Lock lock(S().mu);
   if (CUresult r = Ready("cuStreamQuery"); r) return r;
-  return CheckStream("cuStreamQuery", h);
+  if (CUresult r = CheckStream("cuStreamQuery", h); r) return r;
+  if (S().queue.empty()) return CUDA_SUCCESS;
+  Drain();
+  return CUDA_ERROR_NOT_READY;
 }
 
 CUresult CUDAAPI cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags) {
@@ -926,20 +1007,30 @@ CUresult CUDAAPI cuEventRecord(CUevent e, CUstream h) {
   Event* ev = LiveEvent(e);
   if (!ev) return Fail(CUDA_ERROR_INVALID_HANDLE, call, "unknown event");
   ev->recorded = true;
-  ev->at = std::chrono::steady_clock::now();  // the stream's earlier work is done: it ran at submit
+  ++ev->pending;
+  Submit([ev] {  // the work queued before it has run
+    ev->at = std::chrono::steady_clock::now();
+    --ev->pending;
+  });
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent e) {
   Lock lock(S().mu);
   if (CUresult r = Ready("cuEventSynchronize"); r) return r;
-  return LiveEvent(e) ? CUDA_SUCCESS : Fail(CUDA_ERROR_INVALID_HANDLE, "cuEventSynchronize", "unknown event");
+  if (!LiveEvent(e)) return Fail(CUDA_ERROR_INVALID_HANDLE, "cuEventSynchronize", "unknown event");
+  return Synced();
 }
 
+// Not ready while its record is queued, after which the queue runs.
 CUresult CUDAAPI cuEventQuery(CUevent e) {
   Lock lock(S().mu);
   if (CUresult r = Ready("cuEventQuery"); r) return r;
-  return LiveEvent(e) ? CUDA_SUCCESS : Fail(CUDA_ERROR_INVALID_HANDLE, "cuEventQuery", "unknown event");
+  Event* ev = LiveEvent(e);
+  if (!ev) return Fail(CUDA_ERROR_INVALID_HANDLE, "cuEventQuery", "unknown event");
+  if (ev->pending == 0) return CUDA_SUCCESS;
+  Drain();
+  return CUDA_ERROR_NOT_READY;
 }
 
 CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
@@ -952,12 +1043,14 @@ CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
     return Fail(CUDA_ERROR_INVALID_HANDLE, call, "an event was created with CU_EVENT_DISABLE_TIMING");
   }
   if (!a->recorded || !b->recorded) return Fail(CUDA_ERROR_INVALID_HANDLE, call, "an event was never recorded");
+  if (a->pending || b->pending) return CUDA_ERROR_NOT_READY;  // the caller did not wait for them
   *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventDestroy(CUevent e) {
   Lock lock(S().mu);
+  if (LiveEvent(e) && LiveEvent(e)->pending) Drain();  // its queued record refers to it
   if (S().events.erase(reinterpret_cast<Event*>(e))) return CUDA_SUCCESS;
   return Fail(CUDA_ERROR_INVALID_HANDLE, "cuEventDestroy", "unknown event");
 }
