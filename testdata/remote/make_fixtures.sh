@@ -12,3 +12,4 @@ $NVCC -fatbin -gencode arch=compute_90,code=compute_90 --compress-mode=none -o k
 $NVCC -fatbin -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
   --compress-mode=size -o kernel_sm80_sm90.fatbin kernel.cu
 $NVCC -fatbin -gencode arch=compute_90,code=compute_90 --compress-mode=speed -o kernel_ptx_lz4.fatbin kernel.cu
+$NVCC -fatbin -arch=sm_90 -o globals_sm90.fatbin globals.cu

@@ -89,6 +89,23 @@ INSTANTIATE_TEST_SUITE_P(
         FormCase{"kernel_ptx_plain.fatbin", EntryKind::kPtx, {Compression::kNone}},
         FormCase{"kernel_ptx_lz4.fatbin", EntryKind::kPtx, {Compression::kLz4}}));
 
+// The variables of globals.cu (__device__ int, __constant__ float[4], __device__ double[3][5])
+// with their sizes, from the cubin's symbol table: what the emulated CUDA driver's
+// cuModuleGetGlobal answers. The kernel (a function symbol) is not among them.
+TEST(FatbinTest, CubinSymbolTableGivesTheVariablesAndTheirSizes) {
+  auto module = ParseFatbin(Fixture("globals_sm90.fatbin"), {.target_arch = 90});
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  ASSERT_EQ(module->source, EntryKind::kCubin);
+  const std::map<std::string, uint64_t, std::less<>> want = {
+      {"gCounter", 4}, {"kCoeffs", 16}, {"gTable", 120}};
+  EXPECT_EQ(module->globals, want);
+  EXPECT_EQ(module->kernels.count("_Z10useGlobalsPi"), 1u);
+  // The fixture kernels have no variables; PTX layouts carry none.
+  auto plain = ParseFatbin(Fixture("kernel_ptx.fatbin"));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(plain->globals.empty());
+}
+
 TEST(FatbinTest, PtxEntriesAgreeWithTheCubin) {
   // The same kernels read from the PTX entry (zstd and LZ4) give the cubin's answer.
   for (const char* file : {"kernel_sm90.fatbin", "kernel_sm90_lz4.fatbin"}) {
