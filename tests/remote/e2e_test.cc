@@ -626,11 +626,13 @@ TEST_F(E2ETcp, WrongTransportIsRefused) {
 #ifdef GPOOL_EMULATED_DRIVER
 // The real `cuda` backend (src/remote/server/cuda_backend.cc) under the samples, on the emulated
 // CUDA driver: a test stand-in for libcuda.so.1, not a GPU (tests/remote/emulated_driver: host
-// memory, every operation done at submit, the example kernels on the CPU). What this shows: the
+// memory, asynchronous work queued and run at the next synchronizing call, the example kernels
+// on the CPU). What this shows: the
 // backend's own logic (staging buffers, the pipelined reads and in-place writes of copies over
 // 4 MiB, 2-D copies and memsets, symbols, cooperative launches, limits, events) against the driver
-// API's contracts as the emulated driver models them. What it cannot: DMA that overlaps, real
-// kernels, the real driver's error behaviour (scripts/gpu-check.sh on a GPU lease does). TCP only:
+// API's contracts as the emulated driver models them (a buffer reused or read before its copy
+// is waited for holds stale bytes). What it cannot: DMA that overlaps, real kernels, the real
+// driver's error behaviour (scripts/gpu-check.sh on a GPU lease does). TCP only:
 // the transports are the same code for both backends and are covered by the E2E suite.
 class CudaOnEmulatedDriver : public ::testing::Test {
  protected:

@@ -27,8 +27,8 @@
 // Limits: the primary context of each device, retained on first use and never released (the
 // worker process exits with its session); CUDA_VISIBLE_DEVICES applies as for any CUDA program.
 // Tested here on the emulated CUDA driver (tests/remote/emulated_driver, a stand-in for
-// libcuda.so.1 that runs everything at submit: the logic and order, not DMA overlap or the real
-// driver's errors); scripts/gpu-check.sh exercises it on a machine with a GPU.
+// libcuda.so.1 that queues work and runs it at the next synchronizing call: the logic and the
+// waits, not DMA overlap or the real driver's errors); scripts/gpu-check.sh runs it on a GPU.
 #include <dlfcn.h>
 
 #include <cstdlib>
