@@ -721,6 +721,19 @@ TEST_F(CudaOnEmulatedDriver, ErrorPaths) {
   }
 }
 
+// The emulated driver's own memory bound (256 MiB, no session limit): cudaMemGetInfo and
+// totalGlobalMem report it (cuMemGetInfo, cuDeviceTotalMem), and an allocation beyond it fails in
+// cuMemAlloc with cudaErrorMemoryAllocation while a small one still works.
+TEST_F(CudaOnEmulatedDriver, DriverMemoryBound) {
+  ServerBackend small = Driver();
+  small.env.back() = "GPOOL_EMULATED_DRIVER_MEMORY=268435456";
+  Server s({}, "tcp", small);
+  auto [rc, out] = RunSample(s.address() + "/0", {Sample("error_paths"), "oom", "512", "268435456"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS error_paths oom")) << out;
+  EXPECT_TRUE(s.proc().WaitFor("cuMemAlloc: 536870912 bytes asked", 10000)) << s.proc().output();
+}
+
 // A kernel that faults is reported at the next synchronizing call. Its own process: as on a GPU
 // the fault is sticky (the emulated driver fails every later call of the session's worker).
 TEST_F(CudaOnEmulatedDriver, LaunchFailureIsReportedAtTheNextSync) {

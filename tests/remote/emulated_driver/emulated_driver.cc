@@ -151,7 +151,7 @@ bool Live(const Owned<T>& owned, T* p) {
   return owned.count(p) != 0;
 }
 
-uint64_t EnvBytes(const char* name, uint64_t fallback) {
+uint64_t EnvPositive(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
   char* end = nullptr;
@@ -455,8 +455,8 @@ CUresult CUDAAPI cuInit(unsigned int flags) {
   State& s = S();
   if (flags != 0) return Fail(CUDA_ERROR_INVALID_VALUE, "cuInit", "flags {} (want 0)", flags);
   if (s.initialized) return CUDA_SUCCESS;
-  s.devices = static_cast<int>(EnvBytes("GPOOL_EMULATED_DRIVER_DEVICES", 1));
-  s.memory = EnvBytes("GPOOL_EMULATED_DRIVER_MEMORY", s.memory);
+  s.devices = static_cast<int>(EnvPositive("GPOOL_EMULATED_DRIVER_DEVICES", 1));
+  s.memory = EnvPositive("GPOOL_EMULATED_DRIVER_MEMORY", s.memory);
   if (const char* k = std::getenv("GPOOL_EMULATED_DRIVER_KERNELS"); k && *k) {
     auto plugin = KernelPlugin::Load(k);
     if (!plugin.ok()) return Fail(CUDA_ERROR_INVALID_VALUE, "cuInit", "{}", plugin.status().message());
