@@ -632,8 +632,8 @@ TEST_F(E2ETcp, WrongTransportIsRefused) {
 // 4 MiB, 2-D copies and memsets, symbols, cooperative launches, limits, events) against the driver
 // API's contracts as the emulated driver models them (a buffer reused or read before its copy
 // is waited for holds stale bytes). What it cannot: DMA that overlaps, real kernels, the real
-// driver's error behaviour (scripts/gpu-check.sh on a GPU lease does). TCP only:
-// the transports are the same code for both backends and are covered by the E2E suite.
+// driver's error behaviour (scripts/gpu-check.sh on a GPU lease does). TCP, and the copies over
+// UCX too: the rest of the transports' code is the same for both backends (the E2E suite).
 class CudaOnEmulatedDriver : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -692,6 +692,15 @@ TEST_F(CudaOnEmulatedDriver, StreamsAndEvents) {
 // the pipelined reads (StartD2H/FinishD2H) and the in-place writes (H2DTarget/CommitH2D).
 TEST_F(CudaOnEmulatedDriver, MemcpyOneByteTo32MiB) {
   auto [rc, out] = Run({Sample("memcpy_sizes"), "33554432"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS memcpy_sizes max=33554432")) << out;
+}
+
+// The same copies over UCX, whose receive path hands the backend chunks differently (a server of
+// its own: the shared one is TCP).
+TEST_F(CudaOnEmulatedDriver, MemcpyOverUcx) {
+  Server s({}, "ucx", Driver());
+  auto [rc, out] = RunSample(s.address() + "/0", {Sample("memcpy_sizes"), "33554432"}, "ucx");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS memcpy_sizes max=33554432")) << out;
 }
