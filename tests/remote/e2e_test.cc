@@ -682,6 +682,19 @@ TEST_F(CudaOnEmulatedDriver, StructParamsArriveByteExact) {
   EXPECT_FALSE(Has(out, "cannot report kernel parameter layouts")) << out;
 }
 
+// A driver older than CUDA 12.4 has no cuFuncGetParamInfo: the backend loads without it and
+// answers GetParamInfo "not supported", and the client lays the parameters out from the fatbin.
+TEST_F(CudaOnEmulatedDriver, StructParamsWithoutCuFuncGetParamInfo) {
+  ServerBackend old = Driver();
+  old.env.front() = "GPOOL_LIBCUDA=" GPOOL_EMULATED_DRIVER_BEFORE_12_4;
+  Server s({}, "tcp", old);
+  auto [rc, out] = RunSample(s.address() + "/0", {Sample("struct_param")});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS struct_param")) << out;
+  EXPECT_TRUE(Has(out, "cannot report kernel parameter layouts (kernel _Z11applyParams6Params4WidecPf: "
+                       "cuFuncGetParamInfo is not in this driver")) << out;
+}
+
 TEST_F(CudaOnEmulatedDriver, StreamsAndEvents) {
   auto [rc, out] = Run({Sample("streams_events")});
   EXPECT_EQ(rc, 0) << out;

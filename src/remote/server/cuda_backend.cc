@@ -573,8 +573,8 @@ class CudaBackend final : public Backend {
     if (Result r = Function(func, Cur(), &f); !r.ok()) return r;
     if (cu_.cuFuncGetParamInfo == nullptr) {
       return Err(kErrNotSupported,
-                 fmt::format("cuFuncGetParamInfo is not in this driver ({}; CUDA 12.4 added it)",
-                             cu_.path));
+                 fmt::format("kernel {}: cuFuncGetParamInfo is not in this driver ({}; CUDA 12.4 "
+                             "added it)", funcs_[func].second, cu_.path));
     }
     // Under lazy loading (CUDA_MODULE_LOADING=LAZY, the default) a function may not be loaded
     // yet; an attribute query loads it, so that "index out of range" below can only mean the

@@ -851,6 +851,9 @@ CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hm
   return CUDA_SUCCESS;
 }
 
+// Absent from the variant built as a driver older than CUDA 12.4, which lacks it (the cuda
+// backend then answers GetParamInfo "not supported" and the client lays parameters out itself).
+#ifndef GPOOL_EMULATED_DRIVER_BEFORE_12_4
 CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t index, size_t* offset, size_t* size) {
   Lock lock(S().mu);
   if (CUresult r = Ready("cuFuncGetParamInfo"); r) return r;
@@ -861,6 +864,7 @@ CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t index, size_t* offse
   *size = f->layout->params[index].size;
   return CUDA_SUCCESS;
 }
+#endif  // GPOOL_EMULATED_DRIVER_BEFORE_12_4
 
 CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction func) {
   Lock lock(S().mu);
