@@ -642,12 +642,15 @@ class CudaOnEmulatedDriver : public ::testing::Test {
     }
   }
   static void TearDownTestSuite() { shared_.reset(); }
-  // Two emulated devices of 2 GiB each, a 1 GiB session limit (as the E2E suite's server).
-  static ServerBackend Driver() {
+  // The cuda backend on `library` (an emulated driver build): two devices of `memory` bytes.
+  static ServerBackend Driver(const std::string& library = GPOOL_EMULATED_DRIVER,
+                              uint64_t memory = uint64_t{2} << 30) {
     return {"cuda",
-            {"GPOOL_LIBCUDA=" GPOOL_EMULATED_DRIVER, "GPOOL_EMULATED_DRIVER_KERNELS=" GPOOL_KERNELS_PLUGIN,
-             "GPOOL_EMULATED_DRIVER_DEVICES=2", "GPOOL_EMULATED_DRIVER_MEMORY=2147483648"}};
+            {"GPOOL_LIBCUDA=" + library, "GPOOL_EMULATED_DRIVER_KERNELS=" GPOOL_KERNELS_PLUGIN,
+             "GPOOL_EMULATED_DRIVER_DEVICES=2",
+             "GPOOL_EMULATED_DRIVER_MEMORY=" + std::to_string(memory)}};
   }
+  // Two 2 GiB devices and a 1 GiB session limit, as the E2E suite's server.
   Server& Shared() {
     if (shared_) shared_->proc().WaitFor("\x01never", 1);  // drain its log
     if (!shared_) {
@@ -685,9 +688,7 @@ TEST_F(CudaOnEmulatedDriver, StructParamsArriveByteExact) {
 // A driver older than CUDA 12.4 has no cuFuncGetParamInfo: the backend loads without it and
 // answers GetParamInfo "not supported", and the client lays the parameters out from the fatbin.
 TEST_F(CudaOnEmulatedDriver, StructParamsWithoutCuFuncGetParamInfo) {
-  ServerBackend old = Driver();
-  old.env.front() = "GPOOL_LIBCUDA=" GPOOL_EMULATED_DRIVER_BEFORE_12_4;
-  Server s({}, "tcp", old);
+  Server s({}, "tcp", Driver(GPOOL_EMULATED_DRIVER_BEFORE_12_4));
   auto [rc, out] = RunSample(s.address() + "/0", {Sample("struct_param")});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS struct_param")) << out;
@@ -747,9 +748,7 @@ TEST_F(CudaOnEmulatedDriver, ErrorPaths) {
 // totalGlobalMem report it (cuMemGetInfo, cuDeviceTotalMem), and an allocation beyond it fails in
 // cuMemAlloc with cudaErrorMemoryAllocation while a small one still works.
 TEST_F(CudaOnEmulatedDriver, DriverMemoryBound) {
-  ServerBackend small = Driver();
-  small.env.back() = "GPOOL_EMULATED_DRIVER_MEMORY=268435456";
-  Server s({}, "tcp", small);
+  Server s({}, "tcp", Driver(GPOOL_EMULATED_DRIVER, uint64_t{256} << 20));
   auto [rc, out] = RunSample(s.address() + "/0", {Sample("error_paths"), "oom", "512", "268435456"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS error_paths oom")) << out;
