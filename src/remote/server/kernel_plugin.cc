@@ -33,15 +33,23 @@ gpool_emu_kernel_fn KernelPlugin::Find(const std::string& mangled) const {
   return it == kernels_.end() ? nullptr : it->second;
 }
 
+Status CheckParams(std::string_view name, const fatbin::KernelInfo& layout,
+                   std::span<const std::byte> params) {
+  for (const auto& p : layout.params) {
+    if (uint64_t(p.offset) + p.size > params.size()) {
+      return Status::InvalidArgument(fmt::format(
+          "kernel {}: parameter buffer of {} bytes is too short for its layout", name,
+          params.size()));
+    }
+  }
+  return Status::Ok();
+}
+
 Status RunKernel(const KernelCall& c, uint64_t* ns) {
   *ns = 0;
+  GPOOL_RETURN_IF_ERROR(CheckParams(c.name, *c.layout, c.params));
   std::vector<unsigned> offsets, sizes;
   for (const auto& p : c.layout->params) {
-    if (uint64_t(p.offset) + p.size > c.params.size()) {
-      return Status::InvalidArgument(fmt::format(
-          "kernel {}: parameter buffer of {} bytes is too short for its layout", c.name,
-          c.params.size()));
-    }
     offsets.push_back(p.offset);
     sizes.push_back(p.size);
   }

@@ -48,6 +48,11 @@ struct KernelCall {
   void* ctx = nullptr;
 };
 
+// InvalidArgument when `params` is too short for `layout` (RunKernel checks it too; a caller that
+// runs the kernel later checks it when the launch is submitted).
+Status CheckParams(std::string_view name, const fatbin::KernelInfo& layout,
+                   std::span<const std::byte> params);
+
 // Runs `c`, setting *ns to the kernel's CPU time. InvalidArgument: the parameter buffer is too
 // short for the layout (nothing ran); Aborted: the kernel reported a failure (its message).
 Status RunKernel(const KernelCall& c, uint64_t* ns);

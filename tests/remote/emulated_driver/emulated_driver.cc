@@ -390,11 +390,8 @@ CUresult Launch(const char* call, CUfunction h, const LaunchShape& l, void** ker
                 "no CPU implementation of kernel {} (GPOOL_EMULATED_DRIVER_KERNELS={})", f->name,
                 std::getenv("GPOOL_EMULATED_DRIVER_KERNELS") ? std::getenv("GPOOL_EMULATED_DRIVER_KERNELS") : "");
   }
-  for (const auto& p : f->layout->params) {
-    if (uint64_t{p.offset} + p.size > params.size()) {
-      return Fail(CUDA_ERROR_INVALID_VALUE, call, "kernel {}: parameter buffer of {} bytes is too "
-                  "short for its layout", f->name, params.size());
-    }
+  if (gpool::Status s = gpool::remote::server::CheckParams(f->name, *f->layout, params); !s.ok()) {
+    return Fail(CUDA_ERROR_INVALID_VALUE, call, "{}", s.message());
   }
   // The driver copies the parameters at the launch; the kernel runs with the queue.
   auto copy = std::make_shared<std::vector<std::byte>>(params.begin(), params.end());
