@@ -18,7 +18,6 @@
 namespace gpool::remote::server {
 namespace {
 
-constexpr int kWorkerStartTimeoutMs = 30000;
 constexpr unsigned kAttachTimeoutS = 30;
 
 std::string HostOf(const std::string& address) {
@@ -33,17 +32,6 @@ std::string PortOf(const std::string& address) {
 
 bool IsWildcardHost(const std::string& host) {
   return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]" || host == "*";
-}
-
-bool WriteAll(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 Status SendHelloReply(Connection* c, proto::ReplyHead head, proto::HelloReply body) {
@@ -103,22 +91,34 @@ void GpuServer::Stop() {
 }
 
 Status GpuServer::Serve() {
+  const pid_t server_pid = getpid();
   while (!stop_) {
     auto conn = listener_->Accept();
     if (!conn.ok()) {
       if (stop_) return Status::Ok();
       return conn.status();
     }
-    Status s = HandleClient(std::move(*conn));
-    if (!s.ok()) GPOOL_LOG_WARN("gpu-server: client refused: {}", s.ToString());
+    // Every client gets its own process at once: its Hello, lease check and worker start (a CUDA
+    // context takes ~0.1-1 s) run beside other clients', never ahead of them in one queue. Fork
+    // here, single-threaded, before any transport or CUDA state of the session exists.
+    const uint64_t session = next_session_++;
+    pid_t pid = fork();
+    if (pid == 0) RunSession(std::move(*conn), session, server_pid);
+    if (pid < 0) {
+      GPOOL_LOG_WARN("gpu-server: client {} refused: fork: {}", (*conn)->peer(), std::strerror(errno));
+      continue;  // the connection closes
+    }
+    // The child owns the connection now; this process only drops its descriptors.
+    Status a = (*conn)->AbandonAfterFork();
+    if (!a.ok()) return a;
   }
   return Status::Ok();
 }
 
-Status GpuServer::HandleClient(std::unique_ptr<Connection> control) {
-  std::string peer = control->peer();
+StatusOr<SessionGrant> GpuServer::ReadHello(Connection* control, proto::Hello* hello) {
+  const std::string peer = control->peer();
   std::vector<std::byte> msg;
-  // One thread accepts everyone: a peer that connects and never says Hello must not stall it.
+  // A peer that connects and never says Hello must not keep its worker forever.
   if (o_.hello_timeout_ms > 0) GPOOL_RETURN_IF_ERROR(control->SetRecvTimeout(o_.hello_timeout_ms));
   Status got = control->Recv(&msg);
   if (!got.ok()) {
@@ -126,114 +126,78 @@ Status GpuServer::HandleClient(std::unique_ptr<Connection> control) {
                                            o_.hello_timeout_ms, got.message()));
   }
   if (o_.hello_timeout_ms > 0) GPOOL_RETURN_IF_ERROR(control->SetRecvTimeout(0));
-  proto::Hello hello;
   auto frames = proto::ParseMessage(msg);
   Status s = frames.status();
   if (s.ok() && (frames->size() != 1 || (*frames)[0].op != uint16_t(proto::Op::kHello))) {
     s = Status::InvalidArgument("first message is not a single Hello");
   }
-  if (s.ok()) s = proto::DecodeBody((*frames)[0], &hello);
-  proto::ReplyHead head;
-  auto refuse = [&](int32_t code, std::string why) {
-    head.error = code;
-    head.message = why;
-    (void)SendHelloReply(control.get(), head, {});
-    return Status::PermissionDenied(fmt::format("{}: {}", peer, why));
-  };
-  if (!s.ok()) return refuse(kErrInvalidValue, s.ToString());
-  if (hello.transport != o_.transport) {
-    return refuse(kErrNotSupported,
+  if (s.ok()) s = proto::DecodeBody((*frames)[0], hello);
+  if (!s.ok()) return Refuse(control, kErrInvalidValue, s.ToString());
+  if (hello->transport != o_.transport) {
+    return Refuse(control, kErrNotSupported,
                   fmt::format("this server speaks {} for data, the client asked for {}",
-                              o_.transport, hello.transport.empty() ? "(none)" : hello.transport));
+                              o_.transport, hello->transport.empty() ? "(none)" : hello->transport));
   }
   SessionGrant grant;
   grant.limits = o_.default_limits;
   if (o_.authorize) {
-    Status a = o_.authorize(hello.token, &grant);
+    Status a = o_.authorize(hello->token, &grant);
     if (!a.ok()) {
       std::string why = a.message();  // LeaseAuthority's own messages start "lease refused: "
-      return refuse(kErrNotPermitted, why.rfind("lease refused", 0) == 0 ? why : "lease refused: " + why);
+      return Refuse(control, kErrNotPermitted,
+                    why.rfind("lease refused", 0) == 0 ? why : "lease refused: " + why);
     }
-    if (grant.devices.empty()) return refuse(kErrNotPermitted, "lease refused: it grants no GPU");
+    if (grant.devices.empty()) return Refuse(control, kErrNotPermitted, "lease refused: it grants no GPU");
   }
-  const SessionLimits& limits = grant.limits;
+  return grant;
+}
 
-  uint64_t session = next_session_++;
-  uint64_t nonce = std::random_device{}() * 0x100000000ull + std::random_device{}();
-  int fds[2];
-  if (pipe(fds) != 0) return refuse(kErrUnknown, std::string("pipe: ") + std::strerror(errno));
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return refuse(kErrUnknown, std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    RunWorker(fds[1], session, nonce, grant);
-  }
-  close(fds[1]);
-  // The worker reports "OK <address> <devices>" or "ERR <message>".
-  std::string report;
-  char buf[512];
-  struct pollfd pfd {fds[0], POLLIN, 0};
-  for (;;) {
-    int pr = poll(&pfd, 1, kWorkerStartTimeoutMs);
-    if (pr <= 0) break;
-    ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    report.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (report.rfind("OK ", 0) != 0) {
-    if (report.empty()) report = "ERR worker died before reporting its address";
-    kill(pid, SIGKILL);
-    return refuse(kErrUnknown, "session worker failed: " + report.substr(4));
-  }
+Status GpuServer::Refuse(Connection* control, int32_t code, std::string why) {
+  proto::ReplyHead head;
+  head.error = code;
+  head.message = why;
+  (void)SendHelloReply(control, head, {});
+  return Status::PermissionDenied(fmt::format("{}: {}", control->peer(), why));
+}
+
+void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session,
+                           pid_t server_pid) {
+  // Die with the server, so clients of a dead server see their connection close (and a server
+  // that died before this line took effect is noticed here).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != server_pid) _exit(1);
+  signal(SIGCHLD, SIG_DFL);
+  // The server's listener is its own (Close here would stop its Accept). The server holds no other
+  // client's descriptors: each session process takes its own connection and the server drops it.
+  (void)listener_->AbandonAfterFork();
+  auto fail = [&](const Status& why) {
+    GPOOL_LOG_WARN("gpu-server: client refused: {}", why.ToString());
+    _exit(2);
+  };
+  proto::Hello hello;
+  StatusOr<SessionGrant> grant = ReadHello(control.get(), &hello);
+  if (!grant.ok()) fail(grant.status());
+  const SessionLimits& limits = grant->limits;
+  StatusOr<std::unique_ptr<Backend>> backend =
+      o_.backend == "cuda" ? MakeCudaBackend() : MakeEmulatedBackend(o_.emulated);
+  if (!backend.ok()) fail(Refuse(control.get(), kErrUnknown, "session worker failed: " + backend.status().ToString()));
+  auto transport = MakeTransport(o_.transport, {});
+  if (!transport.ok()) fail(Refuse(control.get(), kErrUnknown, "session worker failed: " + transport.status().ToString()));
+  auto listener = (*transport)->Listen(HostOf(o_.listen) + ":0");
+  if (!listener.ok()) fail(Refuse(control.get(), kErrUnknown, "session worker failed: " + listener.status().ToString()));
+
+  const uint64_t nonce = std::random_device{}() * 0x100000000ull + std::random_device{}();
   proto::HelloReply reply;
   reply.session = session;
   reply.nonce = nonce;
-  char addr[256];
-  unsigned devices = 0;
-  if (sscanf(report.c_str(), "OK %255s %u", addr, &devices) != 2) {
-    return refuse(kErrUnknown, "bad worker report: " + report);
-  }
-  reply.data_address = DataAddressFor(addr, control->local_address(), o_.advertise);
-  reply.device_count = devices;
+  reply.data_address = DataAddressFor((*listener)->address(), control->local_address(), o_.advertise);
+  reply.device_count = (*backend)->DeviceCount();
   reply.mem_limit = limits.memory_bytes;
   GPOOL_LOG_INFO("gpu-server: session {} for {} ({}) in worker {} at {}", session, hello.client,
-                 peer, pid, reply.data_address);
-  Status rs = SendHelloReply(control.get(), head, reply);
+                 control->peer(), getpid(), reply.data_address);
+  if (!SendHelloReply(control.get(), proto::ReplyHead{}, reply).ok()) _exit(0);
   control->Close();
-  return rs;
-}
-
-void GpuServer::RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, SessionGrant grant) {
-  const SessionLimits& limits = grant.limits;
-  // Die with the server, so clients of a dead server see their connection close.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  // Drop every inherited descriptor (control listener, other clients) but stdio and the pipe.
-  if (pipe_fd != 3) {
-    dup2(pipe_fd, 3);
-    close(pipe_fd);
-  }
-  close_range(4, ~0u, 0);
-  signal(SIGCHLD, SIG_DFL);
-  auto fail = [&](const std::string& why) {
-    WriteAll(3, "ERR " + why);
-    _exit(1);
-  };
-  StatusOr<std::unique_ptr<Backend>> backend =
-      o_.backend == "cuda" ? MakeCudaBackend() : MakeEmulatedBackend(o_.emulated);
-  if (!backend.ok()) fail(backend.status().ToString());
-  auto transport = MakeTransport(o_.transport, {});
-  if (!transport.ok()) fail(transport.status().ToString());
-  auto listener = (*transport)->Listen(HostOf(o_.listen) + ":0");
-  if (!listener.ok()) fail(listener.status().ToString());
-  std::string addr = (*listener)->address();
-  WriteAll(3, fmt::format("OK {} {}", addr, (*backend)->DeviceCount()));
-  close(3);
+  control.reset();
 
   alarm(kAttachTimeoutS);  // a client that never attaches must not leave a worker behind
   std::unique_ptr<Connection> conn;
@@ -269,19 +233,19 @@ void GpuServer::RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, Session
   // A leased session may use only the GPUs its leases name, each within its lease's memory.
   Backend* b = backend->get();
   std::unique_ptr<LeaseGuardBackend> guard;
-  if (!grant.devices.empty()) {
-    guard = std::make_unique<LeaseGuardBackend>(b, grant.devices);
+  if (!grant->devices.empty()) {
+    guard = std::make_unique<LeaseGuardBackend>(b, grant->devices);
     b = guard.get();
   }
   Session s(session, std::move(conn), b, limits, slot.ok() ? arbiter_.get() : nullptr,
             slot.ok() ? *slot : -1);
-  if (grant.expires_at != 0) {
+  if (grant->expires_at != 0) {
     // The lease bounds the session: at its expiry the client is told why and the worker exits.
     s.SetDeadline({.clock = o_.lease_clock ? o_.lease_clock : UnixClock::Default(),
-                   .at_nanos = grant.expires_at * int64_t{1000000000},
+                   .at_nanos = grant->expires_at * int64_t{1000000000},
                    .error = kErrNotPermitted,
-                   .why = fmt::format("lease for GPU {} expired at {} ({})", grant.expiring_gpu,
-                                      FormatLeaseTime(grant.expires_at), grant.expires_at),
+                   .why = fmt::format("lease for GPU {} expired at {} ({})", grant->expiring_gpu,
+                                      FormatLeaseTime(grant->expires_at), grant->expires_at),
                    .on_stuck = [] { _exit(4); }});
   }
   Status st = s.Run();

@@ -1,18 +1,24 @@
-// The GPU server: accepts clients on a TCP control port, checks each one's lease, and forks one
-// worker process per session.
+// The GPU server: accepts clients on a TCP control port, checks each one's lease, and serves each
+// session in a worker process of its own.
 //
-// Handshake: the client sends Hello (version, lease token, wanted data transport) on the control
-// connection. The parent checks the token, forks a worker, and the worker - in a fresh process
-// with no inherited descriptors but a pipe - creates its backend (its own CUDA context) and a
-// listener on the wanted transport (tcp or ucx), and reports its address. The parent answers
-// HelloReply with that address and a nonce, and closes the control connection; the client
-// connects to the worker and proves itself with Attach(nonce). The worker serves the session and
-// exits when the client goes away, so the operating system frees all of the session's GPU memory
-// (process exit is the only sure way). Workers die with the server (PR_SET_PDEATHSIG), so a
-// client of a dead server sees its connection close, never a hang. Forking before any transport
-// or CUDA state exists in the child avoids sharing UCX or CUDA contexts across fork.
+// Handshake: the server forks a worker for every accepted control connection at once, so that
+// clients never queue behind one another's handshake (a slow or silent peer, a CUDA context that
+// takes a second to create). In the worker - a fresh process holding only its own connection -
+// the client sends Hello (version, lease token, wanted data transport); the worker checks the
+// token, creates its backend (its own CUDA context) and a listener on the wanted transport (tcp or
+// ucx), answers HelloReply with that address and a nonce, and closes the control connection; the
+// client connects to it and proves itself with Attach(nonce). A refused client's worker exits
+// after saying why. The worker serves the session and exits when the client goes away, so the
+// operating system frees all of the session's GPU memory (process exit is the only sure way).
+// Workers die with the server (PR_SET_PDEATHSIG), so a client of a dead server sees its
+// connection close, never a hang. Forking before any transport or CUDA state of the session
+// exists avoids sharing UCX or CUDA contexts across fork. Limit: every connection costs a fork
+// before its lease is checked (a flood of connections is a flood of short-lived processes, each
+// gone within hello_timeout_ms).
 // Thread safety: Serve() runs on one thread; Stop() may be called from another.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <functional>
@@ -21,6 +27,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "remote/protocol/messages.h"
 #include "remote/server/backend.h"
 #include "remote/server/lease_guard.h"
 #include "remote/server/session.h"
@@ -42,8 +49,8 @@ struct ServerOptions {
   // HOST:PORT clients reach this server at (gpu-server --advertise); its host is what clients are
   // told to connect to for data. Empty: the address each client reached the control port at.
   std::string advertise;
-  // How long a new control connection may take to send its Hello; a silent peer is dropped then,
-  // so it cannot stop the (single-threaded) accept loop from serving others.
+  // How long a new control connection may take to send its Hello; a silent peer's worker exits
+  // then and its connection closes.
   int hello_timeout_ms = 5000;
   // The Unix-epoch clock a session's lease expiry is read from (null: UnixClock::Default()).
   const Clock* lease_clock = nullptr;
@@ -68,8 +75,12 @@ class GpuServer {
   void Stop();
 
  private:
-  Status HandleClient(std::unique_ptr<Connection> control);
-  [[noreturn]] void RunWorker(int pipe_fd, uint64_t session, uint64_t nonce, SessionGrant grant);
+  // The worker process of one client, from its Hello to the end of its session.
+  [[noreturn]] void RunSession(std::unique_ptr<Connection> control, uint64_t session,
+                               pid_t server_pid);
+  // Reads and checks the client's Hello; a refused client is told why (and the error returned).
+  StatusOr<SessionGrant> ReadHello(Connection* control, proto::Hello* hello);
+  Status Refuse(Connection* control, int32_t code, std::string why);
 
   ServerOptions o_;
   std::unique_ptr<Transport> control_transport_;

@@ -1,5 +1,5 @@
-// GpuServer's accept path without forking a worker: the data address it tells clients, and that a
-// peer that connects and never sends Hello cannot stop the accept loop. LeaseGuardBackend over
+// GpuServer's accept path (each client's worker refuses it before any backend starts): the data
+// address it tells clients, and that a peer that connects and never sends Hello holds up no one. LeaseGuardBackend over
 // the emulated backend: only the leased device, within its lease's memory.
 #include "remote/server/server.h"
 
@@ -72,6 +72,37 @@ TEST(GpuServer, SilentPeerDoesNotStopTheAcceptLoop) {
   Status st = (*silent)->Recv(&msg);
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(st.message().find("timed out"), std::string::npos) << st.ToString();
+  server.Stop();
+  serve.join();
+}
+
+// Each client's handshake runs in its own worker: a peer that says nothing for as long as the
+// Hello deadline allows (60 s here) does not hold up the next client, which is answered long before
+// that (its own receive gives up after 20 s; when the server served Hellos one by one, it did).
+TEST(GpuServer, AHandshakeNeverWaitsForAnother) {
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.hello_timeout_ms = 60000;
+  GpuServer server(o);
+  ASSERT_TRUE(server.Start().ok());
+  std::thread serve([&] { (void)server.Serve(); });
+  auto transport = MakeTransport("tcp", {});
+  ASSERT_TRUE(transport.ok());
+  auto silent = (*transport)->Connect(server.address());
+  ASSERT_TRUE(silent.ok()) << silent.status().ToString();
+  for (int i = 0; i < 3; ++i) {  // the accept loop goes on serving after each refusal
+    auto next = (*transport)->Connect(server.address());
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    ASSERT_TRUE((*next)->SetRecvTimeout(20000).ok());
+    auto answer = Hello(next->get(), "carrier-pigeon");
+    ASSERT_TRUE(answer.ok()) << "client " << i << ": " << answer.status().ToString();
+    EXPECT_NE(answer->find("speaks tcp"), std::string::npos) << *answer;
+  }
+  // The silent peer's worker still waits for its Hello: its connection is open.
+  ASSERT_TRUE((*silent)->SetRecvTimeout(200).ok());
+  std::vector<std::byte> msg;
+  Status st = (*silent)->Recv(&msg);
+  EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.ToString();
   server.Stop();
   serve.join();
 }

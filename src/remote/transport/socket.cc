@@ -249,6 +249,13 @@ void WakeableListenSocket::Close() {
   [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &b, 1);
 }
 
+void WakeableListenSocket::AbandonAfterFork() {
+  closed_.store(true);
+  fd_.Reset();
+  wake_read_.Reset();
+  wake_write_.Reset();
+}
+
 std::string LocalAddress(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);

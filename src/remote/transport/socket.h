@@ -73,6 +73,9 @@ class WakeableListenSocket {
   // A client that went away between poll and accept is skipped.
   StatusOr<Fd> Accept();
   void Close();
+  // In a forked child: closes this process's copies of the descriptors, without the wake-up
+  // Close sends (it would reach the parent's Accept through the shared pipe).
+  void AbandonAfterFork();
   bool closed() const { return closed_.load(); }
   const std::string& address() const { return address_; }
 

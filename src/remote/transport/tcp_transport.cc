@@ -166,6 +166,13 @@ class TcpConnection final : public Connection {
     for (Fd& d : data_) ::shutdown(d.get(), SHUT_RDWR);
   }
 
+  Status AbandonAfterFork() override {
+    closed_.store(true);  // the destructor's Close now shuts nothing down
+    control_.Reset();
+    for (Fd& d : data_) d.Reset();
+    return Status::Ok();
+  }
+
   std::string peer() const override { return peer_; }
   std::string local_address() const override { return net::LocalAddress(control_.get()); }
   Status SetRecvTimeout(int timeout_ms) override {
@@ -357,6 +364,11 @@ class TcpListener final : public Listener {
   }
 
   void Close() override { socket_->Close(); }
+  Status AbandonAfterFork() override {
+    socket_->AbandonAfterFork();
+    pending_.clear();  // other clients' half-done handshakes: the parent's (Fd closes, no shutdown)
+    return Status::Ok();
+  }
   std::string address() const override { return socket_->address(); }
 
  private:

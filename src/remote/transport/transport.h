@@ -90,6 +90,13 @@ class Connection {
     (void)timeout_ms;
     return Status::Unimplemented("this transport has no receive timeout");
   }
+  // For a process that forked while holding this connection and leaves it to the other process:
+  // closes this process's descriptors without shutting the connection down (Close, and the
+  // destructor, shut it down for both processes). Afterwards this object is closed here only.
+  // Call with no other thread using the connection.
+  virtual Status AbandonAfterFork() {
+    return Status::Unimplemented("this transport's connections cannot be handed over at fork");
+  }
 };
 
 class Listener {
@@ -98,6 +105,11 @@ class Listener {
   // Blocks until a client connects, or returns Unavailable after Close().
   virtual StatusOr<std::unique_ptr<Connection>> Accept() = 0;
   virtual void Close() = 0;
+  // In a forked child that must not touch its parent's listener: closes this process's
+  // descriptors without waking or closing the parent's Accept (Close would do both).
+  virtual Status AbandonAfterFork() {
+    return Status::Unimplemented("this transport's listeners cannot be left at fork");
+  }
   // The bound address, with the real port when 0 was asked for.
   virtual std::string address() const = 0;
 };
