@@ -106,6 +106,29 @@ int Polynomial(const gpool_emu_launch* l) {
   return 0;
 }
 
+// setCounter(int value) (symbols): gCounter = value.
+int SetCounter(const gpool_emu_launch* l) {
+  if (!Sizes(l, {4})) return Fail(l, "setCounter: unexpected parameter layout");
+  auto* counter = static_cast<int*>(l->symbol(l->ctx, "gCounter"));
+  if (!counter) return Fail(l, "setCounter: symbol gCounter not registered");
+  *counter = gpool_emu_param<int>(l, 0);
+  return 0;
+}
+
+// addCounter(float* y, int n) (symbols): y[i] += gCounter + kCoeffs[0].
+int AddCounter(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 4})) return Fail(l, "addCounter: unexpected parameter layout");
+  auto* k = static_cast<const float*>(l->symbol(l->ctx, "kCoeffs"));
+  auto* counter = static_cast<const int*>(l->symbol(l->ctx, "gCounter"));
+  if (!k || !counter) return Fail(l, "addCounter: symbols kCoeffs/gCounter not registered");
+  auto y = gpool_emu_param<float*>(l, 0);
+  int n = gpool_emu_param<int>(l, 1);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i < uint64_t(n)) y[i] += *counter + k[0];
+  });
+  return 0;
+}
+
 // fill(int* x, int value, int n)
 int FillKernel(const gpool_emu_launch* l) {
   if (!Sizes(l, {8, 4, 4})) return Fail(l, "fill: unexpected parameter layout");
@@ -206,6 +229,8 @@ const gpool_emu_kernel kKernels[] = {
     {"_Z11applyParams6Params4WidecPf", ApplyParams},
     {"_Z5scalePffi", Scale},
     {"_Z10polynomialPKfPfi", Polynomial},
+    {"_Z10setCounteri", SetCounter},
+    {"_Z10addCounterPfi", AddCounter},
     {"_Z4fillPiii", FillKernel},
     {"_Z11alwaysFailsPi", AlwaysFails},
     {"_Z4noopi", Noop},

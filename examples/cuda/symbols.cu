@@ -1,5 +1,7 @@
 // __constant__ and __device__ variables: copy to and from symbols, symbol address and size,
 // kernels reading constants and writing a device global; function attributes and occupancy.
+// Three kernels and two variables in one module: gpool fetches all their layouts and addresses
+// from a server in one round trip (E2E.ModuleInfoIsFetchedOncePerModuleAndServer counts it).
 #include "common.h"
 
 __constant__ float kCoeffs[4];
@@ -12,6 +14,17 @@ __global__ void polynomial(const float* x, float* y, int n) {
     y[i] = kCoeffs[0] + v * (kCoeffs[1] + v * (kCoeffs[2] + v * kCoeffs[3]));
     atomicAdd(&gCounter, 1);
   }
+}
+
+// Sets the device global from a kernel.
+__global__ void setCounter(int value) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) gCounter = value;
+}
+
+// y[i] += gCounter + kCoeffs[0]: reads both variables.
+__global__ void addCounter(float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += gCounter + kCoeffs[0];
 }
 
 int main() {
@@ -48,6 +61,14 @@ int main() {
   int via_addr = -1;
   CHECK(cudaMemcpy(&via_addr, addr, sizeof via_addr, cudaMemcpyDeviceToHost));
   EXPECT(via_addr == n);
+
+  setCounter<<<1, 1>>>(7);
+  addCounter<<<(n + 127) / 128, 128>>>(y, n);
+  float hz[n];
+  CHECK(cudaMemcpy(hz, y, sizeof hz, cudaMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) EXPECT(hz[i] == hy[i] + (7 + coeffs[0]));
+  CHECK(cudaMemcpyFromSymbol(&counter, gCounter, sizeof counter));
+  EXPECT(counter == 7);
 
   cudaFuncAttributes attr;
   CHECK(cudaFuncGetAttributes(&attr, polynomial));

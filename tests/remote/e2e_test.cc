@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -385,6 +386,57 @@ TEST_P(E2E, Copies2DArePostedAndLand) {
   EXPECT_GT(requests, 200u) << "the burst of 2-D copies did not reach the server: " << log.substr(at, 200);
   std::printf("%s: copies_2d session: %lu requests, %lu replies\n", transport().c_str(), requests,
               replies);
+}
+
+// Replies per op of the first session the server ended, from its log line "session N replies by
+// op: GetDeviceProps 1, Malloc 2, ..." (SessionStats::RepliesByOp).
+std::map<std::string, unsigned long> RepliesByOp(Subprocess& server) {
+  std::map<std::string, unsigned long> counts;
+  const std::string mark = " replies by op: ";
+  if (!server.WaitFor(mark, 20000)) {
+    ADD_FAILURE() << "no per-op reply counts in the server's log:\n" << server.output();
+    return counts;
+  }
+  const std::string& log = server.output();
+  size_t at = log.find(mark) + mark.size();
+  std::string line = log.substr(at, log.find('\n', at) - at);
+  for (size_t i = 0; i < line.size();) {
+    size_t end = std::min(line.find(", ", i), line.size());
+    std::string item = line.substr(i, end - i);
+    size_t space = item.rfind(' ');
+    if (space != std::string::npos) counts[item.substr(0, space)] = std::stoul(item.substr(space + 1));
+    i = end + 2;
+  }
+  return counts;
+}
+
+// Issue 4: kernel layouts and variable addresses cost one round trip per module and server
+// (GetModuleInfo), none per kernel or variable. symbols (three kernels, a __constant__ and a
+// __device__ variable in one module) on one server; multi_device (its kernel launched on device 0
+// of one server and devices 0 and 1 of another). Each session waited for exactly one
+// GetModuleInfo and no GetParamInfo or GetSymbol; the samples check their results.
+TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServer) {
+  auto expect_one_fetch = [](Subprocess& server, const std::string& what) {
+    auto counts = RepliesByOp(server);
+    EXPECT_EQ(counts["GetModuleInfo"], 1u) << what << "\n" << server.output();
+    EXPECT_EQ(counts.count("GetParamInfo"), 0u) << what << "\n" << server.output();
+    EXPECT_EQ(counts.count("GetSymbol"), 0u) << what << "\n" << server.output();
+    EXPECT_GT(counts["Malloc"], 0u) << what << ": the counts were not read\n" << server.output();
+  };
+  {
+    Server s({}, transport());
+    auto [rc, out] = RunSample(s.address() + "/0", {Sample("symbols")}, transport());
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_TRUE(Has(out, "PASS symbols")) << out;
+    expect_one_fetch(s.proc(), "symbols");
+  }
+  Server a({}, transport()), b({"--emulated-devices", "2"}, transport());
+  std::string devices = a.address() + "/0," + b.address() + "/0," + b.address() + "/1";
+  auto [rc, out] = RunSample(devices, {Sample("multi_device"), "3"}, transport());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS multi_device devices=3")) << out;
+  expect_one_fetch(a.proc(), "multi_device, server a");
+  expect_one_fetch(b.proc(), "multi_device, server b");
 }
 
 TEST_P(E2E, KilledClientFreesItsMemory) {

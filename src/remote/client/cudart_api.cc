@@ -657,35 +657,109 @@ cudaError_t Memset2D(void* p, size_t pitch, int value, size_t width, size_t heig
   return Post(l, m);
 }
 
+// ---- module info: one GetModuleInfo round trip per module per server (protocol v6) ----
+
+// Caches, for `l`, what the server said of each of module `m`'s functions and variables: a layout
+// or the reason it has none, an address or the error. Caller holds R().mu.
+void CacheModuleInfo(const ModuleRec& m, ServerLink* l, proto::ModuleInfo& info) {
+  std::unordered_map<uint64_t, FunctionRec*> functions;
+  for (FunctionRec* f : m.functions) functions[f->id] = f;
+  for (proto::FunctionInfo& fi : info.functions) {
+    auto it = functions.find(fi.func);
+    if (it == functions.end()) continue;  // not this module's on the client (server bug): ignored
+    if (fi.error == 0) {
+      it->second->params[l] = std::move(fi.params);
+    } else {
+      it->second->no_layout[l] = std::move(fi.message);
+    }
+  }
+  std::unordered_map<uint64_t, VarRec*> vars;
+  for (VarRec* v : m.vars) vars[v->id] = v;
+  for (const proto::VarInfo& vi : info.vars) {
+    auto it = vars.find(vi.var);
+    if (it == vars.end()) continue;
+    if (vi.error == 0) {
+      it->second->symbol[l] = proto::Symbol{.ptr = vi.ptr, .size = vi.size};
+    } else {
+      it->second->failure[l] = VarRec::Failure{vi.error, vi.message};
+    }
+  }
+}
+
+// Fetches module `m`'s info from `l` (its kernels' layouts, its variables' addresses) and caches
+// it, unless `known()` (called under R().mu) says the caller's answer is cached by now: checked
+// again under the module's fetch lock, so threads racing to the module's first launch on `l` send
+// one request. A function or variable registered after the fetch costs one more. The info is
+// cached even when the reply carries an earlier asynchronous error (returned, as any call would).
+template <class Known>
+cudaError_t FetchModuleInfo(ModuleRec* m, ServerLink* l, Known known) {
+  std::lock_guard<std::mutex> fetch(m->fetch_mu);
+  {
+    std::lock_guard<std::mutex> lk(R().mu);
+    if (known()) return cudaSuccess;
+  }
+  proto::GetModuleInfo q{.module = m->id};
+  proto::ModuleInfo info;
+  proto::ReplyHead h;
+  {
+    std::lock_guard<std::mutex> lk(l->mu());
+    Status s = l->Call(q, &h, &info);
+    if (!s.ok()) return FromStatus(s);
+  }
+  if (h.error == 0) {
+    std::lock_guard<std::mutex> lk(R().mu);
+    if (!m->unregistered) CacheModuleInfo(*m, l, info);
+  }
+  return FromReply(h, l);
+}
+
+// The module of a function or variable, or null (saying why) when it is gone. Caller holds R().mu.
+ModuleRec* LiveModule(uint64_t id, const std::string& what) {
+  auto it = R().modules.find(id);
+  if (it != R().modules.end() && !it->second->unregistered) return it->second.get();
+  Say(fmt::format("{}: its module was unregistered (__cudaUnregisterFatBinary)", what));
+  return nullptr;
+}
+
 // ---- symbols ----
 
+// The variable's address on the current device's server: from its module's info, fetched once
+// per server (FetchModuleInfo).
 cudaError_t SymbolAddress(const void* symbol, uint64_t* ptr, uint64_t* size, ServerLink** link) {
   cudaError_t err;
   ServerLink* l = R().Link(t_device, &err);
   if (!l) return err;
   VarRec* v;
+  ModuleRec* m;
+  auto cached = [&]() -> cudaError_t {  // caller holds R().mu
+    if (auto a = v->symbol.find(l); a != v->symbol.end()) {
+      *ptr = a->second.ptr;
+      *size = a->second.size;
+      *link = l;
+      return cudaSuccess;
+    }
+    if (auto f = v->failure.find(l); f != v->failure.end()) {
+      Say(fmt::format("{}: {}", l->address(), f->second.message));
+      return static_cast<cudaError_t>(f->second.code);
+    }
+    return cudaErrorUnknown;  // not known yet
+  };
+  auto known = [&] { return v->symbol.count(l) || v->failure.count(l); };
   {
     std::lock_guard<std::mutex> lk(R().mu);
     auto it = R().vars.find(symbol);
     if (it == R().vars.end()) return cudaErrorInvalidSymbol;
     v = it->second.get();
-    auto a = v->address.find(l);
-    if (a != v->address.end()) {
-      *ptr = a->second;
-      *size = v->size;
-      *link = l;
-      return cudaSuccess;
-    }
+    m = LiveModule(v->module, "variable " + v->name);
+    if (!m) return cudaErrorInvalidSymbol;
+    if (known()) return cached();
   }
-  proto::GetSymbol q{.var = v->id};
-  proto::Symbol s;
-  if (cudaError_t e = Call(l, q, &s); e != cudaSuccess) return e;
+  if (cudaError_t e = FetchModuleInfo(m, l, known); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lk(R().mu);
-  v->address[l] = s.ptr;
-  *ptr = s.ptr;
-  *size = s.size;
-  *link = l;
-  return cudaSuccess;
+  if (known()) return cached();
+  Say(fmt::format("variable {}: GPU server {} did not list it in its module's info", v->name,
+                  l->address()));
+  return cudaErrorInvalidSymbol;
 }
 
 // Symbols live on the current device's server. The copy runs on `stream` when that stream is the
@@ -750,54 +824,64 @@ FunctionRec* FindFunction(const void* f) {
   return nullptr;
 }
 
-// Parameter layout: the server's driver first (cached per server); the client-side fatbin parser
-// when the server cannot say.
+// The client-side fatbin parser's layout of `f`, for a server that cannot give one (`why`: its
+// reason), cached for `l` (said once per server). Caller holds R().mu.
+cudaError_t FallbackLayout(FunctionRec* f, ServerLink* l, ModuleRec& m, const std::string& why) {
+  // Said once per server: an operator should know layouts come from the client's parser (a
+  // driver without cuFuncGetParamInfo, or an emulated server testing that case).
+  static std::set<const ServerLink*> told;
+  if (told.insert(l).second) {
+    Say(fmt::format("GPU server {} cannot report kernel parameter layouts ({}); using the "
+                    "client's fatbin parser", l->address(), why));
+  }
+  if (!m.parsed) {
+    m.parsed = true;
+    auto mod = fatbin::ParseFatbin(m.image);
+    if (mod.ok()) m.layouts = std::move(*mod); else m.parse_status = mod.status();
+  }
+  auto k = m.layouts.kernels.find(f->name);
+  if (!m.parse_status.ok() || k == m.layouts.kernels.end()) {
+    Say(fmt::format("kernel {}: no parameter layout (server: {}; fatbin: {})", f->name, why,
+                    m.parse_status.ok() ? "kernel not found" : m.parse_status.message()));
+    return cudaErrorInvalidDeviceFunction;
+  }
+  std::vector<proto::ParamSlot>& slots = f->params[l];
+  for (const auto& p : k->second.params) slots.push_back({p.offset, p.size});
+  return cudaSuccess;
+}
+
+// Parameter layout: the server's driver first, from the module's info (fetched once per server);
+// the client-side fatbin parser when the server cannot say.
 cudaError_t Layout(FunctionRec* f, ServerLink* l, std::vector<proto::ParamSlot>* out) {
+  ModuleRec* m;
+  auto known = [&] { return f->params.count(l) || f->no_layout.count(l); };
+  // Caller holds R().mu. Whether `out` was filled (else: no answer from the module info yet).
+  auto cached = [&](cudaError_t* e) {
+    if (auto it = f->params.find(l); it != f->params.end()) {
+      *out = it->second;
+      *e = cudaSuccess;
+      return true;
+    }
+    if (auto why = f->no_layout.find(l); why != f->no_layout.end()) {
+      *e = FallbackLayout(f, l, *m, why->second);
+      if (*e == cudaSuccess) *out = f->params[l];
+      return true;
+    }
+    return false;
+  };
+  cudaError_t e = cudaSuccess;
   {
     std::lock_guard<std::mutex> lk(R().mu);
-    auto it = f->params.find(l);
-    if (it != f->params.end()) {
-      *out = it->second;
-      return cudaSuccess;
-    }
+    m = LiveModule(f->module, "kernel " + f->name);
+    if (!m) return cudaErrorInvalidDeviceFunction;
+    if (cached(&e)) return e;
   }
-  proto::GetParamInfo q;
-  q.func = f->id;
-  proto::ParamInfo info;
-  proto::ReplyHead h;
-  {
-    std::lock_guard<std::mutex> lk(l->mu());
-    Status s = l->Call(q, &h, &info);
-    if (!s.ok()) return FromStatus(s);
-  }
-  if (h.async_error != 0) return FromReply(h, l);
+  if (e = FetchModuleInfo(m, l, known); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lk(R().mu);
-  if (h.error != 0) {
-    // Said once per server: an operator should know layouts come from the client's parser (a
-    // driver without cuFuncGetParamInfo, or an emulated server testing that case).
-    static std::set<const ServerLink*> told;
-    if (told.insert(l).second) {
-      Say(fmt::format("GPU server {} cannot report kernel parameter layouts ({}); using the "
-                      "client's fatbin parser", l->address(), h.message));
-    }
-    ModuleRec& m = *R().modules[f->module];
-    if (!m.parsed) {
-      m.parsed = true;
-      auto mod = fatbin::ParseFatbin(m.image);
-      if (mod.ok()) m.layouts = std::move(*mod); else m.parse_status = mod.status();
-    }
-    auto k = m.layouts.kernels.find(f->name);
-    if (!m.parse_status.ok() || k == m.layouts.kernels.end()) {
-      Say(fmt::format("kernel {}: no parameter layout (server: {}; fatbin: {})", f->name, h.message,
-                      m.parse_status.ok() ? "kernel not found" : m.parse_status.message()));
-      return cudaErrorInvalidDeviceFunction;
-    }
-    info.params.clear();
-    for (const auto& p : k->second.params) info.params.push_back({p.offset, p.size});
-  }
-  f->params[l] = info.params;
-  *out = std::move(info.params);
-  return cudaSuccess;
+  if (cached(&e)) return e;
+  Say(fmt::format("kernel {}: GPU server {} did not list it in its module's info", f->name,
+                  l->address()));
+  return cudaErrorInvalidDeviceFunction;
 }
 
 // A module with __managed__ variables: each variable is one device variable on one GPU server
@@ -964,8 +1048,25 @@ void** __cudaRegisterFatBinary(void* fatCubin) {
 void __cudaRegisterFatBinaryEnd(void** fatCubinHandle) { (void)fatCubinHandle; }
 
 void __cudaUnregisterFatBinary(void** fatCubinHandle) {
-  // Runs at exit: the session ends with the process, and the worker frees everything then.
-  (void)fatCubinHandle;
+  // Runs at exit (or when a library is unloaded). The servers keep the module: the session ends
+  // with the process, and the worker frees everything then. The client drops what it cached of
+  // the module (layouts, addresses) and refuses its kernels and variables from now on, as CUDA
+  // does, so nothing cached of code that is gone is ever used.
+  std::lock_guard<std::mutex> lk(R().mu);
+  auto it = R().modules.find(reinterpret_cast<uint64_t>(*fatCubinHandle));
+  if (it == R().modules.end()) return;
+  ModuleRec& m = *it->second;
+  m.unregistered = true;
+  for (FunctionRec* f : m.functions) {
+    f->params.clear();
+    f->no_layout.clear();
+  }
+  for (VarRec* v : m.vars) {
+    v->symbol.clear();
+    v->failure.clear();
+  }
+  m.functions.clear();
+  m.vars.clear();
 }
 
 // nvcc's code calls this before the program's first host access to a __managed__ variable of
@@ -1005,6 +1106,9 @@ void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* de
     std::lock_guard<std::mutex> ll(l->mu());
     r.PostFunction(l.get(), *f);
   }
+  if (auto m = r.modules.find(f->module); m != r.modules.end()) {
+    m->second->functions.push_back(f.get());
+  }
   r.function_recs.insert(f.get());
   r.functions[hostFun] = std::move(f);
 }
@@ -1023,6 +1127,9 @@ void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress
   for (auto& [addr, l] : r.links) {
     std::lock_guard<std::mutex> ll(l->mu());
     r.PostVar(l.get(), *v);
+  }
+  if (auto m = r.modules.find(v->module); m != r.modules.end()) {
+    m->second->vars.push_back(v.get());
   }
   r.vars[hostVar] = std::move(v);
 }

@@ -30,6 +30,9 @@ struct DeviceRef {
   uint32_t index = 0;  // on that server
 };
 
+struct FunctionRec;
+struct VarRec;
+
 struct ModuleRec {
   uint64_t id = 0;
   std::vector<std::byte> image;
@@ -41,6 +44,15 @@ struct ModuleRec {
   // are launched on), and host access to the variables stops the program (cudart_api.cc).
   std::vector<std::string> managed;
   int managed_device = -1;
+  // Its functions and variables, whose per-server caches one GetModuleInfo round trip fills
+  // (cudart_api.cc, FetchModuleInfo). Emptied, with those caches, when the module is
+  // unregistered (__cudaUnregisterFatBinary); its kernels and variables are refused after that.
+  std::vector<FunctionRec*> functions;
+  std::vector<VarRec*> vars;
+  bool unregistered = false;
+  // Held while fetching the module's info from a server, so threads racing to its first launch
+  // there send one request. Taken before R().mu and any link's mutex, never while holding either.
+  std::mutex fetch_mu;
 };
 
 struct FunctionRec {
@@ -49,6 +61,9 @@ struct FunctionRec {
   const void* host_fun = nullptr;
   std::string name;
   std::unordered_map<ServerLink*, std::vector<proto::ParamSlot>> params;  // cached per server
+  // Per server whose module info had no layout for it: the server's reason (the client's fatbin
+  // parser is asked at launch; its layout then goes into `params`).
+  std::unordered_map<ServerLink*, std::string> no_layout;
 };
 
 struct VarRec {
@@ -57,7 +72,12 @@ struct VarRec {
   std::string name;
   uint64_t size = 0;
   bool constant = false;
-  std::unordered_map<ServerLink*, uint64_t> address;  // cached per server
+  std::unordered_map<ServerLink*, proto::Symbol> symbol;  // address and size, cached per server
+  struct Failure {
+    int32_t code = 0;
+    std::string message;
+  };
+  std::unordered_map<ServerLink*, Failure> failure;  // per server that could not find it
 };
 
 struct StreamRec {

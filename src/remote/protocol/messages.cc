@@ -52,6 +52,7 @@ constexpr OpInfo kOps[] = {
     {"FuncSetAttribute", true},
     {"SessionEnd", false},  // server -> client only; version 4
     {"LaunchCooperative", true},  // version 5
+    {"GetModuleInfo", false},  // version 6
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kMaxOp), "OpInfo table out of date");
 

@@ -1,4 +1,4 @@
-// gpool's remoting protocol (version 5; see kVersion): operations, message layouts, framing.
+// gpool's remoting protocol (version 6; see kVersion): operations, message layouts, framing.
 //
 // One transport message carries a batch: a header {magic u32 'GPR1', version u16, frames u16}
 // followed by frames {op u16, flags u16, length u32, payload}. Batching lets the client send a
@@ -34,11 +34,11 @@ inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
 // version 3 Memcpy2DAsync and Memset2D (2-D copies to the device and 2-D memsets, posted) and
 // FuncSetAttribute;
 // version 4 SessionEnd (the server ends a session whose lease expired); version 5
-// LaunchCooperative. Every
-// message carries the version and both sides demand their own, so a client and a server of
+// LaunchCooperative; version 6 GetModuleInfo (a module's kernel layouts and variable addresses in
+// one round trip). Every message carries the version and both sides demand their own, so a client and a server of
 // different versions fail at Hello with "protocol version N not supported", never at the first
 // op the other side does not know.
-inline constexpr uint16_t kVersion = 5;
+inline constexpr uint16_t kVersion = 6;
 inline constexpr uint16_t kReply = 0x8000;
 inline constexpr size_t kMaxFramesPerMessage = 65535;
 // Large copies are cut into chunks of this size and pipelined.
@@ -90,6 +90,7 @@ enum class Op : uint16_t {
   kFuncSetAttribute,
   kSessionEnd,  // version 4
   kLaunchCooperative,  // version 5
+  kGetModuleInfo,  // version 6
   kMaxOp,  // one past the last; new ops go above this line
 };
 
@@ -459,6 +460,37 @@ struct SessionEnd {
 // since the whole grid runs at once on the CPU). Posted, like Launch.
 struct LaunchCooperative : Launch {
   GPOOL_MSG(LaunchCooperative);
+};
+// Everything the client needs of a module before it launches its kernels or uses its variables,
+// in one round trip (protocol v6): the parameter layout of every function the session registered
+// in `module` (RegisterFunction) and the device address and size of every variable (RegisterVar),
+// each with its own result, so one kernel the driver cannot describe (no cuFuncGetParamInfo) or
+// one variable it cannot find fails alone. Replies ModuleInfo; a module the session never
+// registered (or unregistered) is the reply's error, naming the module id. GetParamInfo and
+// GetSymbol still answer one function or variable.
+struct GetModuleInfo {
+  GPOOL_MSG(GetModuleInfo);
+  uint64_t module = 0;
+  template <class V> void Visit(V& v) { v(module, "module"); }
+};
+struct FunctionInfo {
+  uint64_t func = 0;
+  int32_t error = 0;    // 0: `params` is the layout; else why the server cannot give one
+  std::string message;  // names the kernel and the reason
+  std::vector<ParamSlot> params;
+  template <class V> void Visit(V& v) { v(func, "func"); v(error, "error"); v(message, "message"); v(params, "params"); }
+};
+struct VarInfo {
+  uint64_t var = 0;
+  int32_t error = 0;  // 0: ptr and size are valid
+  std::string message;
+  uint64_t ptr = 0, size = 0;
+  template <class V> void Visit(V& v) { v(var, "var"); v(error, "error"); v(message, "message"); v(ptr, "ptr"); v(size, "size"); }
+};
+struct ModuleInfo {
+  std::vector<FunctionInfo> functions;  // in registration order
+  std::vector<VarInfo> vars;
+  template <class V> void Visit(V& v) { v(functions, "functions"); v(vars, "vars"); }
 };
 #undef GPOOL_MSG
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 namespace gpool::remote::proto {
 namespace {
 
@@ -152,6 +154,98 @@ TEST(Protocol, Version5CooperativeLaunchRoundTripsAndIsPosted) {
   v4[4] = std::byte{4};
   EXPECT_NE(ParseMessage(v4).status().message().find("protocol version 4 not supported"),
             std::string::npos);
+}
+
+// Version 6's GetModuleInfo: a synchronous request whose reply lists every function (its layout
+// or why there is none) and variable (its address or error) of a module. A version 5 peer is
+// refused by number; every truncation of the reply and garbled counts fail to decode.
+ModuleInfo SampleModuleInfo() {
+  ModuleInfo m;
+  m.functions.push_back({.func = 11, .params = {{0, 8}, {8, 4}}});
+  m.functions.push_back({.func = 12, .error = 801, .message = "kernel k: no cuFuncGetParamInfo"});
+  m.vars.push_back({.var = 21, .ptr = 0x7f0000001000, .size = 16});
+  m.vars.push_back({.var = 22, .error = 13, .message = "symbol gB not found"});
+  return m;
+}
+
+TEST(Protocol, Version6ModuleInfoRoundTrips) {
+  BatchWriter w;
+  GetModuleInfo q{.module = 42};
+  w.AddRequest(q);
+  auto msg = Copy(w.Finish());
+  auto frames = ParseMessage(msg);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  ASSERT_EQ(frames->size(), 1u);
+  EXPECT_STREQ(OpName((*frames)[0].op), "GetModuleInfo");
+  EXPECT_FALSE(GetOpInfo((*frames)[0].op)->async);
+  GetModuleInfo q2;
+  ASSERT_TRUE(DecodeBody((*frames)[0], &q2).ok());
+  EXPECT_EQ(q2.module, 42u);
+  auto v5 = msg;
+  v5[4] = std::byte{5};
+  EXPECT_NE(ParseMessage(v5).status().message().find("protocol version 5 not supported"),
+            std::string::npos);
+
+  BatchWriter r;
+  ReplyHead head{.async_error = 719, .async_message = "kernel x failed"};
+  ModuleInfo m = SampleModuleInfo();
+  r.AddReply(static_cast<uint16_t>(Op::kGetModuleInfo), head, m);
+  auto reply = Copy(r.Finish());
+  auto rf = ParseMessage(reply);
+  ASSERT_TRUE(rf.ok()) << rf.status().ToString();
+  ReplyHead h;
+  ModuleInfo got;
+  ASSERT_TRUE(DecodeReply((*rf)[0], &h, &got).ok());
+  EXPECT_EQ(h.async_error, 719);
+  ASSERT_EQ(got.functions.size(), 2u);
+  EXPECT_EQ(got.functions[0].func, 11u);
+  EXPECT_EQ(got.functions[0].error, 0);
+  ASSERT_EQ(got.functions[0].params.size(), 2u);
+  EXPECT_EQ(got.functions[0].params[1].offset, 8u);
+  EXPECT_EQ(got.functions[0].params[1].size, 4u);
+  EXPECT_EQ(got.functions[1].error, 801);
+  EXPECT_EQ(got.functions[1].message, "kernel k: no cuFuncGetParamInfo");
+  EXPECT_TRUE(got.functions[1].params.empty());
+  ASSERT_EQ(got.vars.size(), 2u);
+  EXPECT_EQ(got.vars[0].ptr, 0x7f0000001000u);
+  EXPECT_EQ(got.vars[0].size, 16u);
+  EXPECT_EQ(got.vars[1].error, 13);
+  EXPECT_EQ(got.vars[1].message, "symbol gB not found");
+}
+
+TEST(Protocol, Version6ModuleInfoRejectsTruncatedAndGarbledBodies) {
+  std::vector<std::byte> body;
+  wire::Writer w(&body);
+  EncodeVisitor ev{&w};
+  ModuleInfo m = SampleModuleInfo();
+  m.Visit(ev);
+  const uint16_t op = static_cast<uint16_t>(Op::kGetModuleInfo) | kReply;
+  ModuleInfo ok;
+  ASSERT_TRUE(DecodeBody(Frame{op, body}, &ok).ok());
+  // Every cut short of the whole body fails, naming the op.
+  for (size_t n = 0; n < body.size(); ++n) {
+    ModuleInfo cut;
+    Status s = DecodeBody(Frame{op, wire::ByteSpan(body).first(n)}, &cut);
+    ASSERT_FALSE(s.ok()) << "a body cut to " << n << " of " << body.size() << " bytes decoded";
+    EXPECT_NE(s.message().find("GetModuleInfo"), std::string::npos) << s.message();
+  }
+  auto trailing = body;
+  trailing.push_back(std::byte{0});
+  ModuleInfo t;
+  EXPECT_FALSE(DecodeBody(Frame{op, trailing}, &t).ok());
+  // A function count beyond the frame, and a parameter count inside the first function beyond it.
+  auto huge = [&](size_t at, const char* field) {
+    auto bad = body;
+    const uint32_t n = 0x7fffffffu;
+    std::memcpy(bad.data() + at, &n, sizeof n);
+    ModuleInfo b;
+    Status s = DecodeBody(Frame{op, bad}, &b);
+    EXPECT_FALSE(s.ok()) << field;
+    EXPECT_NE(s.message().find(std::string("count of '") + field + "' exceeds frame"),
+              std::string::npos) << s.message();
+  };
+  huge(0, "functions");
+  huge(4 + 8 + 4 + 4, "params");  // count, func, error, empty message's length
 }
 
 TEST(Protocol, TailBlobIsSentAsSeparatePart) {

@@ -258,6 +258,7 @@ void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session
       session, stats.requests, stats.replies, stats.launches, stats.kernel_ns / 1e9,
       limits.compute_share,
       stats.share_waits, stats.peak_memory);
+  GPOOL_LOG_INFO("gpu-server: session {} replies by op: {}", session, stats.RepliesByOp());
   // Exit without running destructors of state inherited from the parent.
   _exit(st.ok() ? 0 : 3);
 }

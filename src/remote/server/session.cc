@@ -160,8 +160,19 @@ void Session::Defer(const char* op, Result r) {
   deferred_ = Err(r.code, fmt::format("{}: {}", op, r.message));
 }
 
+std::string SessionStats::RepliesByOp() const {
+  std::string out;
+  for (size_t op = 0; op < replies_by_op.size(); ++op) {
+    if (replies_by_op[op] == 0) continue;
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", OpName(static_cast<uint16_t>(op)),
+                       replies_by_op[op]);
+  }
+  return out.empty() ? "none" : out;
+}
+
 Status Session::SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail) {
   ++stats_.replies;
+  if (op < stats_.replies_by_op.size()) ++stats_.replies_by_op[op];
   ReplyHead head{.error = r.code, .message = std::move(r.message)};
   if (!deferred_.ok()) {
     head.async_error = deferred_.code;
@@ -195,6 +206,35 @@ Status Session::Async(const Frame& f, Fn fn) {
   GPOOL_RETURN_IF_ERROR(DecodeBody(f, &req));
   Defer(OpName(f.op), fn(req));
   return Status::Ok();
+}
+
+Result Session::ModuleInfoOf(uint64_t module, ModuleInfo* out) {
+  auto it = modules_.find(module);
+  if (it == modules_.end()) {
+    return Err(kErrInvalidResourceHandle,
+               fmt::format("GetModuleInfo: module {} is not registered in this session (never "
+                           "registered, or unregistered)", module));
+  }
+  out->functions.reserve(it->second.functions.size());
+  for (uint64_t id : it->second.functions) {
+    FunctionInfo& fi = out->functions.emplace_back();
+    fi.func = id;
+    ParamInfo p;
+    Result r = backend_->GetParamInfo(id, &p);
+    fi.error = r.code;
+    fi.message = std::move(r.message);
+    if (r.ok()) fi.params = std::move(p.params);
+  }
+  out->vars.reserve(it->second.vars.size());
+  for (uint64_t id : it->second.vars) {
+    VarInfo& vi = out->vars.emplace_back();
+    vi.var = id;
+    Result r = backend_->GetSymbol(id, &vi.ptr, &vi.size);
+    vi.error = r.code;
+    vi.message = std::move(r.message);
+    if (!r.ok()) vi.ptr = vi.size = 0;
+  }
+  return {};
 }
 
 Status Session::Handle(const Frame& f) {
@@ -305,17 +345,33 @@ Status Session::Handle(const Frame& f) {
                                   q.height, q.stream);
       });
     case Op::kRegisterModule:
-      return Async<RegisterModule>(f, [&](RegisterModule& q) { return backend_->LoadModule(q.module, q.image); });
+      return Async<RegisterModule>(f, [&](RegisterModule& q) {
+        modules_[q.module];  // known from now on, even if the backend refuses the image
+        return backend_->LoadModule(q.module, q.image);
+      });
     case Op::kRegisterFunction:
       return Async<RegisterFunction>(f, [&](RegisterFunction& q) {
+        if (auto it = modules_.find(q.module); it != modules_.end()) {
+          it->second.functions.push_back(q.func);
+        }
         return backend_->RegisterFunction(q.module, q.func, q.name);
       });
     case Op::kRegisterVar:
       return Async<RegisterVar>(f, [&](RegisterVar& q) {
+        if (auto it = modules_.find(q.module); it != modules_.end()) it->second.vars.push_back(q.var);
         return backend_->RegisterVar(q.module, q.var, q.name, q.size, q.constant != 0);
       });
     case Op::kUnregisterModule:
-      return Async<UnregisterModule>(f, [&](UnregisterModule& q) { return backend_->UnloadModule(q.module); });
+      return Async<UnregisterModule>(f, [&](UnregisterModule& q) {
+        modules_.erase(q.module);
+        return backend_->UnloadModule(q.module);
+      });
+    case Op::kGetModuleInfo:
+      return Sync<GetModuleInfo>(f, [&](GetModuleInfo& q) {
+        ModuleInfo m;
+        Result r = ModuleInfoOf(q.module, &m);
+        return SendReply(f.op, r, m);
+      });
     case Op::kGetParamInfo:
       return Sync<GetParamInfo>(f, [&](GetParamInfo& q) {
         ParamInfo p;

@@ -12,6 +12,7 @@
 // serialized by send_mu_).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/clock.h"
 #include "remote/protocol/messages.h"
@@ -42,6 +44,11 @@ struct SessionStats {
   uint64_t share_waits = 0;  // launches that waited for other sessions' turns
   uint64_t h2d_in_place = 0;  // host-to-device chunks received straight into their target
   uint64_t replies = 0;  // replies sent: the round trips the client waited for (at most)
+  // Replies per request op (index: proto::Op), so tests and the session's end-of-session log
+  // line can tell which calls the client waited for.
+  std::array<uint64_t, static_cast<size_t>(proto::Op::kMaxOp)> replies_by_op{};
+  // "GetModuleInfo 1, Malloc 2, ..." for the ops with replies, in op order ("none" if none).
+  std::string RepliesByOp() const;
 };
 
 // When a session must end: its lease's expiry. The session checks the clock on every message it
@@ -103,6 +110,9 @@ class Session : private TailPlacer {
   Status Async(const proto::Frame& f, Fn fn);
   Status SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail = {});
   void Defer(const char* op, Result r);
+  // GetModuleInfo: every registered function's layout and variable's address in `module`, each
+  // from the backend's per-function and per-variable calls, each with its own result.
+  Result ModuleInfoOf(uint64_t module, proto::ModuleInfo* out);
 
   uint64_t id_;
   std::unique_ptr<Connection> conn_;
@@ -112,6 +122,13 @@ class Session : private TailPlacer {
   uint64_t memory_in_use_ = 0;
   std::unordered_map<uint64_t, uint64_t> allocations_;  // ptr -> size
   std::unordered_map<uint64_t, uint32_t> stream_devices_;  // stream id -> device
+  // What the client registered in each module it registered (RegisterModule until
+  // UnregisterModule), in registration order, whatever the backend answered: GetModuleInfo
+  // reports each one's own result. The backend has no way to list them.
+  struct ModuleRegs {
+    std::vector<uint64_t> functions, vars;
+  };
+  std::unordered_map<uint64_t, ModuleRegs> modules_;
   ShareArbiter* arbiter_;
   int arbiter_slot_;
   bool share_active_ = false;  // launched since the last Idle()

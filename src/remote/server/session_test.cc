@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "common/file.h"
+
 namespace gpool::remote::server {
 namespace {
 
@@ -40,13 +42,15 @@ class SessionTest : public ::testing::Test {
     client_ = std::move(*c);
     auto s = accepted.get();
     ASSERT_TRUE(s.ok()) << s.status().ToString();
-    auto b = MakeEmulatedBackend({.memory_bytes = uint64_t{64} << 20});
+    auto b = MakeEmulatedBackend(Options());
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     backend_ = Wrap(std::move(*b));
     session_ = std::make_unique<Session>(1, std::move(*s), backend_.get(), SessionLimits{});
     Prepare(*session_);
     runner_ = std::thread([this] { run_status_ = session_->Run(); });
   }
+  // The emulated backend's options (a subclass may change them).
+  virtual EmulatedOptions Options() { return {.memory_bytes = uint64_t{64} << 20}; }
   // The backend the session runs on (a subclass may put a decorator around the emulated one).
   virtual std::unique_ptr<Backend> Wrap(std::unique_ptr<Backend> b) { return b; }
   // Called before the session runs (a subclass may set its deadline).
@@ -166,6 +170,161 @@ TEST_F(SessionTest, CooperativeLaunchRunsAsALaunchOnTheEmulatedBackend) {
   EXPECT_EQ(h.async_error, kErrInvalidDeviceFunction) << h.async_message;
   EXPECT_NE(h.async_message.find("LaunchCooperative: unknown function id 999"), std::string::npos)
       << h.async_message;
+}
+
+// Protocol v6 GetModuleInfo, driven by hand: a module from the fatbin parser's fixture
+// (testdata/remote/kernel.cu: plain and scale take (float*, const float*, int, Params{24 bytes}))
+// with those two kernels, one whose name is not in its device code, and two variables; then a
+// second module registered after the first was asked about.
+class ModuleInfoTest : public SessionTest {
+ protected:
+  static constexpr uint64_t kModule = 1, kLate = 2;
+  // Registers kModule (three functions, two variables) in one posted batch, as the client's
+  // start-up storm does, then asks for its info.
+  ModuleInfo RegisterAndFetch(ReplyHead* h) {
+    auto image = ReadFile("testdata/remote/kernel_sm90.fatbin");
+    EXPECT_TRUE(image.ok()) << image.status().ToString();
+    image_ = image.ok() ? *image : "";
+    BatchWriter w;
+    RegisterModule rm{.module = kModule, .image = std::as_bytes(std::span(image_))};
+    w.AddRequest(rm);
+    const char* names[] = {"plain", "_Z5scalePfPKfi6Params", "_Z7missingv"};
+    for (uint64_t i = 0; i < 3; ++i) {
+      RegisterFunction rf{.module = kModule, .func = 11 + i, .name = names[i]};
+      w.AddRequest(rf);
+    }
+    RegisterVar a{.module = kModule, .var = 21, .name = "gA", .size = 16};
+    RegisterVar b{.module = kModule, .var = 22, .name = "gB", .size = 4, .constant = 1};
+    w.AddRequest(a);
+    w.AddRequest(b);
+    return Fetch(w, kModule, h);
+  }
+  // Sends `w`'s frames plus GetModuleInfo{module} and returns its reply.
+  ModuleInfo Fetch(BatchWriter& w, uint64_t module, ReplyHead* h) {
+    GetModuleInfo q{.module = module};
+    w.AddRequest(q);
+    EXPECT_TRUE(client_->Send(w.Finish()).ok());
+    ModuleInfo info;
+    Reply(static_cast<uint16_t>(Op::kGetModuleInfo), h, &info);
+    return info;
+  }
+  template <class Msg, class Body>
+  void Ask(Msg& q, ReplyHead* h, Body* body) {
+    BatchWriter w;
+    w.AddRequest(q);
+    ASSERT_TRUE(client_->Send(w.Finish()).ok());
+    Reply(static_cast<uint16_t>(Msg::kOp), h, body);
+  }
+  static std::vector<std::pair<uint32_t, uint32_t>> Slots(const std::vector<ParamSlot>& ps) {
+    std::vector<std::pair<uint32_t, uint32_t>> out;
+    for (const ParamSlot& p : ps) out.emplace_back(p.offset, p.size);
+    return out;
+  }
+  const std::vector<std::pair<uint32_t, uint32_t>> kFourParams = {{0, 8}, {8, 8}, {16, 4}, {24, 24}};
+  std::string image_;
+};
+
+TEST_F(ModuleInfoTest, ListsEveryFunctionAndVariableOfTheModuleWithItsOwnResult) {
+  ReplyHead h;
+  ModuleInfo info = RegisterAndFetch(&h);
+  ASSERT_EQ(h.error, 0) << h.message;
+  EXPECT_EQ(h.async_error, 0) << h.async_message;
+  ASSERT_EQ(info.functions.size(), 3u);
+  EXPECT_EQ(info.functions[0].func, 11u);
+  EXPECT_EQ(info.functions[0].error, 0) << info.functions[0].message;
+  EXPECT_EQ(Slots(info.functions[0].params), kFourParams);
+  EXPECT_EQ(info.functions[1].func, 12u);
+  EXPECT_EQ(Slots(info.functions[1].params), kFourParams);
+  // The kernel the device code lacks fails alone, naming itself.
+  EXPECT_EQ(info.functions[2].func, 13u);
+  EXPECT_EQ(info.functions[2].error, kErrInvalidDeviceFunction);
+  EXPECT_NE(info.functions[2].message.find("_Z7missingv"), std::string::npos)
+      << info.functions[2].message;
+  EXPECT_TRUE(info.functions[2].params.empty());
+  ASSERT_EQ(info.vars.size(), 2u);
+  // Each variable's address is the one GetSymbol gives.
+  for (const VarInfo& v : info.vars) {
+    EXPECT_EQ(v.error, 0) << v.message;
+    ReplyHead sh;
+    Symbol sym;
+    GetSymbol q{.var = v.var};
+    Ask(q, &sh, &sym);
+    EXPECT_EQ(sh.error, 0) << sh.message;
+    EXPECT_EQ(v.ptr, sym.ptr) << "var " << v.var;
+    EXPECT_NE(v.ptr, 0u);
+    EXPECT_EQ(v.size, sym.size);
+  }
+  EXPECT_EQ(info.vars[0].var, 21u);
+  EXPECT_EQ(info.vars[0].size, 16u);
+  EXPECT_EQ(info.vars[1].var, 22u);
+  EXPECT_EQ(info.vars[1].size, 4u);
+
+  // A module registered after the first was asked about has its own info; the first's is
+  // unchanged.
+  BatchWriter w;
+  RegisterModule late{.module = kLate, .image = std::as_bytes(std::span(image_))};
+  RegisterFunction lf{.module = kLate, .func = 31, .name = "_Z4fillIdEvPT_S0_c"};
+  w.AddRequest(late);
+  w.AddRequest(lf);
+  ModuleInfo li = Fetch(w, kLate, &h);
+  ASSERT_EQ(h.error, 0) << h.message;
+  ASSERT_EQ(li.functions.size(), 1u);
+  EXPECT_EQ(li.functions[0].func, 31u);
+  EXPECT_EQ(Slots(li.functions[0].params),
+            (std::vector<std::pair<uint32_t, uint32_t>>{{0, 8}, {8, 8}, {16, 1}}));
+  EXPECT_TRUE(li.vars.empty());
+  BatchWriter again;
+  ModuleInfo first = Fetch(again, kModule, &h);
+  EXPECT_EQ(first.functions.size(), 3u);
+  EXPECT_EQ(first.vars.size(), 2u);
+  EXPECT_EQ(session_->stats().replies_by_op[static_cast<size_t>(Op::kGetModuleInfo)], 3u);
+}
+
+TEST_F(ModuleInfoTest, AnUnknownOrUnregisteredModuleIsAnErrorNamingIt) {
+  ReplyHead h;
+  BatchWriter w;
+  ModuleInfo none = Fetch(w, 77, &h);
+  EXPECT_EQ(h.error, kErrInvalidResourceHandle);
+  EXPECT_NE(h.message.find("module 77 is not registered"), std::string::npos) << h.message;
+  EXPECT_TRUE(none.functions.empty());
+  (void)RegisterAndFetch(&h);
+  ASSERT_EQ(h.error, 0) << h.message;
+  BatchWriter u;
+  UnregisterModule um{.module = kModule};
+  u.AddRequest(um);
+  (void)Fetch(u, kModule, &h);
+  EXPECT_EQ(h.error, kErrInvalidResourceHandle);
+  EXPECT_NE(h.message.find("module 1 is not registered"), std::string::npos) << h.message;
+}
+
+// A server whose driver cannot report layouts (--emulated-no-param-info): every function carries
+// that reason, so the client falls back to its fatbin parser per kernel; variables are unaffected.
+class ModuleInfoNoParamInfoTest : public ModuleInfoTest {
+ protected:
+  EmulatedOptions Options() override {
+    EmulatedOptions o = ModuleInfoTest::Options();
+    o.answer_param_info = false;
+    return o;
+  }
+};
+
+TEST_F(ModuleInfoNoParamInfoTest, EveryFunctionSaysWhyAndVariablesStillResolve) {
+  ReplyHead h;
+  ModuleInfo info = RegisterAndFetch(&h);
+  ASSERT_EQ(h.error, 0) << h.message;
+  ASSERT_EQ(info.functions.size(), 3u);
+  for (const FunctionInfo& f : info.functions) {
+    EXPECT_NE(f.error, 0) << f.func;
+    EXPECT_TRUE(f.params.empty());
+  }
+  EXPECT_EQ(info.functions[0].error, kErrNotSupported);
+  EXPECT_NE(info.functions[0].message.find("kernel plain: cuFuncGetParamInfo is not available"),
+            std::string::npos) << info.functions[0].message;
+  ASSERT_EQ(info.vars.size(), 2u);
+  for (const VarInfo& v : info.vars) {
+    EXPECT_EQ(v.error, 0) << v.message;
+    EXPECT_NE(v.ptr, 0u);
+  }
 }
 
 // The emulated backend behind a staging decorator that reads as the cuda backend does: StartD2H
