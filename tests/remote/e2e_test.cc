@@ -137,11 +137,11 @@ TEST_P(E2E, StructParamsArriveByteExact) {
   auto [rc, out] = RunShared({Sample("struct_param")});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS struct_param")) << out;
-  // The server answered GetParamInfo: the client's own parser was not needed.
+  // The server answered the layouts (GetModuleInfo): the client's own parser was not needed.
   EXPECT_FALSE(Has(out, "cannot report kernel parameter layouts")) << out;
 }
 
-// A server that cannot answer GetParamInfo, as one whose driver lacks cuFuncGetParamInfo: the
+// A server that cannot report layouts, as one whose driver lacks cuFuncGetParamInfo: the
 // client takes the layouts from its own fatbin parser (cudart_api.cc Layout). The emulated server
 // still launches with the layout it parsed itself and its CPU kernels check the sizes, so a
 // client layout that differs fails the sample; struct_param checks every byte of the structs.
