@@ -404,7 +404,9 @@ std::map<std::string, unsigned long> RepliesByOp(Subprocess& server) {
     size_t end = std::min(line.find(", ", i), line.size());
     std::string item = line.substr(i, end - i);
     size_t space = item.rfind(' ');
-    if (space != std::string::npos) counts[item.substr(0, space)] = std::stoul(item.substr(space + 1));
+    if (space != std::string::npos) {
+      counts[item.substr(0, space)] = std::stoul(item.substr(space + 1));
+    }
     i = end + 2;
   }
   return counts;

@@ -756,6 +756,8 @@ cudaError_t SymbolAddress(const void* symbol, uint64_t* ptr, uint64_t* size, Ser
   }
   if (cudaError_t e = FetchModuleInfo(m, l, known); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lk(R().mu);
+  // Unregistered meanwhile (at exit, by another thread): nothing was cached.
+  if (!LiveModule(v->module, "variable " + v->name)) return cudaErrorInvalidSymbol;
   if (known()) return cached();
   Say(fmt::format("variable {}: GPU server {} did not list it in its module's info", v->name,
                   l->address()));
@@ -878,6 +880,8 @@ cudaError_t Layout(FunctionRec* f, ServerLink* l, std::vector<proto::ParamSlot>*
   }
   if (e = FetchModuleInfo(m, l, known); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lk(R().mu);
+  // Unregistered meanwhile (at exit, by another thread): nothing was cached.
+  if (!LiveModule(f->module, "kernel " + f->name)) return cudaErrorInvalidDeviceFunction;
   if (cached(&e)) return e;
   Say(fmt::format("kernel {}: GPU server {} did not list it in its module's info", f->name,
                   l->address()));

@@ -32,12 +32,11 @@ namespace gpool::remote::proto {
 inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
 // Version 2 added DeviceSetLimit, DeviceGetLimit, SetDeviceFlags, GetDeviceFlags and PeerAccess;
 // version 3 Memcpy2DAsync and Memset2D (2-D copies to the device and 2-D memsets, posted) and
-// FuncSetAttribute;
-// version 4 SessionEnd (the server ends a session whose lease expired); version 5
-// LaunchCooperative; version 6 GetModuleInfo (a module's kernel layouts and variable addresses in
-// one round trip). Every message carries the version and both sides demand their own, so a client and a server of
-// different versions fail at Hello with "protocol version N not supported", never at the first
-// op the other side does not know.
+// FuncSetAttribute; version 4 SessionEnd (the server ends a session whose lease expired);
+// version 5 LaunchCooperative; version 6 GetModuleInfo (a module's kernel layouts and variable
+// addresses in one round trip). Every message carries the version and both sides demand their
+// own, so a client and a server of different versions fail at Hello with "protocol version N not
+// supported", never at the first op the other side does not know.
 inline constexpr uint16_t kVersion = 6;
 inline constexpr uint16_t kReply = 0x8000;
 inline constexpr size_t kMaxFramesPerMessage = 65535;
@@ -478,14 +477,18 @@ struct FunctionInfo {
   int32_t error = 0;    // 0: `params` is the layout; else why the server cannot give one
   std::string message;  // names the kernel and the reason
   std::vector<ParamSlot> params;
-  template <class V> void Visit(V& v) { v(func, "func"); v(error, "error"); v(message, "message"); v(params, "params"); }
+  template <class V> void Visit(V& v) {
+    v(func, "func"); v(error, "error"); v(message, "message"); v(params, "params");
+  }
 };
 struct VarInfo {
   uint64_t var = 0;
   int32_t error = 0;  // 0: ptr and size are valid
   std::string message;
   uint64_t ptr = 0, size = 0;
-  template <class V> void Visit(V& v) { v(var, "var"); v(error, "error"); v(message, "message"); v(ptr, "ptr"); v(size, "size"); }
+  template <class V> void Visit(V& v) {
+    v(var, "var"); v(error, "error"); v(message, "message"); v(ptr, "ptr"); v(size, "size");
+  }
 };
 struct ModuleInfo {
   std::vector<FunctionInfo> functions;  // in registration order

@@ -358,7 +358,9 @@ Status Session::Handle(const Frame& f) {
       });
     case Op::kRegisterVar:
       return Async<RegisterVar>(f, [&](RegisterVar& q) {
-        if (auto it = modules_.find(q.module); it != modules_.end()) it->second.vars.push_back(q.var);
+        if (auto it = modules_.find(q.module); it != modules_.end()) {
+          it->second.vars.push_back(q.var);
+        }
         return backend_->RegisterVar(q.module, q.var, q.name, q.size, q.constant != 0);
       });
     case Op::kUnregisterModule:

@@ -220,7 +220,8 @@ class ModuleInfoTest : public SessionTest {
     for (const ParamSlot& p : ps) out.emplace_back(p.offset, p.size);
     return out;
   }
-  const std::vector<std::pair<uint32_t, uint32_t>> kFourParams = {{0, 8}, {8, 8}, {16, 4}, {24, 24}};
+  const std::vector<std::pair<uint32_t, uint32_t>> kFourParams = {
+      {0, 8}, {8, 8}, {16, 4}, {24, 24}};
   std::string image_;
 };
 
