@@ -44,6 +44,7 @@ void DecodeAs(const Frame& f) {
     case Op::kPeerAccess: Body<PeerAccess>(f); break;
     case Op::kMemcpy2DAsync: Body<Memcpy2DAsync>(f); break;
     case Op::kMemset2D: Body<Memset2D>(f); break;
+    case Op::kGetSymbol: Body<GetSymbol>(f); Body<Symbol>(f); break;
     case Op::kGetModuleInfo: Body<GetModuleInfo>(f); Body<ModuleInfo>(f); break;
     default: Body<StreamWaitEvent>(f); Body<Memset>(f); Body<Symbol>(f); break;
   }

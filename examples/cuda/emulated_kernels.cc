@@ -129,6 +129,17 @@ int AddCounter(const gpool_emu_launch* l) {
   return 0;
 }
 
+// takeCounter(int* out, int delta) (symbols): *out = gCounter; gCounter += delta, in the copy of
+// the device the kernel runs on.
+int TakeCounter(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 4})) return Fail(l, "takeCounter: unexpected parameter layout");
+  auto* counter = static_cast<int*>(l->symbol(l->ctx, "gCounter"));
+  if (!counter) return Fail(l, "takeCounter: symbol gCounter not registered");
+  *gpool_emu_param<int*>(l, 0) = *counter;
+  *counter += gpool_emu_param<int>(l, 1);
+  return 0;
+}
+
 // fill(int* x, int value, int n)
 int FillKernel(const gpool_emu_launch* l) {
   if (!Sizes(l, {8, 4, 4})) return Fail(l, "fill: unexpected parameter layout");
@@ -231,6 +242,7 @@ const gpool_emu_kernel kKernels[] = {
     {"_Z10polynomialPKfPfi", Polynomial},
     {"_Z10setCounteri", SetCounter},
     {"_Z10addCounterPfi", AddCounter},
+    {"_Z11takeCounterPii", TakeCounter},
     {"_Z4fillPiii", FillKernel},
     {"_Z11alwaysFailsPi", AlwaysFails},
     {"_Z4noopi", Noop},

@@ -1,7 +1,9 @@
 // __constant__ and __device__ variables: copy to and from symbols, symbol address and size,
 // kernels reading constants and writing a device global; function attributes and occupancy.
-// Three kernels and two variables in one module: gpool fetches all their layouts and addresses
-// from a server in one round trip (E2E.ModuleInfoIsFetchedOncePerModuleAndServer counts it).
+// Four kernels and two variables in one module: gpool fetches all their layouts and addresses
+// from a server device in one round trip (E2E.ModuleInfoIsFetchedOncePerModuleAndServerDevice
+// counts it). With two or more devices, each device's own copy of gCounter: see PerDeviceCopies.
+#include <vector>
 #include "common.h"
 
 __constant__ float kCoeffs[4];
@@ -25,6 +27,53 @@ __global__ void setCounter(int value) {
 __global__ void addCounter(float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] += gCounter + kCoeffs[0];
+}
+
+// *out = gCounter, then gCounter += delta: reads and writes the device's own copy.
+__global__ void takeCounter(int* out, int delta) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    *out = gCounter;
+    gCounter += delta;
+  }
+}
+
+// A module's variables exist once per device (each device loads its own copy of the module).
+// A different value goes to gCounter on every device before any kernel runs, so one copy shared
+// by the devices (or a copy to another device's variable) would keep only the last value; then a
+// kernel on each device reads its device's value and adds to it, and cudaMemcpyFromSymbol on each
+// device must read that device's result.
+void PerDeviceCopies(int count) {
+  auto value = [](int d) { return 1000 * (d + 1); };
+  std::vector<void*> addr(count);
+  for (int d = 0; d < count; ++d) {
+    CHECK(cudaSetDevice(d));
+    int v = value(d);
+    CHECK(cudaMemcpyToSymbol(gCounter, &v, sizeof v));
+    CHECK(cudaGetSymbolAddress(&addr[d], gCounter));
+    for (int e = 0; e < d; ++e) EXPECT(addr[e] != addr[d]);
+  }
+  std::vector<int*> seen(count);
+  for (int d = 0; d < count; ++d) {
+    CHECK(cudaSetDevice(d));
+    CHECK(cudaMalloc(&seen[d], sizeof(int)));
+    takeCounter<<<1, 1>>>(seen[d], d + 1);
+    CHECK(cudaGetLastError());
+  }
+  for (int d = 0; d < count; ++d) {
+    CHECK(cudaSetDevice(d));
+    int got = -1, after = -1;
+    CHECK(cudaMemcpy(&got, seen[d], sizeof got, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpyFromSymbol(&after, gCounter, sizeof after));
+    if (got != value(d) || after != value(d) + d + 1) {
+      std::fprintf(stderr, "device %d: kernel saw gCounter %d (wrote %d), read back %d (want %d)\n",
+                   d, got, value(d), after, value(d) + d + 1);
+    }
+    EXPECT(got == value(d));
+    EXPECT(after == value(d) + d + 1);
+    CHECK(cudaFree(seen[d]));
+  }
+  CHECK(cudaSetDevice(0));
+  std::printf("per-device variables: %d devices each saw and kept their own gCounter\n", count);
 }
 
 int main() {
@@ -78,6 +127,9 @@ int main() {
   EXPECT(blocks > 0);
   CHECK(cudaFree(x));
   CHECK(cudaFree(y));
+  int count = 0;
+  CHECK(cudaGetDeviceCount(&count));
+  if (count >= 2) PerDeviceCopies(count);
   std::printf("PASS symbols\n");
   return 0;
 }

@@ -165,9 +165,15 @@ TEST_P(E2E, StreamsAndEvents) {
   EXPECT_TRUE(Has(out, "PASS streams_events")) << out;
 }
 
+// Both devices of the shared server: each has its own copy of the module's variables, so a value
+// written on one device is not the other's, and a kernel sees its own device's copy (the sample
+// checks the values; the line says it ran on two devices).
 TEST_P(E2E, SymbolsAndConstants) {
-  auto [rc, out] = RunShared({Sample("symbols")});
+  std::string shared = Shared().address();
+  auto [rc, out] = RunSample(shared + "/0," + shared + "/1", {Sample("symbols")}, transport());
   EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "per-device variables: 2 devices each saw and kept their own gCounter"))
+      << out;
   EXPECT_TRUE(Has(out, "PASS symbols")) << out;
 }
 
@@ -412,33 +418,37 @@ std::map<std::string, unsigned long> RepliesByOp(Subprocess& server) {
   return counts;
 }
 
-// Issue 4: kernel layouts and variable addresses cost one round trip per module and server
-// (GetModuleInfo), none per kernel or variable. symbols (three kernels, a __constant__ and a
-// __device__ variable in one module) on one server; multi_device (its kernel launched on device 0
-// of one server and devices 0 and 1 of another). Each session waited for exactly one
-// GetModuleInfo and no GetParamInfo or GetSymbol; the samples check their results.
-TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServer) {
-  auto expect_one_fetch = [](Subprocess& server, const std::string& what) {
+// Issue 4: kernel layouts and variable addresses cost one round trip per module and server device
+// (GetModuleInfo), none per kernel or variable. symbols (four kernels, a __constant__ and a
+// __device__ variable in one module) on both devices of one server: its variables are used on
+// each device, whose copies differ, so two fetches (one per device); multi_device (no variables,
+// its kernel launched on device 0 of one server and devices 0 and 1 of another): one fetch per
+// server, since layouts are the same on every device of a server. No session waited for a
+// GetParamInfo or GetSymbol; the samples check their results.
+TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServerDevice) {
+  auto expect_fetches = [](Subprocess& server, unsigned long fetches, const std::string& what) {
     auto counts = RepliesByOp(server);
-    EXPECT_EQ(counts["GetModuleInfo"], 1u) << what << "\n" << server.output();
+    EXPECT_EQ(counts["GetModuleInfo"], fetches) << what << "\n" << server.output();
     EXPECT_EQ(counts.count("GetParamInfo"), 0u) << what << "\n" << server.output();
     EXPECT_EQ(counts.count("GetSymbol"), 0u) << what << "\n" << server.output();
     EXPECT_GT(counts["Malloc"], 0u) << what << ": the counts were not read\n" << server.output();
   };
   {
-    Server s({}, transport());
-    auto [rc, out] = RunSample(s.address() + "/0", {Sample("symbols")}, transport());
+    Server s({"--emulated-devices", "2"}, transport());
+    auto [rc, out] = RunSample(s.address() + "/0," + s.address() + "/1", {Sample("symbols")},
+                               transport());
     EXPECT_EQ(rc, 0) << out;
+    EXPECT_TRUE(Has(out, "per-device variables: 2 devices")) << out;
     EXPECT_TRUE(Has(out, "PASS symbols")) << out;
-    expect_one_fetch(s.proc(), "symbols");
+    expect_fetches(s.proc(), 2, "symbols on two devices of one server");
   }
   Server a({}, transport()), b({"--emulated-devices", "2"}, transport());
   std::string devices = a.address() + "/0," + b.address() + "/0," + b.address() + "/1";
   auto [rc, out] = RunSample(devices, {Sample("multi_device"), "3"}, transport());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS multi_device devices=3")) << out;
-  expect_one_fetch(a.proc(), "multi_device, server a");
-  expect_one_fetch(b.proc(), "multi_device, server b");
+  expect_fetches(a.proc(), 1, "multi_device, server a");
+  expect_fetches(b.proc(), 1, "multi_device, server b (two devices)");
 }
 
 TEST_P(E2E, KilledClientFreesItsMemory) {
@@ -773,10 +783,15 @@ TEST_F(CudaOnEmulatedDriver, MemcpyOverUcx) {
   EXPECT_TRUE(Has(out, "PASS memcpy_sizes max=33554432")) << out;
 }
 
-// __device__ and __constant__ variables through cuModuleGetGlobal (sizes from the cubin).
+// __device__ and __constant__ variables through cuModuleGetGlobal (sizes from the cubin), on both
+// devices: each device's context loads its own copy of the module (the emulated driver gives each
+// load its own variables, as the driver does), so the backend must resolve a variable in the
+// asking device's copy, not in the copy of whichever device the session used last.
 TEST_F(CudaOnEmulatedDriver, SymbolsAndConstants) {
-  auto [rc, out] = Run({Sample("symbols")});
+  auto [rc, out] = Run({Sample("symbols")}, "/0," + Shared().address() + "/1");
   EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "per-device variables: 2 devices each saw and kept their own gCounter"))
+      << out;
   EXPECT_TRUE(Has(out, "PASS symbols")) << out;
 }
 

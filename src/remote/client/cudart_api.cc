@@ -657,11 +657,13 @@ cudaError_t Memset2D(void* p, size_t pitch, int value, size_t width, size_t heig
   return Post(l, m);
 }
 
-// ---- module info: one GetModuleInfo round trip per module per server (protocol v6) ----
+// ---- module info: one GetModuleInfo round trip per module per server device (protocol v6) ----
 
-// Caches, for `l`, what the server said of each of module `m`'s functions and variables: a layout
-// or the reason it has none, an address or the error. Caller holds R().mu.
-void CacheModuleInfo(const ModuleRec& m, ServerLink* l, proto::ModuleInfo& info) {
+// Caches what the server said of each of module `m`'s functions (a layout or the reason it has
+// none, for the whole server: layouts are the same on each of its devices) and variables (an
+// address or the error, for device `at` only: each device has its own copy). Caller holds R().mu.
+void CacheModuleInfo(const ModuleRec& m, ServerDevice at, proto::ModuleInfo& info) {
+  ServerLink* l = at.link;
   std::unordered_map<uint64_t, FunctionRec*> functions;
   for (FunctionRec* f : m.functions) functions[f->id] = f;
   for (proto::FunctionInfo& fi : info.functions) {
@@ -679,26 +681,30 @@ void CacheModuleInfo(const ModuleRec& m, ServerLink* l, proto::ModuleInfo& info)
     auto it = vars.find(vi.var);
     if (it == vars.end()) continue;
     if (vi.error == 0) {
-      it->second->symbol[l] = proto::Symbol{.ptr = vi.ptr, .size = vi.size};
+      it->second->symbol[at] = proto::Symbol{.ptr = vi.ptr, .size = vi.size};
     } else {
-      it->second->failure[l] = VarRec::Failure{vi.error, vi.message};
+      it->second->failure[at] = VarRec::Failure{vi.error, vi.message};
     }
   }
 }
 
-// Fetches module `m`'s info from `l` (its kernels' layouts, its variables' addresses) and caches
-// it, unless `known()` (called under R().mu) says the caller's answer is cached by now: checked
-// again under the module's fetch lock, so threads racing to the module's first launch on `l` send
-// one request. A function or variable registered after the fetch costs one more. The info is
-// cached even when the reply carries an earlier asynchronous error (returned, as any call would).
+// Fetches module `m`'s info for server device `at` (its kernels' layouts, its variables'
+// addresses on that device) and caches it, unless `known()` (called under R().mu) says the
+// caller's answer is cached by now: checked again under the module's fetch lock, so threads
+// racing to the module's first launch or symbol use on `at` send one request. A launch needs
+// only the layouts, cached per server, so launches on a server's other devices fetch nothing
+// more; a symbol use on another device fetches that device's addresses. A function or variable
+// registered after the fetch costs one more. The info is cached even when the reply carries an
+// earlier asynchronous error (returned, as any call would).
 template <class Known>
-cudaError_t FetchModuleInfo(ModuleRec* m, ServerLink* l, Known known) {
+cudaError_t FetchModuleInfo(ModuleRec* m, ServerDevice at, Known known) {
   std::lock_guard<std::mutex> fetch(m->fetch_mu);
   {
     std::lock_guard<std::mutex> lk(R().mu);
     if (known()) return cudaSuccess;
   }
-  proto::GetModuleInfo q{.module = m->id};
+  ServerLink* l = at.link;
+  proto::GetModuleInfo q{.module = m->id, .device = at.index};
   proto::ModuleInfo info;
   proto::ReplyHead h;
   {
@@ -708,7 +714,7 @@ cudaError_t FetchModuleInfo(ModuleRec* m, ServerLink* l, Known known) {
   }
   if (h.error == 0) {
     std::lock_guard<std::mutex> lk(R().mu);
-    if (!m->unregistered) CacheModuleInfo(*m, l, info);
+    if (!m->unregistered) CacheModuleInfo(*m, at, info);
   }
   return FromReply(h, l);
 }
@@ -723,28 +729,29 @@ ModuleRec* LiveModule(uint64_t id, const std::string& what) {
 
 // ---- symbols ----
 
-// The variable's address on the current device's server: from its module's info, fetched once
-// per server (FetchModuleInfo).
+// The address of the current device's own copy of the variable (each device has one): from its
+// module's info, fetched once per server device (FetchModuleInfo).
 cudaError_t SymbolAddress(const void* symbol, uint64_t* ptr, uint64_t* size, ServerLink** link) {
   cudaError_t err;
   ServerLink* l = R().Link(t_device, &err);
   if (!l) return err;
+  const ServerDevice at{l, R().Index(t_device)};
   VarRec* v;
   ModuleRec* m;
   auto cached = [&]() -> cudaError_t {  // caller holds R().mu
-    if (auto a = v->symbol.find(l); a != v->symbol.end()) {
+    if (auto a = v->symbol.find(at); a != v->symbol.end()) {
       *ptr = a->second.ptr;
       *size = a->second.size;
       *link = l;
       return cudaSuccess;
     }
-    if (auto f = v->failure.find(l); f != v->failure.end()) {
-      Say(fmt::format("{}: {}", l->address(), f->second.message));
+    if (auto f = v->failure.find(at); f != v->failure.end()) {
+      Say(fmt::format("{}/{}: {}", l->address(), at.index, f->second.message));
       return static_cast<cudaError_t>(f->second.code);
     }
     return cudaErrorUnknown;  // not known yet
   };
-  auto known = [&] { return v->symbol.count(l) || v->failure.count(l); };
+  auto known = [&] { return v->symbol.count(at) || v->failure.count(at); };
   {
     std::lock_guard<std::mutex> lk(R().mu);
     auto it = R().vars.find(symbol);
@@ -754,13 +761,13 @@ cudaError_t SymbolAddress(const void* symbol, uint64_t* ptr, uint64_t* size, Ser
     if (!m) return cudaErrorInvalidSymbol;
     if (known()) return cached();
   }
-  if (cudaError_t e = FetchModuleInfo(m, l, known); e != cudaSuccess) return e;
+  if (cudaError_t e = FetchModuleInfo(m, at, known); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lk(R().mu);
   // Unregistered meanwhile (at exit, by another thread): nothing was cached.
   if (!LiveModule(v->module, "variable " + v->name)) return cudaErrorInvalidSymbol;
   if (known()) return cached();
-  Say(fmt::format("variable {}: GPU server {} did not list it in its module's info", v->name,
-                  l->address()));
+  Say(fmt::format("variable {}: GPU server {} did not list it in its module's info for device {}",
+                  v->name, l->address(), at.index));
   return cudaErrorInvalidSymbol;
 }
 
@@ -852,9 +859,11 @@ cudaError_t FallbackLayout(FunctionRec* f, ServerLink* l, ModuleRec& m, const st
   return cudaSuccess;
 }
 
-// Parameter layout: the server's driver first, from the module's info (fetched once per server);
-// the client-side fatbin parser when the server cannot say.
-cudaError_t Layout(FunctionRec* f, ServerLink* l, std::vector<proto::ParamSlot>* out) {
+// Parameter layout for a launch on server device `at`: the server's driver first, from the
+// module's info (fetched once per server: layouts do not differ between its devices); the
+// client-side fatbin parser when the server cannot say.
+cudaError_t Layout(FunctionRec* f, ServerDevice at, std::vector<proto::ParamSlot>* out) {
+  ServerLink* l = at.link;
   ModuleRec* m;
   auto known = [&] { return f->params.count(l) || f->no_layout.count(l); };
   // Caller holds R().mu. Whether `out` was filled (else: no answer from the module info yet).
@@ -878,7 +887,7 @@ cudaError_t Layout(FunctionRec* f, ServerLink* l, std::vector<proto::ParamSlot>*
     if (!m) return cudaErrorInvalidDeviceFunction;
     if (cached(&e)) return e;
   }
-  if (e = FetchModuleInfo(m, l, known); e != cudaSuccess) return e;
+  if (e = FetchModuleInfo(m, at, known); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lk(R().mu);
   // Unregistered meanwhile (at exit, by another thread): nothing was cached.
   if (!LiveModule(f->module, "kernel " + f->name)) return cudaErrorInvalidDeviceFunction;
@@ -924,7 +933,7 @@ cudaError_t Launch(const void* func, dim3 grid, dim3 block, void** args, size_t 
   if (!l) return err;
   thread_local std::vector<proto::ParamSlot> slots;
   thread_local std::vector<std::byte> buf;
-  if (cudaError_t e = Layout(f, l, &slots); e != cudaSuccess) return e;
+  if (cudaError_t e = Layout(f, {l, R().Index(dev)}, &slots); e != cudaSuccess) return e;
   size_t total = 0;
   for (const auto& p : slots) total = std::max<size_t>(total, p.offset + p.size);
   buf.assign(total, std::byte{0});

@@ -10,6 +10,7 @@
 // and each link's own mutex (taken in that order).
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -33,6 +34,14 @@ struct DeviceRef {
 struct FunctionRec;
 struct VarRec;
 
+// One device of one server (its session's link and the server-local index): where a module's
+// variables live, since every device that loads a module has its own copy of them.
+struct ServerDevice {
+  ServerLink* link = nullptr;
+  uint32_t index = 0;
+  auto operator<=>(const ServerDevice&) const = default;
+};
+
 struct ModuleRec {
   uint64_t id = 0;
   std::vector<std::byte> image;
@@ -44,14 +53,15 @@ struct ModuleRec {
   // are launched on), and host access to the variables stops the program (cudart_api.cc).
   std::vector<std::string> managed;
   int managed_device = -1;
-  // Its functions and variables, whose per-server caches one GetModuleInfo round trip fills
-  // (cudart_api.cc, FetchModuleInfo). Emptied, with those caches, when the module is
-  // unregistered (__cudaUnregisterFatBinary); its kernels and variables are refused after that.
+  // Its functions and variables, whose caches (layouts per server, variable addresses per server
+  // device) one GetModuleInfo round trip per server device fills (cudart_api.cc,
+  // FetchModuleInfo). Emptied, with those caches, when the module is unregistered
+  // (__cudaUnregisterFatBinary); its kernels and variables are refused after that.
   std::vector<FunctionRec*> functions;
   std::vector<VarRec*> vars;
   bool unregistered = false;
-  // Held while fetching the module's info from a server, so threads racing to its first launch
-  // there send one request. Taken before R().mu and any link's mutex, never while holding either.
+  // Held while fetching the module's info from a server device, so threads racing to its first
+  // launch or symbol use there send one request. Taken before R().mu and any link's mutex, never while holding either.
   std::mutex fetch_mu;
 };
 
@@ -72,12 +82,14 @@ struct VarRec {
   std::string name;
   uint64_t size = 0;
   bool constant = false;
-  std::unordered_map<ServerLink*, proto::Symbol> symbol;  // address and size, cached per server
+  // Address and size, cached per server device: each device has its own copy of the variable
+  // (two devices of one server give two addresses).
+  std::map<ServerDevice, proto::Symbol> symbol;
   struct Failure {
     int32_t code = 0;
     std::string message;
   };
-  std::unordered_map<ServerLink*, Failure> failure;  // per server that could not find it
+  std::map<ServerDevice, Failure> failure;  // per server device that could not find it
 };
 
 struct StreamRec {

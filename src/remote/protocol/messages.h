@@ -34,7 +34,9 @@ inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
 // version 3 Memcpy2DAsync and Memset2D (2-D copies to the device and 2-D memsets, posted) and
 // FuncSetAttribute; version 4 SessionEnd (the server ends a session whose lease expired);
 // version 5 LaunchCooperative; version 6 GetModuleInfo (a module's kernel layouts and variable
-// addresses in one round trip). Every message carries the version and both sides demand their
+// addresses in one round trip) and the server-local `device` in GetSymbol and GetModuleInfo (a
+// module's variables exist once per device; changed in place before version 6 shipped, so no
+// version 7). Every message carries the version and both sides demand their
 // own, so a client and a server of different versions fail at Hello with "protocol version N not
 // supported", never at the first op the other side does not know.
 inline constexpr uint16_t kVersion = 6;
@@ -389,10 +391,13 @@ struct Occupancy {
   uint32_t flags = 0;
   template <class V> void Visit(V& v) { v(func, "func"); v(block_size, "block_size"); v(shmem, "shmem"); v(flags, "flags"); }
 };
+// A variable's address and size on `device` (server-local): each device that loads a module has
+// its own copy of the module's __device__ and __constant__ variables (protocol v6 added `device`).
 struct GetSymbol {
   GPOOL_MSG(GetSymbol);
   uint64_t var = 0;
-  template <class V> void Visit(V& v) { v(var, "var"); }
+  uint32_t device = 0;
+  template <class V> void Visit(V& v) { v(var, "var"); v(device, "device"); }
 };
 struct Symbol {
   uint64_t ptr = 0, size = 0;
@@ -462,15 +467,17 @@ struct LaunchCooperative : Launch {
 };
 // Everything the client needs of a module before it launches its kernels or uses its variables,
 // in one round trip (protocol v6): the parameter layout of every function the session registered
-// in `module` (RegisterFunction) and the device address and size of every variable (RegisterVar),
-// each with its own result, so one kernel the driver cannot describe (no cuFuncGetParamInfo) or
+// in `module` (RegisterFunction) and the address and size of every variable (RegisterVar) on
+// `device` (server-local: each device has its own copy of the variables; the layouts are the same
+// on every device), each with its own result, so one kernel the driver cannot describe (no cuFuncGetParamInfo) or
 // one variable it cannot find fails alone. Replies ModuleInfo; a module the session never
 // registered (or unregistered) is the reply's error, naming the module id. GetParamInfo and
 // GetSymbol still answer one function or variable.
 struct GetModuleInfo {
   GPOOL_MSG(GetModuleInfo);
   uint64_t module = 0;
-  template <class V> void Visit(V& v) { v(module, "module"); }
+  uint32_t device = 0;
+  template <class V> void Visit(V& v) { v(module, "module"); v(device, "device"); }
 };
 struct FunctionInfo {
   uint64_t func = 0;

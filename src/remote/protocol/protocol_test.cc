@@ -156,8 +156,9 @@ TEST(Protocol, Version5CooperativeLaunchRoundTripsAndIsPosted) {
             std::string::npos);
 }
 
-// Version 6's GetModuleInfo: a synchronous request whose reply lists every function (its layout
-// or why there is none) and variable (its address or error) of a module. A version 5 peer is
+// Version 6's GetModuleInfo: a synchronous request, for one server-local device (a module's
+// variables exist once per device), whose reply lists every function (its layout or why there is
+// none) and variable (its address on that device, or error) of a module. A version 5 peer is
 // refused by number; every truncation of the reply and garbled counts fail to decode.
 ModuleInfo SampleModuleInfo() {
   ModuleInfo m;
@@ -170,7 +171,7 @@ ModuleInfo SampleModuleInfo() {
 
 TEST(Protocol, Version6ModuleInfoRoundTrips) {
   BatchWriter w;
-  GetModuleInfo q{.module = 42};
+  GetModuleInfo q{.module = 42, .device = 3};
   w.AddRequest(q);
   auto msg = Copy(w.Finish());
   auto frames = ParseMessage(msg);
@@ -181,6 +182,11 @@ TEST(Protocol, Version6ModuleInfoRoundTrips) {
   GetModuleInfo q2;
   ASSERT_TRUE(DecodeBody((*frames)[0], &q2).ok());
   EXPECT_EQ(q2.module, 42u);
+  EXPECT_EQ(q2.device, 3u);
+  // The device is part of the body: a request without it (as first drafted) is refused.
+  GetModuleInfo short_q;
+  Status cut = DecodeBody(Frame{(*frames)[0].op, (*frames)[0].payload.first(8)}, &short_q);
+  EXPECT_NE(cut.message().find("device"), std::string::npos) << cut.ToString();
   auto v5 = msg;
   v5[4] = std::byte{5};
   EXPECT_NE(ParseMessage(v5).status().message().find("protocol version 5 not supported"),
@@ -211,6 +217,23 @@ TEST(Protocol, Version6ModuleInfoRoundTrips) {
   EXPECT_EQ(got.vars[0].size, 16u);
   EXPECT_EQ(got.vars[1].error, 13);
   EXPECT_EQ(got.vars[1].message, "symbol gB not found");
+}
+
+// GetSymbol names the server-local device whose copy of the variable is wanted (protocol v6).
+TEST(Protocol, Version6GetSymbolCarriesTheDevice) {
+  BatchWriter w;
+  GetSymbol q{.var = 9, .device = 1};
+  w.AddRequest(q);
+  auto msg = Copy(w.Finish());
+  auto frames = ParseMessage(msg);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  GetSymbol got;
+  ASSERT_TRUE(DecodeBody((*frames)[0], &got).ok());
+  EXPECT_EQ(got.var, 9u);
+  EXPECT_EQ(got.device, 1u);
+  Status cut = DecodeBody(Frame{(*frames)[0].op, (*frames)[0].payload.first(8)}, &got);
+  EXPECT_NE(cut.message().find("GetSymbol"), std::string::npos) << cut.ToString();
+  EXPECT_NE(cut.message().find("device"), std::string::npos) << cut.ToString();
 }
 
 TEST(Protocol, Version6ModuleInfoRejectsTruncatedAndGarbledBodies) {

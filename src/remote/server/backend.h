@@ -121,7 +121,11 @@ class Backend {
                              uint64_t size, bool constant) = 0;
   virtual Result UnloadModule(uint64_t module) = 0;
   virtual Result GetParamInfo(uint64_t func, proto::ParamInfo* out) = 0;
-  virtual Result GetSymbol(uint64_t var, uint64_t* ptr, uint64_t* size) = 0;
+  // The address and size of variable `var` on device `dev`. A module's __device__ and
+  // __constant__ variables exist once per device (each device's context loads its own copy of
+  // the module), so the answer differs per device: cuda resolves it in `dev`'s copy of the
+  // module, emulated gives each device its own storage.
+  virtual Result GetSymbol(uint64_t var, uint32_t dev, uint64_t* ptr, uint64_t* size) = 0;
   virtual Result FuncAttributes(uint64_t func, proto::FuncAttrs* out) = 0;
   virtual Result Occupancy(uint64_t func, int32_t block_size, uint64_t shmem, int32_t* blocks) = 0;
   // Sets *ns to kernel time to charge for compute shares now: the emulated backend's CPU kernel

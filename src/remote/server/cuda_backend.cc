@@ -592,11 +592,12 @@ class CudaBackend final : public Backend {
     }
     return {};
   }
-  Result GetSymbol(uint64_t var, uint64_t* ptr, uint64_t* size) override {
+  // In `dev`'s own copy of the module (each context loads one, with its own variables), whatever
+  // device the session used last.
+  Result GetSymbol(uint64_t var, uint32_t dev, uint64_t* ptr, uint64_t* size) override {
     auto v = vars_.find(var);
     if (v == vars_.end()) return Err(kErrInvalidValue, fmt::format("unknown symbol id {}", var));
     CUmodule m = nullptr;
-    uint32_t dev = Cur();
     if (Result r = Module(v->second.first, dev, &m); !r.ok()) return r;
     CUdeviceptr p = 0;
     size_t n = 0;

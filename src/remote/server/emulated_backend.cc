@@ -1,7 +1,10 @@
 // The emulated GPU: device memory is an anonymous host mapping, kernels are CPU functions from a
 // plugin (emulated_kernels.h), and every operation runs to completion when issued, so streams and
 // events are trivially ordered. Kernel parameter layouts come from the module's fatbin, parsed by
-// remote/fatbin (the role the driver's cuFuncGetParamInfo plays on a real GPU).
+// remote/fatbin (the role the driver's cuFuncGetParamInfo plays on a real GPU). As on a GPU, where
+// each device's context loads its own copy of a module, every device has its own copy of each
+// module variable, in that device's memory range, and a kernel launched on a device sees that
+// device's copies.
 #include <sys/mman.h>
 
 #include <array>
@@ -104,7 +107,8 @@ struct EmuFunction {
 struct EmuVar {
   uint64_t module;
   std::string name;
-  uint64_t ptr, size;
+  uint64_t size;
+  std::vector<uint64_t> ptrs;  // per device: its copy, allocated in that device's range
 };
 
 class EmulatedBackend final : public Backend {
@@ -217,6 +221,11 @@ class EmulatedBackend final : public Backend {
   }
 
   Result Free(uint64_t ptr) override {
+    if (var_copies_.count(ptr)) {
+      return Err(kErrInvalidDevicePointer,
+                 fmt::format("cudaFree(0x{:x}): the storage of a module variable, not an "
+                             "allocation", ptr));
+    }
     for (auto& a : alloc_) {
       if (!a.Owns(ptr)) continue;
       uint64_t size = a.Free(ptr);
@@ -230,12 +239,9 @@ class EmulatedBackend final : public Backend {
 
   Result CheckRange(uint64_t p, uint64_t n, const char* what) {
     if (n == 0) return {};
+    // Variables' copies are allocations of their devices too (RegisterVar).
     for (auto& a : alloc_) {
       if (a.Contains(p, n)) return {};
-    }
-    // Variables live outside the allocators.
-    for (auto& [id, v] : vars_) {
-      if (p >= v.ptr && p + n <= v.ptr + v.size) return {};
     }
     return Err(kErrInvalidValue,
                fmt::format("{}: device range 0x{:x}+{} is not inside one allocation", what, p, n));
@@ -366,18 +372,49 @@ class EmulatedBackend final : public Backend {
     if (it == modules_.end()) {
       return Err(kErrInvalidResourceHandle, fmt::format("variable {}: unknown module {}", name, module));
     }
-    // Variables get their own zeroed storage; the program initialises them with
-    // cudaMemcpyToSymbol (static initialisers in device code are not emulated).
-    auto* storage = new (std::nothrow) std::byte[std::max<uint64_t>(size, 1)]();
-    if (!storage) return Err(kErrMemoryAllocation, fmt::format("variable {} of {} bytes", name, size));
-    var_storage_.emplace_back(storage);
-    vars_[var] = EmuVar{module, name, reinterpret_cast<uint64_t>(storage), size};
+    if (auto old = vars_.find(var); old != vars_.end()) {  // registered again: replaced
+      FreeCopies(old->second);
+      vars_.erase(old);
+    }
+    // Each device gets its own zeroed copy in its memory range, as each GPU context loads its own
+    // copy of the module; the program initialises them with cudaMemcpyToSymbol on each device
+    // (static initialisers in device code are not emulated).
+    if (size > o_.memory_bytes) {
+      return Err(kErrMemoryAllocation, fmt::format("variable {} of {} bytes exceeds an emulated "
+                                                   "device ({} bytes)", name, size, o_.memory_bytes));
+    }
+    EmuVar v{module, name, size, {}};
+    for (uint32_t d = 0; d < alloc_.size(); ++d) {
+      uint64_t p = alloc_[d].Alloc(size);
+      if (p == 0) {
+        FreeCopies(v);
+        return Err(kErrMemoryAllocation,
+                   fmt::format("variable {} of {} bytes: emulated device {} is out of memory", name,
+                               size, d));
+      }
+      std::memset(reinterpret_cast<void*>(p), 0, std::max<uint64_t>(size, 1));
+      var_copies_.insert(p);
+      v.ptrs.push_back(p);
+    }
+    vars_[var] = std::move(v);
     it->second.vars[name] = var;
     return {};
   }
+  void FreeCopies(const EmuVar& v) {
+    for (uint32_t d = 0; d < v.ptrs.size(); ++d) {
+      alloc_[d].Free(v.ptrs[d]);
+      var_copies_.erase(v.ptrs[d]);
+    }
+  }
+  // Its functions and variables die with it (the variables' copies are freed on every device).
   Result UnloadModule(uint64_t module) override {
     modules_.erase(module);
     std::erase_if(functions_, [&](auto& kv) { return kv.second.module == module; });
+    std::erase_if(vars_, [&](auto& kv) {
+      if (kv.second.module != module) return false;
+      FreeCopies(kv.second);
+      return true;
+    });
     return {};
   }
   Result Lookup(uint64_t func, EmuFunction** f) {
@@ -415,10 +452,11 @@ class EmulatedBackend final : public Backend {
     for (const auto& p : info->params) out->params.push_back({p.offset, p.size});
     return {};
   }
-  Result GetSymbol(uint64_t var, uint64_t* ptr, uint64_t* size) override {
+  Result GetSymbol(uint64_t var, uint32_t dev, uint64_t* ptr, uint64_t* size) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
     auto it = vars_.find(var);
     if (it == vars_.end()) return Err(kErrInvalidValue, fmt::format("unknown symbol id {}", var));
-    *ptr = it->second.ptr;
+    *ptr = it->second.ptrs[dev];
     *size = it->second.size;
     return {};
   }
@@ -480,6 +518,10 @@ class EmulatedBackend final : public Backend {
   Result LaunchCooperative(const proto::Launch& l, uint64_t* ns) override { return Launch(l, ns); }
   Result Launch(const proto::Launch& l, uint64_t* ns) override {
     if (Result r = CheckStream(l.stream); !r.ok()) return r;
+    // The launch runs on its stream's device (the default stream: the device it names), and its
+    // kernel sees that device's copies of the module's variables.
+    const uint32_t dev = l.stream != 0 ? streams_[l.stream] : l.device;
+    if (Result r = CheckDev(dev); !r.ok()) return r;
     EmuFunction* f = nullptr;
     const fatbin::KernelInfo* info = nullptr;
     if (Result r = Lookup(l.func, &f); !r.ok()) return r;
@@ -496,23 +538,31 @@ class EmulatedBackend final : public Backend {
                              f->name, l.shmem, f->max_dynamic_shared));
     }
     if (Result r = Layout(f, &info); !r.ok()) return r;
-    current_module_ = f->module;
+    SymbolScope scope{this, f->module, dev};  // lives until RunKernel returns: kernels run now
     Status s = RunKernel({.fn = f->fn, .name = f->name, .layout = info,
                           .grid = {l.grid[0], l.grid[1], l.grid[2]},
                           .block = {l.block[0], l.block[1], l.block[2]}, .shared_mem = l.shmem,
-                          .params = l.params, .symbol = &EmulatedBackend::SymbolThunk, .ctx = this},
+                          .params = l.params, .symbol = &EmulatedBackend::SymbolThunk,
+                          .ctx = &scope},
                          ns);
     if (s.ok()) return {};
     return Err(s.code() == StatusCode::kInvalidArgument ? kErrInvalidValue : kErrLaunchFailure,
                s.message());
   }
+  // What a running kernel's variable lookups resolve against: its module, on its device.
+  struct SymbolScope {
+    EmulatedBackend* self;
+    uint64_t module;
+    uint32_t dev;
+  };
   static void* SymbolThunk(void* ctx, const char* name) {
-    auto* self = static_cast<EmulatedBackend*>(ctx);
-    auto m = self->modules_.find(self->current_module_);
-    if (m == self->modules_.end()) return nullptr;
+    auto* scope = static_cast<SymbolScope*>(ctx);
+    auto& modules = scope->self->modules_;
+    auto m = modules.find(scope->module);
+    if (m == modules.end()) return nullptr;
     auto v = m->second.vars.find(name);
     if (v == m->second.vars.end()) return nullptr;
-    return reinterpret_cast<void*>(self->vars_[v->second].ptr);
+    return reinterpret_cast<void*>(scope->self->vars_.at(v->second).ptrs[scope->dev]);
   }
 
   Result StreamCreate(uint32_t dev, uint64_t id, uint32_t, int32_t) override {
@@ -668,10 +718,9 @@ class EmulatedBackend final : public Backend {
   std::unordered_map<uint64_t, EmuModule> modules_;
   std::unordered_map<uint64_t, EmuFunction> functions_;
   std::unordered_map<uint64_t, EmuVar> vars_;
-  std::vector<std::unique_ptr<std::byte[]>> var_storage_;
+  std::set<uint64_t> var_copies_;  // addresses of the variables' copies (not cudaFree-able)
   std::unordered_map<uint64_t, uint32_t> streams_;
   std::unordered_map<uint64_t, Event> events_;
-  uint64_t current_module_ = 0;
 };
 
 }  // namespace

@@ -82,6 +82,13 @@ Result LeaseGuardBackend::Free(uint64_t ptr) {
   return r;
 }
 
+Result LeaseGuardBackend::GetSymbol(uint64_t var, uint32_t dev, uint64_t* ptr, uint64_t* size) {
+  if (Result r = Check(dev, "symbol lookup (cudaMemcpyToSymbol, cudaGetSymbolAddress...)"); !r.ok()) {
+    return r;
+  }
+  return inner_->GetSymbol(var, dev, ptr, size);
+}
+
 Result LeaseGuardBackend::Launch(const proto::Launch& l, uint64_t* ns) {
   // A launch on a stream runs on that stream's device, checked when the stream was created.
   if (l.stream == 0) {

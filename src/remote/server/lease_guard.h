@@ -7,8 +7,9 @@
 // and any allocation beyond that device's lease (cudaErrorMemoryAllocation). Calls addressed by
 // pointer or by id (copies, frees, events, streams) need no check: this session's worker has only
 // the pointers it allocated on granted devices and the streams it created on them.
-// Limits: symbols and modules are loaded per device lazily by the backend; a symbol address is
-// not tied to a device here. Thread safety: like any backend, one session thread only.
+// A variable's address is asked for one device (GetSymbol, GetModuleInfo), checked like any
+// device call: a session cannot learn, or then write, an ungranted device's copy of a module's
+// variables. Limits: modules are loaded per device lazily by the backend. Thread safety: like any backend, one session thread only.
 #pragma once
 
 #include <cstdint>
@@ -99,9 +100,7 @@ class LeaseGuardBackend final : public Backend {
   Result GetParamInfo(uint64_t func, proto::ParamInfo* out) override {
     return inner_->GetParamInfo(func, out);
   }
-  Result GetSymbol(uint64_t var, uint64_t* ptr, uint64_t* size) override {
-    return inner_->GetSymbol(var, ptr, size);
-  }
+  Result GetSymbol(uint64_t var, uint32_t dev, uint64_t* ptr, uint64_t* size) override;
   Result FuncAttributes(uint64_t func, proto::FuncAttrs* out) override {
     return inner_->FuncAttributes(func, out);
   }

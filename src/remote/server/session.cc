@@ -208,7 +208,7 @@ Status Session::Async(const Frame& f, Fn fn) {
   return Status::Ok();
 }
 
-Result Session::ModuleInfoOf(uint64_t module, ModuleInfo* out) {
+Result Session::ModuleInfoOf(uint64_t module, uint32_t device, ModuleInfo* out) {
   auto it = modules_.find(module);
   if (it == modules_.end()) {
     return Err(kErrInvalidResourceHandle,
@@ -229,7 +229,7 @@ Result Session::ModuleInfoOf(uint64_t module, ModuleInfo* out) {
   for (uint64_t id : it->second.vars) {
     VarInfo& vi = out->vars.emplace_back();
     vi.var = id;
-    Result r = backend_->GetSymbol(id, &vi.ptr, &vi.size);
+    Result r = backend_->GetSymbol(id, device, &vi.ptr, &vi.size);
     vi.error = r.code;
     vi.message = std::move(r.message);
     if (!r.ok()) vi.ptr = vi.size = 0;
@@ -371,7 +371,7 @@ Status Session::Handle(const Frame& f) {
     case Op::kGetModuleInfo:
       return Sync<GetModuleInfo>(f, [&](GetModuleInfo& q) {
         ModuleInfo m;
-        Result r = ModuleInfoOf(q.module, &m);
+        Result r = ModuleInfoOf(q.module, q.device, &m);
         return SendReply(f.op, r, m);
       });
     case Op::kGetParamInfo:
@@ -468,7 +468,7 @@ Status Session::Handle(const Frame& f) {
     case Op::kGetSymbol:
       return Sync<GetSymbol>(f, [&](GetSymbol& q) {
         Symbol s;
-        Result r = backend_->GetSymbol(q.var, &s.ptr, &s.size);
+        Result r = backend_->GetSymbol(q.var, q.device, &s.ptr, &s.size);
         return SendReply(f.op, r, s);
       });
     case Op::kDeviceSetLimit:

@@ -110,9 +110,11 @@ class Session : private TailPlacer {
   Status Async(const proto::Frame& f, Fn fn);
   Status SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail = {});
   void Defer(const char* op, Result r);
-  // GetModuleInfo: every registered function's layout and variable's address in `module`, each
-  // from the backend's per-function and per-variable calls, each with its own result.
-  Result ModuleInfoOf(uint64_t module, proto::ModuleInfo* out);
+  // GetModuleInfo: every registered function's layout and variable's address on `device` in
+  // `module`, each from the backend's per-function and per-variable calls, each with its own
+  // result (a device the backend refuses fails each variable, naming it; layouts do not depend
+  // on the device).
+  Result ModuleInfoOf(uint64_t module, uint32_t device, proto::ModuleInfo* out);
 
   uint64_t id_;
   std::unique_ptr<Connection> conn_;

@@ -199,9 +199,9 @@ class ModuleInfoTest : public SessionTest {
     w.AddRequest(b);
     return Fetch(w, kModule, h);
   }
-  // Sends `w`'s frames plus GetModuleInfo{module} and returns its reply.
-  ModuleInfo Fetch(BatchWriter& w, uint64_t module, ReplyHead* h) {
-    GetModuleInfo q{.module = module};
+  // Sends `w`'s frames plus GetModuleInfo{module, device} and returns its reply.
+  ModuleInfo Fetch(BatchWriter& w, uint64_t module, ReplyHead* h, uint32_t device = 0) {
+    GetModuleInfo q{.module = module, .device = device};
     w.AddRequest(q);
     EXPECT_TRUE(client_->Send(w.Finish()).ok());
     ModuleInfo info;
@@ -298,6 +298,64 @@ TEST_F(ModuleInfoTest, AnUnknownOrUnregisteredModuleIsAnErrorNamingIt) {
   EXPECT_NE(h.message.find("module 1 is not registered"), std::string::npos) << h.message;
 }
 
+// Two devices: each has its own copy of the module's variables (as each GPU's context loads its
+// own copy of the module), so GetModuleInfo and GetSymbol answer per device, and a write to one
+// device's copy leaves the other's alone. A device the server lacks fails each variable, naming
+// it, while the layouts (the same on every device) are still given.
+class ModuleInfoTwoDevicesTest : public ModuleInfoTest {
+ protected:
+  EmulatedOptions Options() override {
+    EmulatedOptions o = ModuleInfoTest::Options();
+    o.devices = 2;
+    return o;
+  }
+};
+
+TEST_F(ModuleInfoTwoDevicesTest, EachDeviceHasItsOwnCopyOfTheVariables) {
+  ReplyHead h;
+  ModuleInfo d0 = RegisterAndFetch(&h);
+  ASSERT_EQ(h.error, 0) << h.message;
+  BatchWriter w;
+  ModuleInfo d1 = Fetch(w, kModule, &h, 1);
+  ASSERT_EQ(h.error, 0) << h.message;
+  ASSERT_EQ(d0.vars.size(), 2u);
+  ASSERT_EQ(d1.vars.size(), 2u);
+  EXPECT_EQ(d1.functions.size(), 3u);
+  EXPECT_EQ(Slots(d1.functions[0].params), kFourParams);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(d1.vars[i].error, 0) << d1.vars[i].message;
+    EXPECT_NE(d0.vars[i].ptr, d1.vars[i].ptr) << "var " << d0.vars[i].var;
+    EXPECT_EQ(d0.vars[i].size, d1.vars[i].size);
+    for (uint32_t dev : {0u, 1u}) {
+      ReplyHead sh;
+      Symbol sym;
+      GetSymbol q{.var = d0.vars[i].var, .device = dev};
+      Ask(q, &sh, &sym);
+      EXPECT_EQ(sh.error, 0) << sh.message;
+      EXPECT_EQ(sym.ptr, (dev == 0 ? d0 : d1).vars[i].ptr) << "var " << q.var << " device " << dev;
+    }
+  }
+  // Device 0's gA set to ones; device 1's still reads zeros.
+  BatchWriter put;
+  Memset ms{.dst = d0.vars[0].ptr, .value = 1, .size = 16};
+  put.AddRequest(ms);
+  ASSERT_TRUE(client_->Send(put.Finish()).ok());
+  ReplyHead rh;
+  EXPECT_EQ(Read(d1.vars[0].ptr, 16, &rh), std::vector<std::byte>(16, std::byte{0}));
+  EXPECT_EQ(rh.error, 0) << rh.message;
+  EXPECT_EQ(rh.async_error, 0) << rh.async_message;
+  EXPECT_EQ(Read(d0.vars[0].ptr, 16, &rh), std::vector<std::byte>(16, std::byte{1}));
+
+  BatchWriter none;
+  ModuleInfo d5 = Fetch(none, kModule, &h, 5);
+  ASSERT_EQ(h.error, 0) << h.message;
+  ASSERT_EQ(d5.vars.size(), 2u);
+  EXPECT_EQ(d5.vars[0].error, kErrInvalidDevice);
+  EXPECT_NE(d5.vars[0].message.find("device 5 does not exist"), std::string::npos)
+      << d5.vars[0].message;
+  EXPECT_EQ(Slots(d5.functions[0].params), kFourParams);
+}
+
 // A server whose driver cannot report layouts (--emulated-no-param-info): every function carries
 // that reason, so the client falls back to its fatbin parser per kernel; variables are unaffected.
 class ModuleInfoNoParamInfoTest : public ModuleInfoTest {
@@ -377,7 +435,9 @@ class StagedReads final : public Backend {
   }
   Result UnloadModule(uint64_t m) override { return b_->UnloadModule(m); }
   Result GetParamInfo(uint64_t f, proto::ParamInfo* o) override { return b_->GetParamInfo(f, o); }
-  Result GetSymbol(uint64_t v, uint64_t* p, uint64_t* s) override { return b_->GetSymbol(v, p, s); }
+  Result GetSymbol(uint64_t v, uint32_t d, uint64_t* p, uint64_t* s) override {
+    return b_->GetSymbol(v, d, p, s);
+  }
   Result FuncAttributes(uint64_t f, proto::FuncAttrs* o) override { return b_->FuncAttributes(f, o); }
   Result Occupancy(uint64_t f, int32_t b, uint64_t s, int32_t* n) override { return b_->Occupancy(f, b, s, n); }
   Result Launch(const proto::Launch& l, uint64_t* ns) override { return b_->Launch(l, ns); }

@@ -181,7 +181,7 @@ class CountingBackend final : public Backend {
   Result RegisterVar(uint64_t, uint64_t, const std::string&, uint64_t, bool) override { return {}; }
   Result UnloadModule(uint64_t) override { return {}; }
   Result GetParamInfo(uint64_t, proto::ParamInfo*) override { return {}; }
-  Result GetSymbol(uint64_t, uint64_t*, uint64_t*) override { return {}; }
+  Result GetSymbol(uint64_t, uint32_t, uint64_t*, uint64_t*) override { return {}; }
   Result FuncAttributes(uint64_t, proto::FuncAttrs*) override { return {}; }
   Result Occupancy(uint64_t, int32_t, uint64_t, int32_t*) override { return {}; }
   Result Launch(const proto::Launch&, uint64_t* ns) override {

@@ -24,7 +24,10 @@
 //   - modules come from cuModuleLoadData of a fatbin, read by gpool's own fatbin parser
 //     (src/remote/fatbin): its kernels and their parameter layouts (cuModuleGetFunction,
 //     cuFuncGetParamInfo) and its variables from the cubin's symbol table (cuModuleGetGlobal:
-//     zeroed storage; static initialisers are not applied, as in the emulated backend);
+//     zeroed storage; static initialisers are not applied, as in the emulated backend). Each
+//     load has its own variables, in the memory of the device whose context is current, and its
+//     kernels see those: as on a GPU, where each context that loads a module has its own copy of
+//     its __device__ and __constant__ variables;
 //   - kernels run as CPU functions from the plugin named by GPOOL_EMULATED_DRIVER_KERNELS, through
 //     the same code as the emulated backend (remote/server/kernel_plugin.h) when the queue runs
 //     them; a kernel that fails is reported like a GPU fault: the launch succeeded, and every
