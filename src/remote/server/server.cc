@@ -105,7 +105,8 @@ Status GpuServer::Serve() {
     pid_t pid = fork();
     if (pid == 0) RunSession(std::move(*conn), session, server_pid);
     if (pid < 0) {
-      GPOOL_LOG_WARN("gpu-server: client {} refused: fork: {}", (*conn)->peer(), std::strerror(errno));
+      GPOOL_LOG_WARN("gpu-server: client {} refused: fork: {}", (*conn)->peer(),
+                     std::strerror(errno));
       continue;  // the connection closes
     }
     // The child owns the connection now; this process only drops its descriptors.
@@ -147,7 +148,9 @@ StatusOr<SessionGrant> GpuServer::ReadHello(Connection* control, proto::Hello* h
       return Refuse(control, kErrNotPermitted,
                     why.rfind("lease refused", 0) == 0 ? why : "lease refused: " + why);
     }
-    if (grant.devices.empty()) return Refuse(control, kErrNotPermitted, "lease refused: it grants no GPU");
+    if (grant.devices.empty()) {
+      return Refuse(control, kErrNotPermitted, "lease refused: it grants no GPU");
+    }
   }
   return grant;
 }
@@ -180,17 +183,21 @@ void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session
   const SessionLimits& limits = grant->limits;
   StatusOr<std::unique_ptr<Backend>> backend =
       o_.backend == "cuda" ? MakeCudaBackend() : MakeEmulatedBackend(o_.emulated);
-  if (!backend.ok()) fail(Refuse(control.get(), kErrUnknown, "session worker failed: " + backend.status().ToString()));
+  auto cannot_start = [&](const Status& why) {
+    fail(Refuse(control.get(), kErrUnknown, "session worker failed: " + why.ToString()));
+  };
+  if (!backend.ok()) cannot_start(backend.status());
   auto transport = MakeTransport(o_.transport, {});
-  if (!transport.ok()) fail(Refuse(control.get(), kErrUnknown, "session worker failed: " + transport.status().ToString()));
+  if (!transport.ok()) cannot_start(transport.status());
   auto listener = (*transport)->Listen(HostOf(o_.listen) + ":0");
-  if (!listener.ok()) fail(Refuse(control.get(), kErrUnknown, "session worker failed: " + listener.status().ToString()));
+  if (!listener.ok()) cannot_start(listener.status());
 
   const uint64_t nonce = std::random_device{}() * 0x100000000ull + std::random_device{}();
   proto::HelloReply reply;
   reply.session = session;
   reply.nonce = nonce;
-  reply.data_address = DataAddressFor((*listener)->address(), control->local_address(), o_.advertise);
+  reply.data_address =
+      DataAddressFor((*listener)->address(), control->local_address(), o_.advertise);
   reply.device_count = (*backend)->DeviceCount();
   reply.mem_limit = limits.memory_bytes;
   GPOOL_LOG_INFO("gpu-server: session {} for {} ({}) in worker {} at {}", session, hello.client,

@@ -1,6 +1,6 @@
 // GpuServer's accept path (each client's worker refuses it before any backend starts): the data
-// address it tells clients, and that a peer that connects and never sends Hello holds up no one. LeaseGuardBackend over
-// the emulated backend: only the leased device, within its lease's memory.
+// address it tells clients, and that a peer that connects and never sends Hello holds up no one.
+// LeaseGuardBackend over the emulated backend: only the leased device, within its lease's memory.
 #include "remote/server/server.h"
 
 #include <thread>
@@ -45,20 +45,38 @@ StatusOr<std::string> Hello(Connection* c, const std::string& transport) {
   return head.error != 0 ? head.message : reply.data_address;
 }
 
-TEST(GpuServer, SilentPeerDoesNotStopTheAcceptLoop) {
+// A GpuServer on 127.0.0.1 accepting on its own thread until destroyed.
+ServerOptions LocalOptions(int hello_timeout_ms) {
   ServerOptions o;
   o.listen = "127.0.0.1:0";
-  o.hello_timeout_ms = 300;
-  GpuServer server(o);
-  ASSERT_TRUE(server.Start().ok());
-  std::thread serve([&] { (void)server.Serve(); });
+  o.hello_timeout_ms = hello_timeout_ms;
+  return o;
+}
+struct ServingServer {
+  explicit ServingServer(int hello_timeout_ms)
+      : server(LocalOptions(hello_timeout_ms)), started(server.Start()) {
+    if (started.ok()) serve = std::thread([this] { (void)server.Serve(); });
+  }
+  ~ServingServer() {
+    server.Stop();
+    if (serve.joinable()) serve.join();
+  }
+  GpuServer server;
+  Status started;
+  std::thread serve;
+};
+
+TEST(GpuServer, SilentPeerDoesNotStopTheAcceptLoop) {
+  ServingServer s(300);
+  ASSERT_TRUE(s.started.ok()) << s.started.ToString();
+  const std::string address = s.server.address();
   auto transport = MakeTransport("tcp", {});
   ASSERT_TRUE(transport.ok());
   // Completes the transport handshake, then says nothing.
-  auto silent = (*transport)->Connect(server.address());
+  auto silent = (*transport)->Connect(address);
   ASSERT_TRUE(silent.ok()) << silent.status().ToString();
   // A later client is still answered (here refused for its transport, which needs no worker).
-  auto next = (*transport)->Connect(server.address());
+  auto next = (*transport)->Connect(address);
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   ASSERT_TRUE((*next)->SetRecvTimeout(30000).ok());
   auto answer = Hello(next->get(), "carrier-pigeon");
@@ -72,26 +90,21 @@ TEST(GpuServer, SilentPeerDoesNotStopTheAcceptLoop) {
   Status st = (*silent)->Recv(&msg);
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(st.message().find("timed out"), std::string::npos) << st.ToString();
-  server.Stop();
-  serve.join();
 }
 
 // Each client's handshake runs in its own worker: a peer that says nothing for as long as the
 // Hello deadline allows (60 s here) does not hold up the next client, which is answered long before
 // that (its own receive gives up after 20 s; when the server served Hellos one by one, it did).
 TEST(GpuServer, AHandshakeNeverWaitsForAnother) {
-  ServerOptions o;
-  o.listen = "127.0.0.1:0";
-  o.hello_timeout_ms = 60000;
-  GpuServer server(o);
-  ASSERT_TRUE(server.Start().ok());
-  std::thread serve([&] { (void)server.Serve(); });
+  ServingServer s(60000);
+  ASSERT_TRUE(s.started.ok()) << s.started.ToString();
+  const std::string address = s.server.address();
   auto transport = MakeTransport("tcp", {});
   ASSERT_TRUE(transport.ok());
-  auto silent = (*transport)->Connect(server.address());
+  auto silent = (*transport)->Connect(address);
   ASSERT_TRUE(silent.ok()) << silent.status().ToString();
   for (int i = 0; i < 3; ++i) {  // the accept loop goes on serving after each refusal
-    auto next = (*transport)->Connect(server.address());
+    auto next = (*transport)->Connect(address);
     ASSERT_TRUE(next.ok()) << next.status().ToString();
     ASSERT_TRUE((*next)->SetRecvTimeout(20000).ok());
     auto answer = Hello(next->get(), "carrier-pigeon");
@@ -103,8 +116,6 @@ TEST(GpuServer, AHandshakeNeverWaitsForAnother) {
   std::vector<std::byte> msg;
   Status st = (*silent)->Recv(&msg);
   EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.ToString();
-  server.Stop();
-  serve.join();
 }
 
 TEST(LeaseGuardBackend, OnlyTheLeasedDeviceWithinItsLeasesMemory) {
