@@ -750,7 +750,8 @@ TEST_F(CudaOnEmulatedDriver, StructParamsArriveByteExact) {
 }
 
 // A driver older than CUDA 12.4 has no cuFuncGetParamInfo: the backend loads without it and
-// answers GetParamInfo "not supported", and the client lays the parameters out from the fatbin.
+// reports each kernel's layout as "not in this driver" inside GetModuleInfo, and the client lays
+// the parameters out from the fatbin.
 TEST_F(CudaOnEmulatedDriver, StructParamsWithoutCuFuncGetParamInfo) {
   Server s({}, "tcp", Driver(GPOOL_EMULATED_DRIVER_BEFORE_12_4));
   auto [rc, out] = RunSample(s.address() + "/0", {Sample("struct_param")});
