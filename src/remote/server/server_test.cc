@@ -61,29 +61,32 @@ struct ServingServer {
     server.Stop();
     if (serve.joinable()) serve.join();
   }
+  StatusOr<std::unique_ptr<Connection>> Connect() {
+    return (*transport)->Connect(server.address());
+  }
+  // A client asking for a data transport the server does not speak: its worker refuses it before
+  // starting any backend. Returns the refusal's message.
+  StatusOr<std::string> WrongTransportHello(int recv_timeout_ms) {
+    GPOOL_ASSIGN_OR_RETURN(auto c, Connect());
+    GPOOL_RETURN_IF_ERROR(c->SetRecvTimeout(recv_timeout_ms));
+    return Hello(c.get(), "carrier-pigeon");
+  }
   GpuServer server;
   Status started;
   std::thread serve;
+  StatusOr<std::unique_ptr<Transport>> transport = MakeTransport("tcp", {});
 };
 
 TEST(GpuServer, SilentPeerDoesNotStopTheAcceptLoop) {
   ServingServer s(300);
-  ASSERT_TRUE(s.started.ok()) << s.started.ToString();
-  const std::string address = s.server.address();
-  auto transport = MakeTransport("tcp", {});
-  ASSERT_TRUE(transport.ok());
+  ASSERT_TRUE(s.started.ok() && s.transport.ok()) << s.started.ToString();
   // Completes the transport handshake, then says nothing.
-  auto silent = (*transport)->Connect(address);
+  auto silent = s.Connect();
   ASSERT_TRUE(silent.ok()) << silent.status().ToString();
-  // A later client is still answered (here refused for its transport, which needs no worker).
-  auto next = (*transport)->Connect(address);
-  ASSERT_TRUE(next.ok()) << next.status().ToString();
-  ASSERT_TRUE((*next)->SetRecvTimeout(30000).ok());
-  auto answer = Hello(next->get(), "carrier-pigeon");
-  EXPECT_TRUE(answer.ok()) << answer.status().ToString();
-  if (answer.ok()) {
-    EXPECT_NE(answer->find("speaks tcp"), std::string::npos) << *answer;
-  }
+  // A later client is still answered.
+  auto answer = s.WrongTransportHello(30000);
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_NE(answer->find("speaks tcp"), std::string::npos) << *answer;
   // The silent peer was dropped: its connection is closed by the server.
   ASSERT_TRUE((*silent)->SetRecvTimeout(30000).ok());
   std::vector<std::byte> msg;
@@ -97,17 +100,11 @@ TEST(GpuServer, SilentPeerDoesNotStopTheAcceptLoop) {
 // that (its own receive gives up after 20 s; when the server served Hellos one by one, it did).
 TEST(GpuServer, AHandshakeNeverWaitsForAnother) {
   ServingServer s(60000);
-  ASSERT_TRUE(s.started.ok()) << s.started.ToString();
-  const std::string address = s.server.address();
-  auto transport = MakeTransport("tcp", {});
-  ASSERT_TRUE(transport.ok());
-  auto silent = (*transport)->Connect(address);
+  ASSERT_TRUE(s.started.ok() && s.transport.ok()) << s.started.ToString();
+  auto silent = s.Connect();
   ASSERT_TRUE(silent.ok()) << silent.status().ToString();
   for (int i = 0; i < 3; ++i) {  // the accept loop goes on serving after each refusal
-    auto next = (*transport)->Connect(address);
-    ASSERT_TRUE(next.ok()) << next.status().ToString();
-    ASSERT_TRUE((*next)->SetRecvTimeout(20000).ok());
-    auto answer = Hello(next->get(), "carrier-pigeon");
+    auto answer = s.WrongTransportHello(20000);
     ASSERT_TRUE(answer.ok()) << "client " << i << ": " << answer.status().ToString();
     EXPECT_NE(answer->find("speaks tcp"), std::string::npos) << *answer;
   }
