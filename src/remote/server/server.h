@@ -15,7 +15,10 @@
 // exists avoids sharing UCX or CUDA contexts across fork. Limit: every connection costs a fork
 // before its lease is checked (a flood of connections is a flood of short-lived processes, each
 // gone within hello_timeout_ms).
-// Thread safety: Serve() runs on one thread; Stop() may be called from another.
+// Thread safety: Serve() forks a worker per client, so it must run in a process with no other
+// thread that might hold a lock (allocator, logger) at that moment: the worker would inherit it
+// held and hang. The CLI's gpu-server is single-threaded; tests fork a server process first.
+// Stop() may be called from a signal handler or another thread.
 #pragma once
 
 #include <sys/types.h>

@@ -3,7 +3,9 @@
 // LeaseGuardBackend over the emulated backend: only the leased device, within its lease's memory.
 #include "remote/server/server.h"
 
-#include <thread>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -45,7 +47,11 @@ StatusOr<std::string> Hello(Connection* c, const std::string& transport) {
   return head.error != 0 ? head.message : reply.data_address;
 }
 
-// A GpuServer on 127.0.0.1 accepting on its own thread until destroyed.
+// A GpuServer on 127.0.0.1 in a process of its own, killed (and its workers with it) when this
+// goes out of scope. Forked before the test starts a thread, as the CLI runs it: the server forks
+// a worker per client the moment it connects, which is safe only in a one-thread process (run on a
+// thread of this test, a worker was forked while the test's thread held an allocator lock, and
+// hung: a flake under ASan).
 ServerOptions LocalOptions(int hello_timeout_ms) {
   ServerOptions o;
   o.listen = "127.0.0.1:0";
@@ -53,17 +59,34 @@ ServerOptions LocalOptions(int hello_timeout_ms) {
   return o;
 }
 struct ServingServer {
-  explicit ServingServer(int hello_timeout_ms)
-      : server(LocalOptions(hello_timeout_ms)), started(server.Start()) {
-    if (started.ok()) serve = std::thread([this] { (void)server.Serve(); });
+  explicit ServingServer(int hello_timeout_ms) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      GpuServer server(LocalOptions(hello_timeout_ms));
+      if (!server.Start().ok()) _exit(1);
+      const std::string a = server.address();
+      if (write(fds[1], a.data(), a.size()) < 0) _exit(1);
+      close(fds[1]);
+      (void)server.Serve();
+      _exit(0);
+    }
+    close(fds[1]);
+    char buf[256] = {0};
+    const ssize_t n = pid > 0 ? read(fds[0], buf, sizeof buf - 1) : -1;
+    close(fds[0]);
+    if (n > 0) address.assign(buf, static_cast<size_t>(n));
   }
   ~ServingServer() {
-    server.Stop();
-    if (serve.joinable()) serve.join();
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
   }
-  StatusOr<std::unique_ptr<Connection>> Connect() {
-    return (*transport)->Connect(server.address());
-  }
+  bool started() const { return !address.empty() && transport.ok(); }
+  StatusOr<std::unique_ptr<Connection>> Connect() { return (*transport)->Connect(address); }
   // A client asking for a data transport the server does not speak: its worker refuses it before
   // starting any backend. Returns the refusal's message.
   StatusOr<std::string> WrongTransportHello(int recv_timeout_ms) {
@@ -71,15 +94,14 @@ struct ServingServer {
     GPOOL_RETURN_IF_ERROR(c->SetRecvTimeout(recv_timeout_ms));
     return Hello(c.get(), "carrier-pigeon");
   }
-  GpuServer server;
-  Status started;
-  std::thread serve;
+  pid_t pid = -1;
+  std::string address;
   StatusOr<std::unique_ptr<Transport>> transport = MakeTransport("tcp", {});
 };
 
 TEST(GpuServer, SilentPeerDoesNotStopTheAcceptLoop) {
   ServingServer s(300);
-  ASSERT_TRUE(s.started.ok() && s.transport.ok()) << s.started.ToString();
+  ASSERT_TRUE(s.started()) << "the server process did not start";
   // Completes the transport handshake, then says nothing.
   auto silent = s.Connect();
   ASSERT_TRUE(silent.ok()) << silent.status().ToString();
@@ -100,7 +122,7 @@ TEST(GpuServer, SilentPeerDoesNotStopTheAcceptLoop) {
 // that (its own receive gives up after 20 s; when the server served Hellos one by one, it did).
 TEST(GpuServer, AHandshakeNeverWaitsForAnother) {
   ServingServer s(60000);
-  ASSERT_TRUE(s.started.ok() && s.transport.ok()) << s.started.ToString();
+  ASSERT_TRUE(s.started()) << "the server process did not start";
   auto silent = s.Connect();
   ASSERT_TRUE(silent.ok()) << silent.status().ToString();
   for (int i = 0; i < 3; ++i) {  // the accept loop goes on serving after each refusal
