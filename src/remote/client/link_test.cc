@@ -7,8 +7,6 @@
 #include "remote/client/link.h"
 
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -16,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "remote/server/server.h"
+#include "remote/server/test_server.h"
 
 namespace gpool::remote::client {
 namespace {
@@ -25,27 +23,10 @@ std::string g_addr[2];  // tcp, ucx
 pid_t g_pid[2] = {-1, -1};
 
 std::string StartServer(const std::string& transport, pid_t* pid) {
-  int fds[2];
-  if (pipe(fds) != 0) std::abort();
-  *pid = fork();
-  if (*pid == 0) {
-    close(fds[0]);
-    server::ServerOptions o;
-    o.transport = transport;
-    o.emulated.memory_bytes = uint64_t{1} << 30;
-    server::GpuServer s(o);
-    if (!s.Start().ok()) _exit(1);
-    std::string a = s.address();
-    if (write(fds[1], a.data(), a.size()) < 0) _exit(1);
-    close(fds[1]);
-    (void)s.Serve();
-    _exit(0);
-  }
-  close(fds[1]);
-  char buf[256] = {0};
-  ssize_t n = read(fds[0], buf, sizeof buf - 1);
-  close(fds[0]);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  server::ServerOptions o;
+  o.transport = transport;
+  o.emulated.memory_bytes = uint64_t{1} << 30;
+  return server::testing::ForkServer(o, pid);
 }
 
 class Servers : public ::testing::Environment {
@@ -55,12 +36,7 @@ class Servers : public ::testing::Environment {
     g_addr[1] = StartServer("ucx", &g_pid[1]);
   }
   void TearDown() override {
-    for (pid_t p : g_pid) {
-      if (p > 0) {
-        kill(p, SIGKILL);
-        waitpid(p, nullptr, 0);
-      }
-    }
+    for (pid_t p : g_pid) server::testing::KillServer(p);
   }
 };
 

@@ -3,14 +3,11 @@
 // LeaseGuardBackend over the emulated backend: only the leased device, within its lease's memory.
 #include "remote/server/server.h"
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include "remote/protocol/messages.h"
 #include "remote/server/lease_guard.h"
+#include "remote/server/test_server.h"
 
 namespace gpool::remote::server {
 namespace {
@@ -47,11 +44,9 @@ StatusOr<std::string> Hello(Connection* c, const std::string& transport) {
   return head.error != 0 ? head.message : reply.data_address;
 }
 
-// A GpuServer on 127.0.0.1 in a process of its own, killed (and its workers with it) when this
-// goes out of scope. Forked before the test starts a thread, as the CLI runs it: the server forks
-// a worker per client the moment it connects, which is safe only in a one-thread process (run on a
-// thread of this test, a worker was forked while the test's thread held an allocator lock, and
-// hung: a flake under ASan).
+// A GpuServer on 127.0.0.1 in a process of its own (test_server.h), killed, and its workers with
+// it, when this goes out of scope. (Run on a thread of this test, a worker was once forked while
+// the test's thread held an allocator lock, and hung: a flake under ASan.)
 ServerOptions LocalOptions(int hello_timeout_ms) {
   ServerOptions o;
   o.listen = "127.0.0.1:0";
@@ -59,32 +54,9 @@ ServerOptions LocalOptions(int hello_timeout_ms) {
   return o;
 }
 struct ServingServer {
-  explicit ServingServer(int hello_timeout_ms) {
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      GpuServer server(LocalOptions(hello_timeout_ms));
-      if (!server.Start().ok()) _exit(1);
-      const std::string a = server.address();
-      if (write(fds[1], a.data(), a.size()) < 0) _exit(1);
-      close(fds[1]);
-      (void)server.Serve();
-      _exit(0);
-    }
-    close(fds[1]);
-    char buf[256] = {0};
-    const ssize_t n = pid > 0 ? read(fds[0], buf, sizeof buf - 1) : -1;
-    close(fds[0]);
-    if (n > 0) address.assign(buf, static_cast<size_t>(n));
-  }
-  ~ServingServer() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
+  explicit ServingServer(int hello_timeout_ms)
+      : address(testing::ForkServer(LocalOptions(hello_timeout_ms), &pid)) {}
+  ~ServingServer() { testing::KillServer(pid); }
   bool started() const { return !address.empty() && transport.ok(); }
   StatusOr<std::unique_ptr<Connection>> Connect() { return (*transport)->Connect(address); }
   // A client asking for a data transport the server does not speak: its worker refuses it before
@@ -95,7 +67,7 @@ struct ServingServer {
     return Hello(c.get(), "carrier-pigeon");
   }
   pid_t pid = -1;
-  std::string address;
+  std::string address;  // initialised after pid, which ForkServer sets
   StatusOr<std::unique_ptr<Transport>> transport = MakeTransport("tcp", {});
 };
 

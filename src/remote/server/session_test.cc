@@ -69,6 +69,20 @@ class SessionTest : public ::testing::Test {
     ASSERT_EQ((*frames)[0].op, op | kReply);
     ASSERT_TRUE(DecodeReply((*frames)[0], head, body).ok());
   }
+  // Posts `op` (no reply of its own), then a Ping; returns the Ping's reply head, which carries
+  // the posted op's error, if any, as its deferred error.
+  template <class Msg>
+  ReplyHead PostThenPing(Msg msg) {  // (a copy: AddRequest visits it non-const)
+    BatchWriter w;
+    w.AddRequest(msg);
+    Ping p;
+    w.AddRequest(p);
+    EXPECT_TRUE(client_->Send(w.Finish()).ok());
+    ReplyHead h;
+    Empty none;
+    Reply(static_cast<uint16_t>(Op::kPing), &h, &none);
+    return h;
+  }
   uint64_t Malloc(uint64_t n) {
     BatchWriter w;
     proto::Malloc m{.size = n};
@@ -154,18 +168,11 @@ TEST_F(SessionTest, ChunkForABadDestinationIsDrainedAndFailsAtTheNextReply) {
 // backend launches it as any launch, so an unknown kernel fails as a launch would, reported with
 // the next reply under the op's name.
 TEST_F(SessionTest, CooperativeLaunchRunsAsALaunchOnTheEmulatedBackend) {
-  BatchWriter w;
   LaunchCooperative c;
   c.func = 999;
   c.grid = {4, 1, 1};
   c.block = {128, 1, 1};
-  w.AddRequest(c);
-  Ping p;
-  w.AddRequest(p);
-  ASSERT_TRUE(client_->Send(w.Finish()).ok());
-  ReplyHead h;
-  Empty none;
-  Reply(static_cast<uint16_t>(Op::kPing), &h, &none);
+  ReplyHead h = PostThenPing(c);
   EXPECT_EQ(h.error, 0) << h.message;
   EXPECT_EQ(h.async_error, kErrInvalidDeviceFunction) << h.async_message;
   EXPECT_NE(h.async_message.find("LaunchCooperative: unknown function id 999"), std::string::npos)
@@ -477,16 +484,9 @@ class StagedReadsTest : public SessionTest {
 // A backend that does not implement cooperative launches (this decorator forwards Launch only)
 // refuses LaunchCooperative loudly instead of running it as a plain launch.
 TEST_F(StagedReadsTest, CooperativeLaunchIsRefusedByABackendWithoutIt) {
-  BatchWriter w;
   LaunchCooperative c;
   c.func = 999;
-  w.AddRequest(c);
-  Ping p;
-  w.AddRequest(p);
-  ASSERT_TRUE(client_->Send(w.Finish()).ok());
-  ReplyHead h;
-  Empty none;
-  Reply(static_cast<uint16_t>(Op::kPing), &h, &none);
+  ReplyHead h = PostThenPing(c);
   EXPECT_EQ(h.async_error, kErrNotSupported) << h.async_message;
   EXPECT_NE(h.async_message.find("cannot launch cooperatively"), std::string::npos)
       << h.async_message;
