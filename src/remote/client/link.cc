@@ -174,6 +174,17 @@ void ServerLink::TakeAsyncFailure(proto::ReplyHead* head) {
   async_failure_ = proto::ReplyHead{};
 }
 
+// Copies a read's bytes where it goes: rows `pitch` apart when spread, else contiguous.
+void ServerLink::Land(const PendingRead& p, std::span<const std::byte> data) {
+  if (p.width != 0 && p.pitch != p.width) {
+    for (size_t off = 0, row = 0; off < p.len; off += p.width, ++row) {
+      std::memcpy(p.dst + row * p.pitch, data.data() + off, p.width);
+    }
+  } else {
+    std::memcpy(p.dst, data.data(), p.len);
+  }
+}
+
 Status ServerLink::DrainReadsLocked(bool sent_only) {
   for (;;) {
     PendingRead p;
@@ -188,10 +199,20 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
     // is received straight into the program's buffer when large: the reply's blob is its tail.
     const bool spread = p.width != 0 && p.pitch != p.width;
     bool split = false;
-    std::span<std::byte> tail = !spread && p.len >= (64 << 10) ? std::span<std::byte>(p.dst, p.len)
-                                                               : std::span<std::byte>();
+    std::span<std::byte> tail = !spread && p.len >= proto::kBareReplyMinBytes
+                                    ? std::span<std::byte>(p.dst, p.len)
+                                    : std::span<std::byte>();
     GPOOL_RETURN_IF_ERROR(Check(conn_->RecvSplit(&drain_in_, tail, &split)));
     replies_.fetch_add(1, std::memory_order_relaxed);
+    // A bare reply (proto::kBareReplyMinBytes): exactly the read's bytes, a success with nothing
+    // deferred to report. Received into place (split, no head), or whole when spread.
+    if (p.op == static_cast<uint16_t>(proto::Op::kMemcpyD2H) && p.len >= proto::kBareReplyMinBytes &&
+        (split ? drain_in_.empty() : drain_in_.size() == p.len)) {
+      if (!split) Land(p, drain_in_);
+      std::lock_guard<std::mutex> lk(state_mu_);
+      if (!pending_.empty()) pending_.pop_front();
+      continue;
+    }
     auto frames = proto::ParseMessage(drain_in_, split ? p.len : 0);
     if (!frames.ok()) return Check(frames.status());
     if (!split) GPOOL_RETURN_IF_ERROR(CheckSessionEnd(*frames));
@@ -207,15 +228,7 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
       GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReplyDetached((*frames)[0], &h, &d)));
     } else {
       GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReply((*frames)[0], &h, &d)));
-      if (h.error == 0 && d.data.size() == p.len) {
-        if (spread) {
-          for (size_t off = 0, row = 0; off < p.len; off += p.width, ++row) {
-            std::memcpy(p.dst + row * p.pitch, d.data.data() + off, p.width);
-          }
-        } else {
-          std::memcpy(p.dst, d.data.data(), p.len);
-        }
-      }
+      if (h.error == 0 && d.data.size() == p.len) Land(p, d.data);
     }
     if (h.error == 0 && h.async_error == 0 && !split && d.data.size() != p.len) {
       h.error = 999;

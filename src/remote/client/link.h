@@ -195,6 +195,7 @@ class ServerLink {
   // Reads the replies of every pending read (sent_only: only of those whose requests have left).
   // Caller holds read_mu_; without sent_only, every pending read's request must have been sent.
   Status DrainReadsLocked(bool sent_only = false);
+  static void Land(const PendingRead& p, std::span<const std::byte> data);
   // Whether the oldest pending read's request has left. Caller holds state_mu_.
   bool FrontReadSent() const {
     // seq_cst: the pump loads it after clearing timer_armed_ (see ArmTimer in ReadsSent).

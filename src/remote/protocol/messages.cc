@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 namespace gpool::remote::proto {
 namespace {
 
@@ -77,6 +79,16 @@ void BatchWriter::Reset() {
   w_.Put<uint32_t>(kMagic);
   w_.Put<uint16_t>(kVersion);
   w_.Put<uint16_t>(0);
+}
+
+void BatchWriter::ClampText(ReplyHead& head) {
+  constexpr std::string_view kCut = " ... (cut)";
+  for (std::string* s : {&head.message, &head.async_message}) {
+    if (s->size() > kMaxReplyTextBytes) {
+      s->resize(kMaxReplyTextBytes - kCut.size());
+      s->append(kCut);
+    }
+  }
 }
 
 size_t BatchWriter::BeginFrame(uint16_t op) {

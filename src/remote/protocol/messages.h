@@ -36,14 +36,25 @@ inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
 // version 5 LaunchCooperative; version 6 GetModuleInfo (a module's kernel layouts and variable
 // addresses in one round trip) and the server-local `device` in GetSymbol and GetModuleInfo (a
 // module's variables exist once per device; changed in place before version 6 shipped, so no
-// version 7). Every message carries the version and both sides demand their
-// own, so a client and a server of different versions fail at Hello with "protocol version N not
-// supported", never at the first op the other side does not know.
-inline constexpr uint16_t kVersion = 6;
+// version 7); version 7 bare read replies (kBareReplyMinBytes). Every message carries the version
+// and both sides demand their own, so a client and a server of different versions fail at Hello
+// with "protocol version N not supported", never at the first op the other side does not know.
+inline constexpr uint16_t kVersion = 7;
 inline constexpr uint16_t kReply = 0x8000;
 inline constexpr size_t kMaxFramesPerMessage = 65535;
 // Large copies are cut into chunks of this size and pipelined.
 inline constexpr size_t kCopyChunkBytes = size_t{4} << 20;
+// Bare read replies. A MemcpyD2H of at least kBareReplyMinBytes that succeeded, answered while
+// the session has no deferred error to report, may be answered with its bytes alone: a message of
+// exactly the read's size, with no message header and no frame. The client knows the size of
+// every read it waits for, and no framed reply to such a read has that size: a framed success
+// carries the same bytes plus headers, and a framed failure carries no data and at most
+// 2 x kMaxReplyTextBytes of text (AddReply truncates longer texts). Why: over UCX a framed reply
+// is two messages, a small head and then the bulk bytes, whose receive the client can post only
+// after it has the head; the bare reply is one message received straight into place, as a plain
+// ucp program would send it (docs/benchmarks.md, "Remoting", bare replies).
+inline constexpr size_t kBareReplyMinBytes = size_t{64} << 10;
+inline constexpr size_t kMaxReplyTextBytes = size_t{4} << 10;
 
 enum class Op : uint16_t {
   kHello = 1,
@@ -564,6 +575,7 @@ class BatchWriter {
   // Reply frame: head then body.
   template <class Body>
   void AddReply(uint16_t op, ReplyHead& head, Body& body) {
+    ClampText(head);
     size_t at = BeginFrame(op | kReply);
     EncodeVisitor v{&w_};
     head.Visit(v);
@@ -584,6 +596,7 @@ class BatchWriter {
   // Reply whose body ends in a blob sent, uncopied, as the next gather part (see above).
   template <class Body>
   void AddReplyWithTail(uint16_t op, ReplyHead& head, Body& body, wire::ByteSpan blob) {
+    ClampText(head);
     size_t at = BeginFrame(op | kReply);
     TailVisitor v{{&w_}, blob};
     head.Visit(v);
@@ -606,6 +619,9 @@ class BatchWriter {
     using EncodeVisitor::operator();
     void operator()(wire::ByteSpan&, const char*) { w->Put<uint64_t>(tail.size()); }
   };
+  // Caps a reply's texts at kMaxReplyTextBytes each (see kBareReplyMinBytes): a longer one is cut
+  // and says so.
+  static void ClampText(ReplyHead& head);
   size_t BeginFrame(uint16_t op);
   void EndFrame(size_t at) { PatchLength(at, w_.size() - at - kFrameHeader); ++frames_; }
   void PatchLength(size_t at, size_t len);

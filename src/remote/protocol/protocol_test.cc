@@ -335,6 +335,32 @@ TEST(Protocol, ReplyCarriesDeferredError) {
   EXPECT_EQ(p2.ptr, 0xdeadu);
 }
 
+// Version 7: a reply's texts are capped, so that a framed failure reply to a read is always
+// shorter than kBareReplyMinBytes and the client can tell it from a bare reply by its size.
+TEST(Protocol, Version7ReplyTextsAreCappedBelowABareReply) {
+  BatchWriter w;
+  const std::string long_text(3 * kMaxReplyTextBytes, 'x');
+  ReplyHead h{.error = 1, .message = long_text, .async_error = 2, .async_message = long_text};
+  Data none;
+  w.AddReply(static_cast<uint16_t>(Op::kMemcpyD2H), h, none);
+  auto msg = Copy(w.Finish());
+  EXPECT_LT(msg.size(), kBareReplyMinBytes);
+  auto frames = ParseMessage(msg);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  ReplyHead got;
+  Data d;
+  ASSERT_TRUE(DecodeReply((*frames)[0], &got, &d).ok());
+  for (const std::string* t : {&got.message, &got.async_message}) {
+    EXPECT_EQ(t->size(), kMaxReplyTextBytes);
+    EXPECT_EQ(t->substr(0, 100), long_text.substr(0, 100));
+    EXPECT_TRUE(t->ends_with("(cut)")) << t->substr(t->size() - 20);
+  }
+  ReplyHead short_text{.error = 1, .message = "bad"};
+  BatchWriter w2;
+  w2.AddReply(static_cast<uint16_t>(Op::kMemcpyD2H), short_text, none);
+  EXPECT_EQ(short_text.message, "bad");
+}
+
 TEST(Protocol, RejectsMalformedMessages) {
   BatchWriter w;
   Free f{.ptr = 1};

@@ -266,6 +266,7 @@ void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session
       limits.compute_share,
       stats.share_waits, stats.peak_memory);
   GPOOL_LOG_INFO("gpu-server: session {} replies by op: {}", session, stats.RepliesByOp());
+  GPOOL_LOG_INFO("gpu-server: session {} read replies sent bare: {}", session, stats.bare_replies);
   // Exit without running destructors of state inherited from the parent.
   _exit(st.ok() ? 0 : 3);
 }

@@ -112,7 +112,7 @@ Status Session::ServeReads(std::span<const Frame> frames, size_t* served) {
       }
     }
     if (!res.ok()) d.data = {};
-    Status s = SendReply(static_cast<uint16_t>(Op::kMemcpyD2H), std::move(res), d, d.data);
+    Status s = SendReadReply(r, std::move(res), d);
     if (!s.ok() || !next) {
       *served = k + 1;
       // A started read left behind (the send failed) is waited for: its slot is reused later.
@@ -170,9 +170,26 @@ std::string SessionStats::RepliesByOp() const {
   return out.empty() ? "none" : out;
 }
 
-Status Session::SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail) {
+void Session::CountReply(uint16_t op) {
   ++stats_.replies;
   if (op < stats_.replies_by_op.size()) ++stats_.replies_by_op[op];
+}
+
+Status Session::SendReadReply(const MemcpyD2H& q, Result r, Data& d) {
+  constexpr auto kOp = static_cast<uint16_t>(Op::kMemcpyD2H);
+  if (!r.ok() || !deferred_.ok() || q.size < proto::kBareReplyMinBytes ||
+      d.data.size() != q.size) {
+    return SendReply(kOp, std::move(r), d, d.data);
+  }
+  CountReply(kOp);
+  ++stats_.bare_replies;
+  stats_.bytes_out += d.data.size();
+  wire::ByteSpan m = d.data;
+  return SendLocked(std::span<const wire::ByteSpan>(&m, 1));
+}
+
+Status Session::SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail) {
+  CountReply(op);
   ReplyHead head{.error = r.code, .message = std::move(r.message)};
   if (!deferred_.ok()) {
     head.async_error = deferred_.code;

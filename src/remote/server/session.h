@@ -43,6 +43,7 @@ struct SessionStats {
   uint64_t peak_memory = 0;
   uint64_t share_waits = 0;  // launches that waited for other sessions' turns
   uint64_t h2d_in_place = 0;  // host-to-device chunks received straight into their target
+  uint64_t bare_replies = 0;  // read replies sent as their bytes alone (proto::kBareReplyMinBytes)
   uint64_t replies = 0;  // replies sent: the round trips the client waited for (at most)
   // Replies per request op (index: proto::Op), so tests and the session's end-of-session log
   // line can tell which calls the client waited for.
@@ -109,6 +110,10 @@ class Session : private TailPlacer {
   template <class Req, class Fn>
   Status Async(const proto::Frame& f, Fn fn);
   Status SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail = {});
+  // A read's reply: bare (its bytes alone, see proto::kBareReplyMinBytes) when it may be, else
+  // framed by SendReply.
+  Status SendReadReply(const proto::MemcpyD2H& q, Result r, proto::Data& d);
+  void CountReply(uint16_t op);
   void Defer(const char* op, Result r);
   // GetModuleInfo: every registered function's layout and variable's address on `device` in
   // `module`, each from the backend's per-function and per-variable calls, each with its own

@@ -94,14 +94,36 @@ class SessionTest : public ::testing::Test {
     EXPECT_EQ(h.error, 0) << h.message;
     return p.ptr;
   }
-  std::vector<std::byte> Read(uint64_t src, size_t n, ReplyHead* h) {
+  // Receives the reply to a read of `n` bytes, bare (its bytes alone: a success) or framed, into
+  // *h and *data; *bare says which it was.
+  void ReadReply(size_t n, ReplyHead* h, std::vector<std::byte>* data, bool* bare = nullptr) {
+    ASSERT_TRUE(client_->Recv(&in_).ok());
+    *h = ReplyHead{};
+    const bool is_bare = n >= kBareReplyMinBytes && in_.size() == n;
+    if (bare != nullptr) *bare = is_bare;
+    if (is_bare) {
+      *data = in_;
+      return;
+    }
+    auto frames = ParseMessage(in_);
+    ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+    ASSERT_EQ(frames->size(), 1u);
+    ASSERT_EQ((*frames)[0].op, static_cast<uint16_t>(Op::kMemcpyD2H) | kReply);
+    Data d;
+    ASSERT_TRUE(DecodeReply((*frames)[0], h, &d).ok());
+    data->assign(d.data.begin(), d.data.end());
+  }
+  void SendRead(uint64_t src, size_t n) {
     BatchWriter w;
     MemcpyD2H m{.src = src, .size = n};
     w.AddRequest(m);
     EXPECT_TRUE(client_->Send(w.Finish()).ok());
-    Data d;
-    Reply(static_cast<uint16_t>(Op::kMemcpyD2H), h, &d);
-    return std::vector<std::byte>(d.data.begin(), d.data.end());
+  }
+  std::vector<std::byte> Read(uint64_t src, size_t n, ReplyHead* h, bool* bare = nullptr) {
+    SendRead(src, n);
+    std::vector<std::byte> data;
+    ReadReply(n, h, &data, bare);
+    return data;
   }
   // One message: a memset of [dst, dst+n) to `before`, then the chunk `data` at dst as its tail.
   void MemsetThenChunk(uint64_t dst, size_t n, uint8_t before, const std::vector<std::byte>& data) {
@@ -162,6 +184,38 @@ TEST_F(SessionTest, ChunkForABadDestinationIsDrainedAndFailsAtTheNextReply) {
   runner_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
   EXPECT_EQ(session_->stats().h2d_in_place, 1u);  // b's chunk only
+}
+
+// Protocol v7 bare read replies: a read of at least kBareReplyMinBytes that succeeds with nothing
+// deferred is answered with its bytes alone; one below the size, one that fails, and one that
+// must carry an earlier posted op's error are framed, so no error is ever dropped for speed.
+TEST_F(SessionTest, LargeSuccessfulReadsAreBareAndEveryErrorStillFramed) {
+  const size_t n = kBareReplyMinBytes;
+  uint64_t a = Malloc(n);
+  std::vector<std::byte> data = Pattern(n, 5);
+  MemsetThenChunk(a, n, 0, data);
+  ReplyHead h;
+  bool bare = false;
+  EXPECT_TRUE(Read(a, n, &h, &bare) == data);
+  EXPECT_TRUE(bare) << "a successful read of kBareReplyMinBytes came back framed";
+  EXPECT_EQ(h.error, 0) << h.message;
+  std::vector<std::byte> small = Read(a, n - 1, &h, &bare);
+  EXPECT_FALSE(bare);
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), data.begin()));
+  Read(a + 1, n, &h, &bare);  // one byte past the allocation
+  EXPECT_FALSE(bare);
+  EXPECT_EQ(h.error, kErrInvalidValue) << h.message;
+  // A posted copy that fails, then a good read: the read is framed, with the copy's error.
+  MemsetThenChunk(a + n / 2, n / 2, 0x33, std::vector<std::byte>(n, std::byte{1}));
+  std::vector<std::byte> got = Read(a, n, &h, &bare);
+  EXPECT_FALSE(bare) << "the deferred error was dropped from a bare reply";
+  EXPECT_EQ(h.error, 0) << h.message;
+  EXPECT_NE(h.async_error, 0);
+  EXPECT_EQ(got.size(), n);
+  client_->Close();
+  runner_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+  EXPECT_EQ(session_->stats().bare_replies, 1u);
 }
 
 // A posted LaunchCooperative (protocol v5) reaches the backend's cooperative launch: the emulated
@@ -508,17 +562,17 @@ TEST_F(StagedReadsTest, ARunOfReadsIsPipelinedThroughTwoSlots) {
   ASSERT_TRUE(client_->Send(w.Finish()).ok());
   for (int k = 0; k < 5; ++k) {
     ReplyHead h;
-    Data got;
-    Reply(static_cast<uint16_t>(Op::kMemcpyD2H), &h, &got);
+    std::vector<std::byte> got;
+    ReadReply(n, &h, &got);
     if (k == 2) {
       EXPECT_EQ(h.error, kErrInvalidValue) << "read " << k << ": " << h.message;
-      EXPECT_TRUE(got.data.empty());
+      EXPECT_TRUE(got.empty());
       continue;
     }
     ASSERT_EQ(h.error, 0) << "read " << k << ": " << h.message;
     const size_t off = src[k] - d;
-    ASSERT_EQ(got.data.size(), n);
-    EXPECT_TRUE(std::equal(got.data.begin(), got.data.end(), data.begin() + off))
+    ASSERT_EQ(got.size(), n);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin() + off))
         << "read " << k << " came back with the wrong bytes";
   }
   // Each read starts before the previous one's reply is sent (its finish); the refused one (x)
