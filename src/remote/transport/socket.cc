@@ -225,21 +225,88 @@ StatusOr<std::unique_ptr<WakeableListenSocket>> WakeableListenSocket::Listen(
       new WakeableListenSocket(std::move(fd), Fd(pipefd[0]), Fd(pipefd[1])));
 }
 
-StatusOr<Fd> WakeableListenSocket::Accept() {
+StatusOr<bool> WakeableListenSocket::Wait(std::span<pollfd> watch, int timeout_ms) {
+  std::vector<pollfd> fds = {{fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
+  fds.insert(fds.end(), watch.begin(), watch.end());
   for (;;) {
     if (closed_.load()) return Status::Unavailable(fmt::format("listener {} closed", address_));
-    pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    int rc = ::poll(fds, 2, -1);
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      return Status::IoError(fmt::format("poll on {}: {}", address_, Errno(errno)));
-    }
+    int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) return Status::IoError(fmt::format("poll on {}: {}", address_, Errno(errno)));
     if (fds[1].revents != 0 || closed_.load()) {
       return Status::Unavailable(fmt::format("listener {} closed", address_));
     }
-    if ((fds[0].revents & POLLIN) == 0) continue;
+    for (size_t i = 0; i < watch.size(); ++i) watch[i].revents = fds[i + 2].revents;
+    return (fds[0].revents & POLLIN) != 0;
+  }
+}
+
+StatusOr<Fd> WakeableListenSocket::Accept() {
+  for (;;) {
+    GPOOL_ASSIGN_OR_RETURN(bool incoming, Wait({}, -1));
+    if (!incoming) continue;
     StatusOr<Fd> sock = AcceptTcp(fd_.get());
     if (sock.ok()) return sock;
+  }
+}
+
+WakeableListenSocket::Arrival WakeableListenSocket::Look(Waiting& w, const FirstMessageSize& size) {
+  std::vector<std::byte> buf(w.need);
+  ssize_t n = ::recv(w.fd.get(), buf.data(), buf.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return Arrival::kGone;
+  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? Arrival::kWaiting
+                                                                               : Arrival::kGone;
+  const size_t need = size(std::span<const std::byte>(buf.data(), static_cast<size_t>(n)));
+  if (static_cast<size_t>(n) >= need) {
+    int one = 1;  // back to the default, or later blocking reads would wait for `need` bytes
+    return setsockopt(w.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one) == 0 ? Arrival::kComplete
+                                                                                : Arrival::kGone;
+  }
+  w.need = need;
+  int lowat = static_cast<int>(std::min<size_t>(need, INT_MAX));
+  return setsockopt(w.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0 ? Arrival::kWaiting
+                                                                                   : Arrival::kGone;
+}
+
+StatusOr<Fd> WakeableListenSocket::AcceptArrived(const FirstMessageSize& size, int timeout_ms) {
+  using Clock = std::chrono::steady_clock;
+  for (;;) {
+    const auto now = Clock::now();
+    std::erase_if(waiting_, [&](const Waiting& w) { return w.deadline <= now; });
+    std::vector<pollfd> watch;
+    int wait_ms = -1;
+    for (const Waiting& w : waiting_) {
+      watch.push_back({w.fd.get(), POLLIN, 0});
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(w.deadline - now).count();
+      wait_ms = wait_ms < 0 ? static_cast<int>(left) : std::min(wait_ms, static_cast<int>(left));
+    }
+    GPOOL_ASSIGN_OR_RETURN(bool incoming, Wait(watch, wait_ms));
+    // Oldest first; `watch` and waiting_ stay index-aligned until one is taken out.
+    std::vector<size_t> gone;
+    for (size_t i = 0; i < watch.size(); ++i) {
+      if (watch[i].revents == 0) continue;
+      Arrival a = Look(waiting_[i], size);
+      if (a == Arrival::kGone) gone.push_back(i);
+      if (a != Arrival::kComplete) continue;
+      Fd ready = std::move(waiting_[i].fd);
+      waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(i));
+      for (size_t k = gone.size(); k-- > 0;) {
+        waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(gone[k]));
+      }
+      return ready;
+    }
+    for (size_t k = gone.size(); k-- > 0;) {
+      waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(gone[k]));
+    }
+    if (!incoming) continue;
+    StatusOr<Fd> sock = AcceptTcp(fd_.get());
+    if (!sock.ok()) continue;
+    if (waiting_.size() >= kMaxWaiting) waiting_.pop_front();
+    Waiting w{.fd = std::move(*sock), .deadline = Clock::now() + std::chrono::milliseconds(timeout_ms),
+              .need = std::max<size_t>(size({}), 1)};
+    int lowat = static_cast<int>(std::min<size_t>(w.need, INT_MAX));
+    if (setsockopt(w.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) != 0) continue;
+    waiting_.push_back(std::move(w));
   }
 }
 
@@ -251,6 +318,7 @@ void WakeableListenSocket::Close() {
 
 void WakeableListenSocket::AbandonAfterFork() {
   closed_.store(true);
+  waiting_.clear();  // other clients' connections: the parent's (closing our copies ends nothing)
   fd_.Reset();
   wake_read_.Reset();
   wake_write_.Reset();

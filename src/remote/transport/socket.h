@@ -5,11 +5,15 @@
 // one thread and written by another; Shutdown() from a third thread unblocks both.
 #pragma once
 
+#include <poll.h>
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -65,6 +69,11 @@ Status SetTimeouts(int fd, int timeout_ms);
 // A listening TCP socket whose blocking Accept() another thread can end with Close(): the TCP
 // and UCX listeners both accept their (bootstrap) sockets through it. Accept is single-threaded;
 // Close may be called from any thread, any number of times.
+// The size of a peer's first handshake message, judged from what of it has arrived (`peeked`,
+// possibly nothing): a fixed size, or a header's length field. Once the header says the message
+// is bad, return peeked.size(): the handshake then reads it and reports what is wrong.
+using FirstMessageSize = std::function<size_t(std::span<const std::byte> peeked)>;
+
 class WakeableListenSocket {
  public:
   static StatusOr<std::unique_ptr<WakeableListenSocket>> Listen(std::string_view address);
@@ -72,18 +81,40 @@ class WakeableListenSocket {
   // Blocks until a connection is accepted (TCP_NODELAY set), or returns Unavailable once closed.
   // A client that went away between poll and accept is skipped.
   StatusOr<Fd> Accept();
+  // Like Accept, but hands a connection over only once its peer's first handshake message
+  // (`size` says how long it is) is whole in the socket's receive buffer, so that the caller's
+  // blocking handshake reads it without waiting. A client that connects and then says nothing,
+  // or sends slowly (a port scan, a stalled host), no longer holds up every client behind it for
+  // the handshake timeout: connections wait here side by side (poll, with SO_RCVLOWAT set to the
+  // bytes still missing, so a partial message costs no busy loop) until theirs has arrived, for
+  // at most `timeout_ms` (then they are closed), at most kMaxWaiting of them (a new one pushes
+  // the oldest out). A peer that closes first is dropped. Single-threaded, like Accept.
+  StatusOr<Fd> AcceptArrived(const FirstMessageSize& size, int timeout_ms);
+  static constexpr size_t kMaxWaiting = 256;
   void Close();
   // In a forked child: closes this process's copies of the descriptors, without the wake-up
   // Close sends (it would reach the parent's Accept through the shared pipe).
   void AbandonAfterFork();
   bool closed() const { return closed_.load(); }
   const std::string& address() const { return address_; }
+  size_t waiting() const { return waiting_.size(); }  // connections AcceptArrived holds
 
  private:
+  struct Waiting {
+    Fd fd;
+    std::chrono::steady_clock::time_point deadline;
+    size_t need = 0;  // the first message's size as last judged
+  };
   WakeableListenSocket(Fd fd, Fd wake_read, Fd wake_write);
+  // Waits for the listening socket, the wake-up pipe and `watch`; Unavailable once closed.
+  // Returns whether a connection can be accepted.
+  StatusOr<bool> Wait(std::span<pollfd> watch, int timeout_ms);
+  enum class Arrival { kWaiting, kComplete, kGone };
+  Arrival Look(Waiting& w, const FirstMessageSize& size);
   Fd fd_, wake_read_, wake_write_;
   std::string address_;
   std::atomic<bool> closed_{false};
+  std::deque<Waiting> waiting_;
 };
 
 // "127.0.0.1:5000" for the socket's local or remote end; "?" when unknown.

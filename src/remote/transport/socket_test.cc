@@ -1,6 +1,11 @@
 #include "remote/transport/socket.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
 
 namespace gpool::remote::net {
 namespace {
@@ -38,6 +43,91 @@ TEST(SliceTest, CoversRangesAcrossParts) {
   EXPECT_EQ(v[1].iov_base, c.data());
   EXPECT_EQ(v[1].iov_len, 4u);
   EXPECT_TRUE(SliceParts(parts, 12, 0).empty());
+}
+
+// AcceptArrived (the listeners' gate in front of their blocking handshakes).
+class AcceptArrivedTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    auto l = WakeableListenSocket::Listen("127.0.0.1:0");
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    listener_ = std::move(*l);
+  }
+  Fd Connect() {
+    auto c = ConnectTcp(listener_->address());
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : Fd();
+  }
+  // A header-and-length message, as the UCX bootstrap's: 1 byte of length, then that many.
+  static size_t LengthPrefixed(std::span<const std::byte> p) {
+    return p.empty() ? 1 : 1 + static_cast<size_t>(p[0]);
+  }
+  // AcceptArrived on a thread, failing (and closing the listener) after 20 s instead of hanging.
+  StatusOr<Fd> AcceptWithin(int timeout_ms) {
+    auto f = std::async(std::launch::async,
+                        [&] { return listener_->AcceptArrived(LengthPrefixed, timeout_ms); });
+    if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      listener_->Close();
+      ADD_FAILURE() << "AcceptArrived did not return";
+    }
+    return f.get();
+  }
+  std::unique_ptr<WakeableListenSocket> listener_;
+};
+
+// The connection whose whole first message arrived is handed over first, whatever the order of
+// connecting; its bytes are still there to read (peeked, never consumed); the others wait.
+TEST_F(AcceptArrivedTest, HandsOverTheConnectionWhoseMessageIsWhole) {
+  Fd silent = Connect(), partial = Connect(), whole = Connect();
+  const uint8_t part[2] = {5, 'a'}, all[4] = {3, 'x', 'y', 'z'};
+  ASSERT_TRUE(WriteAll(partial.get(), part, sizeof part, "listener").ok());
+  ASSERT_TRUE(WriteAll(whole.get(), all, sizeof all, "listener").ok());
+  StatusOr<Fd> got = AcceptWithin(60000);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  uint8_t read[4] = {};
+  ASSERT_TRUE(ReadAll(got->get(), read, sizeof read, "client").ok());
+  EXPECT_EQ(std::memcmp(read, all, sizeof all), 0);
+  EXPECT_EQ(listener_->waiting(), 2u);
+  // The partial one completes later and is handed over next; SO_RCVLOWAT is back to 1 on it
+  // (a later 1-byte read returns at once).
+  const uint8_t rest[4] = {'b', 'c', 'd', 'e'};
+  ASSERT_TRUE(WriteAll(partial.get(), rest, sizeof rest, "listener").ok());
+  got = AcceptWithin(60000);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  uint8_t first6[6] = {};
+  ASSERT_TRUE(ReadAll(got->get(), first6, sizeof first6, "client").ok());
+  EXPECT_EQ(first6[0], 5);
+  EXPECT_EQ(first6[5], 'e');
+  ASSERT_TRUE(WriteAll(partial.get(), "!", 1, "listener").ok());
+  char one = 0;
+  ASSERT_TRUE(SetTimeouts(got->get(), 5000).ok());
+  ASSERT_TRUE(ReadAll(got->get(), &one, 1, "client").ok());
+  EXPECT_EQ(one, '!');
+  EXPECT_EQ(listener_->waiting(), 1u);  // the silent one
+}
+
+// A peer that never completes its message is closed after the timeout, one that hangs up is
+// dropped, and neither is handed over.
+TEST_F(AcceptArrivedTest, SilentPeersTimeOutAndClosedOnesAreDropped) {
+  Fd silent = Connect(), quitter = Connect();
+  const uint8_t part[1] = {9};
+  ASSERT_TRUE(WriteAll(quitter.get(), part, sizeof part, "listener").ok());
+  quitter.Reset();
+  auto f = std::async(std::launch::async, [&] { return listener_->AcceptArrived(LengthPrefixed, 200); });
+  // The silent peer sees the listener close it (EOF), within the 20 s this waits.
+  ASSERT_TRUE(SetTimeouts(silent.get(), 20000).ok());
+  char b;
+  EXPECT_EQ(::recv(silent.get(), &b, 1, 0), 0) << "the silent connection was not closed";
+  Fd late = Connect();
+  const uint8_t all[2] = {1, 'k'};
+  ASSERT_TRUE(WriteAll(late.get(), all, sizeof all, "listener").ok());
+  if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) listener_->Close();
+  StatusOr<Fd> got = f.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  uint8_t read[2] = {};
+  ASSERT_TRUE(ReadAll(got->get(), read, sizeof read, "client").ok());
+  EXPECT_EQ(read[1], 'k');
+  EXPECT_EQ(listener_->waiting(), 0u);
 }
 
 }  // namespace

@@ -356,7 +356,10 @@ class TcpListener final : public Listener {
 
   StatusOr<std::unique_ptr<Connection>> Accept() override {
     for (;;) {
-      GPOOL_ASSIGN_OR_RETURN(Fd sock, socket_->Accept());
+      // Handed over once its 16-byte hello is in: Handshake's reads never wait on a silent peer.
+      GPOOL_ASSIGN_OR_RETURN(Fd sock, socket_->AcceptArrived([](std::span<const std::byte>) {
+        return kHelloSize;
+      }, options_.handshake_timeout_ms));
       StatusOr<std::unique_ptr<Connection>> conn = Handshake(std::move(sock));
       // A bad handshake is the client's problem, not the listener's: keep accepting.
       if (conn.ok() && *conn != nullptr) return conn;

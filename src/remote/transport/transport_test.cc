@@ -1,6 +1,7 @@
 // One suite for every transport: each case runs over TCP (with and without striping) and over
 // UCX (its tcp and shared-memory transports: UCX_TLS=tcp and posix,sysv,self), on loopback.
 #include "remote/transport/transport.h"
+#include "remote/transport/socket.h"
 #include "remote/transport/ucx_transport.h"
 
 #include <gtest/gtest.h>
@@ -491,6 +492,42 @@ TEST_P(TransportTest, CloseFromAnotherThreadUnblocksRecvAndAccept) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   listener_->Close();
   EXPECT_EQ(accepting.get().status().code(), StatusCode::kUnavailable);
+}
+
+// A client that connects and says nothing, and one that sends half its first handshake message,
+// do not hold up a real client behind them: with a 60 s handshake timeout, the real client is
+// accepted while both still hang (before, Accept read each connection's handshake in turn and
+// blocked up to the timeout on each silent one).
+TEST_P(TransportTest, SilentAndSlowPeersDoNotHoldUpAccept) {
+  TransportOptions o = Options();
+  o.handshake_timeout_ms = 60000;
+  auto patient = Make(o);
+  ASSERT_NE(patient, nullptr);
+  auto l = patient->Listen("127.0.0.1:0");
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  listener_ = std::move(*l);
+  auto silent = net::ConnectTcp(listener_->address());
+  auto slow = net::ConnectTcp(listener_->address());
+  ASSERT_TRUE(silent.ok() && slow.ok());
+  const uint8_t half[5] = {0x47, 0x50, 0x55, 0x31, 0};  // the start of either hello
+  ASSERT_TRUE(net::WriteAll(slow->get(), half, sizeof half, "listener").ok());
+  auto accepted = std::async(std::launch::async, [&] { return listener_->Accept(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both are waiting by now
+  auto c = transport_->Connect(listener_->address());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  if (accepted.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    listener_->Close();  // unblocks it, so the test fails instead of hanging
+    accepted.wait();
+    FAIL() << "Accept waited on a silent peer's handshake while a real client queued";
+  }
+  auto s = accepted.get();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  client_ = std::move(*c);
+  server_ = std::move(*s);
+  ASSERT_TRUE(client_->Send(AsBytes(Pattern(100, 1))).ok());
+  std::vector<std::byte> got;
+  ASSERT_TRUE(server_->Recv(&got).ok());
+  EXPECT_TRUE(got == Pattern(100, 1));
 }
 
 TEST_P(TransportTest, OversizeFrameIsRejected) {

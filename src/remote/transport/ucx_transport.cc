@@ -158,6 +158,17 @@ StatusOr<std::vector<std::byte>> RecvBlob(int fd, std::string_view peer) {
   return blob;
 }
 
+// The size of SendBlob's message from its first bytes (net::FirstMessageSize).
+size_t BlobSize(std::span<const std::byte> peeked) {
+  uint32_t header[2];
+  if (peeked.size() < sizeof header) return sizeof header;
+  std::memcpy(header, peeked.data(), sizeof header);
+  if (header[0] != kMagic || header[1] == 0 || header[1] > kMaxAddressBytes) {
+    return peeked.size();  // bad: RecvBlob reads it and says what is wrong
+  }
+  return sizeof header + header[1];
+}
+
 class UcxConnection final : public Connection {
  public:
   UcxConnection(std::shared_ptr<Context> ctx, Fd oob, const TransportOptions& options)
@@ -1029,7 +1040,9 @@ class UcxListener final : public Listener {
 
   StatusOr<std::unique_ptr<Connection>> Accept() override {
     for (;;) {
-      GPOOL_ASSIGN_OR_RETURN(Fd sock, socket_->Accept());
+      // Handed over once the client's address blob is in (it sends it before it reads ours), so
+      // Start's read never waits on a silent peer while other clients queue.
+      GPOOL_ASSIGN_OR_RETURN(Fd sock, socket_->AcceptArrived(BlobSize, options_.handshake_timeout_ms));
       // The bootstrap socket stays open as the liveness channel: keepalive makes a dead host
       // show up on it (TcpLivenessOptions).
       if (!net::SetLiveness(sock.get(), options_.liveness).ok()) continue;
