@@ -32,6 +32,8 @@ void DecodeAs(const Frame& f) {
     case Op::kRegisterModule: Body<RegisterModule>(f); break;
     case Op::kRegisterFunction: Body<RegisterFunction>(f); break;
     case Op::kRegisterVar: Body<RegisterVar>(f); break;
+    case Op::kUnregisterModule: Body<UnregisterModule>(f); break;
+    case Op::kDeviceReset: Body<DeviceReset>(f); break;
     case Op::kGetParamInfo: Body<GetParamInfo>(f); Body<ParamInfo>(f); break;
     case Op::kLaunch: Body<Launch>(f); break;
     case Op::kLaunchCooperative: Body<LaunchCooperative>(f); break;

@@ -140,6 +140,18 @@ int TakeCounter(const gpool_emu_launch* l) {
   return 0;
 }
 
+// reloadBump(int* out, int add) (reload_kernels.cu): gRound += add; *out = gRound.
+int ReloadBump(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 4})) return Fail(l, "reloadBump: unexpected parameter layout");
+  auto* round = static_cast<int*>(l->symbol(l->ctx, "gRound"));
+  auto* ballast = static_cast<char*>(l->symbol(l->ctx, "gBallast"));
+  if (!round || !ballast) return Fail(l, "reloadBump: symbols gRound/gBallast not registered");
+  *round += gpool_emu_param<int>(l, 1);
+  ballast[0] = static_cast<char>(*round);
+  *gpool_emu_param<int*>(l, 0) = *round;
+  return 0;
+}
+
 // fill(int* x, int value, int n)
 int FillKernel(const gpool_emu_launch* l) {
   if (!Sizes(l, {8, 4, 4})) return Fail(l, "fill: unexpected parameter layout");
@@ -244,6 +256,7 @@ const gpool_emu_kernel kKernels[] = {
     {"_Z10addCounterPfi", AddCounter},
     {"_Z11takeCounterPii", TakeCounter},
     {"_Z4fillPiii", FillKernel},
+    {"_Z10reloadBumpPii", ReloadBump},
     {"_Z11alwaysFailsPi", AlwaysFails},
     {"_Z4noopi", Noop},
     {"_Z4spinxPy", Spin},

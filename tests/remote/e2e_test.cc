@@ -418,6 +418,39 @@ std::map<std::string, unsigned long> RepliesByOp(Subprocess& server) {
   return counts;
 }
 
+// The most modules the session had registered at once, from the server's end-of-session line
+// "... modules: N registered at the end, peak P" (SessionStats::peak_modules); -1 if absent.
+long PeakModules(Subprocess& server) {
+  const std::string mark = " registered at the end, peak ";
+  if (!server.WaitFor(mark, 20000)) {
+    ADD_FAILURE() << "no module counts in the server's log:\n" << server.output();
+    return -1;
+  }
+  const std::string& log = server.output();
+  return std::atol(log.c_str() + log.find(mark) + mark.size());
+}
+
+// Issue 4, module lifecycle: a kernel library dlopen()ed and dlclose()d five times
+// (module_reload): each load is a fresh module (its variable starts over), each close unregisters
+// it on the server, which frees it (the session never held more than that one module, and free
+// memory on a server without a session limit comes back every round: the module's 8 MiB
+// variable); then cudaDeviceReset: a variable reads its initial value again, and an allocation,
+// a stream and an event made before it are invalid after it.
+std::pair<int, std::string> RunModuleReload(Server& s, const std::string& transport) {
+  return RunSample(s.address() + "/0",
+                   {Sample("module_reload"), Sample("libreload_kernels.so"), "5"}, transport);
+}
+void ExpectModuleReload(Server& s, const std::pair<int, std::string>& run) {
+  const auto& [rc, out] = run;
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "reload: 5 rounds")) << out;
+  EXPECT_TRUE(Has(out, "reset: variable back to 0")) << out;
+  EXPECT_TRUE(Has(out, "PASS module_reload")) << out;
+  // The program's own module (module_reload.cu has no kernels, but nvcc registers its fatbin)
+  // and the library's, one load at a time; six if closing the library left its module there.
+  EXPECT_EQ(PeakModules(s.proc()), 2) << s.proc().output();
+}
+
 // Issue 4: kernel layouts and variable addresses cost one round trip per module and server device
 // (GetModuleInfo), none per kernel or variable. symbols (four kernels, a __constant__ and a
 // __device__ variable in one module) on both devices of one server: its variables are used on
@@ -599,6 +632,11 @@ TEST_P(E2E, LeaseExpiryEndsTheSession) {
       << client.output();
   EXPECT_TRUE(Has(client.output(), "PASS error_paths lease-expiry")) << client.output();
   EXPECT_FALSE(Has(client.output(), "lost the GPU server")) << client.output();
+}
+
+TEST_P(E2E, KernelLibraryReloadAndDeviceReset) {
+  Server s({}, transport());  // no session memory limit: cudaMemGetInfo sees module variables
+  ExpectModuleReload(s, RunModuleReload(s, transport()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, E2E, ::testing::Values("tcp", "ucx"));
@@ -863,6 +901,13 @@ TEST_F(CudaOnEmulatedDriver, PerThreadDefaultStream) {
   auto [rc, out] = Run({Sample("per_thread_stream")});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS per_thread_stream")) << out;
+}
+// The same on the cuda backend: each close unloads the module's copies (cuModuleUnload), and
+// cudaDeviceReset destroys the device's modules, streams, events and allocations one by one
+// (cuda_backend.cc, DeviceReset). The driver's own memory bound, no session limit.
+TEST_F(CudaOnEmulatedDriver, KernelLibraryReloadAndDeviceReset) {
+  Server s({}, "tcp", Driver(GPOOL_EMULATED_DRIVER, uint64_t{256} << 20));
+  ExpectModuleReload(s, RunModuleReload(s, "tcp"));
 }
 #endif  // GPOOL_EMULATED_DRIVER
 

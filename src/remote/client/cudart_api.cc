@@ -60,10 +60,12 @@ class Runtime {
   std::string token, transport = "tcp";
   std::map<std::string, std::unique_ptr<ServerLink>> links;
   std::map<std::string, std::string> link_errors;
-  std::unordered_map<uint64_t, std::unique_ptr<ModuleRec>> modules;
-  std::unordered_map<const void*, std::unique_ptr<FunctionRec>> functions;  // by host stub
-  std::unordered_set<const FunctionRec*> function_recs;
-  std::unordered_map<const void*, std::unique_ptr<VarRec>> vars;  // by host shadow
+  // Registered modules and their functions and variables (see ModuleRec for who owns them);
+  // an unregistered module's are in none of these.
+  std::unordered_map<uint64_t, std::shared_ptr<ModuleRec>> modules;
+  std::unordered_map<const void*, std::shared_ptr<FunctionRec>> functions;  // by host stub
+  std::unordered_map<const FunctionRec*, std::shared_ptr<FunctionRec>> function_recs;  // by cudaKernel_t
+  std::unordered_map<const void*, std::shared_ptr<VarRec>> vars;  // by host shadow
   std::map<uint64_t, AllocRec> allocs;
   std::map<const void*, size_t> host_allocs;       // cudaMallocHost/cudaHostAlloc
   std::map<const void*, unsigned> host_alloc_flags;  // their flags (cudaHostGetFlags)
@@ -255,12 +257,15 @@ cudaError_t FromStatus(const Status& s) {
 }
 
 // A synchronous call on `l`.
+// `head`, when given, receives the reply's head (its own `error` apart from an earlier
+// asynchronous one, which the result reports first).
 template <class Msg, class Body>
-cudaError_t Call(ServerLink* l, Msg& m, Body* body) {
+cudaError_t Call(ServerLink* l, Msg& m, Body* body, proto::ReplyHead* head = nullptr) {
   proto::ReplyHead h;
   std::lock_guard<std::mutex> lk(l->mu());
   Status s = l->Call(m, &h, body);
   if (!s.ok()) return FromStatus(s);
+  if (head) *head = h;
   return FromReply(h, l);
 }
 template <class Msg>
@@ -665,7 +670,7 @@ cudaError_t Memset2D(void* p, size_t pitch, int value, size_t width, size_t heig
 void CacheModuleInfo(const ModuleRec& m, ServerDevice at, proto::ModuleInfo& info) {
   ServerLink* l = at.link;
   std::unordered_map<uint64_t, FunctionRec*> functions;
-  for (FunctionRec* f : m.functions) functions[f->id] = f;
+  for (const auto& f : m.functions) functions[f->id] = f.get();
   for (proto::FunctionInfo& fi : info.functions) {
     auto it = functions.find(fi.func);
     if (it == functions.end()) continue;  // not this module's on the client (server bug): ignored
@@ -676,7 +681,7 @@ void CacheModuleInfo(const ModuleRec& m, ServerDevice at, proto::ModuleInfo& inf
     }
   }
   std::unordered_map<uint64_t, VarRec*> vars;
-  for (VarRec* v : m.vars) vars[v->id] = v;
+  for (const auto& v : m.vars) vars[v->id] = v.get();
   for (const proto::VarInfo& vi : info.vars) {
     auto it = vars.find(vi.var);
     if (it == vars.end()) continue;
@@ -720,9 +725,9 @@ cudaError_t FetchModuleInfo(ModuleRec* m, ServerDevice at, Known known) {
 }
 
 // The module of a function or variable, or null (saying why) when it is gone. Caller holds R().mu.
-ModuleRec* LiveModule(uint64_t id, const std::string& what) {
+std::shared_ptr<ModuleRec> LiveModule(uint64_t id, const std::string& what) {
   auto it = R().modules.find(id);
-  if (it != R().modules.end() && !it->second->unregistered) return it->second.get();
+  if (it != R().modules.end()) return it->second;
   Say(fmt::format("{}: its module was unregistered (__cudaUnregisterFatBinary)", what));
   return nullptr;
 }
@@ -736,8 +741,8 @@ cudaError_t SymbolAddress(const void* symbol, uint64_t* ptr, uint64_t* size, Ser
   ServerLink* l = R().Link(t_device, &err);
   if (!l) return err;
   const ServerDevice at{l, R().Index(t_device)};
-  VarRec* v;
-  ModuleRec* m;
+  std::shared_ptr<VarRec> v;  // held: another thread may unregister its module meanwhile
+  std::shared_ptr<ModuleRec> m;
   auto cached = [&]() -> cudaError_t {  // caller holds R().mu
     if (auto a = v->symbol.find(at); a != v->symbol.end()) {
       *ptr = a->second.ptr;
@@ -756,12 +761,12 @@ cudaError_t SymbolAddress(const void* symbol, uint64_t* ptr, uint64_t* size, Ser
     std::lock_guard<std::mutex> lk(R().mu);
     auto it = R().vars.find(symbol);
     if (it == R().vars.end()) return cudaErrorInvalidSymbol;
-    v = it->second.get();
+    v = it->second;
     m = LiveModule(v->module, "variable " + v->name);
     if (!m) return cudaErrorInvalidSymbol;
     if (known()) return cached();
   }
-  if (cudaError_t e = FetchModuleInfo(m, at, known); e != cudaSuccess) return e;
+  if (cudaError_t e = FetchModuleInfo(m.get(), at, known); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lk(R().mu);
   // Unregistered meanwhile (at exit, by another thread): nothing was cached.
   if (!LiveModule(v->module, "variable " + v->name)) return cudaErrorInvalidSymbol;
@@ -824,12 +829,14 @@ cudaError_t FromSymbol(void* dst, const void* symbol, size_t count, size_t offse
 
 // ---- launches ----
 
-FunctionRec* FindFunction(const void* f) {
+// Held by the caller for as long as it uses it (its module may be unregistered meanwhile).
+std::shared_ptr<FunctionRec> FindFunction(const void* f) {
   std::lock_guard<std::mutex> lk(R().mu);
   auto it = R().functions.find(f);
-  if (it != R().functions.end()) return it->second.get();
-  auto* rec = static_cast<const FunctionRec*>(f);  // a cudaKernel_t from __cudaGetKernel
-  if (R().function_recs.count(rec)) return const_cast<FunctionRec*>(rec);
+  if (it != R().functions.end()) return it->second;
+  // A cudaKernel_t from __cudaGetKernel.
+  auto rec = R().function_recs.find(static_cast<const FunctionRec*>(f));
+  if (rec != R().function_recs.end()) return rec->second;
   return nullptr;
 }
 
@@ -864,7 +871,7 @@ cudaError_t FallbackLayout(FunctionRec* f, ServerLink* l, ModuleRec& m, const st
 // client-side fatbin parser when the server cannot say.
 cudaError_t Layout(FunctionRec* f, ServerDevice at, std::vector<proto::ParamSlot>* out) {
   ServerLink* l = at.link;
-  ModuleRec* m;
+  std::shared_ptr<ModuleRec> m;
   auto known = [&] { return f->params.count(l) || f->no_layout.count(l); };
   // Caller holds R().mu. Whether `out` was filled (else: no answer from the module info yet).
   auto cached = [&](cudaError_t* e) {
@@ -887,7 +894,7 @@ cudaError_t Layout(FunctionRec* f, ServerDevice at, std::vector<proto::ParamSlot
     if (!m) return cudaErrorInvalidDeviceFunction;
     if (cached(&e)) return e;
   }
-  if (e = FetchModuleInfo(m, at, known); e != cudaSuccess) return e;
+  if (e = FetchModuleInfo(m.get(), at, known); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lk(R().mu);
   // Unregistered meanwhile (at exit, by another thread): nothing was cached.
   if (!LiveModule(f->module, "kernel " + f->name)) return cudaErrorInvalidDeviceFunction;
@@ -922,18 +929,18 @@ cudaError_t CheckManaged(const FunctionRec* f, int dev) {
 // with the driver's cooperative attribute, or, emulated, as any launch: the whole grid runs).
 cudaError_t Launch(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
                    cudaStream_t stream, bool cooperative = false) {
-  FunctionRec* f = FindFunction(func);
+  std::shared_ptr<FunctionRec> f = FindFunction(func);
   if (!f) return cudaErrorInvalidDeviceFunction;
   int dev;
   uint64_t sid;
   if (cudaError_t e = ResolveStream(stream, &dev, &sid); e != cudaSuccess) return e;
-  if (cudaError_t e = CheckManaged(f, dev); e != cudaSuccess) return e;
+  if (cudaError_t e = CheckManaged(f.get(), dev); e != cudaSuccess) return e;
   cudaError_t err;
   ServerLink* l = R().Link(dev, &err);
   if (!l) return err;
   thread_local std::vector<proto::ParamSlot> slots;
   thread_local std::vector<std::byte> buf;
-  if (cudaError_t e = Layout(f, {l, R().Index(dev)}, &slots); e != cudaSuccess) return e;
+  if (cudaError_t e = Layout(f.get(), {l, R().Index(dev)}, &slots); e != cudaSuccess) return e;
   size_t total = 0;
   for (const auto& p : slots) total = std::max<size_t>(total, p.offset + p.size);
   buf.assign(total, std::byte{0});
@@ -960,6 +967,28 @@ cudaError_t SyncDevice(int dev) {
   proto::DeviceSync q;
   q.device = R().Index(dev);
   return Call(l, q);
+}
+
+// After a reset of program device `dev` (server device `at`): its allocations, streams and
+// events are gone, and its copies of the module variables will be elsewhere.
+void ForgetDevice(int dev, ServerDevice at) {
+  std::lock_guard<std::mutex> lk(R().mu);
+  Runtime& r = R();
+  std::erase_if(r.allocs, [&](const auto& kv) { return kv.second.device == dev; });
+  std::erase_if(r.streams, [&](StreamRec* s) {
+    if (s->device != dev) return false;
+    delete s;
+    return true;
+  });
+  std::erase_if(r.events, [&](EventRec* e) {
+    if (e->device != dev) return false;
+    delete e;
+    return true;
+  });
+  for (auto& [host, v] : r.vars) {
+    v->symbol.erase(at);
+    v->failure.erase(at);
+  }
 }
 
 const proto::DeviceProps* Props(int dev, cudaError_t* err) {
@@ -1040,7 +1069,7 @@ extern "C" {
 
 void** __cudaRegisterFatBinary(void* fatCubin) {
   auto bytes = gpool::remote::fatbin::FatbinFromWrapper(fatCubin);
-  auto m = std::make_unique<ModuleRec>();
+  auto m = std::make_shared<ModuleRec>();
   if (!bytes.ok()) {
     Say(fmt::format("__cudaRegisterFatBinary: {}", bytes.status().ToString()));
   } else {
@@ -1049,7 +1078,7 @@ void** __cudaRegisterFatBinary(void* fatCubin) {
   Runtime& r = R();
   std::lock_guard<std::mutex> lk(r.mu);
   m->id = r.next_id++;
-  auto** handle = new void*(reinterpret_cast<void*>(m->id));
+  auto** handle = new void*(reinterpret_cast<void*>(m->id));  // deleted at unregistration
   for (auto& [addr, l] : r.links) {
     std::lock_guard<std::mutex> ll(l->mu());
     r.PostModule(l.get(), *m);
@@ -1060,26 +1089,39 @@ void** __cudaRegisterFatBinary(void* fatCubin) {
 
 void __cudaRegisterFatBinaryEnd(void** fatCubinHandle) { (void)fatCubinHandle; }
 
+// Runs at exit, or when a library of kernels is dlclose'd (its registration code's atexit
+// handler runs then). As CUDA does, the module's kernels and variables are refused from now on:
+// the module and its functions and variables leave every index (a library dlopen'ed again, often
+// at the same host addresses, registers new ones) and nothing cached of them is used again. Each
+// connected server is told (UnregisterModule, posted: ordered after the work already queued,
+// which may use the module) and frees the module's code and variables; a server connected later
+// never hears of it.
 void __cudaUnregisterFatBinary(void** fatCubinHandle) {
-  // Runs at exit (or when a library is unloaded). The servers keep the module: the session ends
-  // with the process, and the worker frees everything then. The client drops what it cached of
-  // the module (layouts, addresses) and refuses its kernels and variables from now on, as CUDA
-  // does, so nothing cached of code that is gone is ever used.
-  std::lock_guard<std::mutex> lk(R().mu);
-  auto it = R().modules.find(reinterpret_cast<uint64_t>(*fatCubinHandle));
-  if (it == R().modules.end()) return;
-  ModuleRec& m = *it->second;
-  m.unregistered = true;
-  for (FunctionRec* f : m.functions) {
-    f->params.clear();
-    f->no_layout.clear();
+  Runtime& r = R();
+  std::shared_ptr<ModuleRec> m;  // destroyed (with its records) once the lock is released
+  {
+    std::lock_guard<std::mutex> lk(r.mu);
+    auto it = r.modules.find(reinterpret_cast<uint64_t>(*fatCubinHandle));
+    if (it == r.modules.end()) return;
+    m = std::move(it->second);
+    r.modules.erase(it);
+    m->unregistered = true;
+    for (const auto& f : m->functions) {
+      if (auto at = r.functions.find(f->host_fun); at != r.functions.end() && at->second == f) {
+        r.functions.erase(at);
+      }
+      r.function_recs.erase(f.get());
+    }
+    for (const auto& v : m->vars) {
+      if (auto at = r.vars.find(v->host); at != r.vars.end() && at->second == v) r.vars.erase(at);
+    }
+    proto::UnregisterModule u{.module = m->id};
+    for (auto& [addr, l] : r.links) {
+      std::lock_guard<std::mutex> ll(l->mu());
+      (void)l->Post(u);
+    }
   }
-  for (VarRec* v : m.vars) {
-    v->symbol.clear();
-    v->failure.clear();
-  }
-  m.functions.clear();
-  m.vars.clear();
+  delete fatCubinHandle;
 }
 
 // nvcc's code calls this before the program's first host access to a __managed__ variable of
@@ -1110,7 +1152,7 @@ void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* de
   (void)deviceFun;
   Runtime& r = R();
   std::lock_guard<std::mutex> lk(r.mu);
-  auto f = std::make_unique<FunctionRec>();
+  auto f = std::make_shared<FunctionRec>();
   f->id = r.next_id++;
   f->module = reinterpret_cast<uint64_t>(*fatCubinHandle);
   f->host_fun = hostFun;
@@ -1119,10 +1161,8 @@ void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* de
     std::lock_guard<std::mutex> ll(l->mu());
     r.PostFunction(l.get(), *f);
   }
-  if (auto m = r.modules.find(f->module); m != r.modules.end()) {
-    m->second->functions.push_back(f.get());
-  }
-  r.function_recs.insert(f.get());
+  if (auto m = r.modules.find(f->module); m != r.modules.end()) m->second->functions.push_back(f);
+  r.function_recs[f.get()] = f;
   r.functions[hostFun] = std::move(f);
 }
 
@@ -1131,9 +1171,10 @@ void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress
   (void)deviceAddress;
   Runtime& r = R();
   std::lock_guard<std::mutex> lk(r.mu);
-  auto v = std::make_unique<VarRec>();
+  auto v = std::make_shared<VarRec>();
   v->id = r.next_id++;
   v->module = reinterpret_cast<uint64_t>(*fatCubinHandle);
+  v->host = hostVar;
   v->name = deviceName;
   v->size = size;
   v->constant = constant != 0;
@@ -1141,9 +1182,7 @@ void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress
     std::lock_guard<std::mutex> ll(l->mu());
     r.PostVar(l.get(), *v);
   }
-  if (auto m = r.modules.find(v->module); m != r.modules.end()) {
-    m->second->vars.push_back(v.get());
-  }
+  if (auto m = r.modules.find(v->module); m != r.modules.end()) m->second->vars.push_back(v);
   r.vars[hostVar] = std::move(v);
 }
 
@@ -1184,9 +1223,9 @@ cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sh
 }
 
 cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun) {
-  FunctionRec* f = FindFunction(hostFun);
+  std::shared_ptr<FunctionRec> f = FindFunction(hostFun);
   if (!f) return Ret(cudaErrorInvalidDeviceFunction);
-  *kernel = reinterpret_cast<cudaKernel_t>(f);
+  *kernel = reinterpret_cast<cudaKernel_t>(f.get());
   return cudaSuccess;
 }
 
@@ -1299,15 +1338,26 @@ cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) {
 }
 cudaError_t cudaFree(void* p);
 cudaError_t cudaDeviceSynchronize(void) { return Ret(SyncDevice(t_device)); }
+// As CUDA documents it: the current device's work is waited for, then every allocation, stream
+// and event the process made on it is destroyed, its limits and flags return to their defaults,
+// and its module variables have their initial values again at next use. The server does it
+// (DeviceReset, one round trip; Backend::DeviceReset), then the client forgets the device's
+// records, so the old pointers, streams and events are refused here
+// (cudaErrorInvalidValue, cudaErrorInvalidResourceHandle), and the variables' cached addresses
+// on that device, fetched again at next use. The session, registrations, the other devices and
+// host memory (cudaMallocHost: host memory here) stay.
 cudaError_t cudaDeviceReset(void) {
-  // Synchronizes and frees this device's allocations; the session itself stays.
-  cudaError_t e = SyncDevice(t_device);
-  std::vector<uint64_t> mine;
-  {
-    std::lock_guard<std::mutex> lk(R().mu);
-    for (auto& [p, a] : R().allocs) if (a.device == t_device) mine.push_back(p);
-  }
-  for (uint64_t p : mine) cudaFree(reinterpret_cast<void*>(p));
+  const int dev = t_device;
+  HostCalls::Get().WaitDevice(dev);
+  cudaError_t err;
+  ServerLink* l = R().Link(dev, &err);
+  if (!l) return Ret(err);
+  proto::DeviceReset q;
+  q.device = R().Index(dev);
+  proto::Empty none;
+  proto::ReplyHead h{.error = -1};
+  cudaError_t e = Call(l, q, &none, &h);
+  if (h.error == 0) ForgetDevice(dev, {l, q.device});
   return Ret(e);
 }
 cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache) { return cudaSuccess; }
@@ -1982,7 +2032,7 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return cudaStreamQuery(s); }
 // ---- functions and occupancy
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func) {
   if (!attr) return Ret(cudaErrorInvalidValue);
-  FunctionRec* f = FindFunction(func);
+  std::shared_ptr<FunctionRec> f = FindFunction(func);
   if (!f) return Ret(cudaErrorInvalidDeviceFunction);
   cudaError_t err;
   ServerLink* l = R().Link(t_device, &err);
@@ -2008,7 +2058,7 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* f
 // What only the server knows (an attribute its backend cannot honour) surfaces at the next
 // synchronizing call.
 cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
-  FunctionRec* f = FindFunction(func);
+  std::shared_ptr<FunctionRec> f = FindFunction(func);
   if (!f) return Ret(cudaErrorInvalidDeviceFunction);
   cudaError_t err;
   int dev = t_device;
@@ -2035,7 +2085,7 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlock
                                                                    size_t dynamicSMemSize,
                                                                    unsigned int flags) {
   if (!numBlocks) return Ret(cudaErrorInvalidValue);
-  FunctionRec* f = FindFunction(func);
+  std::shared_ptr<FunctionRec> f = FindFunction(func);
   if (!f) return Ret(cudaErrorInvalidDeviceFunction);
   cudaError_t err;
   ServerLink* l = R().Link(t_device, &err);

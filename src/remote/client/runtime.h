@@ -55,11 +55,15 @@ struct ModuleRec {
   int managed_device = -1;
   // Its functions and variables, whose caches (layouts per server, variable addresses per server
   // device) one GetModuleInfo round trip per server device fills (cudart_api.cc,
-  // FetchModuleInfo). Emptied, with those caches, when the module is unregistered
-  // (__cudaUnregisterFatBinary); its kernels and variables are refused after that.
-  std::vector<FunctionRec*> functions;
-  std::vector<VarRec*> vars;
-  bool unregistered = false;
+  // FetchModuleInfo). Ownership: shared between the module, the runtime's indexes (by host
+  // address) and any call in flight that looked one up (a launch holds its FunctionRec across
+  // its round trips without R().mu). __cudaUnregisterFatBinary drops the module and its records
+  // from every index, so its kernels and variables are refused from then on, and a library
+  // loaded again at the same host addresses registers new records; a call still in flight keeps
+  // its records (and module) alive until it returns, and finds `unregistered` set.
+  std::vector<std::shared_ptr<FunctionRec>> functions;
+  std::vector<std::shared_ptr<VarRec>> vars;
+  bool unregistered = false;  // set under R().mu
   // Held while fetching the module's info from a server device, so threads racing to its first
   // launch or symbol use there send one request. Taken before R().mu and any link's mutex, never while holding either.
   std::mutex fetch_mu;
@@ -79,6 +83,7 @@ struct FunctionRec {
 struct VarRec {
   uint64_t id = 0;
   uint64_t module = 0;
+  const void* host = nullptr;  // the host shadow (the key of Runtime::vars)
   std::string name;
   uint64_t size = 0;
   bool constant = false;

@@ -1,4 +1,4 @@
-// gpool's remoting protocol (version 6; see kVersion): operations, message layouts, framing.
+// gpool's remoting protocol (version 8; see kVersion): operations, message layouts, framing.
 //
 // One transport message carries a batch: a header {magic u32 'GPR1', version u16, frames u16}
 // followed by frames {op u16, flags u16, length u32, payload}. Batching lets the client send a
@@ -36,10 +36,15 @@ inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
 // version 5 LaunchCooperative; version 6 GetModuleInfo (a module's kernel layouts and variable
 // addresses in one round trip) and the server-local `device` in GetSymbol and GetModuleInfo (a
 // module's variables exist once per device; changed in place before version 6 shipped, so no
-// version 7); version 7 bare read replies (kBareReplyMinBytes). Every message carries the version
-// and both sides demand their own, so a client and a server of different versions fail at Hello
-// with "protocol version N not supported", never at the first op the other side does not know.
-inline constexpr uint16_t kVersion = 7;
+// version 7); version 7 bare read replies (kBareReplyMinBytes); version 8 gave two ops of
+// version 1 their meaning: the client sends UnregisterModule when a module is unregistered
+// (__cudaUnregisterFatBinary: a library dlclose'd) and the server frees the module, and
+// DeviceReset resets the device (allocations, streams, events, limits, flags, loaded module
+// copies) where it used to only synchronize it; a version 7 server would keep every module and
+// leave a reset device as it was. Every message carries the version and both sides demand their
+// own, so a client and a server of different versions fail at Hello with "protocol version N not
+// supported", never at the first op the other side does not know.
+inline constexpr uint16_t kVersion = 8;
 inline constexpr uint16_t kReply = 0x8000;
 inline constexpr size_t kMaxFramesPerMessage = 65535;
 // Large copies are cut into chunks of this size and pipelined.
@@ -73,7 +78,7 @@ enum class Op : uint16_t {
   kRegisterModule,
   kRegisterFunction,
   kRegisterVar,
-  kUnregisterModule,
+  kUnregisterModule,  // posted; sent by clients since version 8
   kGetParamInfo,
   kLaunch,
   kStreamCreate,
@@ -91,7 +96,7 @@ enum class Op : uint16_t {
   kFuncAttributes,
   kOccupancy,
   kGetSymbol,
-  kDeviceReset,
+  kDeviceReset,  // replied; a real reset since version 8 (Backend::DeviceReset)
   kDeviceSetLimit,  // version 2
   kDeviceGetLimit,
   kSetDeviceFlags,

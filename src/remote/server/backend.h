@@ -160,6 +160,15 @@ class Backend {
   virtual Result EventElapsed(uint64_t start, uint64_t end, float* ms) = 0;
   virtual Result EventDestroy(uint64_t event) = 0;
   virtual Result DeviceSync(uint32_t dev) = 0;
+  // cudaDeviceReset of device `dev` for this session, as CUDA documents it: waits for the
+  // device's work, then destroys every allocation, stream and event the session made on it,
+  // returns its limits and flags to their defaults and ends its peer access, and drops its
+  // loaded copies of the modules, so that module variables have their initial values again at
+  // next use (registrations stay: the modules are loaded again lazily). Other devices are
+  // untouched. Default: refused, naming the call and the backend.
+  virtual Result DeviceReset(uint32_t dev) {
+    return Err(kErrNotSupported, fmt_unsupported("cudaDeviceReset", static_cast<int32_t>(dev)));
+  }
 
   // cudaDeviceSetLimit/GetLimit (`limit`: the cudaLimit number) and cudaSetDeviceFlags/
   // GetDeviceFlags (cudaDevice* flags) of device `dev`, for this session. A backend must either

@@ -524,28 +524,47 @@ class CudaBackend final : public Backend {
     vars_[var] = {module, name};
     return {};
   }
+  // Every device's copy is unloaded (after that device's queued work, which may use its kernels
+  // and variables); its functions and variables die with it.
   Result UnloadModule(uint64_t module) override {
-    for (auto it = loaded_.begin(); it != loaded_.end();) {
-      if (it->first.first == module) {
-        (void)Use(it->first.second);
-        cu_.cuModuleUnload(it->second);
-        it = loaded_.erase(it);
-      } else {
-        ++it;
-      }
+    Result first;
+    std::set<uint32_t> devs;
+    for (const auto& [key, m] : loaded_) {
+      if (key.first == module) devs.insert(key.second);
     }
-    // Its functions and variables die with it: drop their handles, and the variables' device
-    // ranges, which later allocations may reuse (a stale range would misjudge CheckRange/DevOf).
-    std::erase_if(cufuncs_, [&](const auto& kv) {
-      auto f = funcs_.find(kv.first.first);
-      return f != funcs_.end() && f->second.first == module;
-    });
+    for (uint32_t dev : devs) {
+      Result r = UnloadCopy(module, dev);
+      if (first.ok()) first = std::move(r);
+    }
     std::erase_if(funcs_, [&](const auto& kv) { return kv.second.first == module; });
     std::erase_if(vars_, [&](const auto& kv) { return kv.second.first == module; });
-    for (uint64_t p : globals_[module]) owner_.erase(p);
     globals_.erase(module);
     images_.erase(module);
-    return {};
+    return first;
+  }
+  // Unloads `dev`'s copy of `module` once the device's queued work is done, and drops what was
+  // resolved in it: its functions' handles and its variables' device ranges, which later
+  // allocations may reuse (a stale range would misjudge CheckRange/DevOf). The image and the
+  // registrations stay: Module() loads it again on next use.
+  Result UnloadCopy(uint64_t module, uint32_t dev) {
+    auto it = loaded_.find({module, dev});
+    if (it == loaded_.end()) return {};
+    Result r = Use(dev);
+    if (r.ok()) r = R("cuCtxSynchronize", cu_.cuCtxSynchronize());
+    if (Result u = R("cuModuleUnload", cu_.cuModuleUnload(it->second)); r.ok()) r = std::move(u);
+    loaded_.erase(it);
+    std::erase_if(cufuncs_, [&](const auto& kv) {
+      auto f = funcs_.find(kv.first.first);
+      return kv.first.second == dev && f != funcs_.end() && f->second.first == module;
+    });
+    std::set<uint64_t>& globals = globals_[module];
+    std::erase_if(globals, [&](uint64_t p) {
+      auto o = owner_.find(p);
+      if (o == owner_.end() || o->second.second != dev) return false;
+      owner_.erase(o);
+      return true;
+    });
+    return r;
   }
   Result Function(uint64_t func, uint32_t dev, CUfunction* out) {
     auto key = std::make_pair(func, dev);
@@ -749,13 +768,13 @@ class CudaBackend final : public Backend {
     if (Result r = Stream(stream, dev, &s); !r.ok()) return r;
     auto e = events_.find(event);
     if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
-    return R("cuStreamWaitEvent", cu_.cuStreamWaitEvent(s, e->second, 0));
+    return R("cuStreamWaitEvent", cu_.cuStreamWaitEvent(s, e->second.second, 0));
   }
   Result EventCreate(uint32_t dev, uint64_t id, uint32_t flags) override {
     if (Result r = Use(dev); !r.ok()) return r;
     CUevent e;
     if (Result r = R("cuEventCreate", cu_.cuEventCreate(&e, flags)); !r.ok()) return r;
-    events_[id] = e;
+    events_[id] = {dev, e};
     return {};
   }
   Result EventRecord(uint32_t dev, uint64_t event, uint64_t stream) override {
@@ -763,28 +782,28 @@ class CudaBackend final : public Backend {
     if (Result r = Stream(stream, dev, &s); !r.ok()) return r;
     auto e = events_.find(event);
     if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
-    return R("cuEventRecord", cu_.cuEventRecord(e->second, s));
+    return R("cuEventRecord", cu_.cuEventRecord(e->second.second, s));
   }
   Result EventSync(uint64_t event) override {
     auto e = events_.find(event);
     if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
-    return R("cuEventSynchronize", cu_.cuEventSynchronize(e->second));
+    return R("cuEventSynchronize", cu_.cuEventSynchronize(e->second.second));
   }
   Result EventQuery(uint64_t event) override {
     auto e = events_.find(event);
     if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
-    CUresult q = cu_.cuEventQuery(e->second);
+    CUresult q = cu_.cuEventQuery(e->second.second);
     return q == CUDA_ERROR_NOT_READY ? Err(kErrNotReady, "") : R("cuEventQuery", q);
   }
   Result EventElapsed(uint64_t start, uint64_t end, float* ms) override {
     auto a = events_.find(start), b = events_.find(end);
     if (a == events_.end() || b == events_.end()) return Err(kErrInvalidResourceHandle, "unknown event");
-    return R("cuEventElapsedTime", cu_.cuEventElapsedTime(ms, a->second, b->second));
+    return R("cuEventElapsedTime", cu_.cuEventElapsedTime(ms, a->second.second, b->second.second));
   }
   Result EventDestroy(uint64_t event) override {
     auto e = events_.find(event);
     if (e == events_.end()) return Err(kErrInvalidResourceHandle, fmt::format("unknown event {}", event));
-    Result r = R("cuEventDestroy", cu_.cuEventDestroy(e->second));
+    Result r = R("cuEventDestroy", cu_.cuEventDestroy(e->second.second));
     events_.erase(e);
     return r;
   }
@@ -792,12 +811,73 @@ class CudaBackend final : public Backend {
     if (Result r = Use(dev); !r.ok()) return r;
     return R("cuCtxSynchronize", cu_.cuCtxSynchronize());
   }
+  // cudaDeviceReset by explicit destruction of what the session made on the device, not
+  // cuDevicePrimaryCtxReset: resetting the primary context would also destroy the backend's own
+  // per-device resources in it (the pinned staging buffers and their events, the timing events)
+  // and invalidate every handle cached here, to be recreated on the next copy at the cost of a new
+  // context (hundreds of ms on a GPU); the session's worker process is the only user of the
+  // context, so everything the program made there is known here and destroyed one by one. Limit:
+  // context state the backend does not track (device-side malloc heap contents, printf FIFO
+  // contents, L2 access policy) is not reset. Errors are reported (the first), never stop the
+  // reset halfway. A device whose context was never made has nothing to reset but its flags.
+  Result DeviceReset(uint32_t dev) override {
+    if (Result r = Exists(dev); !r.ok()) return r;
+    Result first = R("cuDevicePrimaryCtxSetFlags", cu_.cuDevicePrimaryCtxSetFlags(devs_[dev].dev, 0));
+    auto keep = [&first](Result r) {
+      if (first.ok()) first = std::move(r);
+    };
+    if (!devs_[dev].ctx) return first;
+    keep(DeviceSync(dev));
+    ResetContextState(dev, keep);
+    // Peer access from this device, and to it from others.
+    for (auto [from, to] : std::set<std::pair<uint32_t, uint32_t>>(peers_)) {
+      if (from == dev || to == dev) keep(PeerAccess(from, to, false));
+    }
+    return first;
+  }
+  // DeviceReset's destruction of the device's modules, streams, events and allocations (in that
+  // order: queued work is done, DeviceReset synchronized) and its limits' restoration.
+  template <class Keep>
+  void ResetContextState(uint32_t dev, Keep& keep) {
+    std::vector<uint64_t> modules;
+    for (const auto& [key, m] : loaded_) {
+      if (key.second == dev) modules.push_back(key.first);
+    }
+    for (uint64_t m : modules) keep(UnloadCopy(m, dev));
+    keep(Use(dev));
+    std::erase_if(streams_, [&](const auto& kv) {
+      if (kv.second.first != dev) return false;
+      keep(R("cuStreamDestroy", cu_.cuStreamDestroy(kv.second.second)));
+      return true;
+    });
+    std::erase_if(events_, [&](const auto& kv) {
+      if (kv.second.first != dev) return false;
+      keep(R("cuEventDestroy", cu_.cuEventDestroy(kv.second.second)));
+      return true;
+    });
+    std::vector<uint64_t> allocations;  // module variables' ranges went with their modules
+    for (const auto& [p, range] : owner_) {
+      if (range.second == dev) allocations.push_back(p);
+    }
+    for (uint64_t p : allocations) keep(Free(p));
+    std::erase_if(default_limits_, [&](const auto& kv) {
+      if (kv.first.first != dev) return false;
+      keep(R("cuCtxSetLimit", cu_.cuCtxSetLimit(static_cast<CUlimit>(kv.first.second), kv.second)));
+      return true;
+    });
+  }
 
   // As the runtime does: limits on the device's primary context (made current), flags on the
   // primary context whether it is active yet or not. The numbers pass through unchanged
   // (cuda_driver_check.cc).
   Result SetLimit(uint32_t dev, int32_t limit, uint64_t value) override {
     if (Result r = Use(dev); !r.ok()) return r;
+    if (!default_limits_.count({dev, limit})) {
+      size_t v = 0;
+      if (cu_.cuCtxGetLimit(&v, static_cast<CUlimit>(limit)) == CUDA_SUCCESS) {
+        default_limits_[{dev, limit}] = v;
+      }
+    }
     return R("cuCtxSetLimit", cu_.cuCtxSetLimit(static_cast<CUlimit>(limit), value));
   }
   Result GetLimit(uint32_t dev, int32_t limit, uint64_t* value) override {
@@ -816,8 +896,11 @@ class CudaBackend final : public Backend {
   Result PeerAccess(uint32_t dev, uint32_t peer, bool enable) override {
     if (Result r = Use(peer); !r.ok()) return r;
     if (Result r = Use(dev); !r.ok()) return r;
-    if (enable) return R("cuCtxEnablePeerAccess", cu_.cuCtxEnablePeerAccess(devs_[peer].ctx, 0));
-    return R("cuCtxDisablePeerAccess", cu_.cuCtxDisablePeerAccess(devs_[peer].ctx));
+    Result r = enable ? R("cuCtxEnablePeerAccess", cu_.cuCtxEnablePeerAccess(devs_[peer].ctx, 0))
+                      : R("cuCtxDisablePeerAccess", cu_.cuCtxDisablePeerAccess(devs_[peer].ctx));
+    if (r.ok() && enable) peers_.insert({dev, peer});
+    if (r.ok() && !enable) peers_.erase({dev, peer});
+    return r;
   }
   Result GetDeviceFlags(uint32_t dev, uint32_t* flags) override {
     if (Result r = Exists(dev); !r.ok()) return r;
@@ -887,7 +970,11 @@ class CudaBackend final : public Backend {
   std::unordered_map<uint64_t, std::set<uint64_t>> globals_;  // module -> its variables' addresses
   std::map<std::pair<uint64_t, uint32_t>, CUfunction> cufuncs_;
   std::unordered_map<uint64_t, std::pair<uint32_t, CUstream>> streams_;
-  std::unordered_map<uint64_t, CUevent> events_;
+  std::unordered_map<uint64_t, std::pair<uint32_t, CUevent>> events_;  // id -> (device, event)
+  // cuCtxGetLimit's answer before the session first set each (device, limit): what DeviceReset
+  // restores. Peer access the session enabled, (device, peer): what DeviceReset disables.
+  std::map<std::pair<uint32_t, int32_t>, size_t> default_limits_;
+  std::set<std::pair<uint32_t, uint32_t>> peers_;
   struct StagingPair {
     void* buf[2] = {nullptr, nullptr};
     CUevent done[2] = {nullptr, nullptr};  // recorded after each buffer's copy

@@ -79,6 +79,13 @@ class RangeAllocator {
     return p >= it->first && p + n <= it->first + std::max<uint64_t>(it->second, 1);
   }
   bool Owns(uint64_t p) const { return p >= base_ && p < base_ + size_; }
+  // The start of every allocation (the caller may Free them while walking the copy).
+  std::vector<uint64_t> Starts() const {
+    std::vector<uint64_t> out;
+    out.reserve(used_.size());
+    for (const auto& [p, size] : used_) out.push_back(p);
+    return out;
+  }
   uint64_t in_use() const { return in_use_; }
   uint64_t size() const { return size_; }
 
@@ -584,7 +591,7 @@ class EmulatedBackend final : public Backend {
   }
   Result EventCreate(uint32_t dev, uint64_t id, uint32_t) override {
     if (Result r = CheckDev(dev); !r.ok()) return r;
-    events_[id] = Event{};
+    events_[id] = Event{.dev = dev};
     return {};
   }
   Result EventRecord(uint32_t, uint64_t event, uint64_t stream) override {
@@ -616,6 +623,27 @@ class EmulatedBackend final : public Backend {
     return {};
   }
   Result DeviceSync(uint32_t dev) override { return CheckDev(dev); }
+  // Everything ran when issued, so nothing is waited for. The device's copies of the module
+  // variables are zeroed: their initial value here, since static initialisers in device code are
+  // not emulated (RegisterVar), so a "reloaded" module reads as a freshly loaded one; their
+  // storage and addresses stay (the client forgets its cached addresses anyway). Limit: function
+  // attributes (cudaFuncSetAttribute) are kept once per function for every device here, so they
+  // survive the reset of one device, where a GPU's reloaded module would start from defaults.
+  Result DeviceReset(uint32_t dev) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    for (uint64_t p : alloc_[dev].Starts()) {
+      if (!var_copies_.count(p)) (void)Free(p);
+    }
+    for (const auto& [id, v] : vars_) {
+      std::memset(reinterpret_cast<void*>(v.ptrs[dev]), 0, std::max<uint64_t>(v.size, 1));
+    }
+    std::erase_if(streams_, [&](const auto& kv) { return kv.second == dev; });
+    std::erase_if(events_, [&](const auto& kv) { return kv.second.dev == dev; });
+    limits_.erase(dev);
+    flags_.erase(dev);
+    std::erase_if(peer_access_, [&](const auto& p) { return p.first == dev || p.second == dev; });
+    return {};
+  }
 
   // Limits and device flags are kept per device for this session (one backend per session), so
   // GetLimit/GetDeviceFlags return what was set. The CPU kernels have no device stack, heap,
@@ -708,6 +736,7 @@ class EmulatedBackend final : public Backend {
   std::unordered_map<uint32_t, uint32_t> flags_;
   std::set<std::pair<uint32_t, uint32_t>> peer_access_;  // (device, peer) enabled
   struct Event {
+    uint32_t dev = 0;  // created on (DeviceReset destroys its device's)
     bool recorded = false;
     std::chrono::steady_clock::time_point at;
   };

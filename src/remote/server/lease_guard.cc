@@ -138,6 +138,18 @@ Result LeaseGuardBackend::DeviceSync(uint32_t dev) {
   return inner_->DeviceSync(dev);
 }
 
+// The device's allocations are gone once the reset succeeded: its lease's memory is free again.
+// (After a failed one some may remain, so they stay counted: the limit errs on the safe side.)
+Result LeaseGuardBackend::DeviceReset(uint32_t dev) {
+  if (Result r = Check(dev, "cudaDeviceReset"); !r.ok()) return r;
+  Result r = inner_->DeviceReset(dev);
+  if (r.ok()) {
+    std::erase_if(allocations_, [&](const auto& kv) { return kv.second.first == dev; });
+    in_use_[dev] = 0;
+  }
+  return r;
+}
+
 Result LeaseGuardBackend::SetLimit(uint32_t dev, int32_t limit, uint64_t value) {
   if (Result r = Check(dev, "cudaDeviceSetLimit"); !r.ok()) return r;
   return inner_->SetLimit(dev, limit, value);

@@ -124,6 +124,7 @@ class LeaseGuardBackend final : public Backend {
   }
   Result EventDestroy(uint64_t event) override { return inner_->EventDestroy(event); }
   Result DeviceSync(uint32_t dev) override;
+  Result DeviceReset(uint32_t dev) override;
   Result SetLimit(uint32_t dev, int32_t limit, uint64_t value) override;
   Result GetLimit(uint32_t dev, int32_t limit, uint64_t* value) override;
   Result SetDeviceFlags(uint32_t dev, uint32_t flags) override;

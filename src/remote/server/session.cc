@@ -254,6 +254,15 @@ Result Session::ModuleInfoOf(uint64_t module, uint32_t device, ModuleInfo* out) 
   return {};
 }
 
+void Session::ForgetDevice(uint32_t device) {
+  std::erase_if(allocations_, [&](const auto& kv) {
+    if (kv.second.device != device) return false;
+    memory_in_use_ -= kv.second.size;
+    return true;
+  });
+  std::erase_if(stream_devices_, [&](const auto& kv) { return kv.second == device; });
+}
+
 Status Session::Handle(const Frame& f) {
   if (f.op & kReply) return Status::InvalidArgument("client sent a reply frame");
   Empty none;
@@ -297,7 +306,7 @@ Status Session::Handle(const Frame& f) {
         } else {
           r = backend_->Malloc(q.device, q.size, &p.ptr);
           if (r.ok()) {
-            allocations_[p.ptr] = q.size;
+            allocations_[p.ptr] = Allocation{.size = q.size, .device = q.device};
             memory_in_use_ += q.size;
             stats_.peak_memory = std::max(stats_.peak_memory, memory_in_use_);
           }
@@ -310,7 +319,7 @@ Status Session::Handle(const Frame& f) {
         if (r.ok()) {
           auto it = allocations_.find(q.ptr);
           if (it != allocations_.end()) {
-            memory_in_use_ -= it->second;
+            memory_in_use_ -= it->second.size;
             allocations_.erase(it);
           }
         }
@@ -364,6 +373,8 @@ Status Session::Handle(const Frame& f) {
     case Op::kRegisterModule:
       return Async<RegisterModule>(f, [&](RegisterModule& q) {
         modules_[q.module];  // known from now on, even if the backend refuses the image
+        stats_.modules = modules_.size();
+        stats_.peak_modules = std::max(stats_.peak_modules, stats_.modules);
         return backend_->LoadModule(q.module, q.image);
       });
     case Op::kRegisterFunction:
@@ -383,6 +394,7 @@ Status Session::Handle(const Frame& f) {
     case Op::kUnregisterModule:
       return Async<UnregisterModule>(f, [&](UnregisterModule& q) {
         modules_.erase(q.module);
+        stats_.modules = modules_.size();
         return backend_->UnloadModule(q.module);
       });
     case Op::kGetModuleInfo:
@@ -467,7 +479,8 @@ Status Session::Handle(const Frame& f) {
       return Sync<DeviceSync>(f, [&](DeviceSync& q) { return SendReply(f.op, backend_->DeviceSync(q.device), none); });
     case Op::kDeviceReset:
       return Sync<DeviceReset>(f, [&](DeviceReset& q) {
-        Result r = backend_->DeviceSync(q.device);
+        Result r = backend_->DeviceReset(q.device);
+        if (r.ok()) ForgetDevice(q.device);
         return SendReply(f.op, r, none);
       });
     case Op::kFuncAttributes:

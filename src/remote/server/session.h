@@ -45,6 +45,9 @@ struct SessionStats {
   uint64_t h2d_in_place = 0;  // host-to-device chunks received straight into their target
   uint64_t bare_replies = 0;  // read replies sent as their bytes alone (proto::kBareReplyMinBytes)
   uint64_t replies = 0;  // replies sent: the round trips the client waited for (at most)
+  // Modules registered and not unregistered: now, and the most at any time. A client that loads
+  // and unloads a kernel library repeatedly keeps the peak at what it has loaded at once.
+  uint64_t modules = 0, peak_modules = 0;
   // Replies per request op (index: proto::Op), so tests and the session's end-of-session log
   // line can tell which calls the client waited for.
   std::array<uint64_t, static_cast<size_t>(proto::Op::kMaxOp)> replies_by_op{};
@@ -127,7 +130,13 @@ class Session : private TailPlacer {
   SessionLimits limits_;
   SessionStats stats_;
   uint64_t memory_in_use_ = 0;
-  std::unordered_map<uint64_t, uint64_t> allocations_;  // ptr -> size
+  struct Allocation {
+    uint64_t size = 0;
+    uint32_t device = 0;
+  };
+  std::unordered_map<uint64_t, Allocation> allocations_;  // by pointer
+  // DeviceReset: the device's allocations and streams are gone from the backend; forget them.
+  void ForgetDevice(uint32_t device);
   std::unordered_map<uint64_t, uint32_t> stream_devices_;  // stream id -> device
   // What the client registered in each module it registered (RegisterModule until
   // UnregisterModule), in registration order, whatever the backend answered: GetModuleInfo
