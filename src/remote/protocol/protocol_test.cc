@@ -219,6 +219,40 @@ TEST(Protocol, Version6ModuleInfoRoundTrips) {
   EXPECT_EQ(got.vars[1].message, "symbol gB not found");
 }
 
+// Version 7: UnregisterModule (posted: no reply, ordered with the other posted ops) and
+// DeviceReset (replied: it synchronizes) carry their module and device; a version 6 peer, whose
+// server would keep unregistered modules and only synchronize at a reset, is refused by number.
+TEST(Protocol, Version7UnregisterModuleIsPostedAndDeviceResetReplied) {
+  EXPECT_EQ(kVersion, 7);
+  BatchWriter w;
+  UnregisterModule u{.module = 42};
+  DeviceReset d;
+  d.device = 3;
+  w.AddRequest(u);
+  w.AddRequest(d);
+  auto msg = Copy(w.Finish());
+  auto frames = ParseMessage(msg);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  ASSERT_EQ(frames->size(), 2u);
+  EXPECT_STREQ(OpName((*frames)[0].op), "UnregisterModule");
+  EXPECT_TRUE(GetOpInfo((*frames)[0].op)->async);
+  EXPECT_STREQ(OpName((*frames)[1].op), "DeviceReset");
+  EXPECT_FALSE(GetOpInfo((*frames)[1].op)->async);
+  UnregisterModule u2;
+  ASSERT_TRUE(DecodeBody((*frames)[0], &u2).ok());
+  EXPECT_EQ(u2.module, 42u);
+  DeviceReset d2;
+  ASSERT_TRUE(DecodeBody((*frames)[1], &d2).ok());
+  EXPECT_EQ(d2.device, 3u);
+  UnregisterModule cut;
+  Status s = DecodeBody(Frame{(*frames)[0].op, (*frames)[0].payload.first(4)}, &cut);
+  EXPECT_NE(s.message().find("module"), std::string::npos) << s.ToString();
+  auto v6 = msg;
+  v6[4] = std::byte{6};
+  EXPECT_NE(ParseMessage(v6).status().message().find("protocol version 6 not supported"),
+            std::string::npos);
+}
+
 // GetSymbol names the server-local device whose copy of the variable is wanted (protocol v6).
 TEST(Protocol, Version6GetSymbolCarriesTheDevice) {
   BatchWriter w;

@@ -146,5 +146,26 @@ TEST(LeaseGuardBackend, OnlyTheLeasedDeviceWithinItsLeasesMemory) {
   EXPECT_EQ(props.total_global_mem, uint64_t{1} << 20);
 }
 
+// cudaDeviceReset on the leased device frees its lease's memory (the backend destroyed its
+// allocations); on another device it is refused like any call.
+TEST(LeaseGuardBackend, DeviceResetGivesTheLeasesMemoryBack) {
+  auto emulated = MakeEmulatedBackend({.devices = 2, .memory_bytes = uint64_t{64} << 20});
+  ASSERT_TRUE(emulated.ok()) << emulated.status().ToString();
+  LeaseGuardBackend guard(emulated->get(), {{.device = 0, .memory_bytes = 1 << 20,
+                                              .gpu = "h:7000/0"}});
+  uint64_t p = 0;
+  ASSERT_TRUE(guard.Malloc(0, 1 << 20, &p).ok());
+  EXPECT_EQ(guard.Malloc(0, 1, &p).code, kErrMemoryAllocation);
+  Result other = guard.DeviceReset(1);
+  EXPECT_EQ(other.code, kErrNotPermitted);
+  EXPECT_NE(other.message.find("cudaDeviceReset on GPU h:7000/1 refused"), std::string::npos)
+      << other.message;
+  ASSERT_TRUE(guard.DeviceReset(0).ok());
+  uint64_t free = 0, total = 0;
+  ASSERT_TRUE(guard.MemGetInfo(0, &free, &total).ok());
+  EXPECT_EQ(free, uint64_t{1} << 20);
+  EXPECT_TRUE(guard.Malloc(0, 1 << 20, &p).ok());
+}
+
 }  // namespace
 }  // namespace gpool::remote::server

@@ -45,12 +45,14 @@ class SessionTest : public ::testing::Test {
     auto b = MakeEmulatedBackend(Options());
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     backend_ = Wrap(std::move(*b));
-    session_ = std::make_unique<Session>(1, std::move(*s), backend_.get(), SessionLimits{});
+    session_ = std::make_unique<Session>(1, std::move(*s), backend_.get(), Limits());
     Prepare(*session_);
     runner_ = std::thread([this] { run_status_ = session_->Run(); });
   }
   // The emulated backend's options (a subclass may change them).
   virtual EmulatedOptions Options() { return {.memory_bytes = uint64_t{64} << 20}; }
+  // The session's limits (a subclass may set them).
+  virtual SessionLimits Limits() { return {}; }
   // The backend the session runs on (a subclass may put a decorator around the emulated one).
   virtual std::unique_ptr<Backend> Wrap(std::unique_ptr<Backend> b) { return b; }
   // Called before the session runs (a subclass may set its deadline).
@@ -415,6 +417,111 @@ TEST_F(ModuleInfoTwoDevicesTest, EachDeviceHasItsOwnCopyOfTheVariables) {
   EXPECT_NE(d5.vars[0].message.find("device 5 does not exist"), std::string::npos)
       << d5.vars[0].message;
   EXPECT_EQ(Slots(d5.functions[0].params), kFourParams);
+}
+
+// UnregisterModule (protocol v7: clients send it when a library is dlclose'd) frees the module's
+// variables on every device, and the session's module counts show it.
+TEST_F(ModuleInfoTwoDevicesTest, UnregisterModuleFreesItsVariablesOnEveryDevice) {
+  auto free_memory = [&](uint32_t dev) {
+    MemGetInfo q;
+    q.device = dev;
+    ReplyHead h;
+    MemInfo m;
+    Ask(q, &h, &m);
+    EXPECT_EQ(h.error, 0) << h.message;
+    return m.free;
+  };
+  const uint64_t before[2] = {free_memory(0), free_memory(1)};
+  ReplyHead h;
+  (void)RegisterAndFetch(&h);
+  ASSERT_EQ(h.error, 0) << h.message;
+  for (uint32_t dev : {0u, 1u}) EXPECT_LT(free_memory(dev), before[dev]) << "device " << dev;
+  ReplyHead ph = PostThenPing(UnregisterModule{.module = kModule});
+  EXPECT_EQ(ph.async_error, 0) << ph.async_message;
+  for (uint32_t dev : {0u, 1u}) EXPECT_EQ(free_memory(dev), before[dev]) << "device " << dev;
+  EXPECT_EQ(session_->stats().modules, 0u);
+  EXPECT_EQ(session_->stats().peak_modules, 1u);
+  // Registered again under a new id (a library dlopen'ed again): a fresh module.
+  BatchWriter w;
+  RegisterModule again{.module = kLate, .image = std::as_bytes(std::span(image_))};
+  RegisterVar a{.module = kLate, .var = 41, .name = "gA", .size = 16};
+  w.AddRequest(again);
+  w.AddRequest(a);
+  ModuleInfo info = Fetch(w, kLate, &h);
+  ASSERT_EQ(h.error, 0) << h.message;
+  ASSERT_EQ(info.vars.size(), 1u);
+  EXPECT_EQ(info.vars[0].error, 0) << info.vars[0].message;
+  EXPECT_EQ(session_->stats().peak_modules, 1u);
+}
+
+// DeviceReset (protocol v7) of device 0 of two, under a 32 MiB session limit: device 0's
+// allocation, stream and event are gone, its limit and flags are back at their defaults, its
+// copy of a module variable reads zero again (the emulated backend's initial value), and the
+// limit counts its memory as free; device 1 keeps everything.
+class DeviceResetTest : public ModuleInfoTwoDevicesTest {
+ protected:
+  SessionLimits Limits() override { return {.memory_bytes = uint64_t{32} << 20}; }
+  uint64_t MallocOn(uint32_t dev, uint64_t n, ReplyHead* h) {
+    proto::Malloc q{.device = dev, .size = n};
+    Pointer p;
+    Ask(q, h, &p);
+    return p.ptr;
+  }
+  template <class Msg>
+  int32_t Error(Msg q) {
+    ReplyHead h;
+    Empty none;
+    Ask(q, &h, &none);
+    return h.error;
+  }
+};
+
+TEST_F(DeviceResetTest, DestroysTheDevicesStateAndOnlyItsOwn) {
+  ReplyHead h;
+  ModuleInfo d0 = RegisterAndFetch(&h);
+  ASSERT_EQ(h.error, 0) << h.message;
+  BatchWriter w;
+  ModuleInfo d1 = Fetch(w, kModule, &h, 1);
+  ASSERT_EQ(d1.vars.size(), 2u);
+  const uint64_t ptr0 = MallocOn(0, 16 << 20, &h), ptr1 = MallocOn(1, 4 << 20, &h);
+  ASSERT_EQ(h.error, 0) << h.message;
+  BatchWriter setup;
+  StreamCreate s0{.device = 0, .stream = 100}, s1{.device = 1, .stream = 101};
+  EventCreate e0{.device = 0, .event = 200}, e1{.device = 1, .event = 201};
+  Memset m0{.dst = d0.vars[0].ptr, .value = 1, .size = 16}, m1{.dst = d1.vars[0].ptr, .value = 1, .size = 16};
+  setup.AddRequest(s0), setup.AddRequest(s1), setup.AddRequest(e0), setup.AddRequest(e1);
+  setup.AddRequest(m0), setup.AddRequest(m1);
+  ASSERT_TRUE(client_->Send(setup.Finish()).ok());
+  ASSERT_EQ(Error(DeviceSetLimit{.device = 0, .limit = 0, .value = 4096}), 0);
+  ASSERT_EQ(Error(SetDeviceFlags{.device = 0, .flags = 4}), 0);
+
+  DeviceReset reset;
+  reset.device = 0;
+  ASSERT_EQ(Error(reset), 0);
+
+  EXPECT_EQ(Read(d0.vars[0].ptr, 16, &h), std::vector<std::byte>(16, std::byte{0}));
+  EXPECT_EQ(Read(d1.vars[0].ptr, 16, &h), std::vector<std::byte>(16, std::byte{1}));
+  EXPECT_EQ(Error(Free{.ptr = ptr0}), kErrInvalidDevicePointer);
+  StreamSync ss0, ss1;
+  ss0.stream = 100, ss1.stream = 101, ss1.device = 1;
+  EXPECT_EQ(Error(ss0), kErrInvalidResourceHandle);
+  EXPECT_EQ(Error(ss1), 0);
+  EventQuery q0, q1;
+  q0.event = 200, q1.event = 201;
+  EXPECT_EQ(Error(q0), kErrInvalidResourceHandle);
+  EXPECT_EQ(Error(q1), 0);
+  U64Value v;
+  DeviceGetLimit gl{.device = 0, .limit = 0};
+  Ask(gl, &h, &v);
+  EXPECT_EQ(v.value, 1024u);  // CUDA's default stack size
+  GetDeviceFlags gf;
+  gf.device = 0;
+  Ask(gf, &h, &v);
+  EXPECT_EQ(v.value, 0u);
+  // The session limit sees device 0's 16 MiB as free again: 4 MiB (device 1) + 28 MiB fit.
+  (void)MallocOn(0, 28 << 20, &h);
+  EXPECT_EQ(h.error, 0) << h.message;
+  EXPECT_EQ(Error(Free{.ptr = ptr1}), 0);
 }
 
 // A server whose driver cannot report layouts (--emulated-no-param-info): every function carries
