@@ -256,9 +256,8 @@ cudaError_t FromStatus(const Status& s) {
                                                    : cudaErrorDevicesUnavailable;
 }
 
-// A synchronous call on `l`.
-// `head`, when given, receives the reply's head (its own `error` apart from an earlier
-// asynchronous one, which the result reports first).
+// A synchronous call on `l`. `head`, when given, receives the reply's head: its own `error`,
+// apart from an earlier asynchronous error, which the result reports first.
 template <class Msg, class Body>
 cudaError_t Call(ServerLink* l, Msg& m, Body* body, proto::ReplyHead* head = nullptr) {
   proto::ReplyHead h;
