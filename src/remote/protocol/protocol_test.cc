@@ -219,11 +219,11 @@ TEST(Protocol, Version6ModuleInfoRoundTrips) {
   EXPECT_EQ(got.vars[1].message, "symbol gB not found");
 }
 
-// Version 7: UnregisterModule (posted: no reply, ordered with the other posted ops) and
-// DeviceReset (replied: it synchronizes) carry their module and device; a version 6 peer, whose
+// Version 8: UnregisterModule (posted: no reply, ordered with the other posted ops) and
+// DeviceReset (replied: it synchronizes) carry their module and device; a version 7 peer, whose
 // server would keep unregistered modules and only synchronize at a reset, is refused by number.
-TEST(Protocol, Version7UnregisterModuleIsPostedAndDeviceResetReplied) {
-  EXPECT_EQ(kVersion, 7);
+TEST(Protocol, Version8UnregisterModuleIsPostedAndDeviceResetReplied) {
+  EXPECT_EQ(kVersion, 8);
   BatchWriter w;
   UnregisterModule u{.module = 42};
   DeviceReset d;
@@ -247,9 +247,9 @@ TEST(Protocol, Version7UnregisterModuleIsPostedAndDeviceResetReplied) {
   UnregisterModule cut;
   Status s = DecodeBody(Frame{(*frames)[0].op, (*frames)[0].payload.first(4)}, &cut);
   EXPECT_NE(s.message().find("module"), std::string::npos) << s.ToString();
-  auto v6 = msg;
-  v6[4] = std::byte{6};
-  EXPECT_NE(ParseMessage(v6).status().message().find("protocol version 6 not supported"),
+  auto v7 = msg;
+  v7[4] = std::byte{7};
+  EXPECT_NE(ParseMessage(v7).status().message().find("protocol version 7 not supported"),
             std::string::npos);
 }
 

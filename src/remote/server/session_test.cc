@@ -419,7 +419,7 @@ TEST_F(ModuleInfoTwoDevicesTest, EachDeviceHasItsOwnCopyOfTheVariables) {
   EXPECT_EQ(Slots(d5.functions[0].params), kFourParams);
 }
 
-// UnregisterModule (protocol v7: clients send it when a library is dlclose'd) frees the module's
+// UnregisterModule (protocol v8: clients send it when a library is dlclose'd) frees the module's
 // variables on every device, and the session's module counts show it.
 TEST_F(ModuleInfoTwoDevicesTest, UnregisterModuleFreesItsVariablesOnEveryDevice) {
   auto free_memory = [&](uint32_t dev) {
@@ -454,7 +454,7 @@ TEST_F(ModuleInfoTwoDevicesTest, UnregisterModuleFreesItsVariablesOnEveryDevice)
   EXPECT_EQ(session_->stats().peak_modules, 1u);
 }
 
-// DeviceReset (protocol v7) of device 0 of two, under a 32 MiB session limit: device 0's
+// DeviceReset (protocol v8) of device 0 of two, under a 32 MiB session limit: device 0's
 // allocation, stream and event are gone, its limit and flags are back at their defaults, its
 // copy of a module variable reads zero again (the emulated backend's initial value), and the
 // limit counts its memory as free; device 1 keeps everything.
