@@ -78,9 +78,16 @@ gpool=$build/bin/gpool
 lib=$build/lib
 deps=$build/deps
 samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths
-         noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls)
+         noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls module_reload)
+# The kernel library module_reload dlopen()s, built beside the samples.
+reload_lib=libreload_kernels.so
 # nvcc flags beyond the common ones, per sample (as tests/remote/CMakeLists.txt builds them).
-sample_flags() { [[ $1 == per_thread_stream ]] && echo "--default-stream per-thread"; true; }
+sample_flags() {
+  case $1 in
+    per_thread_stream) echo "--default-stream per-thread" ;;
+    module_reload) echo "-ldl" ;;
+  esac
+}
 die() { echo "gpu-check: $*" >&2; echo "gpu-check: FAIL"; exit 1; }
 want() { [[ -z $only || ,$only, == *,$1,* ]]; }
 
@@ -107,7 +114,7 @@ if [[ -n $bundle_out ]]; then
   done
   # The CMake-built samples (sm_90) and the emulated kernels, in the build tree's layout, so that
   # the bundle also runs --emulated and a GPU machine without nvcc still has samples.
-  for s in "${samples[@]}"; do
+  for s in "${samples[@]}" "$reload_lib"; do
     [[ -x $build/tests/remote/cuda/$s ]] && cp "$build/tests/remote/cuda/$s" "$bundle_out/tests/remote/cuda/"
   done
   plugin=$build/tests/remote/libgpool_example_kernels.so
@@ -215,7 +222,9 @@ if [[ $samples_dir == "$work/samples" ]]; then
       timeout 300 "$nvcc" -cudart shared -arch="${GPOOL_ARCH:-sm_90}" -O2 $(sample_flags "$s") \
         -o "$samples_dir/$s" "$here/examples/cuda/$s.cu" >"$work/nvcc-$s.log" 2>&1 &
     done
-    for _ in "${samples[@]}"; do wait -n || rc=1; done
+    timeout 300 "$nvcc" -cudart shared -arch="${GPOOL_ARCH:-sm_90}" -O2 -shared -Xcompiler -fPIC \
+      -o "$samples_dir/$reload_lib" "$here/examples/cuda/reload_kernels.cu" >"$work/nvcc-$reload_lib.log" 2>&1 &
+    for _ in "${samples[@]}" "$reload_lib"; do wait -n || rc=1; done
     exit $rc
   ) &
   compile_pid=$!
@@ -251,10 +260,12 @@ echo "server: ${backend[*]} at $addr, devices $devices"
 if [[ -n $compile_pid ]]; then
   if ! wait "$compile_pid"; then
     for s in "${samples[@]}"; do [[ -x $samples_dir/$s ]] || { echo "-- nvcc $s.cu:"; tail -20 "$work/nvcc-$s.log"; }; done
+    [[ -f $samples_dir/$reload_lib ]] || { echo "-- nvcc reload_kernels.cu:"; tail -20 "$work/nvcc-$reload_lib.log"; }
     die "building the samples failed"
   fi
 fi
 for s in "${samples[@]}"; do [[ -x $samples_dir/$s ]] || die "sample $samples_dir/$s missing"; done
+[[ -f $samples_dir/$reload_lib ]] || die "kernel library $samples_dir/$reload_lib missing"
 
 # The real runtime for native runs: the toolkit's, put first (a program built with -cudart shared
 # finds libcudart.so.13 through the loader path only: nvcc sets no rpath).
@@ -301,7 +312,8 @@ echo "== samples: native vs gpool (timeout ${step_timeout}s each)"
 runs=("same vector_add 1048576" "same struct_param" "same streams_events" "same memcpy_sizes $copy_max"
       "same symbols" "same multi_device 1" "gpool error_paths bad-pointer" "gpool error_paths unsupported" "same error_paths dynamic-shared"
       "gpool error_paths oom" "gpool error_paths launch-fail" "same noop_launch $launches"
-      "same per_thread_stream" "gpool error_paths config" "same copies_2d" "same api_coverage" "same runtime_calls")
+      "same per_thread_stream" "gpool error_paths config" "same copies_2d" "same api_coverage" "same runtime_calls"
+      "gpool module_reload $samples_dir/$reload_lib 3")
 for r in "${runs[@]}"; do
   read -r expect name args <<<"$r"
   # shellcheck disable=SC2086
@@ -334,6 +346,9 @@ for r in "${runs[@]}"; do
     # bad-pointer: a copy past the end of a 16-byte allocation. CUDA itself does not check
     # sub-allocation bounds (native exit is informational); gpool refuses it on both backends.
     # unsupported: managed memory and graphs work natively; gpool refuses them loudly.
+    # module_reload: a kernel library dlopen()ed and closed three times, then cudaDeviceReset;
+    # it also checks that handles from before the reset are refused, which a real runtime need
+    # not do cleanly (native exit is informational).
     # config: device limits and flags through the cuda backend (cuCtxSetLimit,
     # cuDevicePrimaryCtxSetFlags); host registration with mapping flags works natively, gpool
     # refuses it loudly.

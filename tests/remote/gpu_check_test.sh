@@ -29,7 +29,7 @@ for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
             "PASS error_paths launch-fail (gpool" "PASS noop_launch 20000 (gpool" \
             "PASS per_thread_stream (gpool" "PASS error_paths config (gpool" "PASS copies_2d (gpool" \
             "PASS aggregate (two servers, one GPU each): PASS multi_device devices=2" \
-            "PASS api_coverage (gpool" "PASS runtime_calls (gpool" \
+            "PASS api_coverage (gpool" "PASS runtime_calls (gpool" "PASS module_reload /" \
             "latency: gpool" "bandwidth: gpool" "PASS shares: both sessions ran" \
             "gpu-check: PASS"; do
   grep -qF -- "$want" "$tmp/full.log" || fail "missing line: $want"
@@ -38,7 +38,7 @@ done
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [[ -e $cuda_home/lib64/stubs/libcuda.so || -e $cuda_home/targets/x86_64-linux/lib/stubs/libcuda.so ]]; then
   grep -qF "PASS cuda-stub: every driver symbol resolved" "$tmp/full.log" || fail "no cuda-stub PASS"
-  grep -qF "== summary: 21 passed, 0 failed, 0 notes" "$tmp/full.log" || fail "wrong summary"
+  grep -qF "== summary: 22 passed, 0 failed, 0 notes" "$tmp/full.log" || fail "wrong summary"
 else
   echo "gpu_check_test: NOTE: no stub libcuda.so under $cuda_home: the driver-symbol check was skipped"
   grep -qF "NOTE cuda-stub: SKIPPED" "$tmp/full.log" || fail "the skipped stub check is not reported"
@@ -48,7 +48,8 @@ fi
 #    PASS line at once, except `symbols`, which fails, and `struct_param`, which hangs.
 mkdir "$tmp/samples"
 for s in vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths \
-         noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls; do
+         noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls \
+         module_reload libreload_kernels.so; do
   printf '#!/bin/sh\necho "PASS %s fake"\n' "$s" >"$tmp/samples/$s"
 done
 printf '#!/bin/sh\necho "symbols: wrong value at 7" >&2\nexit 1\n' >"$tmp/samples/symbols"
@@ -64,7 +65,7 @@ grep -qF "gpool: symbols: wrong value at 7" "$tmp/bad.log" || fail "the failing 
 grep -qF "FAIL struct_param: gpool run timed out (step limit 8s" "$tmp/bad.log" || fail "the hanging sample is not reported as timed out"
 grep -qF "PASS multi_device 1 (gpool, emulated): PASS multi_device fake" "$tmp/bad.log" ||
   fail "the samples after a hang did not run"
-grep -qF "== summary: 15 passed, 2 failed, 1 notes" "$tmp/bad.log" || fail "wrong summary"
+grep -qF "== summary: 16 passed, 2 failed, 1 notes" "$tmp/bad.log" || fail "wrong summary"
 grep -qx "gpu-check: FAIL" <<<"$(tail -1 "$tmp/bad.log")" || fail "last line is not 'gpu-check: FAIL'"
 
 # 3. The run's --budget: once spent, the remaining steps get 1 s each; the run still ends with
