@@ -302,8 +302,9 @@ class CudaBackend final : public Backend {
   Result Malloc(uint32_t dev, uint64_t size, uint64_t* ptr) override {
     if (Result r = Use(dev); !r.ok()) return r;
     CUdeviceptr p = 0;
+    // The driver's code as it is (CUDA_ERROR_OUT_OF_MEMORY is cudaErrorMemoryAllocation): a
+    // context with a sticky fault refuses with that fault, which is what the program must see.
     if (Result r = R("cuMemAlloc", cu_.cuMemAlloc(&p, std::max<uint64_t>(size, 1))); !r.ok()) {
-      r.code = kErrMemoryAllocation;
       return r;
     }
     *ptr = p;
@@ -722,6 +723,7 @@ class CudaBackend final : public Backend {
                                                  l.block[1], l.block[2], l.shmem, s, nullptr,
                                                  size ? extra : nullptr));
     }
+    if (!r.ok()) r.message += LaunchDescription(l);
     if (timing && r.ok() && cu_.cuEventRecord(timed.end, s) == CUDA_SUCCESS) {
       t.pending.push_back(timed);
     } else {
@@ -731,6 +733,16 @@ class CudaBackend final : public Backend {
       if (timed.end) t.pool.push_back(timed.end);
     }
     return r;
+  }
+  // " (kernel NAME, grid XxYxZ, block XxYxZ, N bytes of dynamic shared memory)": a refused
+  // launch names what was asked, since the driver's error alone (often just "invalid argument")
+  // does not say which kernel or which of its settings.
+  std::string LaunchDescription(const proto::Launch& l) const {
+    auto f = funcs_.find(l.func);
+    return fmt::format(" (kernel {}, grid {}x{}x{}, block {}x{}x{}, {} bytes of dynamic shared "
+                       "memory)",
+                       f == funcs_.end() ? "?" : f->second.second, l.grid[0], l.grid[1],
+                       l.grid[2], l.block[0], l.block[1], l.block[2], l.shmem);
   }
   uint64_t TakeKernelTime(uint32_t dev) override {
     if (dev >= timing_.size() || timing_[dev].pending.empty()) return 0;
@@ -869,7 +881,8 @@ class CudaBackend final : public Backend {
 
   // As the runtime does: limits on the device's primary context (made current), flags on the
   // primary context whether it is active yet or not. The numbers pass through unchanged
-  // (cuda_driver_check.cc).
+  // (cuda_driver_check.cc); a refusal names them (the driver's error alone does not say which
+  // limit or flags it refused).
   Result SetLimit(uint32_t dev, int32_t limit, uint64_t value) override {
     if (Result r = Use(dev); !r.ok()) return r;
     if (!default_limits_.count({dev, limit})) {
@@ -878,7 +891,8 @@ class CudaBackend final : public Backend {
         default_limits_[{dev, limit}] = v;
       }
     }
-    return R("cuCtxSetLimit", cu_.cuCtxSetLimit(static_cast<CUlimit>(limit), value));
+    return R(fmt::format("cuCtxSetLimit(limit {}, value {})", limit, value).c_str(),
+             cu_.cuCtxSetLimit(static_cast<CUlimit>(limit), value));
   }
   Result GetLimit(uint32_t dev, int32_t limit, uint64_t* value) override {
     if (Result r = Use(dev); !r.ok()) return r;
@@ -889,7 +903,8 @@ class CudaBackend final : public Backend {
   }
   Result SetDeviceFlags(uint32_t dev, uint32_t flags) override {
     if (Result r = Exists(dev); !r.ok()) return r;
-    return R("cuDevicePrimaryCtxSetFlags", cu_.cuDevicePrimaryCtxSetFlags(devs_[dev].dev, flags));
+    return R(fmt::format("cuDevicePrimaryCtxSetFlags(device {}, flags 0x{:x})", dev, flags).c_str(),
+             cu_.cuDevicePrimaryCtxSetFlags(devs_[dev].dev, flags));
   }
   // The runtime's peer access is its primary contexts': the current device's context gains access
   // to the peer's (whose primary context is retained for that).
