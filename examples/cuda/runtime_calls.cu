@@ -377,6 +377,11 @@ static int AsyncError(bool sticky) {
   EXPECT(cudaStreamSynchronize(s) == cudaErrorLaunchFailure);
   (void)cudaGetLastError();
   EXPECT(cudaStreamSynchronize(s) == (sticky ? cudaErrorLaunchFailure : cudaSuccess));
+  if (sticky) {
+    // Every later call gets the fault, an allocation too (not cudaErrorMemoryAllocation).
+    void* p = nullptr;
+    EXPECT(cudaMalloc(&p, 64) == cudaErrorLaunchFailure);
+  }
   std::printf("PASS runtime_calls async-error\n");
   return 0;
 }
