@@ -250,7 +250,8 @@ StatusOr<Fd> WakeableListenSocket::Accept() {
   }
 }
 
-WakeableListenSocket::Arrival WakeableListenSocket::Look(Waiting& w, const FirstMessageSize& size) {
+WakeableListenSocket::Arrival WakeableListenSocket::Look(Waiting& w, const FirstMessageSize& size,
+                                                         short revents) {
   std::vector<std::byte> buf(w.need);
   ssize_t n = ::recv(w.fd.get(), buf.data(), buf.size(), MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return Arrival::kGone;
@@ -262,6 +263,9 @@ WakeableListenSocket::Arrival WakeableListenSocket::Look(Waiting& w, const First
     return setsockopt(w.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one) == 0 ? Arrival::kComplete
                                                                                 : Arrival::kGone;
   }
+  // The peer hung up (or the socket failed) before its message was whole: it never will be, and
+  // the socket stays readable (EOF) whatever SO_RCVLOWAT says, so waiting on would spin.
+  if (revents & (POLLRDHUP | POLLHUP | POLLERR)) return Arrival::kGone;
   w.need = need;
   int lowat = static_cast<int>(std::min<size_t>(need, INT_MAX));
   return setsockopt(w.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0 ? Arrival::kWaiting
@@ -276,7 +280,8 @@ StatusOr<Fd> WakeableListenSocket::AcceptArrived(const FirstMessageSize& size, i
     std::vector<pollfd> watch;
     int wait_ms = -1;
     for (const Waiting& w : waiting_) {
-      watch.push_back({w.fd.get(), POLLIN, 0});
+      watch.push_back({w.fd.get(), POLLIN | POLLRDHUP, 0});
+      if (w.deadline == Clock::time_point::max()) continue;  // no bound
       auto left = std::chrono::ceil<std::chrono::milliseconds>(w.deadline - now).count();
       wait_ms = wait_ms < 0 ? static_cast<int>(left) : std::min(wait_ms, static_cast<int>(left));
     }
@@ -285,7 +290,7 @@ StatusOr<Fd> WakeableListenSocket::AcceptArrived(const FirstMessageSize& size, i
     std::vector<size_t> gone;
     for (size_t i = 0; i < watch.size(); ++i) {
       if (watch[i].revents == 0) continue;
-      Arrival a = Look(waiting_[i], size);
+      Arrival a = Look(waiting_[i], size, watch[i].revents);
       if (a == Arrival::kGone) gone.push_back(i);
       if (a != Arrival::kComplete) continue;
       Fd ready = std::move(waiting_[i].fd);
@@ -302,7 +307,10 @@ StatusOr<Fd> WakeableListenSocket::AcceptArrived(const FirstMessageSize& size, i
     StatusOr<Fd> sock = AcceptTcp(fd_.get());
     if (!sock.ok()) continue;
     if (waiting_.size() >= kMaxWaiting) waiting_.pop_front();
-    Waiting w{.fd = std::move(*sock), .deadline = Clock::now() + std::chrono::milliseconds(timeout_ms),
+    // timeout_ms <= 0: no bound (as SetTimeouts' 0), not "closed at once".
+    const auto deadline = timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(timeout_ms)
+                                         : Clock::time_point::max();
+    Waiting w{.fd = std::move(*sock), .deadline = deadline,
               .need = std::max<size_t>(size({}), 1)};
     int lowat = static_cast<int>(std::min<size_t>(w.need, INT_MAX));
     if (setsockopt(w.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) != 0) continue;

@@ -87,8 +87,9 @@ class WakeableListenSocket {
   // or sends slowly (a port scan, a stalled host), no longer holds up every client behind it for
   // the handshake timeout: connections wait here side by side (poll, with SO_RCVLOWAT set to the
   // bytes still missing, so a partial message costs no busy loop) until theirs has arrived, for
-  // at most `timeout_ms` (then they are closed), at most kMaxWaiting of them (a new one pushes
-  // the oldest out). A peer that closes first is dropped. Single-threaded, like Accept.
+  // at most `timeout_ms` (then they are closed; 0 or less: no bound), at most kMaxWaiting of them
+  // (a new one pushes the oldest out). A peer that hangs up (or shuts down its sending side)
+  // before its message is whole is dropped. Single-threaded, like Accept.
   StatusOr<Fd> AcceptArrived(const FirstMessageSize& size, int timeout_ms);
   static constexpr size_t kMaxWaiting = 256;
   void Close();
@@ -110,7 +111,8 @@ class WakeableListenSocket {
   // Returns whether a connection can be accepted.
   StatusOr<bool> Wait(std::span<pollfd> watch, int timeout_ms);
   enum class Arrival { kWaiting, kComplete, kGone };
-  Arrival Look(Waiting& w, const FirstMessageSize& size);
+  // `revents`: what poll said of w.fd.
+  Arrival Look(Waiting& w, const FirstMessageSize& size, short revents);
   Fd fd_, wake_read_, wake_write_;
   std::string address_;
   std::atomic<bool> closed_{false};

@@ -130,5 +130,52 @@ TEST_F(AcceptArrivedTest, SilentPeersTimeOutAndClosedOnesAreDropped) {
   EXPECT_EQ(listener_->waiting(), 0u);
 }
 
+// A peer that sends part of its message and then hangs up (FIN) can never complete it: it is
+// dropped as soon as that is seen, not held (and, before, polled in a busy loop: EOF keeps the
+// socket readable whatever SO_RCVLOWAT says) until the timeout.
+TEST_F(AcceptArrivedTest, APeerThatHangsUpMidMessageIsDroppedAtOnce) {
+  Fd quitter = Connect();
+  const uint8_t part[2] = {9, 'a'};
+  ASSERT_TRUE(WriteAll(quitter.get(), part, sizeof part, "listener").ok());
+  ASSERT_EQ(::shutdown(quitter.get(), SHUT_WR), 0);
+  auto f = std::async(std::launch::async,
+                      [&] { return listener_->AcceptArrived(LengthPrefixed, 600000); });
+  // The listener closes it (EOF here) long before its 600 s timeout; 20 s only bounds the wait.
+  ASSERT_TRUE(SetTimeouts(quitter.get(), 20000).ok());
+  char b;
+  const ssize_t n = ::recv(quitter.get(), &b, 1, 0);  // EOF, or a reset: its bytes went unread
+  EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET))
+      << "a peer that hung up mid-message was kept: " << std::strerror(errno);
+  Fd late = Connect();
+  const uint8_t all[2] = {1, 'k'};
+  ASSERT_TRUE(WriteAll(late.get(), all, sizeof all, "listener").ok());
+  if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) listener_->Close();
+  StatusOr<Fd> got = f.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(listener_->waiting(), 0u);
+}
+
+// A timeout of 0 or less means no bound, as for SetTimeouts: such a listener still hands over
+// connections (before, each was dropped at once as past its deadline, and none ever came out).
+TEST_F(AcceptArrivedTest, ATimeoutOfZeroMeansNoBound) {
+  Fd first = Connect();
+  const uint8_t part[1] = {1};
+  ASSERT_TRUE(WriteAll(first.get(), part, sizeof part, "listener").ok());
+  for (int timeout_ms : {0, -1}) {
+    auto f = std::async(std::launch::async,
+                        [&] { return listener_->AcceptArrived(LengthPrefixed, timeout_ms); });
+    Fd whole = Connect();
+    const uint8_t all[2] = {1, 'k'};
+    ASSERT_TRUE(WriteAll(whole.get(), all, sizeof all, "listener").ok());
+    if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) listener_->Close();
+    StatusOr<Fd> got = f.get();
+    ASSERT_TRUE(got.ok()) << "timeout " << timeout_ms << ": " << got.status().ToString();
+    uint8_t read[2] = {};
+    ASSERT_TRUE(ReadAll(got->get(), read, sizeof read, "client").ok());
+    EXPECT_EQ(read[1], 'k');
+  }
+  EXPECT_EQ(listener_->waiting(), 1u);  // the partial one, with no deadline, still waits
+}
+
 }  // namespace
 }  // namespace gpool::remote::net

@@ -13,8 +13,11 @@
 //     A striped message's payload is cut into (1 + data_streams) contiguous slices; slice 0 follows
 //     the header on the control socket, slice i goes on data socket i, written and read by one
 //     thread per socket.
-// Limits: no TLS or authentication here (leases authorize sessions above); the handshake of one
-// slow client holds Accept up to handshake_timeout_ms. Thread safety: as for Connection.
+// Limits: no TLS or authentication here (leases authorize sessions above). Accept hands a socket
+// to its blocking handshake only once its hello is in (WakeableListenSocket::AcceptArrived), so a
+// silent client holds no one up; one that stalls after its hello (a data stream that never comes,
+// a reply it does not read) can still hold Accept up to handshake_timeout_ms. Thread safety: as
+// for Connection.
 #pragma once
 
 #include <memory>

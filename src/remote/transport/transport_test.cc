@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -528,6 +529,38 @@ TEST_P(TransportTest, SilentAndSlowPeersDoNotHoldUpAccept) {
   std::vector<std::byte> got;
   ASSERT_TRUE(server_->Recv(&got).ok());
   EXPECT_TRUE(got == Pattern(100, 1));
+}
+
+// A server's session process abandons the listener it inherited at fork (AbandonAfterFork): that
+// must release the connections the listener still holds waiting for their first handshake
+// message (other clients'), or the child keeps them open: a dropped peer would not see its
+// connection close, and a UCX client's bootstrap socket (its liveness channel) would stay open in
+// a process that is not its session. Here (one process) releasing closes them: the peer sees EOF.
+TEST_P(TransportTest, AbandonAfterForkReleasesConnectionsStillWaiting) {
+  TransportOptions o = Options();
+  o.handshake_timeout_ms = 600000;
+  auto patient = Make(o);
+  ASSERT_NE(patient, nullptr);
+  ConnectPair(patient.get(), transport_.get());
+  ASSERT_NE(listener_, nullptr);
+  auto slow = net::ConnectTcp(listener_->address());
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  const uint8_t half[5] = {0x47, 0x50, 0x55, 0x31, 0};  // the start of either hello
+  ASSERT_TRUE(net::WriteAll(slow->get(), half, sizeof half, "listener").ok());
+  // Accepted behind the slow one, which AcceptArrived therefore holds by then.
+  auto accepted = std::async(std::launch::async, [&] { return listener_->Accept(); });
+  auto c = transport_->Connect(listener_->address());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  if (accepted.wait_for(std::chrono::seconds(20)) != std::future_status::ready) listener_->Close();
+  auto s = accepted.get();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Status abandoned = listener_->AbandonAfterFork();
+  ASSERT_TRUE(abandoned.ok()) << abandoned.ToString();
+  ASSERT_TRUE(net::SetTimeouts(slow->get(), 20000).ok());  // bounds the wait only
+  char b;
+  const ssize_t n = ::recv(slow->get(), &b, 1, 0);  // EOF, or a reset: its bytes went unread
+  EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET))
+      << "the waiting connection was kept open: " << std::strerror(errno);
 }
 
 TEST_P(TransportTest, OversizeFrameIsRejected) {

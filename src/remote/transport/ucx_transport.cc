@@ -1053,6 +1053,13 @@ class UcxListener final : public Listener {
   }
 
   void Close() override { socket_->Close(); }
+  // A session process forked from the server: drops its copies of the listening socket and of
+  // the connections AcceptArrived holds (other clients', whose bootstrap sockets are their
+  // liveness channels: a copy kept here would hide their session's death from them).
+  Status AbandonAfterFork() override {
+    socket_->AbandonAfterFork();
+    return Status::Ok();
+  }
   std::string address() const override { return socket_->address(); }
 
  private:
