@@ -293,6 +293,26 @@ TEST_P(LinkTest, HostToDeviceIntoBadMemoryFailsCleanly) {
   EXPECT_TRUE(out == src);
 }
 
+// Protocol v7: a read of at least kBareReplyMinBytes comes back bare (its bytes alone) when all
+// went well, but framed when it must carry an earlier posted op's error; the client tells them
+// apart by size, so the framed one's error reaches the caller and its bytes still land.
+TEST_P(LinkTest, ALargeReadCarryingAnEarlierErrorIsFramedAndReportsIt) {
+  std::lock_guard<std::mutex> lk(link_->mu());
+  for (size_t n : {proto::kBareReplyMinBytes, size_t{1} << 20}) {
+    uint64_t d = Malloc(n);
+    std::vector<std::byte> src = Pattern(n, 51), out(n, std::byte{0});
+    ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());
+    proto::Memset bad{.dst = 0x10, .value = 1, .size = 16};  // no such memory: fails, posted
+    ASSERT_TRUE(link_->Post(bad).ok());
+    proto::ReplyHead h;
+    ASSERT_TRUE(link_->CopyFromDevice(out.data(), d, n, 0, &h).ok());
+    EXPECT_EQ(h.error, 0) << h.message;
+    EXPECT_NE(h.async_error, 0) << "size " << n << ": the posted memset's error was lost";
+    EXPECT_TRUE(out == src) << "size " << n;
+    EXPECT_EQ(Sync().async_error, 0);  // reported once
+  }
+}
+
 // Host rows of `width` bytes, `pitch` apart, with a filler byte between rows (to see that a copy
 // into them leaves the gaps alone).
 std::vector<std::byte> Pitched(size_t width, size_t pitch, size_t height, uint8_t seed) {
