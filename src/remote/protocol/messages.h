@@ -50,7 +50,8 @@ inline constexpr size_t kMaxFramesPerMessage = 65535;
 // Large copies are cut into chunks of this size and pipelined.
 inline constexpr size_t kCopyChunkBytes = size_t{4} << 20;
 // Bare read replies. A MemcpyD2H of at least kBareReplyMinBytes that succeeded, answered while
-// the session has no deferred error to report, may be answered with its bytes alone: a message of
+// the session has no deferred error to report, may be answered (over a transport where a head
+// costs a receive: Connection::HeadCostsARecv, i.e. UCX) with its bytes alone: a message of
 // exactly the read's size, with no message header and no frame. The client knows the size of
 // every read it waits for, and no framed reply to such a read has that size: a framed success
 // carries the same bytes plus headers, and a framed failure carries no data and at most

@@ -177,8 +177,8 @@ void Session::CountReply(uint16_t op) {
 
 Status Session::SendReadReply(const MemcpyD2H& q, Result r, Data& d) {
   constexpr auto kOp = static_cast<uint16_t>(Op::kMemcpyD2H);
-  if (!r.ok() || !deferred_.ok() || q.size < proto::kBareReplyMinBytes ||
-      d.data.size() != q.size) {
+  if (!conn_->HeadCostsARecv() || !r.ok() || !deferred_.ok() ||
+      q.size < proto::kBareReplyMinBytes || d.data.size() != q.size) {
     return SendReply(kOp, std::move(r), d, d.data);
   }
   CountReply(kOp);

@@ -30,7 +30,7 @@ std::vector<std::byte> Pattern(size_t n, uint8_t seed) {
 class SessionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto t = MakeTransport("tcp", {});
+    auto t = MakeTransport(TransportName(), {});
     ASSERT_TRUE(t.ok());
     transport_ = std::move(*t);
     auto l = transport_->Listen("127.0.0.1:0");
@@ -49,6 +49,8 @@ class SessionTest : public ::testing::Test {
     Prepare(*session_);
     runner_ = std::thread([this] { run_status_ = session_->Run(); });
   }
+  // The transport between the test (the client) and the session.
+  virtual std::string TransportName() { return "tcp"; }
   // The emulated backend's options (a subclass may change them).
   virtual EmulatedOptions Options() { return {.memory_bytes = uint64_t{64} << 20}; }
   // The session's limits (a subclass may set them).
@@ -188,10 +190,16 @@ TEST_F(SessionTest, ChunkForABadDestinationIsDrainedAndFailsAtTheNextReply) {
   EXPECT_EQ(session_->stats().h2d_in_place, 1u);  // b's chunk only
 }
 
-// Protocol v7 bare read replies: a read of at least kBareReplyMinBytes that succeeds with nothing
-// deferred is answered with its bytes alone; one below the size, one that fails, and one that
-// must carry an earlier posted op's error are framed, so no error is ever dropped for speed.
-TEST_F(SessionTest, LargeSuccessfulReadsAreBareAndEveryErrorStillFramed) {
+class UcxSessionTest : public SessionTest {
+ protected:
+  std::string TransportName() override { return "ucx"; }
+};
+
+// Protocol v7 bare read replies (over UCX, where a reply's head costs the client a receive): a
+// read of at least kBareReplyMinBytes that succeeds with nothing deferred is answered with its
+// bytes alone; one below the size, one that fails, and one that must carry an earlier posted op's
+// error are framed, so no error is ever dropped for speed.
+TEST_F(UcxSessionTest, LargeSuccessfulReadsAreBareAndEveryErrorStillFramed) {
   const size_t n = kBareReplyMinBytes;
   uint64_t a = Malloc(n);
   std::vector<std::byte> data = Pattern(n, 5);
@@ -218,6 +226,22 @@ TEST_F(SessionTest, LargeSuccessfulReadsAreBareAndEveryErrorStillFramed) {
   runner_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
   EXPECT_EQ(session_->stats().bare_replies, 1u);
+}
+
+// Over TCP, which reads a reply's bulk bytes straight into place either way, reads stay framed.
+TEST_F(SessionTest, OverTcpLargeReadsStayFramed) {
+  const size_t n = kBareReplyMinBytes;
+  uint64_t a = Malloc(n);
+  std::vector<std::byte> data = Pattern(n, 6);
+  MemsetThenChunk(a, n, 0, data);
+  ReplyHead h;
+  bool bare = true;
+  EXPECT_TRUE(Read(a, n, &h, &bare) == data);
+  EXPECT_FALSE(bare);
+  EXPECT_EQ(h.error, 0) << h.message;
+  client_->Close();
+  runner_.join();
+  EXPECT_EQ(session_->stats().bare_replies, 0u);
 }
 
 // A posted LaunchCooperative (protocol v5) reaches the backend's cooperative launch: the emulated

@@ -76,6 +76,14 @@ class Connection {
     *placed = 0;
     return Recv(head);
   }
+  // Whether RecvSplit costs this transport more for a message sent with a head than for one
+  // that is only the tail's bytes: UCX sends a large split message as two (the head, then the
+  // tail, whose receive the receiver posts once it has the head) and receives a small one whole
+  // and copies its tail out; TCP reads a tail straight from its stream either way. The session
+  // answers reads with their bytes alone (bare replies, proto::kBareReplyMinBytes) only where
+  // this is true: over TCP they gained nothing and measured slower (docs/benchmarks.md,
+  // "Remoting", bare replies).
+  virtual bool HeadCostsARecv() const { return false; }
   // Closes both directions; pending and later calls return Unavailable.
   virtual void Close() = 0;
   // The peer's address for error messages ("127.0.0.1:5000").

@@ -495,6 +495,7 @@ class UcxConnection final : public Connection {
   }
 
   std::string peer() const override { return peer_; }
+  bool HeadCostsARecv() const override { return true; }
 
  private:
   // SendBuffered's copy of a message (see TakeSendBuffer).
