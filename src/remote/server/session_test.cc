@@ -129,6 +129,12 @@ class SessionTest : public ::testing::Test {
     ReadReply(n, h, &data, bare);
     return data;
   }
+  // A new allocation holding `data`.
+  uint64_t MallocHolding(const std::vector<std::byte>& data) {
+    uint64_t a = Malloc(data.size());
+    MemsetThenChunk(a, data.size(), 0, data);
+    return a;
+  }
   // One message: a memset of [dst, dst+n) to `before`, then the chunk `data` at dst as its tail.
   void MemsetThenChunk(uint64_t dst, size_t n, uint8_t before, const std::vector<std::byte>& data) {
     BatchWriter w;
@@ -201,9 +207,8 @@ class UcxSessionTest : public SessionTest {
 // error are framed, so no error is ever dropped for speed.
 TEST_F(UcxSessionTest, LargeSuccessfulReadsAreBareAndEveryErrorStillFramed) {
   const size_t n = kBareReplyMinBytes;
-  uint64_t a = Malloc(n);
   std::vector<std::byte> data = Pattern(n, 5);
-  MemsetThenChunk(a, n, 0, data);
+  uint64_t a = MallocHolding(data);
   ReplyHead h;
   bool bare = false;
   EXPECT_TRUE(Read(a, n, &h, &bare) == data);
@@ -230,13 +235,11 @@ TEST_F(UcxSessionTest, LargeSuccessfulReadsAreBareAndEveryErrorStillFramed) {
 
 // Over TCP, which reads a reply's bulk bytes straight into place either way, reads stay framed.
 TEST_F(SessionTest, OverTcpLargeReadsStayFramed) {
-  const size_t n = kBareReplyMinBytes;
-  uint64_t a = Malloc(n);
-  std::vector<std::byte> data = Pattern(n, 6);
-  MemsetThenChunk(a, n, 0, data);
+  std::vector<std::byte> data = Pattern(kBareReplyMinBytes, 6);
+  uint64_t a = MallocHolding(data);
   ReplyHead h;
   bool bare = true;
-  EXPECT_TRUE(Read(a, n, &h, &bare) == data);
+  EXPECT_TRUE(Read(a, data.size(), &h, &bare) == data);
   EXPECT_FALSE(bare);
   EXPECT_EQ(h.error, 0) << h.message;
   client_->Close();

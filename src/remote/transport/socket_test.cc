@@ -72,6 +72,20 @@ class AcceptArrivedTest : public testing::Test {
     }
     return f.get();
   }
+  // A client that sends its whole message now is what `accepting` (an AcceptArrived running
+  // since before) hands over, with nothing else left waiting.
+  void ExpectALateClientHandedOver(std::future<StatusOr<Fd>>& accepting) {
+    Fd late = Connect();
+    const uint8_t all[2] = {1, 'k'};
+    ASSERT_TRUE(WriteAll(late.get(), all, sizeof all, "listener").ok());
+    if (accepting.wait_for(std::chrono::seconds(20)) != std::future_status::ready) listener_->Close();
+    StatusOr<Fd> got = accepting.get();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    uint8_t read[2] = {};
+    ASSERT_TRUE(ReadAll(got->get(), read, sizeof read, "client").ok());
+    EXPECT_EQ(read[1], 'k');
+    EXPECT_EQ(listener_->waiting(), 0u);
+  }
   std::unique_ptr<WakeableListenSocket> listener_;
 };
 
@@ -118,16 +132,7 @@ TEST_F(AcceptArrivedTest, SilentPeersTimeOutAndClosedOnesAreDropped) {
   ASSERT_TRUE(SetTimeouts(silent.get(), 20000).ok());
   char b;
   EXPECT_EQ(::recv(silent.get(), &b, 1, 0), 0) << "the silent connection was not closed";
-  Fd late = Connect();
-  const uint8_t all[2] = {1, 'k'};
-  ASSERT_TRUE(WriteAll(late.get(), all, sizeof all, "listener").ok());
-  if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) listener_->Close();
-  StatusOr<Fd> got = f.get();
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  uint8_t read[2] = {};
-  ASSERT_TRUE(ReadAll(got->get(), read, sizeof read, "client").ok());
-  EXPECT_EQ(read[1], 'k');
-  EXPECT_EQ(listener_->waiting(), 0u);
+  ExpectALateClientHandedOver(f);
 }
 
 // A peer that sends part of its message and then hangs up (FIN) can never complete it: it is
@@ -146,13 +151,7 @@ TEST_F(AcceptArrivedTest, APeerThatHangsUpMidMessageIsDroppedAtOnce) {
   const ssize_t n = ::recv(quitter.get(), &b, 1, 0);  // EOF, or a reset: its bytes went unread
   EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET))
       << "a peer that hung up mid-message was kept: " << std::strerror(errno);
-  Fd late = Connect();
-  const uint8_t all[2] = {1, 'k'};
-  ASSERT_TRUE(WriteAll(late.get(), all, sizeof all, "listener").ok());
-  if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) listener_->Close();
-  StatusOr<Fd> got = f.get();
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(listener_->waiting(), 0u);
+  ExpectALateClientHandedOver(f);
 }
 
 // A timeout of 0 or less means no bound, as for SetTimeouts: such a listener still hands over
