@@ -247,7 +247,18 @@ StatusOr<Fd> WakeableListenSocket::Accept() {
     if (!incoming) continue;
     StatusOr<Fd> sock = AcceptTcp(fd_.get());
     if (sock.ok()) return sock;
+    GPOOL_RETURN_IF_ERROR(BackOff());
   }
+}
+
+Status WakeableListenSocket::BackOff() {
+  pollfd wake{wake_read_.get(), POLLIN, 0};
+  while (::poll(&wake, 1, kAcceptBackOffMs) < 0 && errno == EINTR) {
+  }
+  if (wake.revents != 0 || closed_.load()) {
+    return Status::Unavailable(fmt::format("listener {} closed", address_));
+  }
+  return Status::Ok();
 }
 
 WakeableListenSocket::Arrival WakeableListenSocket::Look(Waiting& w, const FirstMessageSize& size,
@@ -305,7 +316,10 @@ StatusOr<Fd> WakeableListenSocket::AcceptArrived(const FirstMessageSize& size, i
     }
     if (!incoming) continue;
     StatusOr<Fd> sock = AcceptTcp(fd_.get());
-    if (!sock.ok()) continue;
+    if (!sock.ok()) {
+      GPOOL_RETURN_IF_ERROR(BackOff());
+      continue;
+    }
     if (waiting_.size() >= kMaxWaiting) waiting_.pop_front();
     // timeout_ms <= 0: no bound (as SetTimeouts' 0), not "closed at once".
     const auto deadline = timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(timeout_ms)

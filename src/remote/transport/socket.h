@@ -107,6 +107,11 @@ class WakeableListenSocket {
     size_t need = 0;  // the first message's size as last judged
   };
   WakeableListenSocket(Fd fd, Fd wake_read, Fd wake_write);
+  // After a failed accept (out of descriptors: EMFILE, ENFILE; or memory): waits
+  // kAcceptBackOffMs, or until closed (Unavailable). The connection stays queued and the listening
+  // socket readable, so retrying at once spun a core until a descriptor was freed.
+  Status BackOff();
+  static constexpr int kAcceptBackOffMs = 50;
   // Waits for the listening socket, the wake-up pipe and `watch`; Unavailable once closed.
   // Returns whether a connection can be accepted.
   StatusOr<bool> Wait(std::span<pollfd> watch, int timeout_ms);

@@ -1,11 +1,16 @@
 #include "remote/transport/socket.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <thread>
+#include <vector>
 
 namespace gpool::remote::net {
 namespace {
@@ -43,6 +48,38 @@ TEST(SliceTest, CoversRangesAcrossParts) {
   EXPECT_EQ(v[1].iov_base, c.data());
   EXPECT_EQ(v[1].iov_len, 4u);
   EXPECT_TRUE(SliceParts(parts, 12, 0).empty());
+}
+
+// Out of descriptors, a queued connection cannot be accepted and the listening socket stays
+// readable: Accept backs off instead of retrying at once (which spun a core), and takes the
+// connection once a descriptor is free. CPU time, with a wide margin: a spinning accept burns
+// most of the second it is kept waiting, a backing-off one a few milliseconds.
+TEST(WakeableListenSocketTest, OutOfDescriptorsBacksOffInsteadOfSpinning) {
+  auto l = WakeableListenSocket::Listen("127.0.0.1:0");
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  auto client = ConnectTcp((*l)->address());  // queued in the kernel, not accepted yet
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  std::vector<Fd> fillers;
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(::dup(0)) + 1;  // (that fd counts as a filler too)
+  fillers.emplace_back(static_cast<int>(low.rlim_cur) - 1);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  for (int fd; (fd = ::dup(0)) >= 0;) fillers.emplace_back(fd);
+  auto accepted = std::async(std::launch::async, [&] {
+    StatusOr<Fd> s = (*l)->Accept();
+    timespec cpu{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    return std::make_pair(std::move(s), cpu.tv_sec * 1000.0 + cpu.tv_nsec / 1e6);
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  fillers.clear();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  if (accepted.wait_for(std::chrono::seconds(20)) != std::future_status::ready) (*l)->Close();
+  auto [sock, cpu_ms] = accepted.get();
+  ASSERT_TRUE(sock.ok()) << sock.status().ToString();
+  EXPECT_LT(cpu_ms, 200.0) << "Accept spun while out of descriptors";
 }
 
 // AcceptArrived (the listeners' gate in front of their blocking handshakes).
