@@ -1226,9 +1226,22 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   DriverFlags flags;
   bool interleaved = false;
+  std::string driver_flag;  // the first flag given that only the --interleaved driver reads
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&](const char* key) { return a.substr(std::strlen(key)); };
+    if (a == "--help" || a == "-h") {
+      // Before any server starts (Google Benchmark's own --help would come after them).
+      std::printf("usage: remote_bench [Google Benchmark flags]\n"
+                  "       remote_bench --interleaved [--pin[=A,B]] [--aa] [--reps=N] "
+                  "[--min-time=S] [--only=tcp|ucx] [--skip=lat,bw,h2d,d2h] [--size=BYTES] "
+                  "[--threads]\n(see the head of bench/remote_bench.cc and docs/benchmarks.md, "
+                  "\"Remoting\")\n");
+      return 0;
+    }
+    if (a != "--interleaved" && a.rfind("--benchmark_", 0) != 0 && driver_flag.empty()) {
+      driver_flag = a;
+    }
     if (a == "--interleaved") {
       interleaved = true;
     } else if (a == "--threads") {
@@ -1252,6 +1265,13 @@ int main(int argc, char** argv) {
     } else if (interleaved) {
       BadFlag("unknown flag " + a);
     }
+  }
+  if (!interleaved && !driver_flag.empty()) {
+    // Google Benchmark's runner would ignore it and measure something else than asked.
+    std::fprintf(stderr, "remote_bench: %s is a flag of the --interleaved driver; without "
+                 "--interleaved only Google Benchmark's --benchmark_* flags apply\n",
+                 driver_flag.c_str());
+    return 2;
   }
   if (interleaved) SetUpPinning(&flags);  // before any child or thread starts
   // The driver starts only the servers it uses, so that idle ones add no CPU time to its counts.
