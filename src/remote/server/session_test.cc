@@ -399,15 +399,21 @@ class ModuleInfoTwoDevicesTest : public ModuleInfoTest {
     o.devices = 2;
     return o;
   }
+  // Registers the module and fetches its info on device 0 (*d0) and device 1 (*d1).
+  void RegisterAndFetchOnBoth(ModuleInfo* d0, ModuleInfo* d1) {
+    ReplyHead h;
+    *d0 = RegisterAndFetch(&h);
+    ASSERT_EQ(h.error, 0) << h.message;
+    BatchWriter w;
+    *d1 = Fetch(w, kModule, &h, 1);
+    ASSERT_EQ(h.error, 0) << h.message;
+  }
 };
 
 TEST_F(ModuleInfoTwoDevicesTest, EachDeviceHasItsOwnCopyOfTheVariables) {
+  ModuleInfo d0, d1;
+  ASSERT_NO_FATAL_FAILURE(RegisterAndFetchOnBoth(&d0, &d1));
   ReplyHead h;
-  ModuleInfo d0 = RegisterAndFetch(&h);
-  ASSERT_EQ(h.error, 0) << h.message;
-  BatchWriter w;
-  ModuleInfo d1 = Fetch(w, kModule, &h, 1);
-  ASSERT_EQ(h.error, 0) << h.message;
   ASSERT_EQ(d0.vars.size(), 2u);
   ASSERT_EQ(d1.vars.size(), 2u);
   EXPECT_EQ(d1.functions.size(), 3u);
@@ -504,11 +510,9 @@ class DeviceResetTest : public ModuleInfoTwoDevicesTest {
 };
 
 TEST_F(DeviceResetTest, DestroysTheDevicesStateAndOnlyItsOwn) {
+  ModuleInfo d0, d1;
+  ASSERT_NO_FATAL_FAILURE(RegisterAndFetchOnBoth(&d0, &d1));
   ReplyHead h;
-  ModuleInfo d0 = RegisterAndFetch(&h);
-  ASSERT_EQ(h.error, 0) << h.message;
-  BatchWriter w;
-  ModuleInfo d1 = Fetch(w, kModule, &h, 1);
   ASSERT_EQ(d1.vars.size(), 2u);
   const uint64_t ptr0 = MallocOn(0, 16 << 20, &h), ptr1 = MallocOn(1, 4 << 20, &h);
   ASSERT_EQ(h.error, 0) << h.message;
