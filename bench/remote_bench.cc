@@ -484,7 +484,7 @@ void BM_Copy(benchmark::State& state) {
       s = l->CopyFromDevice(host.data(), p.ptr, total, 0, &h);
     } else {
       s = l->CopyToDevice(p.ptr, host, 0);
-      if (s.ok()) s = l->Call(ping, &h, &none);  // the copy is done when this returns
+      if (s.ok()) s = l->SyncStream(0, 0, &h);  // the copy is done when this returns
     }
     if (!s.ok() || h.error || h.async_error) return state.SkipWithError("copy failed");
   }
@@ -1183,8 +1183,6 @@ int RunInterleaved(const DriverFlags& f) {
                            std::lock_guard<std::mutex> lk(link->mu());
                            proto::ReplyHead h;
                            Status s;
-                           proto::Ping ping;
-                           proto::Empty none;
                            if (d2h && per_step == 1) {
                              s = link->CopyFromDevice(host->data(), ptr, total, 0, &h);
                            } else {
@@ -1194,7 +1192,9 @@ int RunInterleaved(const DriverFlags& f) {
                                        : link->CopyToDevice(ptr + i * size,
                                                             ByteSpan(host->data() + i * size, size), 0);
                              }
-                             if (s.ok()) s = link->Call(ping, &h, &none);
+                             // As the program's cudaStreamSynchronize(0) (ServerLink::SyncStream:
+                             // after reads, answered by their replies; after writes, a round trip).
+                             if (s.ok()) s = link->SyncStream(0, 0, &h);
                            }
                            if (!s.ok() || h.error || h.async_error) Die("copy failed");
                            return static_cast<double>(total);

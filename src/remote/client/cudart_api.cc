@@ -1866,10 +1866,14 @@ static cudaError_t StreamCall(cudaStream_t s, bool query) {
     cudaError_t e = Call(l, q);
     return e == cudaErrorNotReady ? e : Ret(e);
   }
-  proto::StreamSync q;
-  q.stream = id;
-  q.device = R().Index(dev);
-  return Ret(Call(l, q));
+  // Answered here, with no round trip, when the stream's last work was a read whose reply is in
+  // (ServerLink::SyncStream).
+  proto::ReplyHead h;
+  std::lock_guard<std::mutex> lk(l->mu());
+  if (gpool::Status st = l->SyncStream(R().Index(dev), id, &h); !st.ok()) {
+    return Ret(FromStatus(st));
+  }
+  return Ret(FromReply(h, l));
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return StreamCall(s, false); }
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return StreamCall(s, false); }

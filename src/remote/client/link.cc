@@ -408,10 +408,11 @@ Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64
       GPOOL_RETURN_IF_ERROR(Flush());
     }
   }
-  return FinishReads(head, async);
+  return FinishReads(head, async, stream);
 }
 
-Status ServerLink::FinishReads(proto::ReplyHead* head, bool async) {
+Status ServerLink::FinishReads(proto::ReplyHead* head, bool async, uint64_t stream) {
+  last_read_ = LastRead{.added = batch_.added(), .stream = stream, .failed = false};
   if (async) {
     // Small asynchronous reads stay queued, so that a burst of them shares one send (the next
     // synchronizing call, a full chunk's worth of reads, or the pump sends it); a chunk's worth
@@ -425,6 +426,7 @@ Status ServerLink::FinishReads(proto::ReplyHead* head, bool async) {
   DisarmForReceive();
   GPOOL_RETURN_IF_ERROR(DrainReadsLocked());
   TakeAsyncFailure(head);
+  last_read_.failed = head->error != 0 || head->async_error != 0;
   return Status::Ok();
 }
 
@@ -523,7 +525,31 @@ Status ServerLink::CopyFromDevice2D(std::byte* dst, size_t dpitch, uint64_t src,
       GPOOL_RETURN_IF_ERROR(Flush());
     }
   }
-  return FinishReads(head, async);
+  return FinishReads(head, async, stream);
+}
+
+Status ServerLink::SyncStream(uint32_t device, uint64_t stream, proto::ReplyHead* head) {
+  *head = proto::ReplyHead{};
+  GPOOL_RETURN_IF_ERROR(BrokenStatus());
+  bool answered_by_reads = last_read_.added != 0 && last_read_.added == batch_.added() &&
+                           !last_read_.failed && last_read_.stream == stream &&
+                           (stream != 0 || hello_.device_count == 1);
+  if (answered_by_reads) {
+    GPOOL_RETURN_IF_ERROR(WaitReads());
+    // Any failure goes to the server, which says what the stream's state is now (a sticky error
+    // stays; a bad read's argument error does not).
+    std::lock_guard<std::mutex> lk(state_mu_);
+    answered_by_reads = async_failure_.async_error == 0;
+  }
+  if (answered_by_reads) {
+    syncs_elided_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  proto::StreamSync q;
+  q.stream = stream;
+  q.device = device;
+  proto::Empty none;
+  return Call(q, head, &none);
 }
 
 }  // namespace gpool::remote::client

@@ -162,6 +162,21 @@ class ServerLink {
   Status CopyFromDevice2D(std::byte* dst, size_t dpitch, uint64_t src, size_t spitch,
                           size_t width, size_t height, uint64_t stream, proto::ReplyHead* head,
                           bool async = false);
+  // cudaStreamSynchronize's request (proto::StreamSync on `device`'s `stream`), or none: when the
+  // last request this link queued or sent was a device-to-host read on `stream` (CopyFromDevice,
+  // CopyFromDevice2D), the server answers that read only once the stream's earlier work is done,
+  // so the stream is idle once every pending read has landed. Then this waits for the pending
+  // reads and returns without a round trip (counted in syncs_elided()). When any read failed, or
+  // an asynchronous error waits to be reported, the StreamSync goes to the server after all, which
+  // says what holds now (a sticky error stays, a bad argument's does not). The pattern is a program's
+  // "cudaMemcpyAsync(pinned, D2H, s); cudaStreamSynchronize(s)", which then costs the read's
+  // exchange alone. Limits: the default stream (0) of a server with several devices always goes
+  // to the server (the read ran on its pointer's device, which this link does not record); an
+  // error another stream's work raises after the read's reply (a kernel fault the GPU reports
+  // late) comes with the next call instead, as it would had that fault come a moment later.
+  // Caller holds mu().
+  Status SyncStream(uint32_t device, uint64_t stream, proto::ReplyHead* head);
+  uint64_t syncs_elided() const { return syncs_elided_.load(); }
   // For tests: replies received so far (each is a round trip some caller or the pump waited for;
   // a posted request adds none).
   uint64_t replies() const { return replies_.load(); }
@@ -186,7 +201,7 @@ class ServerLink {
   // After the read requests of one copy are queued: the asynchronous end (send now if a chunk's
   // worth of reads waits, else leave queued for the pump or the next send) or the synchronous one
   // (send, receive every pending reply, report into *head). Caller holds mu_.
-  Status FinishReads(proto::ReplyHead* head, bool async);
+  Status FinishReads(proto::ReplyHead* head, bool async, uint64_t stream);
   Status Check(Status s);
   // If `frames` is the server's SessionEnd, breaks the link with its reason (PermissionDenied,
   // returned); otherwise OK.
@@ -238,6 +253,15 @@ class ServerLink {
   bool reads_queued_ = false;  // guarded by mu_: the batch carries read requests
   bool async_reads_queued_ = false;  // guarded by mu_: ... asynchronous ones among them
   size_t queued_read_bytes_ = 0;  // guarded by mu_: bytes the batch's read requests ask for
+  // The last device-to-host copy's stream, and batch_.added() right after its requests (mu_):
+  // SyncStream compares it with batch_.added() to see that nothing was queued since.
+  struct LastRead {
+    uint64_t added = 0;  // 0: none yet
+    uint64_t stream = 0;
+    bool failed = false;  // a synchronous copy's reply said it failed
+  };
+  LastRead last_read_;
+  std::atomic<uint64_t> syncs_elided_{0};
   std::vector<std::byte> in_;  // guarded by read_mu_ (sync replies)
   std::vector<std::byte> drain_in_;  // guarded by read_mu_ (pending reads)
   proto::Frame frame_;

@@ -19,13 +19,14 @@
 namespace gpool::remote::client {
 namespace {
 
-std::string g_addr[2];  // tcp, ucx
-pid_t g_pid[2] = {-1, -1};
+std::string g_addr[3];  // tcp, ucx; tcp with two devices
+pid_t g_pid[3] = {-1, -1, -1};
 
-std::string StartServer(const std::string& transport, pid_t* pid) {
+std::string StartServer(const std::string& transport, pid_t* pid, int devices = 1) {
   server::ServerOptions o;
   o.transport = transport;
   o.emulated.memory_bytes = uint64_t{1} << 30;
+  o.emulated.devices = devices;
   return server::testing::ForkServer(o, pid);
 }
 
@@ -34,6 +35,7 @@ class Servers : public ::testing::Environment {
   void SetUp() override {
     g_addr[0] = StartServer("tcp", &g_pid[0]);
     g_addr[1] = StartServer("ucx", &g_pid[1]);
+    g_addr[2] = StartServer("tcp", &g_pid[2], /*devices=*/2);
   }
   void TearDown() override {
     for (pid_t p : g_pid) server::testing::KillServer(p);
@@ -449,6 +451,108 @@ TEST_P(LinkTest, Async2DDeviceToHostLandsWithoutAnotherCall) {
   }
   ASSERT_EQ(link_->pending_reads(), 0u);
   EXPECT_TRUE(SameRows(dst, pitch, src, width, width, height));
+}
+
+// A stream sync whose stream's last work was a read (the program's "cudaMemcpyAsync D2H;
+// cudaStreamSynchronize") is answered by the read's reply: no round trip of its own. Anything
+// queued after the read, another stream, or a failure sends it to the server as before.
+TEST_P(LinkTest, AStreamSyncRightAfterItsReadsIsAnsweredByTheirReplies) {
+  std::lock_guard<std::mutex> lk(link_->mu());
+  ASSERT_EQ(link_->device_count(), 1u);
+  const size_t n = size_t{1} << 20;
+  uint64_t d = Malloc(n);
+  std::vector<std::byte> src = Pattern(n, 4), dst(n, std::byte{0}), small(100, std::byte{0});
+  ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());
+  proto::ReplyHead h;
+  uint64_t replies = link_->replies();
+  ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());  // after a write: the server is asked
+  EXPECT_EQ(h.error, 0) << h.message;
+  EXPECT_EQ(link_->replies(), replies + 1);
+  EXPECT_EQ(link_->syncs_elided(), 0u);
+
+  replies = link_->replies();
+  ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h, /*async=*/true).ok());
+  ASSERT_TRUE(link_->CopyFromDevice(small.data(), d + 7, small.size(), 0, &h, true).ok());
+  ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
+  EXPECT_EQ(h.error, 0) << h.message;
+  EXPECT_EQ(h.async_error, 0) << h.async_message;
+  EXPECT_EQ(link_->syncs_elided(), 1u);
+  EXPECT_EQ(link_->replies(), replies + 2) << "the sync waited for a reply of its own";
+  EXPECT_EQ(link_->pending_reads(), 0u);
+  EXPECT_TRUE(dst == src) << "the sync returned before the read landed";
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), src.begin() + 7));
+
+  // Work queued after the read: the sync must wait for it on the server.
+  ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h, true).ok());
+  proto::Memset ms{.dst = d, .value = 0x5A, .size = 16};
+  ASSERT_TRUE(link_->Post(ms).ok());
+  replies = link_->replies();
+  ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
+  EXPECT_EQ(link_->syncs_elided(), 1u);
+  EXPECT_EQ(link_->replies(), replies + 2);  // the read's, then the sync's own
+
+  // Another stream than the read's: asked (stream 77 does not exist, which the server says).
+  ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h, true).ok());
+  ASSERT_TRUE(link_->SyncStream(0, 77, &h).ok());
+  EXPECT_NE(h.error, 0) << "a sync of an unknown stream was answered locally";
+  EXPECT_EQ(link_->syncs_elided(), 1u);
+
+  // A failed read: the sync goes to the server and reports it, once.
+  ASSERT_TRUE(link_->CopyFromDevice(dst.data(), 0x10, n, 0, &h, true).ok());
+  ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
+  EXPECT_NE(h.async_error, 0);
+  EXPECT_NE(h.async_message.find("device to host"), std::string::npos) << h.async_message;
+  EXPECT_EQ(link_->syncs_elided(), 1u);
+  // A synchronous read that failed: the next sync asks too.
+  ASSERT_TRUE(link_->CopyFromDevice(dst.data(), 0x10, n, 0, &h).ok());
+  EXPECT_NE(h.error, 0);
+  replies = link_->replies();
+  ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
+  EXPECT_EQ(h.error, 0) << h.message;
+  EXPECT_EQ(h.async_error, 0) << h.async_message;
+  EXPECT_EQ(link_->replies(), replies + 1);
+  EXPECT_EQ(link_->syncs_elided(), 1u);
+
+  // A 2-D read counts as a read; and once all is well again, syncs are answered locally again.
+  std::vector<std::byte> rows(64 * 10);
+  ASSERT_TRUE(link_->CopyFromDevice2D(rows.data(), 64, d + 4096, 128, 64, 10, 0, &h, true).ok());
+  ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
+  EXPECT_EQ(h.async_error, 0) << h.async_message;
+  EXPECT_EQ(link_->syncs_elided(), 2u);
+  EXPECT_TRUE(std::equal(rows.begin(), rows.begin() + 64, src.begin() + 4096));
+  EXPECT_TRUE(std::equal(rows.begin() + 64, rows.begin() + 128, src.begin() + 4096 + 128));
+}
+
+// On a server with two devices the default stream is not answered locally (the read ran on its
+// pointer's device, which the link does not know); a stream of its own still is.
+TEST(LinkTwoDevices, DefaultStreamSyncIsAskedAndAnOwnStreamIsNot) {
+  ASSERT_FALSE(g_addr[2].empty()) << "server did not start";
+  auto l = ServerLink::Connect({.address = g_addr[2], .transport = "tcp"});
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ServerLink& link = **l;
+  ASSERT_EQ(link.device_count(), 2u);
+  std::lock_guard<std::mutex> lk(link.mu());
+  proto::Malloc m{.device = 1, .size = 4096};
+  proto::Pointer p;
+  proto::ReplyHead h;
+  ASSERT_TRUE(link.Call(m, &h, &p).ok());
+  ASSERT_EQ(h.error, 0) << h.message;
+  std::vector<std::byte> dst(4096);
+  ASSERT_TRUE(link.CopyFromDevice(dst.data(), p.ptr, dst.size(), 0, &h, true).ok());
+  uint64_t replies = link.replies();
+  ASSERT_TRUE(link.SyncStream(0, 0, &h).ok());
+  EXPECT_EQ(h.error, 0) << h.message;
+  EXPECT_EQ(link.replies(), replies + 2);
+  EXPECT_EQ(link.syncs_elided(), 0u);
+
+  proto::StreamCreate sc{.device = 1, .stream = 41};
+  ASSERT_TRUE(link.Post(sc).ok());
+  ASSERT_TRUE(link.CopyFromDevice(dst.data(), p.ptr, dst.size(), 41, &h, true).ok());
+  replies = link.replies();
+  ASSERT_TRUE(link.SyncStream(1, 41, &h).ok());
+  EXPECT_EQ(h.async_error, 0) << h.async_message;
+  EXPECT_EQ(link.replies(), replies + 1);
+  EXPECT_EQ(link.syncs_elided(), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, LinkTest, ::testing::Values(0, 1),

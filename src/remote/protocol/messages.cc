@@ -92,6 +92,7 @@ void BatchWriter::ClampText(ReplyHead& head) {
 }
 
 size_t BatchWriter::BeginFrame(uint16_t op) {
+  ++added_;
   size_t at = buf_.size();
   w_.Put<uint16_t>(op);
   w_.Put<uint16_t>(0);

@@ -611,6 +611,9 @@ class BatchWriter {
     ++frames_;
   }
   size_t frames() const { return frames_; }
+  // Frames added since construction (Reset keeps counting): a caller compares two readings to
+  // learn whether anything was added in between.
+  uint64_t added() const { return added_; }
   size_t bytes() const { return buf_.size(); }
   bool empty() const { return frames_ == 0; }
   // Patches the frame count and returns the encoded message.
@@ -635,6 +638,7 @@ class BatchWriter {
   std::vector<std::byte> buf_;
   wire::Writer w_{&buf_};
   size_t frames_ = 0;
+  uint64_t added_ = 0;
 };
 
 struct Frame {
