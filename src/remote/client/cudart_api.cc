@@ -63,6 +63,10 @@ class Runtime {
   // Registered modules and their functions and variables (see ModuleRec for who owns them);
   // an unregistered module's are in none of these.
   std::unordered_map<uint64_t, std::shared_ptr<ModuleRec>> modules;
+  // The handles __cudaRegisterFatBinary gave out and not yet taken back, to their module ids:
+  // __cudaUnregisterFatBinary looks a handle up here before it reads through it, so a stray or
+  // repeated unregistration touches no freed memory.
+  std::unordered_map<void**, uint64_t> handles;
   std::unordered_map<const void*, std::shared_ptr<FunctionRec>> functions;  // by host stub
   std::unordered_map<const FunctionRec*, std::shared_ptr<FunctionRec>> function_recs;  // by cudaKernel_t
   std::unordered_map<const void*, std::shared_ptr<VarRec>> vars;  // by host shadow
@@ -1082,6 +1086,7 @@ void** __cudaRegisterFatBinary(void* fatCubin) {
     std::lock_guard<std::mutex> ll(l->mu());
     r.PostModule(l.get(), *m);
   }
+  r.handles[handle] = m->id;
   r.modules[m->id] = std::move(m);
   return handle;
 }
@@ -1100,8 +1105,19 @@ void __cudaUnregisterFatBinary(void** fatCubinHandle) {
   std::shared_ptr<ModuleRec> m;  // destroyed (with its records) once the lock is released
   {
     std::lock_guard<std::mutex> lk(r.mu);
-    auto it = r.modules.find(reinterpret_cast<uint64_t>(*fatCubinHandle));
-    if (it == r.modules.end()) return;
+    auto h = r.handles.find(fatCubinHandle);
+    if (h == r.handles.end()) {
+      Say(fmt::format("__cudaUnregisterFatBinary: handle {} is not registered (never given out "
+                      "by __cudaRegisterFatBinary, or unregistered already); ignored",
+                      static_cast<const void*>(fatCubinHandle)));
+      return;
+    }
+    auto it = r.modules.find(h->second);
+    r.handles.erase(h);
+    if (it == r.modules.end()) {  // not reached: a handle and its module leave together
+      delete fatCubinHandle;
+      return;
+    }
     m = std::move(it->second);
     r.modules.erase(it);
     m->unregistered = true;
