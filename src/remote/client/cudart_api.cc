@@ -1874,22 +1874,16 @@ static cudaError_t StreamCall(cudaStream_t s, bool query) {
   cudaError_t err;
   ServerLink* l = R().Link(dev, &err);
   if (!l) return Ret(err);
-  if (query) {
-    if (HostCalls::Get().Pending(dev, id)) return cudaErrorNotReady;  // a host function waits
-    proto::StreamQuery q;
-    q.stream = id;
-    q.device = R().Index(dev);
-    cudaError_t e = Call(l, q);
-    return e == cudaErrorNotReady ? e : Ret(e);
-  }
+  if (query && HostCalls::Get().Pending(dev, id)) return cudaErrorNotReady;  // a host fn waits
   // Answered here, with no round trip, when the stream's last work was a read whose reply is in
-  // (ServerLink::SyncStream).
+  // (ServerLink::SyncStream, QueryStream).
   proto::ReplyHead h;
   std::lock_guard<std::mutex> lk(l->mu());
-  if (gpool::Status st = l->SyncStream(R().Index(dev), id, &h); !st.ok()) {
-    return Ret(FromStatus(st));
-  }
-  return Ret(FromReply(h, l));
+  gpool::Status st = query ? l->QueryStream(R().Index(dev), id, &h)
+                           : l->SyncStream(R().Index(dev), id, &h);
+  if (!st.ok()) return Ret(FromStatus(st));
+  cudaError_t e = FromReply(h, l);
+  return query && e == cudaErrorNotReady ? e : Ret(e);
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return StreamCall(s, false); }
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return StreamCall(s, false); }

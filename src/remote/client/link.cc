@@ -528,13 +528,15 @@ Status ServerLink::CopyFromDevice2D(std::byte* dst, size_t dpitch, uint64_t src,
   return FinishReads(head, async, stream);
 }
 
-Status ServerLink::SyncStream(uint32_t device, uint64_t stream, proto::ReplyHead* head) {
+template <class Msg>
+Status ServerLink::StreamRequest(uint32_t device, uint64_t stream, proto::ReplyHead* head) {
   *head = proto::ReplyHead{};
   GPOOL_RETURN_IF_ERROR(BrokenStatus());
   bool answered_by_reads = last_read_.added != 0 && last_read_.added == batch_.added() &&
                            !last_read_.failed && last_read_.stream == stream &&
                            (stream != 0 || hello_.device_count == 1);
   if (answered_by_reads) {
+    // (A query too waits for the reads: asked, it would receive their replies first.)
     GPOOL_RETURN_IF_ERROR(WaitReads());
     // Any failure goes to the server, which says what the stream's state is now (a sticky error
     // stays; a bad read's argument error does not).
@@ -545,11 +547,19 @@ Status ServerLink::SyncStream(uint32_t device, uint64_t stream, proto::ReplyHead
     syncs_elided_.fetch_add(1, std::memory_order_relaxed);
     return Status::Ok();
   }
-  proto::StreamSync q;
+  Msg q;
   q.stream = stream;
   q.device = device;
   proto::Empty none;
   return Call(q, head, &none);
+}
+
+Status ServerLink::SyncStream(uint32_t device, uint64_t stream, proto::ReplyHead* head) {
+  return StreamRequest<proto::StreamSync>(device, stream, head);
+}
+
+Status ServerLink::QueryStream(uint32_t device, uint64_t stream, proto::ReplyHead* head) {
+  return StreamRequest<proto::StreamQuery>(device, stream, head);
 }
 
 }  // namespace gpool::remote::client

@@ -176,6 +176,10 @@ class ServerLink {
   // late) comes with the next call instead, as it would had that fault come a moment later.
   // Caller holds mu().
   Status SyncStream(uint32_t device, uint64_t stream, proto::ReplyHead* head);
+  // cudaStreamQuery's request (proto::StreamQuery), answered the same way: after the stream's
+  // reads have landed the stream is idle, so a query (or a loop of them) costs no round trip.
+  Status QueryStream(uint32_t device, uint64_t stream, proto::ReplyHead* head);
+  // Syncs and queries answered here.
   uint64_t syncs_elided() const { return syncs_elided_.load(); }
   // For tests: replies received so far (each is a round trip some caller or the pump waited for;
   // a posted request adds none).
@@ -202,6 +206,9 @@ class ServerLink {
   // worth of reads waits, else leave queued for the pump or the next send) or the synchronous one
   // (send, receive every pending reply, report into *head). Caller holds mu_.
   Status FinishReads(proto::ReplyHead* head, bool async, uint64_t stream);
+  // SyncStream and QueryStream: Msg is proto::StreamSync or proto::StreamQuery. Caller holds mu_.
+  template <class Msg>
+  Status StreamRequest(uint32_t device, uint64_t stream, proto::ReplyHead* head);
   Status Check(Status s);
   // If `frames` is the server's SessionEnd, breaks the link with its reason (PermissionDenied,
   // returned); otherwise OK.
