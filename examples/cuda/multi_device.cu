@@ -1,6 +1,7 @@
 // Aggregation: every device the program sees (GPUs of several servers) runs a kernel on its own
 // data, then data moves between devices with cudaMemcpyPeer (relayed through the client when
 // the devices sit on different servers); peer access is enabled where a device can reach another.
+#include <algorithm>
 #include <vector>
 #include "common.h"
 
@@ -40,6 +41,23 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) EXPECT(h[i] == d * 1000000 + i);
     CHECK(cudaFree(tmp));
   }
+  // An asynchronous copy into pinned memory on a stream of ANOTHER device (CUDA allows a copy on
+  // any device's stream), then a sync of that stream: the data must be there. With gpool the
+  // stream may live on another server than the source.
+  int* pinned;
+  CHECK(cudaMallocHost(&pinned, n * sizeof(int)));
+  for (int d = 0; d < count; ++d) {
+    int next = (d + 1) % count;
+    cudaStream_t s;
+    CHECK(cudaSetDevice(next));
+    CHECK(cudaStreamCreate(&s));
+    std::fill(pinned, pinned + n, -1);
+    CHECK(cudaMemcpyAsync(pinned, bufs[d], n * sizeof(int), cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < n; ++i) EXPECT(pinned[i] == d * 1000000 + i);
+    CHECK(cudaStreamDestroy(s));
+  }
+  CHECK(cudaFreeHost(pinned));
   // Peer access where a device can reach another (devices of one server), refused where not.
   for (int d = 0; d < count; ++d) {
     CHECK(cudaSetDevice(d));

@@ -1,9 +1,9 @@
 // The libcudart.so.13 stand-in's module registration entry points, called as nvcc's generated
 // code calls them (loaded with dlopen, as a program loads the library), on the paths a normal
-// program never takes: a handle unregistered twice, and one never given out. Both are refused
-// with a message naming the call, and neither reads through the handle (under ASan a read of the
-// freed handle fails this test). No server is needed: registration talks to none until a link
-// exists.
+// program never takes: a handle unregistered twice, one never given out, and an old handle after
+// new registrations. Each is refused with a message naming the call, reads nothing through the
+// handle, and leaves other modules registered. No server is needed: registration talks to none
+// until a link exists.
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -88,6 +88,20 @@ TEST(CudartRegistration, ARepeatedOrStrayUnregistrationIsRefusedAndReadsNothing)
   c.unreg(b);
   out = testing::internal::GetCapturedStderr();
   EXPECT_EQ(out, "") << out;
+
+  // A library closed and opened again registers anew; a stale unregistration of an old handle
+  // must not take the new module with it (a freed handle's address could be given out again).
+  testing::internal::CaptureStderr();
+  void** fresh = c.reg(&w);
+  c.unreg(a);
+  c.unreg(b);
+  out = testing::internal::GetCapturedStderr();
+  EXPECT_NE(fresh, a);
+  EXPECT_NE(fresh, b);
+  testing::internal::CaptureStderr();
+  c.unreg(fresh);
+  out = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(out, "") << "the new module was unregistered by a stale handle: " << out;
 }
 
 }  // namespace

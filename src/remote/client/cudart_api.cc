@@ -63,9 +63,10 @@ class Runtime {
   // Registered modules and their functions and variables (see ModuleRec for who owns them);
   // an unregistered module's are in none of these.
   std::unordered_map<uint64_t, std::shared_ptr<ModuleRec>> modules;
-  // The handles __cudaRegisterFatBinary gave out and not yet taken back, to their module ids:
-  // __cudaUnregisterFatBinary looks a handle up here before it reads through it, so a stray or
-  // repeated unregistration touches no freed memory.
+  // Every handle __cudaRegisterFatBinary gave out, to its module id, or 0 once unregistered:
+  // __cudaUnregisterFatBinary looks a handle up here instead of reading through it, and a handle
+  // is never freed (8 bytes per registration), so its address is never given out again and a
+  // stray or repeated unregistration can neither read freed memory nor hit a newer module.
   std::unordered_map<void**, uint64_t> handles;
   std::unordered_map<const void*, std::shared_ptr<FunctionRec>> functions;  // by host stub
   std::unordered_map<const FunctionRec*, std::shared_ptr<FunctionRec>> function_recs;  // by cudaKernel_t
@@ -497,11 +498,11 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   uint64_t sid = 0;
   if (cudaError_t e = ResolveStream(stream, &sdevice, &sid); e != cudaSuccess) return e;
   cudaError_t err = cudaSuccess;
-  auto stream_for = [&](int dev) -> uint64_t {
-    if (sid == 0) return 0;
+  auto same_server = [&](int dev) {
     std::lock_guard<std::mutex> lk(R().mu);
-    return R().devices[dev].server == R().devices[sdevice].server ? sid : 0;
+    return R().devices[dev].server == R().devices[sdevice].server;
   };
+  auto stream_for = [&](int dev) -> uint64_t { return sid != 0 && same_server(dev) ? sid : 0; };
   switch (kind) {
     case cudaMemcpyHostToHost:
       if (n) std::memmove(dst, src, n);
@@ -518,8 +519,10 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       if (sdev < 0) sdev = t_device;
       ServerLink* l = R().Link(sdev, &err);
       if (!l) return err;
+      // Asynchronous only when the program's stream is on the copy's server: a sync of a stream
+      // elsewhere goes to another link and would not wait for this one's reply.
       return CopyD2H(l, static_cast<std::byte*>(dst), reinterpret_cast<uint64_t>(src), n,
-                     stream_for(sdev), async_call && IsPinned(dst, n));
+                     stream_for(sdev), async_call && IsPinned(dst, n) && same_server(sdev));
     }
     case cudaMemcpyDeviceToDevice: {
       if (sdev < 0) sdev = t_device;
@@ -782,11 +785,17 @@ cudaError_t SymbolAddress(const void* symbol, uint64_t* ptr, uint64_t* size, Ser
 // Symbols live on the current device's server. The copy runs on `stream` when that stream is the
 // current device's (a stream of another device cannot order work on this one: the default stream
 // is used, as before).
-cudaError_t SymbolStream(cudaStream_t stream, uint64_t* id) {
+// *same_server: whether the stream's device is on the current device's server (a sync of it
+// then goes to the same link).
+cudaError_t SymbolStream(cudaStream_t stream, uint64_t* id, bool* same_server = nullptr) {
   int sd;
   uint64_t sid;
   if (cudaError_t e = ResolveStream(stream, &sd, &sid); e != cudaSuccess) return e;
   *id = sd == t_device ? sid : 0;
+  if (same_server != nullptr) {
+    std::lock_guard<std::mutex> lk(R().mu);
+    *same_server = R().devices[sd].server == R().devices[t_device].server;
+  }
   return cudaSuccess;
 }
 
@@ -819,10 +828,12 @@ cudaError_t FromSymbol(void* dst, const void* symbol, size_t count, size_t offse
   if (offset + count > size) return cudaErrorInvalidValue;
   if (kind == cudaMemcpyDefault) kind = R().DeviceOf(dst) >= 0 ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost;
   uint64_t sid;
-  if (cudaError_t e = SymbolStream(stream, &sid); e != cudaSuccess) return e;
+  bool same_server = false;
+  if (cudaError_t e = SymbolStream(stream, &sid, &same_server); e != cudaSuccess) return e;
   if (kind == cudaMemcpyDeviceToHost) {
+    // Asynchronous only when a sync of `stream` reaches this link (see Memcpy).
     return CopyD2H(l, static_cast<std::byte*>(dst), ptr + offset, count, sid,
-                   async_call && IsPinned(dst, count));
+                   async_call && IsPinned(dst, count) && same_server);
   }
   if (kind != cudaMemcpyDeviceToDevice) return cudaErrorInvalidMemcpyDirection;
   proto::MemcpyD2D m{.dst = reinterpret_cast<uint64_t>(dst), .src = ptr + offset, .size = count,
@@ -1081,7 +1092,7 @@ void** __cudaRegisterFatBinary(void* fatCubin) {
   Runtime& r = R();
   std::lock_guard<std::mutex> lk(r.mu);
   m->id = r.next_id++;
-  auto** handle = new void*(reinterpret_cast<void*>(m->id));  // deleted at unregistration
+  auto** handle = new void*(reinterpret_cast<void*>(m->id));  // never freed (Runtime::handles)
   for (auto& [addr, l] : r.links) {
     std::lock_guard<std::mutex> ll(l->mu());
     r.PostModule(l.get(), *m);
@@ -1106,18 +1117,14 @@ void __cudaUnregisterFatBinary(void** fatCubinHandle) {
   {
     std::lock_guard<std::mutex> lk(r.mu);
     auto h = r.handles.find(fatCubinHandle);
-    if (h == r.handles.end()) {
+    auto it = h == r.handles.end() ? r.modules.end() : r.modules.find(h->second);
+    if (it == r.modules.end()) {
       Say(fmt::format("__cudaUnregisterFatBinary: handle {} is not registered (never given out "
                       "by __cudaRegisterFatBinary, or unregistered already); ignored",
                       static_cast<const void*>(fatCubinHandle)));
       return;
     }
-    auto it = r.modules.find(h->second);
-    r.handles.erase(h);
-    if (it == r.modules.end()) {  // not reached: a handle and its module leave together
-      delete fatCubinHandle;
-      return;
-    }
+    h->second = 0;  // retired, not freed (see Runtime::handles)
     m = std::move(it->second);
     r.modules.erase(it);
     m->unregistered = true;
@@ -1136,7 +1143,6 @@ void __cudaUnregisterFatBinary(void** fatCubinHandle) {
       (void)l->Post(u);
     }
   }
-  delete fatCubinHandle;
 }
 
 // nvcc's code calls this before the program's first host access to a __managed__ variable of

@@ -358,6 +358,7 @@ Status ServerLink::CopyToDevice(uint64_t dst, wire::ByteSpan src, uint64_t strea
 
 Status ServerLink::CopyChunksToDevice(uint64_t dst, wire::ByteSpan src, uint64_t stream) {
   GPOOL_RETURN_IF_ERROR(BrokenStatus());
+  GPOOL_RETURN_IF_ERROR(LandReadsBeforeBulkSend());
   if (batch_.frames() >= proto::kMaxFramesPerMessage - 1) GPOOL_RETURN_IF_ERROR(Flush());
   const size_t n = src.size();
   for (size_t off = 0; off < n;) {

@@ -79,6 +79,7 @@ class ServerLink {
   template <class Msg>
   Status PostWithTail(Msg& m, wire::ByteSpan tail) {
     GPOOL_RETURN_IF_ERROR(BrokenStatus());
+    GPOOL_RETURN_IF_ERROR(LandReadsBeforeBulkSend());
     if (batch_.frames() >= proto::kMaxFramesPerMessage - 1) GPOOL_RETURN_IF_ERROR(Flush());
     batch_.AddRequestWithTail(m, tail);
     wire::ByteSpan parts[2] = {batch_.Finish(), tail};
@@ -88,6 +89,19 @@ class ServerLink {
     queued_.store(false, std::memory_order_relaxed);
     if (reads_queued_) ReadsSent();
     return Check(s);
+  }
+  // Before a send of bulk data (a large tail), which may block until the server has received it:
+  // lands every pending read first. The server answers reads in order, and a large reply's send
+  // blocks it until this side receives (UCX rendezvous; TCP once the socket buffers are full);
+  // with this side blocked in its own send and nobody receiving, both would wait forever (an
+  // asynchronous device-to-host copy, then a host-to-device copy of >= 128 KiB over UCX did).
+  // Costs that pattern the reads' wait; nothing when no read is pending. Caller holds mu_.
+  Status LandReadsBeforeBulkSend() {
+    {
+      std::lock_guard<std::mutex> lk(state_mu_);
+      if (pending_.empty()) return Status::Ok();
+    }
+    return WaitReads();
   }
   // Sends queued requests plus `m` and waits for its reply.
   template <class Msg, class Body>

@@ -453,6 +453,50 @@ TEST_P(LinkTest, Async2DDeviceToHostLandsWithoutAnotherCall) {
   EXPECT_TRUE(SameRows(dst, pitch, src, width, width, height));
 }
 
+// An asynchronous read still pending (its request queued, or sent and its reply not taken),
+// then a large write: the server answers the read while the client sends the write's bulk bytes.
+// Over UCX both sends are rendezvous that wait for the other side to receive, and the two sides
+// deadlocked until the link landed pending reads before a bulk send. Bounded: a deadlock fails
+// the test at CTest's timeout.
+TEST_P(LinkTest, AnAsynchronousReadThenALargeWriteDoNotDeadlock) {
+  std::lock_guard<std::mutex> lk(link_->mu());
+  const size_t n = size_t{1} << 20;
+  uint64_t d = Malloc(n), d_big = Malloc(size_t{9} << 20);
+  std::vector<std::byte> src = Pattern(n, 8), dst(n, std::byte{0});
+  ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());
+  for (size_t write : {size_t{256} << 10, size_t{1} << 20, size_t{9} << 20}) {
+    std::fill(dst.begin(), dst.end(), std::byte{0});
+    std::vector<std::byte> big = Pattern(write, static_cast<uint8_t>(write >> 10));
+    proto::ReplyHead h;
+    ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h, /*async=*/true).ok());
+    ASSERT_TRUE(link_->CopyToDevice(d_big, big, 0).ok()) << write;
+    EXPECT_TRUE(dst == src) << "the read did not land before the " << write << "-byte write";
+    std::vector<std::byte> back(write);
+    ASSERT_TRUE(link_->CopyFromDevice(back.data(), d_big, write, 0, &h).ok());
+    EXPECT_EQ(h.error, 0) << h.message;
+    EXPECT_TRUE(back == big) << write;
+  }
+}
+
+// The same with a request message grown large (a module's image, 16 MiB of junk the server
+// keeps unloaded until first use) while a sent read's reply is still on its way: no deadlock,
+// since a sent read's reply is received by the pump when no caller does (within a few ticks).
+TEST_P(LinkTest, ASentReadThenALargeRequestDoNotDeadlock) {
+  std::lock_guard<std::mutex> lk(link_->mu());
+  const size_t n = size_t{4} << 20;  // a chunk's worth of reads is sent at once
+  uint64_t d = Malloc(n);
+  std::vector<std::byte> src = Pattern(n, 2), dst(n, std::byte{0});
+  ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());
+  proto::ReplyHead h;
+  ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h, /*async=*/true).ok());
+  std::vector<std::byte> image(size_t{16} << 20, std::byte{0x5c});
+  proto::RegisterModule r{.module = 900, .image = image};
+  ASSERT_TRUE(link_->Post(r).ok());
+  proto::ReplyHead s = Sync();
+  EXPECT_EQ(s.async_error, 0) << s.async_message;
+  EXPECT_TRUE(dst == src);
+}
+
 // A stream sync whose stream's last work was a read (the program's "cudaMemcpyAsync D2H;
 // cudaStreamSynchronize") is answered by the read's reply: no round trip of its own. Anything
 // queued after the read, another stream, or a failure sends it to the server as before.
@@ -509,6 +553,28 @@ TEST_P(LinkTest, AStreamSyncRightAfterItsReadsIsAnsweredByTheirReplies) {
   ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
   EXPECT_EQ(link_->syncs_elided(), 4u);
   EXPECT_EQ(link_->replies(), replies + 2);  // the read's, then the sync's own
+
+  // Copies sent outside a plain batch (a 64 KiB one as a gather part; a 9 MiB one in chunks)
+  // are later work too.
+  std::vector<std::byte> big((size_t{9} << 20) + 5, std::byte{0x42});
+  uint64_t d_big = Malloc(big.size());
+  // (The read lands before such a write is sent: see LandReadsBeforeBulkSend and
+  // AnAsynchronousReadThenALargeWriteDoNotDeadlock.)
+  for (size_t write : {size_t{64} << 10, big.size()}) {
+    replies = link_->replies();
+    ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h, true).ok());
+    ASSERT_TRUE(link_->CopyToDevice(d_big, std::span<const std::byte>(big.data(), write), 0).ok());
+    ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
+    EXPECT_EQ(link_->replies(), replies + 2) << "a sync after a " << write << "-byte write";
+    EXPECT_EQ(link_->syncs_elided(), 4u);
+  }
+
+  // A read on a stream that does not exist fails (the emulated backend checks it as the cuda
+  // one does), so the sync of that stream is asked, and reports it.
+  ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 77, &h, true).ok());
+  ASSERT_TRUE(link_->SyncStream(0, 77, &h).ok());
+  EXPECT_NE(h.async_error, 0) << "a read on an unknown stream succeeded";
+  EXPECT_EQ(link_->syncs_elided(), 4u);
 
   // Another stream than the read's: asked (stream 77 does not exist, which the server says).
   ASSERT_TRUE(link_->CopyFromDevice(dst.data(), d, n, 0, &h, true).ok());

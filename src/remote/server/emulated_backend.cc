@@ -282,6 +282,11 @@ class EmulatedBackend final : public Backend {
     if (size) std::memcpy(dst, reinterpret_cast<const void*>(src), size);
     return {};
   }
+  // The default pipelined read is a HostView, which knows no stream: a read on an unknown
+  // stream is refused here, and then fails in CopyD2H as the cuda backend's does.
+  bool StartD2H(uint64_t src, uint64_t size, uint64_t stream, int slot) override {
+    return CheckStream(stream).ok() && Backend::StartD2H(src, size, stream, slot);
+  }
   std::span<const std::byte> HostView(uint64_t src, uint64_t size) override {
     if (!CheckRange(src, size, "").ok()) return {};
     return {reinterpret_cast<const std::byte*>(src), size};

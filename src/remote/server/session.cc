@@ -103,13 +103,11 @@ Status Session::ServeReads(std::span<const Frame> frames, size_t* served) {
     Result res;
     if (started[k & 1]) {
       res = backend_->FinishD2H(static_cast<int>(k & 1), &d.data);
-    } else {
-      d.data = backend_->HostView(r.src, r.size);
-      if (d.data.empty() && r.size) {
-        staging_.resize(r.size);
-        res = backend_->CopyD2H(staging_.data(), r.src, r.size, r.stream);
-        if (res.ok()) d.data = staging_;
-      }
+    } else if (r.size != 0) {
+      // Not started: a bad range or stream (CopyD2H says which), or too large to stage.
+      staging_.resize(r.size);
+      res = backend_->CopyD2H(staging_.data(), r.src, r.size, r.stream);
+      if (res.ok()) d.data = staging_;
     }
     if (!res.ok()) d.data = {};
     Status s = SendReadReply(r, std::move(res), d);
