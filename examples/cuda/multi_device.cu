@@ -55,6 +55,17 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpyAsync(pinned, bufs[d], n * sizeof(int), cudaMemcpyDeviceToHost, s));
     CHECK(cudaStreamSynchronize(s));
     for (int i = 0; i < n; ++i) EXPECT(pinned[i] == d * 1000000 + i);
+    // The same as a 2-D copy: 512 rows of 1 KiB from the device, 2 KiB apart in the host buffer.
+    std::fill(pinned, pinned + n, -1);
+    const size_t row = 1024, rows = 512;
+    CHECK(cudaMemcpy2DAsync(pinned, 2 * row, bufs[d], row, row, rows, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    for (size_t r = 0; r < rows; ++r) {
+      const int* got = pinned + r * 2 * row / sizeof(int);
+      for (size_t i = 0; i < row / sizeof(int); ++i) {
+        EXPECT(got[i] == d * 1000000 + static_cast<int>(r * row / sizeof(int) + i));
+      }
+    }
     CHECK(cudaStreamDestroy(s));
   }
   CHECK(cudaFreeHost(pinned));

@@ -632,8 +632,14 @@ cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, s
                                         on));
   }
   if (kind == cudaMemcpyDeviceToHost) {
-    // The host rows span [dst, dst + (height-1)*dpitch + width).
-    bool async = async_call && IsPinned(dst, (height - 1) * dpitch + width);
+    // The host rows span [dst, dst + (height-1)*dpitch + width). Asynchronous only when a sync
+    // of the stream reaches this link (see Memcpy).
+    bool same_server;
+    {
+      std::lock_guard<std::mutex> lk(R().mu);
+      same_server = R().devices[sd].server == R().devices[dev].server;
+    }
+    bool async = async_call && IsPinned(dst, (height - 1) * dpitch + width) && same_server;
     proto::ReplyHead h;
     std::lock_guard<std::mutex> lk(l->mu());
     Status s = l->CopyFromDevice2D(static_cast<std::byte*>(dst), dpitch,
@@ -1151,11 +1157,24 @@ void __cudaUnregisterFatBinary(void** fatCubinHandle) {
 // this host's memory), and a host copy the GPU never sees would silently compute wrong results.
 // Returning 0 would make the program dereference a null shadow; so it stops the program here,
 // saying why. Modules without managed variables have nothing to initialise.
+// The module id of a handle __cudaRegisterFatBinary gave out and that is still registered, else 0
+// after saying so (naming `call`; quiet when it is null). Caller holds r.mu.
+uint64_t LiveModuleOf(Runtime& r, void** handle, const char* call) {
+  auto h = r.handles.find(handle);
+  if (h != r.handles.end() && h->second != 0) return h->second;
+  if (call != nullptr) {
+    Say(fmt::format("{}: handle {} is not a registered module's (never given out by "
+                    "__cudaRegisterFatBinary, or unregistered); ignored",
+                    call, static_cast<const void*>(handle)));
+  }
+  return 0;
+}
+
 char __cudaInitModule(void** fatCubinHandle) {
   std::string names;
   {
     std::lock_guard<std::mutex> lk(R().mu);
-    auto it = R().modules.find(reinterpret_cast<uint64_t>(*fatCubinHandle));
+    auto it = R().modules.find(LiveModuleOf(R(), fatCubinHandle, "__cudaInitModule"));
     if (it != R().modules.end()) {
       for (const auto& n : it->second->managed) names += (names.empty() ? "" : ", ") + n;
     }
@@ -1173,9 +1192,11 @@ void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* de
   (void)deviceFun;
   Runtime& r = R();
   std::lock_guard<std::mutex> lk(r.mu);
+  const uint64_t module = LiveModuleOf(r, fatCubinHandle, "__cudaRegisterFunction");
+  if (module == 0) return;
   auto f = std::make_shared<FunctionRec>();
   f->id = r.next_id++;
-  f->module = reinterpret_cast<uint64_t>(*fatCubinHandle);
+  f->module = module;
   f->host_fun = hostFun;
   f->name = deviceName;
   for (auto& [addr, l] : r.links) {
@@ -1192,9 +1213,11 @@ void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress
   (void)deviceAddress;
   Runtime& r = R();
   std::lock_guard<std::mutex> lk(r.mu);
+  const uint64_t module = LiveModuleOf(r, fatCubinHandle, "__cudaRegisterVar");
+  if (module == 0) return;
   auto v = std::make_shared<VarRec>();
   v->id = r.next_id++;
-  v->module = reinterpret_cast<uint64_t>(*fatCubinHandle);
+  v->module = module;
   v->host = hostVar;
   v->name = deviceName;
   v->size = size;
@@ -1220,7 +1243,7 @@ void __cudaRegisterManagedVar(void** fatCubinHandle, void** hostVarPtrAddress, c
   __cudaRegisterVar(fatCubinHandle, reinterpret_cast<char*>(hostVarPtrAddress), deviceAddress,
                     deviceName, ext, size, constant, global);
   std::lock_guard<std::mutex> lk(R().mu);
-  auto it = R().modules.find(reinterpret_cast<uint64_t>(*fatCubinHandle));
+  auto it = R().modules.find(LiveModuleOf(R(), fatCubinHandle, nullptr));
   if (it != R().modules.end()) it->second->managed.push_back(deviceName);
   R().any_managed.store(true, std::memory_order_relaxed);
 }

@@ -301,6 +301,17 @@ void ServerLink::PumpLoop() {
     std::unique_lock<std::mutex> lk(state_mu_);
     if (pump_stop_) return;
     if (ticking && Clock::now() < looked + kFlushTick) continue;  // the timer fired early
+    // Sent reads are received before the batch is sent: a send can block until the server
+    // receives, and the server may be blocked sending those reads' replies (see
+    // LandReadsBeforeBulkSend).
+    if (front != 0 && FrontReadSent() && pending_.front().seq == front && !broken_flag_.load()) {
+      lk.unlock();
+      if (read_mu_.try_lock()) {
+        (void)DrainReadsLocked(/*sent_only=*/true);  // a failure marks the link broken
+        read_mu_.unlock();
+      }
+      lk.lock();
+    }
     lk.unlock();
     if (gen != UINT64_MAX && queued_.load() && mu_.try_lock()) {
       if (!batch_.empty() && batch_gen_.load() == gen) {
@@ -310,14 +321,6 @@ void ServerLink::PumpLoop() {
       mu_.unlock();
     }
     lk.lock();
-    if (front != 0 && FrontReadSent() && pending_.front().seq == front && !broken_flag_.load()) {
-      lk.unlock();
-      if (read_mu_.try_lock()) {
-        (void)DrainReadsLocked(/*sent_only=*/true);  // a failure marks the link broken
-        read_mu_.unlock();
-      }
-      lk.lock();
-    }
     // Look: what waits now is acted on one tick from now.
     gen = queued_.load() ? batch_gen_.load() : UINT64_MAX;
     front = ReadsUnattended() ? pending_.front().seq : 0;

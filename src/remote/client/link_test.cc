@@ -9,7 +9,11 @@
 #include <signal.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -67,6 +71,34 @@ class LinkTest : public ::testing::TestWithParam<int> {
     return h;
   }
   std::unique_ptr<ServerLink> link_;
+};
+
+// Ends the process, naming the test, if it is still alive after `limit` (a deadlock).
+class Watchdog {
+ public:
+  Watchdog(const char* what, std::chrono::seconds limit)
+      : thread_([this, what, limit] {
+          std::unique_lock<std::mutex> lk(mu_);
+          if (!cv_.wait_for(lk, limit, [this] { return done_; })) {
+            std::fprintf(stderr, "%s: still running after %llds: deadlocked\n", what,
+                         static_cast<long long>(limit.count()));
+            std::_Exit(1);
+          }
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
 };
 
 std::vector<std::byte> Pattern(size_t n, uint8_t seed) {
@@ -459,6 +491,8 @@ TEST_P(LinkTest, Async2DDeviceToHostLandsWithoutAnotherCall) {
 // deadlocked until the link landed pending reads before a bulk send. Bounded: a deadlock fails
 // the test at CTest's timeout.
 TEST_P(LinkTest, AnAsynchronousReadThenALargeWriteDoNotDeadlock) {
+  // A deadlock would hang the whole binary until CTest's timeout, naming no test: watched here.
+  Watchdog dog("AnAsynchronousReadThenALargeWriteDoNotDeadlock", std::chrono::seconds(30));
   std::lock_guard<std::mutex> lk(link_->mu());
   const size_t n = size_t{1} << 20;
   uint64_t d = Malloc(n), d_big = Malloc(size_t{9} << 20);
@@ -482,6 +516,7 @@ TEST_P(LinkTest, AnAsynchronousReadThenALargeWriteDoNotDeadlock) {
 // keeps unloaded until first use) while a sent read's reply is still on its way: no deadlock,
 // since a sent read's reply is received by the pump when no caller does (within a few ticks).
 TEST_P(LinkTest, ASentReadThenALargeRequestDoNotDeadlock) {
+  Watchdog dog("ASentReadThenALargeRequestDoNotDeadlock", std::chrono::seconds(30));
   std::lock_guard<std::mutex> lk(link_->mu());
   const size_t n = size_t{4} << 20;  // a chunk's worth of reads is sent at once
   uint64_t d = Malloc(n);

@@ -84,7 +84,7 @@ class Backend {
   // while the previous chunk goes out on the network). StartD2H checks the source and stream and
   // starts the read in pipeline slot `slot` (0 or 1; one read per slot until its FinishD2H), or
   // returns false when it cannot (bad range or stream, too large): the session then takes
-  // HostView / CopyD2H, which report the error. FinishD2H waits for the slot's read and sets
+  // CopyD2H, which reports the error (or copies one too large for staging). FinishD2H waits for the slot's read and sets
   // *data to its bytes, valid until the slot's next StartD2H. Default (emulated): HostView, no
   // copy and nothing to wait for.
   virtual bool StartD2H(uint64_t src, uint64_t size, uint64_t stream, int slot) {

@@ -593,7 +593,7 @@ class StagedReads final : public Backend {
   explicit StagedReads(std::unique_ptr<Backend> b) : b_(std::move(b)) {}
   bool StartD2H(uint64_t src, uint64_t size, uint64_t stream, int slot) override {
     if (b_->HostView(src, size).size() != size || size == 0) {
-      log_ += "x ";  // refused: the session takes HostView / CopyD2H
+      log_ += "x ";  // refused: the session takes CopyD2H
       return false;
     }
     Slot& s = slots_[slot];
