@@ -180,18 +180,19 @@ class ServerLink {
   // last request this link queued or sent was a device-to-host read on `stream` (CopyFromDevice,
   // CopyFromDevice2D), the server answers that read only once the stream's earlier work is done,
   // so the stream is idle once every pending read has landed. Then this waits for the pending
-  // reads and returns without a round trip (counted in syncs_elided()). When any read failed, or
-  // an asynchronous error waits to be reported, the StreamSync goes to the server after all, which
-  // says what holds now (a sticky error stays, a bad argument's does not). The pattern is a program's
-  // "cudaMemcpyAsync(pinned, D2H, s); cudaStreamSynchronize(s)", which then costs the read's
-  // exchange alone. Limits: the default stream (0) of a server with several devices always goes
+  // reads and returns without a round trip (counted in syncs_elided()). When any read failed,
+  // or an asynchronous error waits to be reported, the StreamSync goes to the server after all,
+  // which says what holds now (a sticky error stays, a bad argument's does not). The pattern is a
+  // program's "cudaMemcpyAsync(pinned, D2H, s); cudaStreamSynchronize(s)", which then costs the
+  // read's exchange alone. Limits: the default stream (0) of a server with several devices always goes
   // to the server (the read ran on its pointer's device, which this link does not record); an
   // error another stream's work raises after the read's reply (a kernel fault the GPU reports
   // late) comes with the next call instead, as it would had that fault come a moment later.
   // Caller holds mu().
   Status SyncStream(uint32_t device, uint64_t stream, proto::ReplyHead* head);
-  // cudaStreamQuery's request (proto::StreamQuery), answered the same way: after the stream's
-  // reads have landed the stream is idle, so a query (or a loop of them) costs no round trip.
+  // cudaStreamQuery's request (proto::StreamQuery), answered the same way: it waits for the
+  // stream's reads to land (as the query sent to the server would, behind their replies), then
+  // answers without a round trip, however often it is polled.
   Status QueryStream(uint32_t device, uint64_t stream, proto::ReplyHead* head);
   // Syncs and queries answered here.
   uint64_t syncs_elided() const { return syncs_elided_.load(); }
