@@ -479,6 +479,12 @@ bool Overlaps(const std::map<const void*, size_t>& ranges, const void* p, size_t
 
 // True when [p, p+n) lies in page-locked memory as the program sees it: from cudaMallocHost/
 // cudaHostAlloc ("pinned") or cudaHostRegister.
+// Whether devices a and b sit on one server (one link: a sync on one reaches work on the other).
+bool SameServer(int a, int b) {
+  std::lock_guard<std::mutex> lk(R().mu);
+  return R().devices[a].server == R().devices[b].server;
+}
+
 bool IsPinned(const void* p, size_t n) {
   std::lock_guard<std::mutex> lk(R().mu);
   return InRange(R().host_allocs, p, n) || InRange(R().host_registered, p, n);
@@ -498,11 +504,9 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
   uint64_t sid = 0;
   if (cudaError_t e = ResolveStream(stream, &sdevice, &sid); e != cudaSuccess) return e;
   cudaError_t err = cudaSuccess;
-  auto same_server = [&](int dev) {
-    std::lock_guard<std::mutex> lk(R().mu);
-    return R().devices[dev].server == R().devices[sdevice].server;
+  auto stream_for = [&](int dev) -> uint64_t {
+    return sid != 0 && SameServer(dev, sdevice) ? sid : 0;
   };
-  auto stream_for = [&](int dev) -> uint64_t { return sid != 0 && same_server(dev) ? sid : 0; };
   switch (kind) {
     case cudaMemcpyHostToHost:
       if (n) std::memmove(dst, src, n);
@@ -522,7 +526,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cu
       // Asynchronous only when the program's stream is on the copy's server: a sync of a stream
       // elsewhere goes to another link and would not wait for this one's reply.
       return CopyD2H(l, static_cast<std::byte*>(dst), reinterpret_cast<uint64_t>(src), n,
-                     stream_for(sdev), async_call && IsPinned(dst, n) && same_server(sdev));
+                     stream_for(sdev), async_call && IsPinned(dst, n) && SameServer(sdev, sdevice));
     }
     case cudaMemcpyDeviceToDevice: {
       if (sdev < 0) sdev = t_device;
@@ -634,12 +638,8 @@ cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, s
   if (kind == cudaMemcpyDeviceToHost) {
     // The host rows span [dst, dst + (height-1)*dpitch + width). Asynchronous only when a sync
     // of the stream reaches this link (see Memcpy).
-    bool same_server;
-    {
-      std::lock_guard<std::mutex> lk(R().mu);
-      same_server = R().devices[sd].server == R().devices[dev].server;
-    }
-    bool async = async_call && IsPinned(dst, (height - 1) * dpitch + width) && same_server;
+    bool async =
+        async_call && IsPinned(dst, (height - 1) * dpitch + width) && SameServer(sd, dev);
     proto::ReplyHead h;
     std::lock_guard<std::mutex> lk(l->mu());
     Status s = l->CopyFromDevice2D(static_cast<std::byte*>(dst), dpitch,
@@ -798,10 +798,7 @@ cudaError_t SymbolStream(cudaStream_t stream, uint64_t* id, bool* same_server = 
   uint64_t sid;
   if (cudaError_t e = ResolveStream(stream, &sd, &sid); e != cudaSuccess) return e;
   *id = sd == t_device ? sid : 0;
-  if (same_server != nullptr) {
-    std::lock_guard<std::mutex> lk(R().mu);
-    *same_server = R().devices[sd].server == R().devices[t_device].server;
-  }
+  if (same_server != nullptr) *same_server = SameServer(sd, t_device);
   return cudaSuccess;
 }
 
