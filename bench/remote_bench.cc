@@ -1064,6 +1064,26 @@ int RunInterleaved(const DriverFlags& f) {
                          return 1.0;
                        }});
       std::shared_ptr<client::ServerLink> link = DriverLink(t);
+      // The shape of a program's step: one asynchronous op (a launch), then a synchronizing call
+      // (cudaStreamSynchronize): one round trip, plus whatever queuing the op costs the client
+      // (arming the pump's timer: docs/benchmarks.md, session 13).
+      proto::Malloc pm{.size = 4096};
+      proto::Pointer pp;
+      proto::ReplyHead ph;
+      if (!link->Call(pm, &ph, &pp).ok() || ph.error) Die("malloc failed");
+      grp.c.push_back({fmt::format("one async op + sync through a session, {}", Name(t)),
+                       [link, ptr = pp.ptr] {
+                         std::lock_guard<std::mutex> lk(link->mu());
+                         proto::Memset op{.dst = ptr, .value = 0, .size = 0};
+                         proto::StreamSync sync{};
+                         proto::ReplyHead h;
+                         proto::Empty none;
+                         if (!link->Post(op).ok() || !link->Call(sync, &h, &none).ok() ||
+                             h.async_error) {
+                           Die("post and sync failed");
+                         }
+                         return 1.0;
+                       }});
       grp.c.push_back({fmt::format("no-op call through a session, {}", Name(t)), [link] {
                          std::lock_guard<std::mutex> lk(link->mu());
                          proto::Ping ping;

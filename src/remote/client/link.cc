@@ -146,13 +146,7 @@ void ServerLink::ArmTimer(bool now) {
   t.it_value.tv_nsec = now ? 1 : std::chrono::nanoseconds(kFlushTick).count();
   // Cannot fail with a valid fd and value; the pump would then only act at a later arming.
   (void)timerfd_settime(timer_fd_, 0, &t, nullptr);
-}
-
-void ServerLink::DisarmForReceive() {
-  if (!timer_armed_.load(std::memory_order_relaxed) || !batch_.empty()) return;
-  if (!timer_armed_.exchange(false)) return;
-  itimerspec t{};  // zero: disarmed (and a fired, unread expiry is dropped)
-  (void)timerfd_settime(timer_fd_, 0, &t, nullptr);
+  timer_arms_.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool ServerLink::ReadsUnattended() {
@@ -295,12 +289,14 @@ void ServerLink::PumpLoop() {
     if (p.revents & POLLIN) {
       uint64_t expirations;
       (void)!read(timer_fd_, &expirations, sizeof expirations);
-      // Before the look below: a caller that queues after this arms the timer again.
-      timer_armed_.store(false);
     }
     std::unique_lock<std::mutex> lk(state_mu_);
     if (pump_stop_) return;
-    if (ticking && Clock::now() < looked + kFlushTick) continue;  // the timer fired early
+    // The timer fired early (armed before a look that started ticking): the tick still comes.
+    if (ticking && Clock::now() < looked + kFlushTick) continue;
+    // seq_cst, before the look below: a caller that queues after this arms the timer again
+    // (MarkQueued, ReadsSent), one that queued before is seen by the look.
+    timer_armed_.store(false);
     // Sent reads are received before the batch is sent: a send can block until the server
     // receives, and the server may be blocked sending those reads' replies (see
     // LandReadsBeforeBulkSend).
@@ -321,10 +317,12 @@ void ServerLink::PumpLoop() {
       mu_.unlock();
     }
     lk.lock();
-    // Look: what waits now is acted on one tick from now.
+    // Look: what waits now is acted on one tick from now. While ticking, callers need not arm
+    // the timer (this thread looks again within a tick anyway), so they are told it is armed.
     gen = queued_.load() ? batch_gen_.load() : UINT64_MAX;
     front = ReadsUnattended() ? pending_.front().seq : 0;
     looked = Clock::now();
+    if (gen != UINT64_MAX || front != 0) timer_armed_.store(true);
   }
 }
 
@@ -427,7 +425,6 @@ Status ServerLink::FinishReads(proto::ReplyHead* head, bool async, uint64_t stre
   }
   GPOOL_RETURN_IF_ERROR(Flush());
   std::lock_guard<std::mutex> r(read_mu_);
-  DisarmForReceive();
   GPOOL_RETURN_IF_ERROR(DrainReadsLocked());
   TakeAsyncFailure(head);
   last_read_.failed = head->error != 0 || head->async_error != 0;

@@ -17,15 +17,20 @@
 // (their batch generation is below batch_gen_); unsent ones it flushes like any queued batch.
 //
 // The pump sleeps on a one-shot timer (timerfd) that callers arm, without waking any thread, when
-// the batch becomes non-empty or a flush sends asynchronous reads, and disarm when they have sent
-// everything and start receiving every pending reply themselves; so a burst the program syncs
-// itself within a tick costs two timerfd_settime calls and no wake-up. When the timer fires, the pump ticks (kFlushTick) for as
-// long as a batch stays queued or sent reads wait unattended: a batch still unsent a tick after it
-// looked is sent (so queued work waits 2-3 ticks at most, ~2-3 ms); the oldest sent read, still
-// waiting and with no caller receiving, is received with the other sent ones. Synchronous calls
-// and copies never arm it. Each pump wake-up is a thread hop that competes with the copy's own
-// threads for a core (measured: a 64 KiB device-to-host burst woke the old ticking pump ~3 times
-// per 4 MiB, a notified one ~2.5 times).
+// the batch becomes non-empty or a flush sends asynchronous reads, unless it is armed already or
+// the pump is ticking. Callers never disarm it: a burst the program syncs itself leaves the timer
+// to fire once, and the pump, finding nothing waiting, sleeps again. So a program that syncs its
+// bursts costs at most one timerfd_settime and one pump wake-up per tick, however many bursts
+// the tick holds. (Until session 13 callers disarmed it before receiving: two timerfd_settime
+// calls per burst and no wake-up. That pair cost ~7 us on a paravirtualized VM: one async op then
+// a sync took 8.6 us over shared memory, 2.2 us without it; docs/benchmarks.md, "Remoting".)
+// When the timer fires, the pump ticks
+// (kFlushTick) for as long as a batch stays queued or sent reads wait unattended: a batch still
+// unsent a tick after it looked is sent (so queued work waits 2-3 ticks at most, ~2-3 ms); the
+// oldest sent read, still waiting and with no caller receiving, is received with the other sent
+// ones. Synchronous calls and copies never arm it. Each pump wake-up is a thread hop that
+// competes with the copy's own threads for a core (measured: a 64 KiB device-to-host burst woke
+// the old ticking pump ~3 times per 4 MiB, a notified one ~2.5 times).
 //
 // Thread safety: callers serialize whole operations with mu() (Post, Call, Flush, copies); the
 // pump thread takes mu() and read_mu_ only with try_lock, so it never blocks a caller for long.
@@ -117,7 +122,6 @@ class ServerLink {
   template <class Body>
   Status ReadReply(uint16_t op, proto::ReplyHead* head, Body* body) {
     std::lock_guard<std::mutex> lk(read_mu_);
-    DisarmForReceive();
     GPOOL_RETURN_IF_ERROR(DrainReadsLocked());
     GPOOL_RETURN_IF_ERROR(ReadFrame(op));
     GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReply(frame_, head, body)));
@@ -129,7 +133,6 @@ class ServerLink {
   Status WaitReads() {
     GPOOL_RETURN_IF_ERROR(Flush());
     std::lock_guard<std::mutex> lk(read_mu_);
-    DisarmForReceive();
     return DrainReadsLocked();
   }
   bool broken() const { return broken_flag_.load(); }
@@ -145,6 +148,8 @@ class ServerLink {
   uint64_t pump_flushes() const { return pump_flushes_.load(); }
   // For tests: times the pump woke (from its sleep or at the end of a tick); whether it sleeps.
   uint64_t pump_wakes() const { return pump_wakes_.load(); }
+  // For tests: timerfd_settime calls (armings of the pump's timer).
+  uint64_t timer_arms() const { return timer_arms_.load(); }
   bool pump_asleep() const { return pump_sleeping_.load(); }
 
   // Host-to-device copy, chunked (proto::kCopyChunkBytes); small ones ride in the batch, large
@@ -252,9 +257,6 @@ class ServerLink {
   // Arms the pump's timer for one tick unless it is armed (`now`: to fire at once). Caller holds
   // mu_ (or is the destructor).
   void ArmTimer(bool now = false);
-  // Disarms the timer when the batch is empty, before the caller receives every pending read
-  // itself: nothing is left for the pump. Caller holds mu_ and read_mu_.
-  void DisarmForReceive();
   // Whether sent reads wait that no caller is receiving. Caller holds state_mu_.
   bool ReadsUnattended();
   void TakeAsyncFailure(proto::ReplyHead* head);
@@ -298,14 +300,16 @@ class ServerLink {
   proto::ReplyHead async_failure_;  // first failed asynchronous read, not yet reported
   bool pump_stop_ = false;
   int timer_fd_ = -1;  // the pump's one-shot timer (timerfd), armed by callers
-  // Whether the timer is armed and not yet consumed by the pump (which clears it before it looks).
+  // Whether the pump will look within about a tick: the timer is armed and not yet consumed, or
+  // the pump is ticking. The pump clears it before each look and sets it when the look leaves it
+  // ticking; callers never clear it.
   std::atomic<bool> timer_armed_{false};
   // The pump waits for the timer with no timeout (tests: it is idle).
   std::atomic<bool> pump_sleeping_{false};
   // Set by MarkQueued, cleared when the batch is sent: lets the pump see queued work without
   // touching mu_ (a caller may hold mu_ for a long synchronous call).
   std::atomic<bool> queued_{false};
-  std::atomic<uint64_t> pump_flushes_{0}, pump_wakes_{0};
+  std::atomic<uint64_t> pump_flushes_{0}, pump_wakes_{0}, timer_arms_{0};
   std::atomic<uint64_t> replies_{0};
   std::vector<std::byte> pack2d_;  // guarded by mu_: CopyToDevice2D's packed rows
   std::thread pump_;
