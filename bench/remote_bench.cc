@@ -980,11 +980,13 @@ std::string PinningHeader(const DriverFlags& f) {
 }
 
 // One copy cell of a summary line: "tcp h2d 64K 0.97".
+// A miss that two decimals would round up to 0.95 gets three ("0.949"), so that the list does not
+// show a "0.95" among the cells that did not count as met.
 std::string CellName(int transport, bool d2h, size_t size, double ratio) {
   return fmt::format(
-      "{} {} {} {:.2f}", Name(transport), d2h ? "d2h" : "h2d",
+      "{} {} {} {}", Name(transport), d2h ? "d2h" : "h2d",
       size >= (size_t{1} << 20) ? fmt::format("{}M", size >> 20) : fmt::format("{}K", size >> 10),
-      ratio);
+      ratio < 0.95 && ratio >= 0.945 ? fmt::format("{:.3f}", ratio) : fmt::format("{:.2f}", ratio));
 }
 // "<head>: N of M cells <met>: [cell] [cell] ...": ratios >= 0.95 count.
 void PrintCells(const std::string& head, const char* met,
