@@ -24,13 +24,13 @@
 // the tick holds. (Until session 13 callers disarmed it before receiving: two timerfd_settime
 // calls per burst and no wake-up. That pair cost ~7 us on a paravirtualized VM: one async op then
 // a sync took 8.6 us over shared memory, 2.2 us without it; docs/benchmarks.md, "Remoting".)
-// When the timer fires, the pump ticks
-// (kFlushTick) for as long as a batch stays queued or sent reads wait unattended: a batch still
-// unsent a tick after it looked is sent (so queued work waits 2-3 ticks at most, ~2-3 ms); the
-// oldest sent read, still waiting and with no caller receiving, is received with the other sent
-// ones. Synchronous calls and copies never arm it. Each pump wake-up is a thread hop that
-// competes with the copy's own threads for a core (measured: a 64 KiB device-to-host burst woke
-// the old ticking pump ~3 times per 4 MiB, a notified one ~2.5 times).
+// When the timer fires, the pump ticks (kFlushTick) for as long as a batch stays queued or sent
+// reads wait unattended: a batch still unsent a tick after it looked is sent (so queued work
+// waits 2-3 ticks at most, ~2-3 ms); the oldest sent read, still waiting and with no caller
+// receiving, is received with the other sent ones. Synchronous calls and copies never arm it.
+// Each pump wake-up is a thread hop that competes with the copy's own threads for a core
+// (measured: a 64 KiB device-to-host burst woke the old ticking pump ~3 times per 4 MiB, a
+// notified one ~2.5 times).
 //
 // Thread safety: callers serialize whole operations with mu() (Post, Call, Flush, copies); the
 // pump thread takes mu() and read_mu_ only with try_lock, so it never blocks a caller for long.
