@@ -254,8 +254,8 @@ class ServerLink {
     queued_.store(true);
     ArmTimer();
   }
-  // Arms the pump's timer for one tick unless it is armed (`now`: to fire at once). Caller holds
-  // mu_ (or is the destructor).
+  // Arms the pump's timer for one tick unless timer_armed_ says the pump looks within a tick
+  // anyway (armed, or ticking); `now`: to fire at once. Caller holds mu_ (or is the destructor).
   void ArmTimer(bool now = false);
   // Whether sent reads wait that no caller is receiving. Caller holds state_mu_.
   bool ReadsUnattended();
