@@ -143,7 +143,8 @@ void ServerLink::ReadsSent() {
 void ServerLink::ArmTimer(bool now) {
   if (timer_armed_.exchange(true)) return;
   itimerspec t{};
-  t.it_value.tv_nsec = now ? 1 : std::chrono::nanoseconds(kFlushTick).count();
+  // The pump's tick is below 1 s (kMaxPumpTick), so it fits tv_nsec.
+  t.it_value.tv_nsec = now ? 1 : pump_tick_us_.load(std::memory_order_relaxed) * 1000;
   // Cannot fail with a valid fd and value; the pump would then only act at a later arming.
   (void)timerfd_settime(timer_fd_, 0, &t, nullptr);
   timer_arms_.fetch_add(1, std::memory_order_relaxed);
@@ -263,21 +264,24 @@ Status ServerLink::StartPump() {
 }
 
 // Waits for the timer (no timeout) while nothing waits; once it fires, looks at what waits and
-// acts one kFlushTick after each look: a batch still unsent since the look (same generation) is
-// sent; the oldest sent read, still the oldest and still unattended, is received with every other
-// sent one. A caller receiving, or holding mu_ while it works, is left alone (try_lock): it sends
-// and receives itself, and may be blocked in a send that only our receiving of replies can unblock
-// (hence sent reads are looked at whatever mu_).
+// acts one tick after each look: a batch still unsent since the look (same generation) is sent;
+// the oldest sent read, still the oldest and still unattended, is received with every other sent
+// one. A caller receiving, or holding mu_ while it works, is left alone (try_lock): it sends and
+// receives itself, and may be blocked in a send that only our receiving of replies can unblock
+// (hence sent reads are looked at whatever mu_). The tick backs off while the program does the
+// work itself (NextPumpTick): then a look finds something new in flight nearly every time, and a
+// pump ticking at kFlushTick woke once per ms for nothing.
 void ServerLink::PumpLoop() {
   using Clock = std::chrono::steady_clock;
   uint64_t gen = UINT64_MAX, front = 0;  // what the last look saw waiting (front 0: no read)
   Clock::time_point looked;
+  std::chrono::microseconds tick = kFlushTick;
   for (;;) {
     const bool ticking = gen != UINT64_MAX || front != 0;
     pollfd p{timer_fd_, POLLIN, 0};
     if (ticking) {
-      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(looked + kFlushTick -
-                                                                       Clock::now());
+      auto left =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(looked + tick - Clock::now());
       timespec ts{0, std::max<long>(0, static_cast<long>(left.count()))};
       (void)ppoll(&p, 1, &ts, nullptr);
     } else {
@@ -293,10 +297,11 @@ void ServerLink::PumpLoop() {
     std::unique_lock<std::mutex> lk(state_mu_);
     if (pump_stop_) return;
     // The timer fired early (armed before a look that started ticking): the tick still comes.
-    if (ticking && Clock::now() < looked + kFlushTick) continue;
+    if (ticking && Clock::now() < looked + tick) continue;
     // seq_cst, before the look below: a caller that queues after this arms the timer again
     // (MarkQueued, ReadsSent), one that queued before is seen by the look.
     timer_armed_.store(false);
+    bool acted = false;
     // Sent reads are received before the batch is sent: a send can block until the server
     // receives, and the server may be blocked sending those reads' replies (see
     // LandReadsBeforeBulkSend).
@@ -305,6 +310,7 @@ void ServerLink::PumpLoop() {
       if (read_mu_.try_lock()) {
         (void)DrainReadsLocked(/*sent_only=*/true);  // a failure marks the link broken
         read_mu_.unlock();
+        acted = true;
       }
       lk.lock();
     }
@@ -313,6 +319,7 @@ void ServerLink::PumpLoop() {
       if (!batch_.empty() && batch_gen_.load() == gen) {
         (void)Flush();
         pump_flushes_.fetch_add(1);
+        acted = true;
       }
       mu_.unlock();
     }
@@ -322,7 +329,12 @@ void ServerLink::PumpLoop() {
     gen = queued_.load() ? batch_gen_.load() : UINT64_MAX;
     front = ReadsUnattended() ? pending_.front().seq : 0;
     looked = Clock::now();
-    if (gen != UINT64_MAX || front != 0) timer_armed_.store(true);
+    const bool waiting = gen != UINT64_MAX || front != 0;
+    // Not acting on what the last look saw means the program moved it; an arming whose work is
+    // all gone by now means the same. A first look after an arming that finds work keeps the tick.
+    tick = NextPumpTick(tick, acted, /*program_did_it=*/ticking || !waiting);
+    pump_tick_us_.store(tick.count(), std::memory_order_relaxed);
+    if (waiting) timer_armed_.store(true);
   }
 }
 

@@ -2,9 +2,9 @@
 //
 // Asynchronous requests are appended to an outgoing batch and sent at the next synchronous call,
 // when the batch passes kFlushBytes, on Flush(), or by the link's pump thread once the batch has
-// sat for two to three ticks of kFlushTick (so queued work never waits longer than ~3 ms for the
-// program's next CUDA call). One ordered connection keeps requests in program order, which is
-// stronger than CUDA's per-stream order. Large host data travels as a separate gather part, never
+// sat for two to three of its ticks (so queued work waits ~2-3 ms for the program's next CUDA
+// call, ~8 ms at most; see the pump's ticks below). One ordered connection keeps requests in
+// program order, which is stronger than CUDA's per-stream order. Large host data travels as a separate gather part, never
 // copied into the batch. Transport failures come back as Unavailable: the server or its worker is
 // gone, and every later call fails fast the same way.
 //
@@ -24,18 +24,26 @@
 // the tick holds. (Until session 13 callers disarmed it before receiving: two timerfd_settime
 // calls per burst and no wake-up. That pair cost ~7 us on a paravirtualized VM: one async op then
 // a sync took 8.6 us over shared memory, 2.2 us without it; docs/benchmarks.md, "Remoting".)
-// When the timer fires, the pump ticks (kFlushTick) for as long as a batch stays queued or sent
-// reads wait unattended: a batch still unsent a tick after it looked is sent (so queued work
-// waits 2-3 ticks at most, ~2-3 ms); the oldest sent read, still waiting and with no caller
-// receiving, is received with the other sent ones. Synchronous calls and copies never arm it.
+// When the timer fires, the pump ticks for as long as a batch stays queued or sent reads wait
+// unattended: a batch still unsent a tick after it looked is sent; the oldest sent read, still
+// waiting and with no caller receiving, is received with the other sent ones. Synchronous calls
+// and copies never arm it. The tick starts at kFlushTick (queued work waits 2-3 ticks, ~2-3 ms)
+// and doubles, up to kMaxPumpTick, at each wake-up that finds the program did the work itself
+// (what the last look or the arming was for is gone, or a caller is busy with it); the pump's
+// first act (a flush or a receive) sets it back (NextPumpTick). Callers arm the timer for the
+// current tick. So a program that keeps its own work moving pays one pump wake-up per ~4 ms,
+// not per ms, and queued work that nobody sends waits at most ~2 kMaxPumpTick (~8 ms) once
+// after such a stretch, ~2-3 ms after that.
 // Each pump wake-up is a thread hop that competes with the copy's own threads for a core
-// (measured: a 64 KiB device-to-host burst woke the old ticking pump ~3 times per 4 MiB, a
-// notified one ~2.5 times).
+// (measured: a 1 MiB device-to-host burst, 4 per sync over shared memory with the client on one
+// CPU, ran at 0.93-0.96 of raw with the pump waking once per ms and 0.96-1.04 with the timer
+// switched off; docs/benchmarks.md, "Remoting", sessions 14 and 16).
 //
 // Thread safety: callers serialize whole operations with mu() (Post, Call, Flush, copies); the
 // pump thread takes mu() and read_mu_ only with try_lock, so it never blocks a caller for long.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -60,6 +68,14 @@ class ServerLink {
  public:
   static constexpr size_t kFlushBytes = 64 << 10;
   static constexpr std::chrono::microseconds kFlushTick{1000};
+  static constexpr std::chrono::microseconds kMaxPumpTick{4000};
+  // The pump's tick after a wake-up (pure, for tests): kFlushTick once it acted, doubled (up to
+  // kMaxPumpTick) when it found the program had done the work itself, else unchanged.
+  static std::chrono::microseconds NextPumpTick(std::chrono::microseconds tick, bool acted,
+                                                bool program_did_it) {
+    if (acted) return kFlushTick;
+    return program_did_it ? std::min(2 * tick, kMaxPumpTick) : tick;
+  }
 
   static StatusOr<std::unique_ptr<ServerLink>> Connect(const LinkOptions& options);
   ~ServerLink();
@@ -151,6 +167,10 @@ class ServerLink {
   // For tests: timerfd_settime calls (armings of the pump's timer).
   uint64_t timer_arms() const { return timer_arms_.load(); }
   bool pump_asleep() const { return pump_sleeping_.load(); }
+  // For tests: the pump's current tick (NextPumpTick), which callers also arm the timer with.
+  std::chrono::microseconds pump_tick() const {
+    return std::chrono::microseconds(pump_tick_us_.load(std::memory_order_relaxed));
+  }
 
   // Host-to-device copy, chunked (proto::kCopyChunkBytes); small ones ride in the batch, large
   // chunks go uncopied as gather parts, up to kChunksInFlight of them handed to the transport at
@@ -309,6 +329,8 @@ class ServerLink {
   // Set by MarkQueued, cleared when the batch is sent: lets the pump see queued work without
   // touching mu_ (a caller may hold mu_ for a long synchronous call).
   std::atomic<bool> queued_{false};
+  // The pump's tick in microseconds (written by the pump, read by ArmTimer).
+  std::atomic<int64_t> pump_tick_us_{kFlushTick.count()};
   std::atomic<uint64_t> pump_flushes_{0}, pump_wakes_{0}, timer_arms_{0};
   std::atomic<uint64_t> replies_{0};
   std::vector<std::byte> pack2d_;  // guarded by mu_: CopyToDevice2D's packed rows

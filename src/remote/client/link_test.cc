@@ -309,6 +309,71 @@ TEST_P(LinkTest, SyncedBurstsArmThePumpTimerAtMostOncePerPumpWakeUp) {
       << "armings " << link_->timer_arms() - arms << " for " << kBursts << " synced bursts";
 }
 
+// The pump's tick: back to kFlushTick once it acts, doubled up to kMaxPumpTick while the program
+// does the work itself, unchanged on a first look that finds work.
+TEST(PumpTick, BacksOffWhileTheProgramWorksAndResetsWhenThePumpActs) {
+  using std::chrono::microseconds;
+  const auto kMin = ServerLink::kFlushTick, kMax = ServerLink::kMaxPumpTick;
+  EXPECT_EQ(ServerLink::NextPumpTick(kMin, false, true), 2 * kMin);
+  EXPECT_EQ(ServerLink::NextPumpTick(2 * kMin, false, true), 4 * kMin);
+  EXPECT_EQ(ServerLink::NextPumpTick(kMax, false, true), kMax);
+  EXPECT_EQ(ServerLink::NextPumpTick(microseconds(3000), false, true), kMax);
+  EXPECT_EQ(ServerLink::NextPumpTick(kMax, true, true), kMin);
+  EXPECT_EQ(ServerLink::NextPumpTick(kMax, true, false), kMin);
+  EXPECT_EQ(ServerLink::NextPumpTick(2 * kMin, false, false), 2 * kMin);
+}
+
+// A program that keeps its own bursts moving backs the pump's tick off (so it wakes a quarter as
+// often), and the pump still sends work that nobody sends afterwards, then ticks fast again.
+TEST_P(LinkTest, SteadyBurstsBackThePumpOffAndWorkLeftQueuedStillGoes) {
+  const size_t n = 1024;
+  std::vector<std::byte> src = Pattern(4 * n, 5), dst(4 * n);
+  uint64_t d;
+  {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    d = Malloc(src.size());
+    ASSERT_TRUE(link_->CopyToDevice(d, src, 0).ok());
+    ASSERT_EQ(Sync().async_error, 0);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  size_t bursts = 0;
+  while (link_->pump_tick() < ServerLink::kMaxPumpTick &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    proto::ReplyHead h;
+    for (size_t i = 0; i < 4; ++i) {
+      ASSERT_TRUE(link_->CopyFromDevice(dst.data() + i * n, d + i * n, n, 0, &h, true).ok());
+    }
+    ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
+    ASSERT_EQ(h.error, 0) << h.message;
+    ASSERT_TRUE(dst == src) << "burst " << bursts;
+    ++bursts;
+  }
+  ASSERT_EQ(link_->pump_tick(), ServerLink::kMaxPumpTick)
+      << "the tick never backed off over " << bursts << " bursts";
+  const uint64_t flushes = link_->pump_flushes();
+  {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    proto::Memset ms{.dst = d, .value = 0x3c, .size = 16};
+    ASSERT_TRUE(link_->Post(ms).ok());
+  }
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  // The pump counts its flush before it sets its tick, so wait for both.
+  while ((link_->pump_flushes() == flushes || link_->pump_tick() == ServerLink::kMaxPumpTick) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(link_->pump_flushes(), flushes) << "the queued memset was never sent";
+  // Acting set it to kFlushTick; one arming made before the flush may still fire, find nothing
+  // and double it once (the one-shot timer holds one expiry, and nothing here arms it again).
+  EXPECT_LE(link_->pump_tick(), 2 * ServerLink::kFlushTick) << "acting did not reset the tick";
+  std::lock_guard<std::mutex> lk(link_->mu());
+  std::vector<std::byte> back(16);
+  proto::ReplyHead h;
+  ASSERT_TRUE(link_->CopyFromDevice(back.data(), d, back.size(), 0, &h).ok());
+  EXPECT_EQ(back, std::vector<std::byte>(16, std::byte{0x3c}));
+}
+
 // Host-to-device chunks are received straight into device memory once the frames queued before
 // them have run: a memset queued before a copy to the same bytes must not overwrite it, and one
 // queued after it must. 64 KiB rides with a tail on TCP; 1 MiB is split on UCX too.
