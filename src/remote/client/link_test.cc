@@ -70,6 +70,22 @@ class LinkTest : public ::testing::TestWithParam<int> {
     EXPECT_TRUE(link_->Call(s, &h, &none).ok());
     return h;
   }
+  // One burst a program syncs itself: four asynchronous reads of dst.size()/4 bytes each from
+  // `d`, answered by their own replies (ServerLink::SyncStream); dst must then equal `want`.
+  // Callers wrap it in ASSERT_NO_FATAL_FAILURE.
+  void SyncedReadBurst(uint64_t d, std::vector<std::byte>& dst,
+                       const std::vector<std::byte>& want) {
+    std::lock_guard<std::mutex> lk(link_->mu());
+    std::fill(dst.begin(), dst.end(), std::byte{0});
+    const size_t n = dst.size() / 4;
+    proto::ReplyHead h;
+    for (size_t i = 0; i < 4; ++i) {
+      ASSERT_TRUE(link_->CopyFromDevice(dst.data() + i * n, d + i * n, n, 0, &h, true).ok());
+    }
+    ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
+    ASSERT_EQ(h.error, 0) << h.message;
+    ASSERT_TRUE(dst == want);
+  }
   std::unique_ptr<ServerLink> link_;
 };
 
@@ -289,17 +305,10 @@ TEST_P(LinkTest, SyncedBurstsArmThePumpTimerAtMostOncePerPumpWakeUp) {
   }
   const uint64_t arms = link_->timer_arms(), wakes = link_->pump_wakes();
   for (size_t b = 0; b < kBursts; ++b) {
+    // Reads answered by their own replies, then posted work synced by a round trip (Call): the
+    // two ways a program's sync ends a burst.
+    ASSERT_NO_FATAL_FAILURE(SyncedReadBurst(d, dst, src)) << "burst " << b;
     std::lock_guard<std::mutex> lk(link_->mu());
-    std::fill(dst.begin(), dst.end(), std::byte{0});
-    proto::ReplyHead h;
-    // Reads answered by their own replies (ServerLink::SyncStream), then posted work synced by
-    // a round trip (Call): the two ways a program's sync ends a burst.
-    for (size_t i = 0; i < 4; ++i) {
-      ASSERT_TRUE(link_->CopyFromDevice(dst.data() + i * n, d + i * n, n, 0, &h, true).ok());
-    }
-    ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
-    ASSERT_EQ(h.error, 0) << h.message;
-    ASSERT_TRUE(dst == src) << "burst " << b;
     proto::Memset ms{.dst = d, .value = 0, .size = 0};
     ASSERT_TRUE(link_->Post(ms).ok());
     ASSERT_EQ(Sync().async_error, 0);
@@ -339,14 +348,7 @@ TEST_P(LinkTest, SteadyBurstsBackThePumpOffAndWorkLeftQueuedStillGoes) {
   size_t bursts = 0;
   while (link_->pump_tick() < ServerLink::kMaxPumpTick &&
          std::chrono::steady_clock::now() < deadline) {
-    std::lock_guard<std::mutex> lk(link_->mu());
-    proto::ReplyHead h;
-    for (size_t i = 0; i < 4; ++i) {
-      ASSERT_TRUE(link_->CopyFromDevice(dst.data() + i * n, d + i * n, n, 0, &h, true).ok());
-    }
-    ASSERT_TRUE(link_->SyncStream(0, 0, &h).ok());
-    ASSERT_EQ(h.error, 0) << h.message;
-    ASSERT_TRUE(dst == src) << "burst " << bursts;
+    ASSERT_NO_FATAL_FAILURE(SyncedReadBurst(d, dst, src)) << "burst " << bursts;
     ++bursts;
   }
   ASSERT_EQ(link_->pump_tick(), ServerLink::kMaxPumpTick)
