@@ -4,9 +4,9 @@
 // when the batch passes kFlushBytes, on Flush(), or by the link's pump thread once the batch has
 // sat for two to three of its ticks (so queued work waits ~2-3 ms for the program's next CUDA
 // call, ~8 ms at most; see the pump's ticks below). One ordered connection keeps requests in
-// program order, which is stronger than CUDA's per-stream order. Large host data travels as a separate gather part, never
-// copied into the batch. Transport failures come back as Unavailable: the server or its worker is
-// gone, and every later call fails fast the same way.
+// program order, which is stronger than CUDA's per-stream order. Large host data travels as a
+// separate gather part, never copied into the batch. Transport failures come back as
+// Unavailable: the server or its worker is gone, and every later call fails fast the same way.
 //
 // Asynchronous device-to-host copies (CopyFromDevice with async) are registered as pending reads
 // and their requests queued in the batch like any asynchronous request (so a burst of small ones
