@@ -25,7 +25,8 @@
 // group. --aa adds to each copy group a second, identical raw contender and a summary line of its
 // ratios to the first: how often the method itself reports a miss. --threads adds, under each
 // contender, the median per step of each thread's voluntary context switches (each a sleep and a
-// wake-up: the thread hops of a copy, which do not depend on the machine's load).
+// wake-up: the thread hops of a copy, which do not depend on the machine's load). --size=BYTES
+// runs copies of that size only, instead of the table's 64 KiB .. 1 GiB (any size).
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1163,9 +1164,11 @@ int RunInterleaved(const DriverFlags& f) {
   // For the summary lines: the copy's ratio, and with --aa the second raw contender's, per cell.
   std::vector<std::pair<std::string, double>> cells, aa_cells;
   for (int t : transports) {
-    for (size_t size : {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{256} << 20,
-                        size_t{1} << 30}) {
-      if (f.size != 0 && size != f.size) continue;
+    // The table's sizes, or --size alone (any size: 128 KiB, say, where thresholds lie).
+    std::vector<size_t> sizes = {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20,
+                                 size_t{256} << 20, size_t{1} << 30};
+    if (f.size != 0) sizes.assign(1, f.size);
+    for (size_t size : sizes) {
       const size_t per_step = std::max(size, proto::kCopyChunkBytes) / size;
       const size_t total = size * per_step;
       for (bool d2h : {false, true}) {

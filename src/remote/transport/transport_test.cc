@@ -120,12 +120,16 @@ TEST_P(TransportTest, SmallAndLargeMessagesArriveWhole) {
 TEST_P(TransportTest, BufferedBurstKeepsEachMessagesBytes) {
   ConnectPair(transport_.get(), transport_.get());
   ASSERT_NE(client_, nullptr);
-  const std::vector<size_t> sizes = {9000, 200000, 65553, 131072, 8193, 262144};
-  constexpr int kMessages = 36;  // ~4 MiB: all can be in flight at once (UCX buffers <= 8 MiB)
+  const std::vector<size_t> sizes = {9000, 200000, 65553, 131072, 8193, 262144, 65576, 100000};
+  constexpr int kMessages = 48;  // ~5 MiB: all can be in flight at once (UCX buffers <= 8 MiB)
   auto sender = std::async(std::launch::async, [&] {
     for (int i = 0; i < kMessages; ++i) {
       std::vector<std::byte> m = Pattern(sizes[i % sizes.size()], static_cast<uint32_t>(i));
-      Status s = client_->Send(AsBytes(m));
+      // Every other round as a 40-byte head and the rest (UCX: from 64 or 128 KiB, a tail sent
+      // from this buffer, which Send must not return before it has read).
+      const size_t cut = (i / sizes.size()) % 2 ? 40 : m.size();
+      const ByteSpan parts[2] = {ByteSpan(m.data(), cut), ByteSpan(m.data() + cut, m.size() - cut)};
+      Status s = client_->Send(parts);
       std::fill(m.begin(), m.end(), std::byte{0xEE});  // the caller's buffer is reused at once
       if (!s.ok()) return s;
     }
@@ -642,6 +646,58 @@ INSTANTIATE_TEST_SUITE_P(
                     Variant{.label = "ucx_tcp", .transport = "ucx", .ucx_tls = "tcp"},
                     Variant{.label = "ucx_shm", .transport = "ucx", .ucx_tls = "posix,sysv,self"}),
     Label);
+
+// UCX only: the transport a connection's messages travel on is the one UCX_TLS chose (it sets
+// the split threshold: SplitsTail in ucx_transport.cc).
+class UcxEndpointTest : public TransportTest {};
+
+TEST_P(UcxEndpointTest, ReportsTheTransportItsMessagesTake) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  for (Connection* c : {client_.get(), server_.get()}) {
+    const std::string am = UcxConnectionAmTransport(*c);
+    if (GetParam().ucx_tls == "tcp") {
+      EXPECT_EQ(am, "tcp");
+    } else {
+      EXPECT_TRUE(IsSharedMemoryTransport(am)) << am;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ucx, UcxEndpointTest,
+    testing::Values(Variant{.label = "ucx_tcp", .transport = "ucx", .ucx_tls = "tcp"},
+                    Variant{.label = "ucx_shm", .transport = "ucx", .ucx_tls = "posix,sysv,self"}),
+    Label);
+
+// ucp_ep_print_info's text as UCX 1.13.1 prints it (the lane with "am" names the transport),
+// and texts without such a lane.
+TEST(UcxAmTransportTest, ReadsTheActiveMessageLane) {
+  const std::string shm =
+      "#\n# UCP endpoint \n#\n#               peer: <no debug data>\n"
+      "#                 lane[0]:  1:sysv/memory.0 md[1]           -> md[1]/sysv/sysdev[255] am "
+      "am_bw#0\n"
+      "#                 lane[1]:  3:cma/memory.0 md[3]            -> md[3]/cma/sysdev[255] "
+      "rma_bw#0\n#\n#                tag_send: 0..<egr/short>..93..<egr/bcopy>..8256..<rndv>..(inf)\n";
+  EXPECT_EQ(UcxAmTransport(shm), "sysv");
+  const std::string tcp =
+      "#                 lane[0]:  0:tcp/lo.0 md[0]                -> md[0]/tcp/sysdev[255] rma_bw#0 "
+      "am am_bw#0\n"
+      "#                 lane[1]:  1:tcp/eth0.0 md[0]              -> md[0]/tcp/sysdev[255] rma_bw#1 "
+      "wireup\n";
+  EXPECT_EQ(UcxAmTransport(tcp), "tcp");
+  // The am lane need not be the first; "am_bw" alone is not "am".
+  EXPECT_EQ(UcxAmTransport("lane[0]:  3:cma/memory.0 md[3] -> md[3]/cma rma_bw#0 am_bw#0\n"
+                           "lane[1]:  5:rc_mlx5/mlx5_0:1 md[4] -> md[4]/ib am\n"),
+            "rc_mlx5");
+  EXPECT_EQ(UcxAmTransport(""), "");
+  EXPECT_EQ(UcxAmTransport("lane[0]: garbled -> am\n"), "");
+  EXPECT_EQ(UcxAmTransport("lane[0]:  0:tcp/lo.0 md[0] -> rma_bw#0\n"), "");
+  EXPECT_TRUE(IsSharedMemoryTransport("posix"));
+  EXPECT_TRUE(IsSharedMemoryTransport("sysv"));
+  EXPECT_FALSE(IsSharedMemoryTransport("tcp"));
+  EXPECT_FALSE(IsSharedMemoryTransport("cma"));  // a zero-copy lane, not one for messages
+}
 
 // UCX only: a receiver with nothing to receive sleeps on the worker's event fd instead of
 // polling (an idle GPU session must not burn a core), and a message wakes it. CPU time, not wall

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -48,7 +49,10 @@ constexpr ucp_tag_t kTagHead = ucp_tag_t{0x11} << kKindShift;
 constexpr ucp_tag_t kTagTail = ucp_tag_t{0x20} << kKindShift;
 constexpr ucp_tag_t kProbeMask = ucp_tag_t{0xFE} << kKindShift;  // whole or head, never a tail
 constexpr ucp_tag_t kLengthMask = (ucp_tag_t{1} << kKindShift) - 1;
-constexpr size_t kSplitTailMin = size_t{128} << 10;
+// The smallest last part sent as its own tail (see UcxConnection::SplitsTail): over shared
+// memory, and over every other transport.
+constexpr size_t kSplitTailMinShm = size_t{64} << 10;
+constexpr size_t kSplitTailMinOther = size_t{128} << 10;
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -240,6 +244,8 @@ class UcxConnection final : public Connection {
       ep_ = nullptr;
       return Status::Unavailable(fmt::format("ucp_ep_create to {}: {}", peer_, UcsError(st)));
     }
+    am_transport_ = UcxAmTransport(EndpointInfo());
+    split_tail_min_ = IsSharedMemoryTransport(am_transport_) ? kSplitTailMinShm : kSplitTailMinOther;
     progress_thread_ = std::thread([this] { ProgressLoop(); });
     return Status::Ok();
   }
@@ -263,6 +269,7 @@ class UcxConnection final : public Connection {
     // (see SplitsTail).
     const bool split_tail = SplitsTail(iov);
     if (split_tail) {
+      // The head is buffered (it is small); the tail goes from the caller's buffer, waited for.
       ucp_dt_iov_t last = iov.back();
       iov.pop_back();
       Status s = [&] {
@@ -270,11 +277,7 @@ class UcxConnection final : public Connection {
         if (ep_ == nullptr) return Gone();
         GPOOL_RETURN_IF_ERROR(ReapSends(/*max_pending_bytes=*/kMaxBufferedBytes));
         GPOOL_RETURN_IF_ERROR(SendBuffered(iov, total - last.length, kTagHead | last.length));
-        if (total <= kBufferedSendMax) {
-          iov.assign(1, last);
-          return SendBuffered(iov, last.length, kTagTail);
-        }
-        return SendAndWait(last.buffer, last.length, ucp_request_param_t{}, kTagTail);
+        return SendAndWait(last.buffer, last.length, TailSendParam(total), kTagTail);
       }();
       HandOffPendingSends();
       return s;
@@ -330,10 +333,8 @@ class UcxConnection final : public Connection {
           ucp_dt_iov_t last = iov.back();
           iov.pop_back();
           posted = SendBuffered(iov, total - last.length, kTagHead | last.length);
-          if (posted.ok() && total <= kBufferedSendMax) {
-            iov.assign(1, last);
-            posted = SendBuffered(iov, last.length, kTagTail);
-          } else if (posted.ok()) {
+          if (posted.ok()) {
+            param = TailSendParam(total);
             req = ucp_tag_send_nbx(ep_, last.buffer, last.length, kTagTail, &param);
           }
         } else if (total <= kBufferedSendMax) {
@@ -495,6 +496,7 @@ class UcxConnection final : public Connection {
   }
 
   std::string peer() const override { return peer_; }
+  const std::string& am_transport() const { return am_transport_; }
   bool HeadCostsARecv() const override { return true; }
 
  private:
@@ -590,18 +592,38 @@ class UcxConnection final : public Connection {
   // Whether a message goes split: head (the parts before the last, small: headers), then its
   // last part as its own contiguous message, so that the receiver takes the bulk bytes straight
   // into place (RecvSplit, RecvPlaced). Large messages go split because UCX's zero-copy
-  // rendezvous does not take iov datatypes (their tail is sent from the caller's buffer and
-  // waited for). A buffered one (<= kBufferedSendMax) is split too when its last part is >=
-  // kSplitTailMin, both halves buffered, so that the receiver need not copy the tail out once
-  // more. Where that pays is a trade of one more message against one memcpy of the tail: at
-  // 64 KiB the extra message cost more. Session 8, 64 KiB copies against the raw stream (reps 9,
-  // docs/benchmarks.md "Remoting"): split at 64 KiB, UCX tcp 0.87x / 0.86x (h2d / d2h, CPU per
-  // byte 1.15x the raw's); sent whole (threshold 128 KiB), 1.01x / 1.00x (CPU 0.98x / 0.99x);
-  // over shared memory no difference outside the noise (h2d 0.94-1.04x, d2h 0.86-0.91x
-  // either way, in alternating runs). (Session 6 had measured splitting at 64 KiB as a gain over
-  // shared memory, before the send-wait changes of copies2.)
-  static bool SplitsTail(const std::vector<ucp_dt_iov_t>& iov) {
-    return iov.size() >= 2 && iov.back().length >= kSplitTailMin;
+  // rendezvous does not take iov datatypes. Smaller ones (<= kBufferedSendMax) go split from
+  // split_tail_min_: the tail is then sent eager straight from the caller's buffer and waited for
+  // (TailSendParam), which saves the sender's copy (SendBuffered) and the receiver's copy out of
+  // a whole message. Over shared memory that pays from 64 KiB: 64 KiB host-to-device copies
+  // went from 0.86-0.98x of the raw stream (sent whole) to 1.09-1.15x (session 17; reps 21,
+  // alternating binaries, docs/benchmarks.md "Remoting"). Over UCX tcp it does not: splitting
+  // 64 KiB copies took them from 0.96-1.03x to 0.88-0.90x (session 18; session 8 measured the
+  // same with a buffered tail, 0.87x), so other transports split from 128 KiB. (InfiniBand
+  // verbs is not measured here: it takes the other transports' threshold.)
+  bool SplitsTail(const std::vector<ucp_dt_iov_t>& iov) const {
+    return iov.size() >= 2 && iov.back().length >= split_tail_min_;
+  }
+  // A split tail's send: eager for one of a small message (FAST_CMPL: UCX sends eager up to
+  // UCX_RNDV_SEND_NBR_THRESH, 256 KiB by default, = kBufferedSendMax; without it, rendezvous
+  // from ~8 KiB, whose handshake costs a round trip per message), rendezvous (zero-copy) for a
+  // large one. Either way from the caller's buffer, so the caller waits for it to have left.
+  static ucp_request_param_t TailSendParam(size_t total) {
+    ucp_request_param_t p{};
+    if (total <= kBufferedSendMax) p.op_attr_mask = UCP_OP_ATTR_FLAG_FAST_CMPL;
+    return p;
+  }
+  // ucp_ep_print_info's text for this endpoint (its lanes and protocol thresholds).
+  std::string EndpointInfo() const {
+    char* text = nullptr;
+    size_t length = 0;
+    FILE* f = ::open_memstream(&text, &length);
+    if (f == nullptr) return "";
+    ucp_ep_print_info(ep_, f);
+    std::fclose(f);
+    std::string info(text, length);
+    std::free(text);
+    return info;
   }
   // Sends straight from the caller's buffer (rendezvous for large ones) and waits until it has
   // left. Caller holds send_mu_.
@@ -997,6 +1019,8 @@ class UcxConnection final : public Connection {
   const bool peer_error_mode_;
   ucp_worker_h worker_ = nullptr;
   ucp_ep_h ep_ = nullptr;  // guarded by send_mu_ once running
+  std::string am_transport_;   // set by Start: UcxAmTransport of the endpoint
+  size_t split_tail_min_ = kSplitTailMinOther;  // set by Start (see SplitsTail)
   std::mutex send_mu_;
   std::atomic<bool> closed_{false};
   std::atomic<bool> peer_failed_{false};
@@ -1112,6 +1136,39 @@ bool AllTransportsDetectPeerFailure(const std::string& option) {
 }
 
 }  // namespace
+
+std::string UcxAmTransport(std::string_view ep_info) {
+  for (std::string_view line : Split(ep_info, '\n')) {
+    const size_t lane = line.find("lane[");
+    const size_t arrow = line.find("->");
+    if (lane == std::string_view::npos || arrow == std::string_view::npos || arrow < lane) continue;
+    bool am = false;
+    for (std::string_view word : Split(line.substr(arrow + 2), ' ')) am = am || word == "am";
+    if (!am) continue;
+    // "lane[0]:  1:sysv/memory.0 md[1]": the resource number, then "transport/device".
+    std::string_view rest = line.substr(lane, arrow - lane);
+    const size_t colon = rest.find(':');
+    if (colon == std::string_view::npos) return "";
+    rest = rest.substr(colon + 1);
+    const size_t start = rest.find_first_not_of(' ');
+    if (start == std::string_view::npos) return "";
+    rest = rest.substr(start);
+    const size_t name = rest.find(':');
+    const size_t slash = rest.find('/');
+    if (name == std::string_view::npos || slash == std::string_view::npos || slash < name) return "";
+    return std::string(rest.substr(name + 1, slash - name - 1));
+  }
+  return "";
+}
+
+bool IsSharedMemoryTransport(std::string_view transport) {
+  return transport == "posix" || transport == "sysv" || transport == "xpmem";
+}
+
+std::string UcxConnectionAmTransport(const Connection& connection) {
+  const auto* ucx = dynamic_cast<const UcxConnection*>(&connection);
+  return ucx != nullptr ? ucx->am_transport() : "";
+}
 
 UcxWaitCounters GetUcxWaitCounters() {
   return {.sleeps = g_sleeps.load(),

@@ -8,12 +8,14 @@
 // (after draining what already arrived) even when UCX itself would not notice, as with shm.
 // Messages: ucp_tag_send_nbx (an IOV datatype for gather sends) and ucp_tag_probe_nb +
 // ucp_tag_msg_recv_nbx, so a message of any size lands whole in the caller's buffer; the tag
-// matcher keeps one sender's messages in order. A message too large to buffer (> 256 KiB) whose
-// last gather part is >= 64 KiB goes as two UCX messages, a head (tag says "head" and the tail's
-// length) and the tail, contiguous: UCX's zero-copy rendezvous does not take IOV datatypes, and
-// the bulk of a copy is always that last part; RecvSplit receives such a tail straight into the
-// caller's buffer. Messages up to 256 KiB are copied (into reused buffers) and sent eager
-// (UCP_OP_ATTR_FLAG_FAST_CMPL), so Send returns without waiting for the receiver.
+// matcher keeps one sender's messages in order. A message whose last gather part is large
+// (>= 64 KiB over shared memory, >= 128 KiB over other transports) goes as two UCX messages, a
+// head (tag says "head" and the tail's length) and the tail, contiguous and sent straight from
+// the caller's buffer (eager up to 256 KiB in all, else rendezvous), which Send waits for: UCX's
+// zero-copy rendezvous does not take IOV datatypes, and the bulk of a copy is always that last
+// part; RecvSplit receives such a tail straight into the caller's buffer. Other messages up to
+// 256 KiB are copied (into reused buffers) and sent eager (UCP_OP_ATTR_FLAG_FAST_CMPL), so Send
+// returns without waiting for the receiver.
 // Waiting: the waiting call's own thread progresses the worker (no hand-off to another thread)
 // for 200 us, yielding the CPU on every empty poll after the first 2 us (from the first while the
 // thread shares its CPU: its last yield let another thread run) as a plain ucp polling loop
@@ -38,6 +40,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "remote/transport/transport.h"
 
@@ -58,5 +62,15 @@ struct UcxWaitCounters {
   uint64_t helper_notifies = 0; // times a call woke the helper thread (a futex syscall)
 };
 UcxWaitCounters GetUcxWaitCounters();
+
+// The UCX transport that carries an endpoint's messages (its active-message lane), from
+// ucp_ep_print_info's text: "sysv", "posix", "tcp", "rc_mlx5"...; empty when the text has no such
+// lane line (the format is UCX's debug output, UCX 1.13's here: "lane[0]:  1:sysv/memory.0 md[1]
+// -> md[1]/sysv/sysdev[255] am am_bw#0"). Connections tune one threshold by it (a text UCX
+// changes only loses that tuning). Exposed for tests.
+std::string UcxAmTransport(std::string_view ep_info);
+bool IsSharedMemoryTransport(std::string_view transport);  // posix, sysv, xpmem
+// UcxAmTransport of a UCX connection's endpoint; empty for any other connection.
+std::string UcxConnectionAmTransport(const Connection& connection);
 
 }  // namespace gpool::remote
