@@ -1149,10 +1149,7 @@ std::string UcxAmTransport(std::string_view ep_info) {
     std::string_view rest = line.substr(lane, arrow - lane);
     const size_t colon = rest.find(':');
     if (colon == std::string_view::npos) return "";
-    rest = rest.substr(colon + 1);
-    const size_t start = rest.find_first_not_of(' ');
-    if (start == std::string_view::npos) return "";
-    rest = rest.substr(start);
+    rest = Trim(rest.substr(colon + 1));
     const size_t name = rest.find(':');
     const size_t slash = rest.find('/');
     if (name == std::string_view::npos || slash == std::string_view::npos || slash < name) return "";
