@@ -160,8 +160,10 @@ bool ServerLink::ReadsUnattended() {
 }
 
 void ServerLink::TakeAsyncFailure(proto::ReplyHead* head) {
-  std::lock_guard<std::mutex> lk(state_mu_);
+  // The caller holds read_mu_, as does every writer of async_failure_: nothing to take is seen
+  // without state_mu_ (this runs once per reply, after it arrived).
   if (async_failure_.async_error == 0) return;
+  std::lock_guard<std::mutex> lk(state_mu_);
   // The earlier failure is the one to report; a later one in this reply is dropped, as CUDA
   // reports one sticky error.
   head->async_error = async_failure_.async_error;
@@ -198,7 +200,7 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
                                     ? std::span<std::byte>(p.dst, p.len)
                                     : std::span<std::byte>();
     GPOOL_RETURN_IF_ERROR(Check(conn_->RecvSplit(&drain_in_, tail, &split)));
-    replies_.fetch_add(1, std::memory_order_relaxed);
+    CountReply();
     // A bare reply (proto::kBareReplyMinBytes): exactly the read's bytes, a success with nothing
     // deferred to report. Received into place (split, no head), or whole when spread.
     if (p.op == static_cast<uint16_t>(proto::Op::kMemcpyD2H) && p.len >= proto::kBareReplyMinBytes &&
@@ -208,21 +210,21 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
       if (!pending_.empty()) pending_.pop_front();
       continue;
     }
-    auto frames = proto::ParseMessage(drain_in_, split ? p.len : 0);
-    if (!frames.ok()) return Check(frames.status());
-    if (!split) GPOOL_RETURN_IF_ERROR(CheckSessionEnd(*frames));
-    if (frames->size() != 1 || (*frames)[0].op != (kOp | proto::kReply)) {
+    std::vector<proto::Frame>& frames = drain_frames_;
+    GPOOL_RETURN_IF_ERROR(Check(proto::ParseMessage(drain_in_, &frames, split ? p.len : 0)));
+    if (!split) GPOOL_RETURN_IF_ERROR(CheckSessionEnd(frames));
+    if (frames.size() != 1 || frames[0].op != (kOp | proto::kReply)) {
       return Check(Status::InvalidArgument(fmt::format(
           "expected one reply to {}, got {} frame(s) starting with op {}", proto::OpName(kOp),
-          frames->size(), frames->empty() ? 0 : (*frames)[0].op)));
+          frames.size(), frames.empty() ? 0 : frames[0].op)));
     }
     proto::ReplyHead h;
     proto::Data d;
     if (split) {
       // The frame ends in the blob's length prefix; its bytes already sit in p.dst.
-      GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReplyDetached((*frames)[0], &h, &d)));
+      GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReplyDetached(frames[0], &h, &d)));
     } else {
-      GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReply((*frames)[0], &h, &d)));
+      GPOOL_RETURN_IF_ERROR(Check(proto::DecodeReply(frames[0], &h, &d)));
       if (h.error == 0 && d.data.size() == p.len) Land(p, d.data);
     }
     if (h.error == 0 && h.async_error == 0 && !split && d.data.size() != p.len) {
@@ -341,16 +343,15 @@ void ServerLink::PumpLoop() {
 Status ServerLink::ReadFrame(uint16_t op) {
   GPOOL_RETURN_IF_ERROR(BrokenStatus());
   GPOOL_RETURN_IF_ERROR(Check(conn_->Recv(&in_)));
-  replies_.fetch_add(1, std::memory_order_relaxed);
-  auto frames = proto::ParseMessage(in_);
-  if (!frames.ok()) return Check(frames.status());
-  GPOOL_RETURN_IF_ERROR(CheckSessionEnd(*frames));
-  if (frames->size() != 1 || (*frames)[0].op != (op | proto::kReply)) {
+  CountReply();
+  GPOOL_RETURN_IF_ERROR(Check(proto::ParseMessage(in_, &frames_)));
+  GPOOL_RETURN_IF_ERROR(CheckSessionEnd(frames_));
+  if (frames_.size() != 1 || frames_[0].op != (op | proto::kReply)) {
     return Check(Status::InvalidArgument(
         fmt::format("expected one reply to {}, got {} frame(s) starting with op {}",
-                    proto::OpName(op), frames->size(), (*frames)[0].op)));
+                    proto::OpName(op), frames_.size(), frames_[0].op)));
   }
-  frame_ = (*frames)[0];
+  frame_ = frames_[0];
   return Status::Ok();
 }
 

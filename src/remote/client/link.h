@@ -279,7 +279,13 @@ class ServerLink {
   void ArmTimer(bool now = false);
   // Whether sent reads wait that no caller is receiving. Caller holds state_mu_.
   bool ReadsUnattended();
+  // Moves a failure of an earlier asynchronous read into *head. Caller holds read_mu_.
   void TakeAsyncFailure(proto::ReplyHead* head);
+  // replies_ + 1: a load and a store, not a locked add on the reply's path (its writers hold
+  // read_mu_). Caller holds read_mu_.
+  void CountReply() {
+    replies_.store(replies_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   Status StartPump();
   void PumpLoop();
 
@@ -309,6 +315,9 @@ class ServerLink {
   std::vector<std::byte> in_;  // guarded by read_mu_ (sync replies)
   std::vector<std::byte> drain_in_;  // guarded by read_mu_ (pending reads)
   proto::Frame frame_;
+  // ParseMessage's frames of sync replies and of pending reads (read_mu_; reused: no
+  // allocation per reply).
+  std::vector<proto::Frame> frames_, drain_frames_;
   std::mutex mu_;
   std::mutex read_mu_;  // held by whoever reads from conn_; taken after mu_ when both
 
@@ -317,7 +326,9 @@ class ServerLink {
   std::atomic<bool> broken_flag_{false};
   std::deque<PendingRead> pending_;
   uint64_t read_seq_ = 0;
-  proto::ReplyHead async_failure_;  // first failed asynchronous read, not yet reported
+  // The first failed asynchronous read, not yet reported: written under read_mu_ and state_mu_
+  // both (DrainReadsLocked, TakeAsyncFailure), so read under either.
+  proto::ReplyHead async_failure_;
   bool pump_stop_ = false;
   int timer_fd_ = -1;  // the pump's one-shot timer (timerfd), armed by callers
   // Whether the pump will look within about a tick: the timer is armed and not yet consumed, or

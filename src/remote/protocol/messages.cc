@@ -111,7 +111,8 @@ wire::ByteSpan BatchWriter::Finish() {
   return wire::ByteSpan(buf_.data(), buf_.size());
 }
 
-StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message, size_t detached_tail) {
+Status ParseMessage(wire::ByteSpan message, std::vector<Frame>* frames, size_t detached_tail) {
+  frames->clear();
   wire::Reader r(message);
   uint32_t magic = r.Get<uint32_t>("magic");
   uint16_t version = r.Get<uint16_t>("version");
@@ -125,8 +126,7 @@ StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message, size_t detache
         fmt::format("protocol version {} not supported (this side speaks {})", version, kVersion));
   }
   if (count == 0) return Status::InvalidArgument("message with no frames");
-  std::vector<Frame> frames;
-  frames.reserve(count);
+  frames->reserve(count);
   for (uint16_t i = 0; i < count; ++i) {
     Frame f;
     f.op = r.Get<uint16_t>("op");
@@ -148,12 +148,18 @@ StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message, size_t detache
     f.payload = message.subspan(r.position(), len - detached);
     f.detached = detached;
     r.Skip(len - detached, "payload");
-    frames.push_back(f);
+    frames->push_back(f);
   }
   if (r.remaining() != 0) {
     return Status::InvalidArgument(fmt::format("{} trailing bytes after the last frame",
                                                r.remaining()));
   }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message, size_t detached_tail) {
+  std::vector<Frame> frames;
+  GPOOL_RETURN_IF_ERROR(ParseMessage(message, &frames, detached_tail));
   return frames;
 }
 

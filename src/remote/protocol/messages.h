@@ -567,6 +567,9 @@ struct DecodeVisitor {
 class BatchWriter {
  public:
   BatchWriter() { Reset(); }
+  // Not copyable or movable: w_ points at buf_.
+  BatchWriter(const BatchWriter&) = delete;
+  BatchWriter& operator=(const BatchWriter&) = delete;
   void Reset();
   // Appends a frame for `op` whose payload is everything the callback writes.
   template <class Body>
@@ -635,7 +638,7 @@ class BatchWriter {
   void EndFrame(size_t at) { PatchLength(at, w_.size() - at - kFrameHeader); ++frames_; }
   void PatchLength(size_t at, size_t len);
 
-  std::vector<std::byte> buf_;
+  wire::Buffer buf_;
   wire::Writer w_{&buf_};
   size_t frames_ = 0;
   uint64_t added_ = 0;
@@ -653,6 +656,11 @@ struct Frame {
 // `detached_tail` bytes of the last frame's payload are not in `message`: the receiver took the
 // message's last bytes straight into their destination (Connection::RecvSplit). Decode such a
 // frame with DecodeReplyDetached.
+// Fills `frames` (cleared first; a vector reused across messages stops allocating, which a
+// round trip's hot path wants: one per message at each end). On error `frames` holds the frames
+// before the bad one.
+Status ParseMessage(wire::ByteSpan message, std::vector<Frame>* frames, size_t detached_tail = 0);
+// The same, into a new vector (for paths that run once per connection, and for tests).
 StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message, size_t detached_tail = 0);
 
 // Decodes a request body, requiring the payload to be consumed exactly.

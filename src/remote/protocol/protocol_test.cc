@@ -36,6 +36,63 @@ TEST(Protocol, BatchRoundTripsFrames) {
 
 // Version 2's device configuration ops, request and reply; a version 1 peer is refused by
 // number (the ops would be unknown to it).
+TEST(Wire, BufferGrowsKeepingItsBytesAndReusesItsRoomAfterClear) {
+  wire::Buffer b;
+  wire::Writer w(&b);
+  // Past several doublings, in odd-sized pieces: every byte written must come back.
+  for (uint32_t i = 0; i < 5000; ++i) {
+    w.Put<uint32_t>(i);
+    w.PutString(i % 7 == 0 ? "seven" : "");
+  }
+  wire::Reader r(b);
+  for (uint32_t i = 0; i < 5000; ++i) {
+    ASSERT_EQ(r.Get<uint32_t>("i"), i);
+    ASSERT_EQ(r.GetString("s"), i % 7 == 0 ? "seven" : "");
+  }
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.remaining(), 0u);
+  const std::byte* room = b.data();
+  const size_t size = b.size();
+  b.clear();
+  EXPECT_TRUE(b.empty());
+  for (uint32_t i = 0; i < size / 4; ++i) w.Put<uint32_t>(~i);
+  EXPECT_EQ(b.data(), room);  // no new allocation for what fitted before
+  EXPECT_EQ(b.size(), size / 4 * 4);
+  uint32_t last;
+  std::memcpy(&last, b.data() + b.size() - 4, 4);
+  EXPECT_EQ(last, ~static_cast<uint32_t>(size / 4 - 1));
+}
+
+TEST(Protocol, ParsingIntoAReusedVectorReplacesItsFrames) {
+  BatchWriter w;
+  Malloc m{.device = 1, .size = 10};
+  Free f{.ptr = 77};
+  w.AddRequest(m);
+  w.AddRequest(f);
+  w.AddRequest(m);
+  auto three = Copy(w.Finish());
+  w.Reset();
+  w.AddRequest(f);
+  auto one = Copy(w.Finish());
+  std::vector<Frame> frames;
+  ASSERT_TRUE(ParseMessage(three, &frames).ok());
+  ASSERT_EQ(frames.size(), 3u);
+  ASSERT_TRUE(ParseMessage(one, &frames).ok());
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].op, static_cast<uint16_t>(Op::kFree));
+  Free got;
+  ASSERT_TRUE(DecodeBody(frames[0], &got).ok());
+  EXPECT_EQ(got.ptr, 77u);
+  // A bad message fails the same way into a reused vector, and leaves none of the old frames.
+  auto bad = three;
+  bad[8] = std::byte{0xff};  // the first frame's op
+  bad[9] = std::byte{0xff};
+  Status s = ParseMessage(bad, &frames);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown op"), std::string::npos) << s.message();
+  EXPECT_TRUE(frames.empty());
+}
+
 TEST(Protocol, DeviceConfigOpsRoundTrip) {
   BatchWriter w;
   DeviceSetLimit set{.device = 1, .limit = 2, .value = uint64_t{64} << 20};
@@ -271,11 +328,12 @@ TEST(Protocol, Version6GetSymbolCarriesTheDevice) {
 }
 
 TEST(Protocol, Version6ModuleInfoRejectsTruncatedAndGarbledBodies) {
-  std::vector<std::byte> body;
-  wire::Writer w(&body);
+  wire::Buffer encoded;
+  wire::Writer w(&encoded);
   EncodeVisitor ev{&w};
   ModuleInfo m = SampleModuleInfo();
   m.Visit(ev);
+  const std::vector<std::byte> body(encoded.data(), encoded.data() + encoded.size());
   const uint16_t op = static_cast<uint16_t>(Op::kGetModuleInfo) | kReply;
   ModuleInfo ok;
   ASSERT_TRUE(DecodeBody(Frame{op, body}, &ok).ok());
@@ -431,7 +489,7 @@ TEST(Protocol, RejectsMalformedMessages) {
 }
 
 TEST(Protocol, RejectsHugeCountsAndStrings) {
-  std::vector<std::byte> buf;
+  wire::Buffer buf;
   wire::Writer w(&buf);
   w.Put<uint32_t>(0xffffffffu);  // params count
   ParamInfo pi;
@@ -440,7 +498,7 @@ TEST(Protocol, RejectsHugeCountsAndStrings) {
   pi.Visit(v);
   EXPECT_FALSE(r.ok());
 
-  std::vector<std::byte> s;
+  wire::Buffer s;
   wire::Writer ws(&s);
   ws.Put<uint64_t>(1);
   ws.Put<uint64_t>(2);

@@ -1,16 +1,23 @@
 #include "remote/protocol/wire.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace gpool::remote::wire {
 
-bool Reader::Need(size_t n, const char* field) {
+void Buffer::Grow(size_t n) {
+  const size_t capacity = std::max({2 * capacity_, size_ + n, size_t{256}});
+  auto grown = std::make_unique_for_overwrite<std::byte[]>(capacity);
+  if (size_ != 0) std::memcpy(grown.get(), data_.get(), size_);
+  data_ = std::move(grown);
+  capacity_ = capacity;
+}
+
+bool Reader::NeedFailed(size_t n, const char* field) {
   if (!status_.ok()) return false;
-  if (n > remaining()) {
-    Fail(fmt::format("field '{}' needs {} bytes, {} left", field, n, remaining()));
-    return false;
-  }
-  return true;
+  Fail(fmt::format("field '{}' needs {} bytes, {} left", field, n, remaining()));
+  return false;
 }
 
 void Reader::Fail(std::string message) {

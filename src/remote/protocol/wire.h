@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,19 +25,50 @@ namespace gpool::remote::wire {
 
 using ByteSpan = std::span<const std::byte>;
 
-// Appends encoded values to a byte vector it does not own.
+// A growable byte buffer for encoding. Appending makes room without initialising it: a
+// std::vector<std::byte> zero-fills on every resize, an out-of-line call per field encoded (~1%
+// of a no-op round trip's CPU over shared memory, where one costs ~1.5 us). clear() keeps the
+// capacity, so a reused buffer stops allocating. Thread safety: none.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&&) = default;
+  Buffer& operator=(Buffer&&) = default;
+
+  // Room for `n` more bytes at the end, uninitialised, counted in size() from now on.
+  std::byte* Append(size_t n) {
+    if (capacity_ - size_ < n) Grow(n);
+    std::byte* p = data_.get() + size_;
+    size_ += n;
+    return p;
+  }
+  void clear() { size_ = 0; }
+  std::byte* data() { return data_.get(); }
+  const std::byte* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  ByteSpan span() const { return {data_.get(), size_}; }
+  operator ByteSpan() const { return span(); }  // NOLINT: a buffer reads as its bytes
+
+ private:
+  void Grow(size_t n);
+
+  std::unique_ptr<std::byte[]> data_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+// Appends encoded values to a Buffer it does not own.
 class Writer {
  public:
-  explicit Writer(std::vector<std::byte>* out) : out_(out) {}
+  explicit Writer(Buffer* out) : out_(out) {}
 
   template <typename T>
     requires std::is_integral_v<T> || std::is_floating_point_v<T> || std::is_enum_v<T>
   void Put(T v) {
     // x86-64 and aarch64 are little-endian; a big-endian port would swap here.
     static_assert(std::endian::native == std::endian::little);
-    size_t n = out_->size();
-    out_->resize(n + sizeof(T));
-    std::memcpy(out_->data() + n, &v, sizeof(T));
+    std::memcpy(out_->Append(sizeof(T)), &v, sizeof(T));
   }
   void PutString(std::string_view s) {
     Put<uint32_t>(static_cast<uint32_t>(s.size()));
@@ -47,15 +79,12 @@ class Writer {
     PutRaw(b.data(), b.size());
   }
   void PutRaw(const void* p, size_t n) {
-    size_t at = out_->size();
-    out_->resize(at + n);
-    if (n) std::memcpy(out_->data() + at, p, n);
+    if (n) std::memcpy(out_->Append(n), p, n);
   }
   size_t size() const { return out_->size(); }
-  std::vector<std::byte>* buffer() { return out_; }
 
  private:
-  std::vector<std::byte>* out_;
+  Buffer* out_;
 };
 
 // Decodes from a byte span it does not own. After the first error every Get returns zero values
@@ -88,7 +117,12 @@ class Reader {
   void Fail(std::string message);
 
  private:
-  bool Need(size_t n, const char* field);
+  // Whether `n` more bytes are there (and nothing failed yet); else records the failure.
+  bool Need(size_t n, const char* field) {
+    if (status_.ok() && n <= remaining()) [[likely]] return true;
+    return NeedFailed(n, field);
+  }
+  bool NeedFailed(size_t n, const char* field);
 
   ByteSpan in_;
   size_t pos_ = 0;

@@ -34,13 +34,12 @@ Status Session::Serve() {
     if (!place_error_.ok()) {
       return place_error_.code() == StatusCode::kUnavailable ? Status::Ok() : place_error_;
     }
-    auto frames = ParseMessage(msg, placed);
-    if (!frames.ok()) {
-      return frames.status().WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
+    if (Status ps = ParseMessage(msg, &frames_, placed); !ps.ok()) {
+      return ps.WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
     }
-    for (size_t i = handled_; i < frames->size(); ++i) {
-      const Frame& f = (*frames)[i];
-      if (placed != 0 && i + 1 == frames->size()) {
+    for (size_t i = handled_; i < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      if (placed != 0 && i + 1 == frames_.size()) {
         // The chunk Place accepted, now in place: complete it as CopyH2D would.
         ++stats_.requests;
         ++stats_.h2d_in_place;
@@ -52,7 +51,7 @@ Status Session::Serve() {
         // A run of reads (a device-to-host copy's chunks) is pipelined.
         size_t served = 1;
         ++stats_.requests;
-        hs = ServeReads(std::span<const Frame>(*frames).subspan(i), &served);
+        hs = ServeReads(std::span<const Frame>(frames_).subspan(i), &served);
         i += served - 1;
         if (!hs.ok() && hs.code() != StatusCode::kUnavailable) {
           hs = hs.WithContext(fmt::format("session {} from {}", id_, conn_->peer()));
@@ -134,13 +133,15 @@ std::span<std::byte> Session::Place(std::span<const std::byte> head, size_t tail
   // Anything unexpected is left to the normal path, which receives the message whole and
   // reports what is wrong with it (or, past the deadline, ends the session).
   if (PastDeadline()) return {};
-  auto frames = ParseMessage(head, tail_len);
-  if (!frames.ok() || frames->back().op != static_cast<uint16_t>(Op::kMemcpyH2D)) return {};
+  if (!ParseMessage(head, &place_frames_, tail_len).ok() ||
+      place_frames_.back().op != static_cast<uint16_t>(Op::kMemcpyH2D)) {
+    return {};
+  }
   MemcpyH2D q;
-  if (!DecodeBodyDetached(frames->back(), &q).ok()) return {};
+  if (!DecodeBodyDetached(place_frames_.back(), &q).ok()) return {};
   // The frames before the chunk come first: they may launch kernels on, or free, its destination.
-  for (; handled_ + 1 < frames->size(); ++handled_) {
-    Status hs = Dispatch((*frames)[handled_]);
+  for (; handled_ + 1 < place_frames_.size(); ++handled_) {
+    Status hs = Dispatch(place_frames_[handled_]);
     if (!hs.ok()) {
       place_error_ = hs;
       ++handled_;

@@ -158,6 +158,9 @@ class Session : private TailPlacer {
     std::span<const std::byte> data;
   } placed_;
   proto::BatchWriter out_;
+  // The frames of the message Serve runs, and of the head Place looks at (kept: no allocation
+  // per message).
+  std::vector<proto::Frame> frames_, place_frames_;
   std::vector<std::byte> staging_;
 
   SessionDeadline deadline_;
