@@ -88,8 +88,7 @@ Status ServerLink::BrokenStatus() {
   return broken_;
 }
 
-Status ServerLink::Check(Status s) {
-  if (s.ok()) return s;
+Status ServerLink::Broken(Status s) {
   std::lock_guard<std::mutex> lk(state_mu_);
   if (broken_.ok()) {
     broken_ = Status::Unavailable(fmt::format("lost the GPU server {} ({})", address_, s.message()));

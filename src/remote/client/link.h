@@ -249,7 +249,13 @@ class ServerLink {
   // SyncStream and QueryStream: Msg is proto::StreamSync or proto::StreamQuery. Caller holds mu_.
   template <class Msg>
   Status StreamRequest(uint32_t device, uint64_t stream, proto::ReplyHead* head);
-  Status Check(Status s);
+  // Passes `s` through; a failure breaks the link (Unavailable naming the server, from then on).
+  // The OK path is inline: it runs several times per call.
+  Status Check(Status s) {
+    if (s.ok()) [[likely]] return s;
+    return Broken(std::move(s));
+  }
+  Status Broken(Status s);
   // If `frames` is the server's SessionEnd, breaks the link with its reason (PermissionDenied,
   // returned); otherwise OK.
   Status CheckSessionEnd(const std::vector<proto::Frame>& frames);

@@ -551,7 +551,7 @@ struct DecodeVisitor {
   template <typename T>
     requires std::is_arithmetic_v<T>
   void operator()(T& x, const char* f) { x = r->Get<T>(f); }
-  void operator()(std::string& s, const char* f) { s = r->GetString(f); }
+  void operator()(std::string& s, const char* f) { r->GetStringInto(&s, f); }
   void operator()(wire::ByteSpan& b, const char* f) { b = r->GetBlob(f); }
   template <typename T>
   void operator()(std::vector<T>& xs, const char* f) {

@@ -91,6 +91,43 @@ TEST(Protocol, ParsingIntoAReusedVectorReplacesItsFrames) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("unknown op"), std::string::npos) << s.message();
   EXPECT_TRUE(frames.empty());
+  // Reserved flags and a length past the end are refused too, each named.
+  auto flagged = one;
+  flagged[10] = std::byte{1};
+  s = ParseMessage(flagged, &frames);
+  EXPECT_NE(s.message().find("reserved flags"), std::string::npos) << s.message();
+  auto overlong = one;
+  overlong[12] = std::byte{0xff};
+  s = ParseMessage(overlong, &frames);
+  EXPECT_NE(s.message().find("exceeds"), std::string::npos) << s.message();
+  // A detached tail: the last frame's payload stops short of its length by that much.
+  ASSERT_TRUE(ParseMessage(wire::ByteSpan(one).first(one.size() - 3), &frames, 3).ok());
+  EXPECT_EQ(frames[0].payload.size(), 5u);
+  EXPECT_EQ(frames[0].detached, 3u);
+  EXPECT_FALSE(ParseMessage(wire::ByteSpan(one).first(one.size() - 3), &frames, 9).ok());
+}
+
+TEST(Wire, StringsDecodeIntoReusedStrings) {
+  BatchWriter w;
+  ReplyHead h{.error = 2, .message = "first failure"};
+  Empty e;
+  w.AddReply(static_cast<uint16_t>(Op::kPing), h, e);
+  auto with_text = Copy(w.Finish());
+  w.Reset();
+  ReplyHead quiet;
+  w.AddReply(static_cast<uint16_t>(Op::kPing), quiet, e);
+  auto without = Copy(w.Finish());
+  ReplyHead got;
+  auto f1 = ParseMessage(with_text);
+  ASSERT_TRUE(f1.ok());
+  ASSERT_TRUE(DecodeReply((*f1)[0], &got, &e).ok());
+  EXPECT_EQ(got.message, "first failure");
+  // Decoding a reply without text into the same head leaves no old text behind.
+  auto f2 = ParseMessage(without);
+  ASSERT_TRUE(f2.ok());
+  ASSERT_TRUE(DecodeReply((*f2)[0], &got, &e).ok());
+  EXPECT_EQ(got.error, 0);
+  EXPECT_EQ(got.message, "");
 }
 
 TEST(Protocol, DeviceConfigOpsRoundTrip) {

@@ -26,16 +26,22 @@ void Reader::Fail(std::string message) {
 }
 
 std::string Reader::GetString(const char* field, size_t max_len) {
-  uint32_t n = Get<uint32_t>(field);
-  if (!ok()) return {};
-  if (n > max_len) {
-    Fail(fmt::format("string '{}' of {} bytes exceeds limit {}", field, n, max_len));
-    return {};
-  }
-  if (!Need(n, field)) return {};
-  std::string s(reinterpret_cast<const char*>(in_.data() + pos_), n);
-  pos_ += n;
+  std::string s;
+  GetStringInto(&s, field, max_len);
   return s;
+}
+
+void Reader::GetStringInto(std::string* out, const char* field, size_t max_len) {
+  const uint32_t n = Get<uint32_t>(field);
+  if (ok() && n > max_len) {
+    Fail(fmt::format("string '{}' of {} bytes exceeds limit {}", field, n, max_len));
+  }
+  if (!ok() || !Need(n, field)) {
+    out->clear();
+    return;
+  }
+  out->assign(reinterpret_cast<const char*>(in_.data() + pos_), n);
+  pos_ += n;
 }
 
 ByteSpan Reader::GetBlob(const char* field) {

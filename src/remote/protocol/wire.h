@@ -103,6 +103,9 @@ class Reader {
     return v;
   }
   std::string GetString(const char* field, size_t max_len = 1 << 20);
+  // GetString into *out, reusing its storage (an empty string, as replies mostly carry, costs
+  // no temporary); on failure *out is cleared.
+  void GetStringInto(std::string* out, const char* field, size_t max_len = 1 << 20);
   // Returns a view into the input (no copy); valid while the input lives.
   ByteSpan GetBlob(const char* field);
 
