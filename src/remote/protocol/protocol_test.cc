@@ -61,6 +61,13 @@ TEST(Wire, BufferGrowsKeepingItsBytesAndReusesItsRoomAfterClear) {
   uint32_t last;
   std::memcpy(&last, b.data() + b.size() - 4, 4);
   EXPECT_EQ(last, ~static_cast<uint32_t>(size / 4 - 1));
+  // A moved-from buffer is empty and still usable.
+  wire::Buffer moved = std::move(b);
+  EXPECT_EQ(moved.data(), room);
+  EXPECT_TRUE(b.empty());  // NOLINT(bugprone-use-after-move): what a move leaves is the point
+  wire::Writer again(&b);
+  again.Put<uint64_t>(42);
+  EXPECT_EQ(b.size(), 8u);
 }
 
 TEST(Protocol, ParsingIntoAReusedVectorReplacesItsFrames) {

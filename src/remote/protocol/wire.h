@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -32,8 +33,18 @@ using ByteSpan = std::span<const std::byte>;
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Buffer&&) = default;
-  Buffer& operator=(Buffer&&) = default;
+  // Moves leave the source empty, with no room (a defaulted move kept its size and capacity
+  // over a null pointer).
+  Buffer(Buffer&& o) noexcept
+      : data_(std::move(o.data_)),
+        size_(std::exchange(o.size_, 0)),
+        capacity_(std::exchange(o.capacity_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    data_ = std::move(o.data_);
+    size_ = std::exchange(o.size_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
+    return *this;
+  }
 
   // Room for `n` more bytes at the end, uninitialised, counted in size() from now on.
   std::byte* Append(size_t n) {
