@@ -25,12 +25,6 @@ void Reader::Fail(std::string message) {
   status_ = Status::InvalidArgument(fmt::format("at byte {}: {}", pos_, message));
 }
 
-std::string Reader::GetString(const char* field, size_t max_len) {
-  std::string s;
-  GetStringInto(&s, field, max_len);
-  return s;
-}
-
 void Reader::GetStringInto(std::string* out, const char* field, size_t max_len) {
   const uint32_t n = Get<uint32_t>(field);
   if (ok() && n > max_len) {

@@ -58,8 +58,7 @@ class Buffer {
   const std::byte* data() const { return data_.get(); }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  ByteSpan span() const { return {data_.get(), size_}; }
-  operator ByteSpan() const { return span(); }  // NOLINT: a buffer reads as its bytes
+  operator ByteSpan() const { return {data_.get(), size_}; }  // NOLINT: it reads as its bytes
 
  private:
   void Grow(size_t n);
@@ -113,9 +112,8 @@ class Reader {
     pos_ += sizeof(T);
     return v;
   }
-  std::string GetString(const char* field, size_t max_len = 1 << 20);
-  // GetString into *out, reusing its storage (an empty string, as replies mostly carry, costs
-  // no temporary); on failure *out is cleared.
+  // A length-prefixed string, into *out, reusing its storage (an empty one, as replies mostly
+  // carry, costs no temporary); on failure *out is cleared.
   void GetStringInto(std::string* out, const char* field, size_t max_len = 1 << 20);
   // Returns a view into the input (no copy); valid while the input lives.
   ByteSpan GetBlob(const char* field);
