@@ -441,6 +441,25 @@ TEST_P(TransportTest, PeerDeathMakesRecvUnavailable) {
   EXPECT_EQ(send.code(), StatusCode::kUnavailable) << send.ToString();
 }
 
+// A connection that only sends (asynchronous work, never a reply awaited) still learns that its
+// peer went: UCX's Send looks at the liveness socket only now and then (PeerGoneRecently), not
+// never.
+TEST_P(TransportTest, SendOnlyConnectionLearnsThePeerWentWithinSeconds) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  ASSERT_TRUE(client_->Send(AsBytes(Pattern(48, 1))).ok());
+  server_.reset();  // destroyed without Close(), as a crashed process would leave it
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  Status send = Status::Ok();
+  int sent = 0;
+  while (send.ok() && std::chrono::steady_clock::now() < deadline) {
+    send = client_->Send(AsBytes(Pattern(48, 2)));
+    ++sent;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  EXPECT_EQ(send.code(), StatusCode::kUnavailable) << send.ToString() << " after " << sent;
+}
+
 // The peer is a real process that exits without closing anything (as a crash would): this test
 // binary re-executed with GPOOL_TRANSPORT_CHILD set runs ChildProcess.ConnectSendAndExit below.
 TEST_P(TransportTest, PeerProcessExitMakesRecvUnavailable) {

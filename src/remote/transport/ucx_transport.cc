@@ -100,6 +100,9 @@ constexpr auto kSpinBeforeYield = std::chrono::microseconds(2);
 // "Remoting"). A yield that returns at once (nothing else ran) ends the shared state. Only
 // speed depends on this guess; a wrong one costs a syscall per poll, or a 2 us spin.
 constexpr auto kYieldSwitched = std::chrono::microseconds(4);
+// While a wait only polls (its first kSpinBeforeYield), it reads the clock on every this many
+// idle steps (see Idle).
+constexpr uint32_t kPollsPerClockRead = 8;
 thread_local bool t_cpu_shared = false;
 // How long a thread waiting for its own large send (a rendezvous: the receiver pulls the bytes, or
 // UCX tcp pushes fragments as the socket drains) polls, yielding the CPU on every empty poll,
@@ -125,8 +128,13 @@ constexpr auto kHelperDelay = std::chrono::milliseconds(20);
 // left in flight (Foreground).
 constexpr auto kHelperRecheck = std::chrono::milliseconds(100);
 // Send looks at the OOB socket for a peer that went away on every this many sends (see
-// PeerGoneRecently), starting with the first.
+// PeerGoneRecently), starting with the first, unless the socket was polled less than
+// kSendPeerCheckInterval ago (by CLOCK_MONOTONIC_COARSE, whose ticks are 1-4 ms apart).
 constexpr uint64_t kSendPeerCheckEvery = 32;
+// A receive probes for its message on every this many empty polls even if no progress did
+// anything meanwhile (see Receive).
+constexpr uint32_t kProbeEveryPolls = 16;
+constexpr int64_t kSendPeerCheckIntervalNs = 1'000'000;
 
 std::atomic<uint64_t> g_sleeps{0};
 std::atomic<uint64_t> g_kicked{0};
@@ -403,10 +411,23 @@ class UcxConnection final : public Connection {
     Foreground fg(this);
     Spin spin;
     Clock::time_point gone_since{};
+    // A message reaches the unexpected queue that the probe looks at only in some thread's
+    // progress that did something, which counts progress_epoch_ (Progress()): while it stands
+    // still, an empty poll skips the probe (a UCX lock and a queue look, ~20% of an empty
+    // poll's time, and half an empty poll is added to every receive's latency on average).
+    // Every kProbeEveryPolls-th poll probes anyway, for a message that came in through a
+    // progress made elsewhere (closing an endpoint).
+    uint64_t probed_epoch = progress_epoch_.load(std::memory_order_relaxed) - 1;
+    uint32_t polls = 0;
     for (;;) {
       if (closed_.load()) return Gone();
+      const uint64_t epoch = progress_epoch_.load(std::memory_order_relaxed);
       ucp_tag_recv_info_t info{};
-      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kTagWhole, kProbeMask, /*remove=*/1, &info);
+      ucp_tag_message_h msg = nullptr;
+      if (epoch != probed_epoch || ++polls % kProbeEveryPolls == 0) {
+        probed_epoch = epoch;
+        msg = ucp_tag_probe_nb(worker_, kTagWhole, kProbeMask, /*remove=*/1, &info);
+      }
       if (msg != nullptr && (info.sender_tag & ~kLengthMask) == kTagHead) {
         return RecvHeadAndTail(msg, info, message, tail, placer, split);
       }
@@ -699,6 +720,7 @@ class UcxConnection final : public Connection {
     if (peer_failed_.load()) return true;
     pollfd p{oob_.get(), POLLIN, 0};
     g_oob_polls.fetch_add(1, std::memory_order_relaxed);
+    last_oob_poll_ns_.store(CoarseNowNanos(), std::memory_order_relaxed);
     if (::poll(&p, 1, 0) <= 0) return false;
     char b;
     ssize_t n = ::recv(oob_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -712,10 +734,13 @@ class UcxConnection final : public Connection {
 
   // PeerGone for Send's fast path, which must not cost a syscall per message (a poll() is
   // ~1 us here, half a raw shared-memory round trip): the OOB socket is polled on every
-  // kSendPeerCheckEvery-th send only; in between, only what a receive or a wait found out
-  // counts. A send to a peer that died may therefore succeed (it went into a dead FIFO or
-  // socket, as a TCP send into the socket buffer does), and the sender's next wait or receive,
-  // or one of its next kSendPeerCheckEvery sends, reports the loss.
+  // kSendPeerCheckEvery-th send only, and only if nothing polled it in the last
+  // kSendPeerCheckIntervalNs; in between, only what a receive or a wait found out counts. (Every
+  // 32nd send alone still cost a round trip stream over shared memory a poll per 16 round trips
+  // at each end, ~1 us each on the critical path: ~0.06 us per round trip of ~1.5.) A send to a
+  // peer that died may therefore succeed (it went into a dead FIFO or socket, as a TCP send
+  // into the socket buffer does), and the sender's next wait or receive, or one of its sends
+  // a few milliseconds later, reports the loss.
   bool PeerGoneRecently() {
     if (peer_failed_.load(std::memory_order_relaxed)) return true;
     // A load and a store, not an atomic add (a locked instruction on the send's path): senders
@@ -723,6 +748,10 @@ class UcxConnection final : public Connection {
     const uint64_t n = sends_.load(std::memory_order_relaxed);
     sends_.store(n + 1, std::memory_order_relaxed);
     if (n % kSendPeerCheckEvery != 0) return false;
+    if (n != 0 && CoarseNowNanos() - last_oob_poll_ns_.load(std::memory_order_relaxed) <
+                      kSendPeerCheckIntervalNs) {
+      return false;
+    }
     return PeerGone();
   }
 
@@ -810,10 +839,16 @@ class UcxConnection final : public Connection {
     Clock::time_point since{};
     Clock::time_point last{};  // the last idle step's clock reading (one clock read per step)
     std::chrono::microseconds limit = kSpinTime;  // how long it polls before it sleeps
+    uint32_t polls = 0;      // idle steps since `since` (see Idle)
+    bool yielding = false;   // past kSpinBeforeYield: every idle step yields
     // Whether the wait had spun `limit` as of its last idle step.
     bool Spun() const { return since != Clock::time_point{} && last - since >= limit; }
     // After a progress that did something: polling starts over (same limit).
-    void Restart() { since = last = Clock::time_point{}; }
+    void Restart() {
+      since = last = Clock::time_point{};
+      polls = 0;
+      yielding = false;
+    }
   };
 
   // Marks a waiting call for the helper thread, which stays parked while one is in progress.
@@ -839,6 +874,7 @@ class UcxConnection final : public Connection {
   unsigned Progress() {
     unsigned n = ucp_worker_progress(worker_);
     if (n != 0) {
+      progress_epoch_.fetch_add(1, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (sleepers_.load() > 0) Kick();
     }
@@ -865,6 +901,13 @@ class UcxConnection final : public Connection {
   template <class Ready>
   void Idle(Spin& spin, Ready&& ready, std::chrono::microseconds timeout = kMaxSleep,
             bool watch_oob = true) {
+    // In the first kSpinBeforeYield, which only polls, the clock is read on every
+    // kPollsPerClockRead-th idle step only: a read (~21 ns on the build VM) was a quarter of an
+    // empty poll, and half an empty poll is added to every receive's latency on average.
+    if (spin.since != Clock::time_point{} && !spin.yielding && !t_cpu_shared &&
+        ++spin.polls % kPollsPerClockRead != 0) {
+      return;
+    }
     const auto now = Clock::now();
     spin.last = now;
     if (spin.since == Clock::time_point{}) spin.since = now;
@@ -873,6 +916,7 @@ class UcxConnection final : public Connection {
       // runnable peer (or the thread we wait for) have this CPU: on an oversubscribed machine
       // that is what ends the wait soonest.
       if (t_cpu_shared || now - spin.since >= kSpinBeforeYield) {
+        spin.yielding = true;
         g_yields.fetch_add(1, std::memory_order_relaxed);
         sched_yield();
         const auto after = Clock::now();
@@ -911,6 +955,7 @@ class UcxConnection final : public Connection {
     }
     sleepers_.fetch_sub(1);
     // Spin again after a wake-up: the rest often follows at once.
+    spin.Restart();
     spin.since = spin.last = Clock::now();
   }
 
@@ -1065,7 +1110,9 @@ class UcxConnection final : public Connection {
   std::atomic<int> waiters_{0};   // calls waiting (Foreground)
   std::atomic<int> sends_waiting_{0};  // calls waiting for a send to complete
   std::atomic<int64_t> last_foreground_ns_{CoarseNowNanos()};  // when the last wait ended
+  std::atomic<uint64_t> progress_epoch_{0};  // Progress() calls that did something (Receive)
   std::atomic<uint64_t> sends_{0};  // Send calls, for PeerGoneRecently
+  std::atomic<int64_t> last_oob_poll_ns_{0};  // CoarseNowNanos() of PeerGone's last poll
   std::mutex pt_mu_;  // with pt_cv_, parks the helper thread
   std::condition_variable pt_cv_;
   std::thread progress_thread_;

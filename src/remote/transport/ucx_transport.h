@@ -22,7 +22,7 @@
 // does, then arms it (UCP_FEATURE_WAKEUP) and sleeps in poll() on its event fd, a wake
 // eventfd and the OOB socket, so a reply that comes within the spin costs no wake-up and an idle
 // connection costs no CPU. A message costs no syscall of gpool's own (Send looks at the OOB
-// socket on every 32nd message only). A per-connection helper thread takes over progress
+// socket on every 32nd message, and then only if it was not looked at in the last millisecond). A per-connection helper thread takes over progress
 // (sleeping the same way) only when nobody waits: at once for a send left in flight, else 20-120
 // ms after the last waiting call (a wait that ends wakes it only if a send is in flight).
 // Where ucp_init refuses UCP_FEATURE_WAKEUP, waits fall back to 50 us sleep-polling.
