@@ -82,6 +82,15 @@ StatusOr<std::unique_ptr<ServerLink>> ServerLink::Connect(const LinkOptions& o) 
   return link;
 }
 
+StatusOr<std::unique_ptr<ServerLink>> ServerLink::OverConnection(std::unique_ptr<Connection> conn,
+                                                                 std::string address) {
+  std::unique_ptr<ServerLink> link(new ServerLink());
+  link->address_ = std::move(address);
+  link->conn_ = std::move(conn);
+  GPOOL_RETURN_IF_ERROR(link->StartPump());
+  return link;
+}
+
 Status ServerLink::BrokenStatus() {
   if (!broken_flag_.load(std::memory_order_relaxed)) return Status::Ok();
   std::lock_guard<std::mutex> lk(state_mu_);
@@ -96,6 +105,7 @@ Status ServerLink::Broken(Status s) {
     conn_->Close();
     // Nothing more will arrive: pending reads are dropped (their buffers stay as they were).
     pending_.clear();
+    PendingChanged();
   }
   return broken_;
 }
@@ -116,6 +126,7 @@ Status ServerLink::CheckSessionEnd(const std::vector<proto::Frame>& frames) {
     broken_flag_.store(true);
     conn_->Close();
     pending_.clear();
+    PendingChanged();
   }
   return broken_;
 }
@@ -125,7 +136,7 @@ Status ServerLink::Flush() {
   if (batch_.empty()) return Status::Ok();
   Status s = conn_->Send(batch_.Finish());
   batch_.Reset();
-  ++batch_gen_;
+  NextBatch();
   queued_.store(false, std::memory_order_relaxed);
   if (reads_queued_) ReadsSent();
   return Check(s);
@@ -182,6 +193,8 @@ void ServerLink::Land(const PendingRead& p, std::span<const std::byte> data) {
 }
 
 Status ServerLink::DrainReadsLocked(bool sent_only) {
+  // Nothing pending (a synchronous call's usual case): no state_mu_ (see pending_size_).
+  if (pending_size_.load(std::memory_order_relaxed) == 0) return Status::Ok();
   for (;;) {
     PendingRead p;
     {
@@ -207,6 +220,7 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
       if (!split) Land(p, drain_in_);
       std::lock_guard<std::mutex> lk(state_mu_);
       if (!pending_.empty()) pending_.pop_front();
+      PendingChanged();
       continue;
     }
     std::vector<proto::Frame>& frames = drain_frames_;
@@ -248,6 +262,7 @@ Status ServerLink::DrainReadsLocked(bool sent_only) {
       }
     }
     if (!pending_.empty()) pending_.pop_front();
+    PendingChanged();
   }
 }
 
@@ -389,7 +404,7 @@ Status ServerLink::CopyChunksToDevice(uint64_t dst, wire::ByteSpan src, uint64_t
     }
     Status s = conn_->SendAll(std::span<const std::span<const wire::ByteSpan>>(chunk_msgs_, k));
     batch_.Reset();
-    ++batch_gen_;
+    NextBatch();
     queued_.store(false, std::memory_order_relaxed);
     if (reads_queued_) ReadsSent();
     GPOOL_RETURN_IF_ERROR(Check(s));
@@ -412,6 +427,7 @@ Status ServerLink::CopyFromDevice(std::byte* dst, uint64_t src, size_t n, uint64
       std::lock_guard<std::mutex> lk(state_mu_);
       pending_.push_back(
           PendingRead{dst + off, len, async ? nullptr : head, batch_gen_.load(), ++read_seq_});
+      PendingChanged();
     }
     proto::MemcpyD2H m{.src = src + off, .size = len, .stream = stream};
     batch_.AddRequest(m);
@@ -521,6 +537,7 @@ Status ServerLink::CopyFromDevice2D(std::byte* dst, size_t dpitch, uint64_t src,
       p.width = width;
       p.pitch = dpitch;
       pending_.push_back(p);
+      PendingChanged();
     }
     proto::Memcpy2D m;
     m.kind = static_cast<uint8_t>(proto::CopyKind::kDeviceToHost);

@@ -781,6 +781,78 @@ TEST(LinkTwoDevices, DefaultStreamSyncIsAskedAndAnOwnStreamIsNot) {
 INSTANTIATE_TEST_SUITE_P(Transports, LinkTest, ::testing::Values(0, 1),
                          [](const auto& info) { return info.param == 0 ? "tcp" : "ucx"; });
 
+// ---- A link over a scripted server connection (ServerLink::OverConnection) ----
+
+// Answers each message with the next scripted reply and records what it was sent.
+class ScriptedServer final : public Connection {
+ public:
+  explicit ScriptedServer(std::vector<std::vector<std::byte>> replies)
+      : replies_(std::move(replies)) {}
+  Status Send(std::span<const ByteSpan> parts) override {
+    std::vector<std::byte> m;
+    for (const ByteSpan& p : parts) m.insert(m.end(), p.begin(), p.end());
+    sent_.push_back(std::move(m));
+    return Status::Ok();
+  }
+  Status Recv(std::vector<std::byte>* message) override {
+    if (next_ >= replies_.size()) return Status::Unavailable("script done");
+    *message = replies_[next_++];
+    return Status::Ok();
+  }
+  void Close() override {}
+  std::string peer() const override { return "script"; }
+  const std::vector<std::vector<std::byte>>& sent() const { return sent_; }
+
+ private:
+  std::vector<std::vector<std::byte>> replies_;
+  size_t next_ = 0;
+  std::vector<std::vector<std::byte>> sent_;
+};
+
+std::vector<std::byte> ReplyTo(proto::Op op, int32_t error) {
+  proto::BatchWriter w;
+  proto::ReplyHead head{.error = error, .message = error ? "scripted failure" : ""};
+  proto::Empty none;
+  w.AddReply(static_cast<uint16_t>(op), head, none);
+  wire::ByteSpan m = w.Finish();
+  return {m.begin(), m.end()};
+}
+
+TEST(LinkOverConnection, CallsSendTheQueuedWorkThenTheRequestAndCheckTheReplysOp) {
+  auto conn = std::make_unique<ScriptedServer>(std::vector<std::vector<std::byte>>{
+      ReplyTo(proto::Op::kPing, 0), ReplyTo(proto::Op::kPing, 7),
+      ReplyTo(proto::Op::kDeviceSync, 0)});
+  ScriptedServer* server = conn.get();
+  auto link = ServerLink::OverConnection(std::move(conn), "scripted:1");
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  std::lock_guard<std::mutex> lk((*link)->mu());
+  proto::ReplyHead h;
+  proto::Empty none;
+  proto::Ping ping;
+  // Posted work rides in the same message as the call that follows it.
+  proto::Memset m{.dst = 0x1000, .value = 1, .size = 8};
+  ASSERT_TRUE((*link)->Post(m).ok());
+  ASSERT_TRUE((*link)->Call(ping, &h, &none).ok());
+  EXPECT_EQ(h.error, 0);
+  ASSERT_EQ(server->sent().size(), 1u);
+  auto frames = proto::ParseMessage(server->sent()[0]);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  ASSERT_EQ(frames->size(), 2u);
+  EXPECT_EQ((*frames)[0].op, static_cast<uint16_t>(proto::Op::kMemset));
+  EXPECT_EQ((*frames)[1].op, static_cast<uint16_t>(proto::Op::kPing));
+  // A failed call reports the server's error and leaves the link usable.
+  ASSERT_TRUE((*link)->Call(ping, &h, &none).ok());
+  EXPECT_EQ(h.error, 7);
+  EXPECT_EQ(h.message, "scripted failure");
+  // A reply to another request breaks the link, naming both.
+  Status s = (*link)->Call(ping, &h, &none);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("scripted:1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("Ping"), std::string::npos) << s.message();
+  EXPECT_TRUE((*link)->broken());
+  EXPECT_EQ((*link)->Call(ping, &h, &none).code(), StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace gpool::remote::client
 
