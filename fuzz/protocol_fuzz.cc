@@ -3,6 +3,7 @@
 // give an error or a value, never a crash, hang or unbounded allocation.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "remote/protocol/messages.h"
 
@@ -57,6 +58,23 @@ void DecodeAs(const Frame& f) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto bytes = std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), size);
   auto frames = ParseMessage(bytes);
+  // The fast parse and the checked one must take and refuse the same messages, alike.
+  std::vector<Frame> checked;
+  gpool::Status cs = ParseMessageChecked(bytes, &checked);
+  if (cs.ok() != frames.ok() || frames.status().code() == gpool::StatusCode::kInternal) {
+    __builtin_trap();
+  }
+  if (frames.ok()) {
+    if (checked.size() != frames->size()) __builtin_trap();
+    for (size_t i = 0; i < checked.size(); ++i) {
+      const Frame& a = checked[i];
+      const Frame& b = (*frames)[i];
+      if (a.op != b.op || a.payload.data() != b.payload.data() ||
+          a.payload.size() != b.payload.size() || a.detached != b.detached) {
+        __builtin_trap();
+      }
+    }
+  }
   if (frames.ok()) {
     for (const Frame& f : *frames) DecodeAs(f);
   }

@@ -662,6 +662,11 @@ struct Frame {
 Status ParseMessage(wire::ByteSpan message, std::vector<Frame>* frames, size_t detached_tail = 0);
 // The same, into a new vector (for paths that run once per connection, and for tests).
 StatusOr<std::vector<Frame>> ParseMessage(wire::ByteSpan message, size_t detached_tail = 0);
+// ParseMessage's slow path, exposed so that tests and the fuzzer can check the two agree:
+// ParseMessage tries a fast parse that only accepts well-formed messages and leaves anything
+// else to this one, which checks field by field and names what is wrong.
+Status ParseMessageChecked(wire::ByteSpan message, std::vector<Frame>* frames,
+                           size_t detached_tail = 0);
 
 // Decodes a request body, requiring the payload to be consumed exactly.
 template <class Msg>
