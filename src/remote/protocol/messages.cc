@@ -74,30 +74,53 @@ const char* OpName(uint16_t op) {
   return info ? info->name : "unknown-op";
 }
 
+// Little-endian stores (see wire::Writer::Put) at `p`, which the caller has appended room for.
+namespace {
+template <class T>
+std::byte* Store(std::byte* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+  return p + sizeof v;
+}
+}  // namespace
+
+// The header and frame headers go in one append each, not a Put per field: every Put reloads
+// the buffer's size and room after its store (a std::byte store may alias them).
 void BatchWriter::Reset() {
   buf_.clear();
   frames_ = 0;
-  w_.Put<uint32_t>(kMagic);
-  w_.Put<uint16_t>(kVersion);
-  w_.Put<uint16_t>(0);
+  std::byte* p = buf_.Append(kHeader);
+  p = Store<uint32_t>(p, kMagic);
+  p = Store<uint16_t>(p, kVersion);
+  Store<uint16_t>(p, 0);  // the frame count, patched by Finish
 }
 
-void BatchWriter::ClampText(ReplyHead& head) {
+void BatchWriter::Clamp(std::string& text) {
   constexpr std::string_view kCut = " ... (cut)";
-  for (std::string* s : {&head.message, &head.async_message}) {
-    if (s->size() > kMaxReplyTextBytes) {
-      s->resize(kMaxReplyTextBytes - kCut.size());
-      s->append(kCut);
-    }
+  text.resize(kMaxReplyTextBytes - kCut.size());
+  text.append(kCut);
+}
+
+void BatchWriter::PutHead(const ReplyHead& head) {
+  const size_t n = 16 + head.message.size() + head.async_message.size();
+  std::byte* p = buf_.Append(n);
+  p = Store<int32_t>(p, head.error);
+  p = Store<uint32_t>(p, static_cast<uint32_t>(head.message.size()));
+  if (!head.message.empty()) std::memcpy(p, head.message.data(), head.message.size());
+  p += head.message.size();
+  p = Store<int32_t>(p, head.async_error);
+  p = Store<uint32_t>(p, static_cast<uint32_t>(head.async_message.size()));
+  if (!head.async_message.empty()) {
+    std::memcpy(p, head.async_message.data(), head.async_message.size());
   }
 }
 
 size_t BatchWriter::BeginFrame(uint16_t op) {
   ++added_;
-  size_t at = buf_.size();
-  w_.Put<uint16_t>(op);
-  w_.Put<uint16_t>(0);
-  w_.Put<uint32_t>(0);
+  const size_t at = buf_.size();
+  std::byte* p = buf_.Append(kFrameHeader);
+  p = Store<uint16_t>(p, op);
+  p = Store<uint16_t>(p, 0);  // flags
+  Store<uint32_t>(p, 0);      // the length, patched by EndFrame
   return at;
 }
 

@@ -160,6 +160,48 @@ TEST(Protocol, FastAndCheckedParsesAgreeOnEveryDamagedByte) {
   EXPECT_GT(refused, 100);
 }
 
+// AddReply writes a reply's head in one append; its bytes are those ReplyHead::Visit with an
+// EncodeVisitor writes (the wire format), texts clamped alike.
+TEST(Protocol, ReplyHeadBytesAreThoseItsVisitEncodes) {
+  const std::string long_text(kMaxReplyTextBytes + 100, 'x');
+  const std::vector<ReplyHead> heads = {
+      ReplyHead{},
+      ReplyHead{.error = 3, .message = "bad pointer"},
+      ReplyHead{.error = 0, .async_error = 719, .async_message = "kernel k failed"},
+      ReplyHead{.error = 1, .message = "m", .async_error = 2, .async_message = "a"},
+      ReplyHead{.error = 2, .message = long_text, .async_error = 4, .async_message = long_text},
+  };
+  for (const ReplyHead& h : heads) {
+    BatchWriter w;
+    ReplyHead sent = h;
+    IntValue body{.value = 42};
+    w.AddReply(static_cast<uint16_t>(Op::kGetAttribute), sent, body);
+    const auto message = Copy(w.Finish());
+    auto frames = ParseMessage(message);
+    ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+    // The expected bytes: the clamped head (AddReply clamped `sent`), then the body, visited.
+    wire::Buffer want;
+    wire::Writer ww(&want);
+    EncodeVisitor v{&ww};
+    ReplyHead expect = sent;
+    expect.Visit(v);
+    body.Visit(v);
+    wire::ByteSpan got = (*frames)[0].payload;
+    ASSERT_EQ(got.size(), want.size()) << h.message.size();
+    EXPECT_EQ(std::memcmp(got.data(), wire::ByteSpan(want).data(), got.size()), 0);
+    // And it decodes back.
+    ReplyHead back;
+    IntValue bv;
+    ASSERT_TRUE(DecodeReply((*frames)[0], &back, &bv).ok());
+    EXPECT_EQ(back.error, h.error);
+    EXPECT_EQ(back.async_error, h.async_error);
+    EXPECT_EQ(back.message, sent.message);
+    EXPECT_EQ(back.async_message, sent.async_message);
+    EXPECT_LE(back.message.size(), kMaxReplyTextBytes);
+    EXPECT_EQ(bv.value, 42);
+  }
+}
+
 TEST(Wire, StringsDecodeIntoReusedStrings) {
   BatchWriter w;
   ReplyHead h{.error = 2, .message = "first failure"};

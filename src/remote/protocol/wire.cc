@@ -27,6 +27,10 @@ void Reader::Fail(std::string message) {
 
 void Reader::GetStringInto(std::string* out, const char* field, size_t max_len) {
   const uint32_t n = Get<uint32_t>(field);
+  if (n == 0) {  // empty (most replies' texts), or the length could not be read (status says)
+    out->clear();
+    return;
+  }
   if (ok() && n > max_len) {
     Fail(fmt::format("string '{}' of {} bytes exceeds limit {}", field, n, max_len));
   }
