@@ -170,8 +170,9 @@ bool ServerLink::ReadsUnattended() {
 }
 
 void ServerLink::TakeAsyncFailure(proto::ReplyHead* head) {
-  // The caller holds read_mu_, as does every writer of async_failure_: nothing to take is seen
-  // without state_mu_ (this runs once per reply, after it arrived).
+  // The caller holds read_mu_ (as does DrainReadsLocked, its only other writer) or mu_ with no
+  // read pending, when no drain runs and the last one's writes are visible (ReadReply): nothing
+  // to take is seen without state_mu_ (this runs once per reply, after it arrived).
   if (async_failure_.async_error == 0) return;
   std::lock_guard<std::mutex> lk(state_mu_);
   // The earlier failure is the one to report; a later one in this reply is dropped, as CUDA

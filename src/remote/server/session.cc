@@ -209,15 +209,17 @@ Status Session::SendReply(uint16_t op, Result r, auto& body, std::span<const std
   return SendLocked(parts);
 }
 
+// `fn` by reference: a closure passed by value was copied through a 16-byte register from two
+// 8-byte stores, a store-forwarding stall that was ~8% of a no-op request's CPU (call_cpu_bench).
 template <class Req, class Fn>
-Status Session::Sync(const Frame& f, Fn fn) {
+Status Session::Sync(const Frame& f, Fn&& fn) {
   Req req;
   GPOOL_RETURN_IF_ERROR(DecodeBody(f, &req));
   return fn(req);
 }
 
 template <class Req, class Fn>
-Status Session::Async(const Frame& f, Fn fn) {
+Status Session::Async(const Frame& f, Fn&& fn) {
   Req req;
   GPOOL_RETURN_IF_ERROR(DecodeBody(f, &req));
   Defer(OpName(f.op), fn(req));

@@ -109,9 +109,9 @@ class Session : private TailPlacer {
   Status ServeReads(std::span<const proto::Frame> frames, size_t* served);
   Status Handle(const proto::Frame& f);
   template <class Req, class Fn>
-  Status Sync(const proto::Frame& f, Fn fn);
+  Status Sync(const proto::Frame& f, Fn&& fn);
   template <class Req, class Fn>
-  Status Async(const proto::Frame& f, Fn fn);
+  Status Async(const proto::Frame& f, Fn&& fn);
   Status SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail = {});
   // A read's reply: bare (its bytes alone, see proto::kBareReplyMinBytes) when it may be, else
   // framed by SendReply.
