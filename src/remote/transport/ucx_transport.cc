@@ -874,7 +874,11 @@ class UcxConnection final : public Connection {
   unsigned Progress() {
     unsigned n = ucp_worker_progress(worker_);
     if (n != 0) {
-      progress_epoch_.fetch_add(1, std::memory_order_relaxed);
+      // A load and a store, not a locked add: two threads whose progress both did something at
+      // once may count once, and a receive that probed in between then finds its message at its
+      // next kProbeEveryPolls-th poll instead of at once.
+      progress_epoch_.store(progress_epoch_.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (sleepers_.load() > 0) Kick();
     }
