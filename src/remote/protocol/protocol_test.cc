@@ -72,15 +72,21 @@ TEST(Wire, BufferGrowsKeepingItsBytesAndReusesItsRoomAfterClear) {
   EXPECT_EQ(b.size(), 8u);
 }
 
-TEST(Protocol, ParsingIntoAReusedVectorReplacesItsFrames) {
+// Malloc, Free{77}, Malloc: a message of three requests.
+std::vector<std::byte> ThreeRequests() {
   BatchWriter w;
   Malloc m{.device = 1, .size = 10};
   Free f{.ptr = 77};
   w.AddRequest(m);
   w.AddRequest(f);
   w.AddRequest(m);
-  auto three = Copy(w.Finish());
-  w.Reset();
+  return Copy(w.Finish());
+}
+
+TEST(Protocol, ParsingIntoAReusedVectorReplacesItsFrames) {
+  auto three = ThreeRequests();
+  BatchWriter w;
+  Free f{.ptr = 77};
   w.AddRequest(f);
   auto one = Copy(w.Finish());
   std::vector<Frame> frames;
@@ -120,13 +126,7 @@ TEST(Protocol, ParsingIntoAReusedVectorReplacesItsFrames) {
 // frames, and what it refuses gets the checked parse's error: every kind of damage, at every
 // byte, of a three-frame message (and with detached tails of several lengths).
 TEST(Protocol, FastAndCheckedParsesAgreeOnEveryDamagedByte) {
-  BatchWriter w;
-  Malloc m{.device = 1, .size = 10};
-  Free f{.ptr = 77};
-  w.AddRequest(m);
-  w.AddRequest(f);
-  w.AddRequest(m);
-  const auto good = Copy(w.Finish());
+  const auto good = ThreeRequests();
   int refused = 0;
   auto agree = [&](wire::ByteSpan msg, size_t detached, const std::string& what) {
     std::vector<Frame> fast, checked;
