@@ -129,12 +129,12 @@ constexpr auto kHelperDelay = std::chrono::milliseconds(20);
 constexpr auto kHelperRecheck = std::chrono::milliseconds(100);
 // Send looks at the OOB socket for a peer that went away on every this many sends (see
 // PeerGoneRecently), starting with the first, unless the socket was polled less than
-// kSendPeerCheckInterval ago (by CLOCK_MONOTONIC_COARSE, whose ticks are 1-4 ms apart).
+// kSendPeerCheckIntervalNs ago (by CLOCK_MONOTONIC_COARSE, whose ticks are 1-4 ms apart).
 constexpr uint64_t kSendPeerCheckEvery = 32;
+constexpr int64_t kSendPeerCheckIntervalNs = 1'000'000;
 // A receive probes for its message on every this many empty polls even if no progress did
 // anything meanwhile (see Receive).
 constexpr uint32_t kProbeEveryPolls = 16;
-constexpr int64_t kSendPeerCheckIntervalNs = 1'000'000;
 
 std::atomic<uint64_t> g_sleeps{0};
 std::atomic<uint64_t> g_kicked{0};
