@@ -298,7 +298,7 @@ class ServerLink {
   // with no read pending (see ReadReply).
   void TakeAsyncFailure(proto::ReplyHead* head);
   // replies_ + 1: a load and a store, not a locked add on the reply's path (its writers hold
-  // read_mu_). Caller holds read_mu_.
+  // read_mu_, or mu_ with no read pending, see ReadReply). Caller holds read_mu_, or that.
   void CountReply() {
     replies_.store(replies_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
