@@ -122,7 +122,7 @@ class ServerLink {
   // asynchronous device-to-host copy, then a host-to-device copy of >= 128 KiB over UCX did).
   // Costs that pattern the reads' wait; nothing when no read is pending. Caller holds mu_.
   Status LandReadsBeforeBulkSend() {
-    if (pending_size_.load(std::memory_order_relaxed) == 0) return Status::Ok();  // pending_size_
+    if (pending_size_.load(std::memory_order_relaxed) == 0) return Status::Ok();
     return WaitReads();
   }
   // Sends queued requests plus `m` and waits for its reply.

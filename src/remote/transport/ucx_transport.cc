@@ -749,8 +749,9 @@ class UcxConnection final : public Connection {
     const uint64_t n = sends_.load(std::memory_order_relaxed);
     sends_.store(n + 1, std::memory_order_relaxed);
     if (n % kSendPeerCheckEvery != 0) return false;
-    if (n != 0 && CoarseNowNanos() - last_oob_poll_ns_.load(std::memory_order_relaxed) <
-                      kSendPeerCheckIntervalNs) {
+    // (The first send polls too: last_oob_poll_ns_ starts at 0, long before now.)
+    if (CoarseNowNanos() - last_oob_poll_ns_.load(std::memory_order_relaxed) <
+        kSendPeerCheckIntervalNs) {
       return false;
     }
     return PeerGone();
