@@ -49,6 +49,10 @@ http=$(sed -n 's/.*http \(http:[^ ]*\).*/\1/p' "$tmp/ctl.log")
 [ -n "$addr" ] || { cat "$tmp/ctl.log" >&2; exit 1; }
 # The HTTP API takes the same tokens (401 without one). The dashboard reads its token from the
 # URL fragment once (it never reaches the server's logs) and keeps it for the tab.
+echo "demo-cluster: runs for ${seconds} s, then stops by itself and removes its state; keep it up"
+echo "  longer with DEMO_SECONDS=600 make demo (Ctrl-C stops it at any time)."
+echo "The tokens below are demo-only secrets: random, made for this run, valid only for this"
+echo "throwaway controller, and gone when it stops. Never reuse them."
 echo "controller: grpc $addr (token auth on)"
 echo "dashboard (admin):    ${http}#token=$admin"
 echo "dashboard (research): ${http}#token=$research   (only research's jobs)"

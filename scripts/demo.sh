@@ -9,6 +9,9 @@ set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 ran=0
+echo "gpool demo: fabric, scheduler, pool and control plane on this machine, no GPU needed."
+echo "It stops by itself: the control-plane part stays up ${DEMO_SECONDS:-30} s (DEMO_SECONDS=600 make demo"
+echo "keeps it up longer, to use the dashboard). Ctrl-C stops everything at any time."
 for part in demo-fabric demo-sim demo-pool demo-cluster; do
   if [ -x "$here/$part.sh" ]; then
     echo
