@@ -19,6 +19,9 @@ PACKAGES=(
   libopensm-dev libibverbs-dev libhwloc-dev
   etcd-server etcd-client              # HA store backend, tested against a real 3-member cluster
   chromium                             # dashboard test in headless Chromium
+  # Slurm integration: the SPANK plugin builds against libslurm-dev and is tested with real
+  # daemons (tests/slurm).
+  slurmctld slurmd slurm-client munge libslurm-dev
 )
 for group in "$@"; do
   case "$group" in
