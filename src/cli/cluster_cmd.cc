@@ -76,6 +76,7 @@ struct ClusterFlags {
   // submit
   int gpus = 0, priority = 0;
   std::string tenant, duration = "60s", request_id;  // tenant "": the token's, or "default"
+  std::string wait;  // submit --wait[=TIMEOUT]: until bound ("" = don't wait)
   std::string tenant_filter, state_filter;
   std::vector<std::string> command;
   std::string id;
@@ -258,6 +259,43 @@ std::string RandomRequestId() {
   return fmt::format("cli-{:016x}", (static_cast<uint64_t>(rd()) << 32) | rd());
 }
 
+// `submit --wait`: follows the job (Watch, on the channel the submit used) until it leaves
+// "pending": bound (running, or already finished) is success; failed or cancelled before
+// running, or still pending after timeout_s, is an error naming the job and its state.
+StatusOr<v1::Job> WaitBound(const ClusterFlags& f, const Client& c, v1::Job job,
+                            double timeout_s) {
+  if (job.state() != "pending") return job;
+  auto stub = v1::JobService::NewStub(c.channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  control::AttachToken(&ctx, c.token);
+  v1::WatchJobsRequest req;
+  req.set_id(job.id());
+  req.set_initial(true);  // the job as it is now: no change between submit and watch is missed
+  auto reader = stub->Watch(&ctx, req);
+  v1::JobEvent ev;
+  while (reader->Read(&ev)) {
+    job = ev.job();
+    if (job.state() != "pending") break;
+  }
+  if (job.state() != "pending") ctx.TryCancel();  // done with the stream; else it ended itself
+  grpc::Status st = reader->Finish();
+  if (job.state() == "pending") {
+    if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return Status(StatusCode::kDeadlineExceeded,
+                    fmt::format("job {} still pending after --wait={} (`gpool jobs describe {}` "
+                                "says why)",
+                                job.id(), f.wait, job.id()));
+    }
+    GPOOL_RETURN_IF_ERROR(Rpc(st, f));
+  }
+  if (job.state() == "failed" || job.state() == "cancelled") {
+    return Status::Aborted(fmt::format("job {} was {} before it ran", job.id(), job.state()));
+  }
+  return job;
+}
+
 Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
   v1::SubmitJobRequest req;
@@ -352,6 +390,11 @@ Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
     std::this_thread::sleep_until(until);
   }
   GPOOL_RETURN_IF_ERROR(Rpc(s, f));
+  if (!f.wait.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(double timeout_s, ParseDurationSeconds(f.wait));
+    GPOOL_ASSIGN_OR_RETURN(job, WaitBound(f, Client{channel, c.token, c.endpoints}, job,
+                                          timeout_s));
+  }
   if (f.output == "json") {
     std::printf("%s\n", ClusterJson(job).c_str());
   } else {
@@ -754,8 +797,13 @@ void RegisterCluster(CLI::App& app, const GlobalFlags&, int* exit_code) {
   sub->add_option("--priority", f->priority, "priority class (higher first)");
   sub->add_option("--duration", f->duration, "run time, e.g. 60s, 5m (default 60s)");
   sub->add_option("--request-id", f->request_id, "idempotency key (default: random per call)");
+  auto* wait_opt = sub->add_option("--wait", f->wait,
+                                    "return once the job is bound (placed and running), waiting "
+                                    "at most this long (default 60s); exit 1 if it is not")
+                       ->expected(0, 1);
   sub->add_option("command", f->command, "the command (after --)");
-  sub->callback([f, exit_code, gpus_opt, tenant_opt] {
+  sub->callback([f, exit_code, gpus_opt, tenant_opt, wait_opt] {
+    if (wait_opt->count() > 0 && f->wait.empty()) f->wait = "60s";
     Status s = Submit(*f, gpus_opt->count() > 0, tenant_opt->count() > 0);
     if (!s.ok()) {
       std::fprintf(stderr, "gpool submit: %s\n", s.ToString().c_str());

@@ -52,6 +52,18 @@ a=$("$GPOOL" submit --gpus 1 --duration 1s --request-id same --controller "$ADDR
 b=$("$GPOOL" submit --gpus 1 --duration 1s --request-id same --controller "$ADDR" -- true)
 [ "$a" = "$b" ] || fail "idempotent submit gave $a and $b"
 
+# submit --wait returns once the job is bound, with its placement; one that cannot be bound in
+# time fails naming the job.
+w=$("$GPOOL" submit --gpus 8 --duration 1s --wait=20s -o json --controller "$ADDR" -- true)
+grep -Eq '"state": "(running|finished)"' <<<"$w" || fail "submit --wait returned before the bind: $w"
+grep -q '"node": "hollow' <<<"$w" || fail "submit --wait printed no placement: $w"
+if "$GPOOL" submit --gpus 64 --duration 1s --wait=1s --controller "$ADDR" -- true 2>"$TMP/wait.err"; then
+  fail "submit --wait of 64 GPUs on 32 succeeded"
+fi
+grep -q "still pending after --wait=1s" "$TMP/wait.err" || fail "no clear --wait error: $(cat "$TMP/wait.err")"
+big=$(jobs_json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["gpus"]==64][0])')
+"$GPOOL" jobs cancel "$big" --controller "$ADDR" >/dev/null
+
 # 50 GPUs of work on 32 GPUs: some queue, all bind and finish.
 for g in 8 8 8 8 16 2; do
   "$GPOOL" submit --gpus $g --tenant t$((g % 3)) --duration 1s --controller "$ADDR" -- sleep 1 >/dev/null
@@ -60,7 +72,7 @@ done_ok=
 for _ in $(seq 200); do
   J=$(jobs_json)
   r=$(echo "$J" | check_no_double); [ "$r" = OK ] || fail "$r"
-  [ "$(echo "$J" | count_state finished)" = 7 ] && { done_ok=1; break; }
+  [ "$(echo "$J" | count_state finished)" = 8 ] && { done_ok=1; break; }
   sleep 0.1
 done
 [ -n "$done_ok" ] || fail "not all jobs finished: $(jobs_json)"
@@ -71,7 +83,7 @@ for m in gpool_scheduling_cycle_seconds_count gpool_store_commit_seconds_bucket 
          'gpool_gpus{state="free"} 32' 'gpool_nodes{state="ready"} 4'; do
   grep -qF "$m" "$TMP/metrics" || fail "/metrics lacks $m"
 done
-curl -sf "${HTTP}api/state" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["nodes"])==4 and len(d["jobs"])==7, d' \
+curl -sf "${HTTP}api/state" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["nodes"])==4 and len(d["jobs"])==9, d' \
   || fail "/api/state"
 
 # Crash: long jobs, 4 fit (32 GPUs), 6 wait. kill -9 after they are acknowledged.
