@@ -8,3 +8,9 @@ for bin in "$build"/bench/*_bench; do
   echo "== $(basename "$bin")"
   "$bin" --benchmark_min_time=0.2
 done
+# Peer comparisons run by scripts (they start the peer themselves; each says what it needs).
+for script in "$(dirname "$0")"/../bench/*.sh; do
+  [ -x "$script" ] || continue
+  echo "== $(basename "$script")"
+  "$script" "$build"
+done

@@ -3,7 +3,8 @@
 # ../shared/notes/slurm-peer.md says why each setting is there. Needs root (CI runs as root) and
 # Debian's slurmctld, slurmd, slurm-client and munge (scripts/setup.sh).
 # Usage: in_netns "$@" first (re-execs the caller under `unshare -n`), then SLURM_DIR=DIR
-# start_slurm [extra slurm.conf lines...]; stop_slurm in the caller's cleanup.
+# [SLURM_NODES=N SLURM_GPUS_PER_NODE=G] start_slurm [extra slurm.conf lines...]; stop_slurm in
+# the caller's cleanup.
 
 # in_netns ARGS...: re-exec the calling script in a new network namespace with loopback up and
 # 127.0.0.2 added (glibc's getaddrinfo(AI_ADDRCONFIG), which Slurm uses, returns no IPv4 answer
@@ -24,9 +25,11 @@ slurm_fail() {
   exit 1
 }
 
+# SLURM_NODES (default 1) slurmd processes, nodes n001..nNNN on loopback, each with
+# SLURM_GPUS_PER_NODE (default 0) fake GPUs: character devices that are never opened, as gres.
 start_slurm() {
-  local d=$SLURM_DIR
-  mkdir -p "$d/state" "$d/spool" "$d/munge"
+  local d=$SLURM_DIR nodes=${SLURM_NODES:-1} gpus=${SLURM_GPUS_PER_NODE:-0}
+  mkdir -p "$d/state" "$d/spool" "$d/munge" "$d/dev"
   chmod 700 "$d/munge"
   head -c 1024 /dev/urandom >"$d/munge/munge.key"
   chmod 400 "$d/munge/munge.key"
@@ -34,13 +37,21 @@ start_slurm() {
     --pid-file="$d/munge/munged.pid" --log-file="$d/munge.log" --seed-file="$d/munge/seed" ||
     slurm_fail "munged did not start"
   SLURM_PIDS="$(cat "$d/munge/munged.pid")"
-  local ctl_port=$((20000 + RANDOM % 20000)) node_port
-  node_port=$((ctl_port + 1))
+  local ctl_port=$((20000 + RANDOM % 20000)) last
+  last=$(printf '%03d' "$nodes")
+  local gres_line="" node_gres=""
+  if [ "$gpus" -gt 0 ]; then
+    local i
+    for i in $(seq 0 $((gpus - 1))); do mknod "$d/dev/nvidia$i" c 195 "$i"; done
+    gres_line="GresTypes=gpu"
+    node_gres="Gres=gpu:$gpus"
+    echo "AutoDetect=off" >"$d/gres.conf"
+    echo "NodeName=n[001-$last] Name=gpu File=$d/dev/nvidia[0-$((gpus - 1))]" >>"$d/gres.conf"
+  fi
   cat >"$d/slurm.conf" <<CONF
 ClusterName=gpooltest
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$ctl_port
-SlurmdPort=$node_port
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -51,7 +62,7 @@ SlurmdSpoolDir=$d/spool/%n
 SlurmctldPidFile=$d/slurmctld.pid
 SlurmdPidFile=$d/slurmd.%n.pid
 SlurmctldLogFile=$d/slurmctld.log
-SlurmdLogFile=$d/slurmd.log
+SlurmdLogFile=$d/slurmd.%n.log
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 MpiDefault=none
@@ -64,23 +75,28 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 MessageTimeout=30
-NodeName=n1 NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
-PartitionName=debug Nodes=n1 Default=YES MaxTime=INFINITE State=UP
+$gres_line
+NodeName=n[001-$last] NodeAddr=127.0.0.1 Port=[$((ctl_port + 1))-$((ctl_port + nodes))] CPUs=2 $node_gres State=UNKNOWN
+PartitionName=debug Nodes=n[001-$last] Default=YES MaxTime=INFINITE State=UP
 CONF
   local line
   for line in "$@"; do echo "$line" >>"$d/slurm.conf"; done
   export SLURM_CONF=$d/slurm.conf
   slurmctld -i -f "$SLURM_CONF" || slurm_fail "slurmctld did not start"
-  slurmd -f "$SLURM_CONF" -N n1 || slurm_fail "slurmd did not start"
-  local end=$((SECONDS + 30))
+  local n name
+  for n in $(seq 1 "$nodes"); do
+    name=n$(printf '%03d' "$n")
+    slurmd -f "$SLURM_CONF" -N "$name" || slurm_fail "slurmd $name did not start"
+  done
+  local end=$((SECONDS + 30 + nodes / 4))
   while [ $SECONDS -lt $end ]; do
-    if [ "$(sinfo -h -N -o %t 2>/dev/null)" = "idle" ]; then
-      SLURM_PIDS="$SLURM_PIDS $(cat "$d/slurmctld.pid") $(cat "$d/slurmd.n1.pid")"
+    if [ "$(sinfo -h -o %t 2>/dev/null)" = "idle" ]; then
+      SLURM_PIDS="$SLURM_PIDS $(cat "$d/slurmctld.pid") $(cat "$d"/slurmd.*.pid)"
       return 0
     fi
     sleep 0.2
   done
-  slurm_fail "node n1 never became idle: $(sinfo -N 2>&1)"
+  slurm_fail "the nodes never all became idle: $(sinfo 2>&1)"
 }
 
 stop_slurm() {
