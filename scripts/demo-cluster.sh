@@ -105,5 +105,5 @@ echo "$jobs_out" | sed -n 1,12p
 echo "..."
 echo "research sees only its own jobs: $("$GPOOL" jobs --controller "$addr" --token "$research" | tail -1)"
 "$GPOOL" top --iterations 1 "${A[@]}" | sed -n 1,14p
-curl -sf -H "Authorization: Bearer $metrics" "${http}metrics" | grep -E '^gpool_(queue_length|gpus|nodes|tenant_gpus|job_bind_latency_seconds_(count|sum)|store_commit_seconds_count)' || true
+curl -sf -H "Authorization: Bearer $metrics" "${http}metrics" | grep -E '^gpool_(queue_length|gpus|nodes|tenant_gpus|job_bind_latency_seconds_(count|sum)|job_queue_seconds_count|store_commit_seconds_count)' || true
 echo "demo-cluster: done"

@@ -36,6 +36,13 @@ bool Active(const v1::Job& j) { return j.state() == "pending" || j.state() == "r
 const std::vector<double> kLatencyBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                              0.05,   0.1,   0.25,   0.5,   1,    2.5, 10, 60};
 const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+// The control plane's own latency: sub-millisecond buckets (a bind on an idle cluster commits in
+// about a millisecond on SQLite).
+const std::vector<double> kBindBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01,
+                                          0.025,  0.05,    0.1,    0.25,  1,     5};
+// Waiting for room: from milliseconds to a day.
+const std::vector<double> kQueueBuckets = {0.001, 0.01, 0.1, 1,     10,    60,
+                                           300,   900,  3600, 14400, 86400};
 
 constexpr size_t kMaxCommandBytes = 64 * 1024;
 constexpr size_t kMaxNameBytes = 128;
@@ -87,7 +94,13 @@ Controller::Controller(const ControllerOptions& options)
       commit_latency_("gpool_store_commit_seconds", "Time of one controller store commit.",
                       kLatencyBuckets),
       bind_latency_("gpool_job_bind_latency_seconds",
-                    "Scheduling latency: from submit to the job's first bind.", kLatencyBuckets),
+                    "From an accepted submit to the committed first bind, for jobs bound by the "
+                    "first scheduling cycle that saw them (the control plane's own latency).",
+                    kBindBuckets),
+      queue_time_("gpool_job_queue_seconds",
+                  "From an accepted submit to the committed first bind, every job (waiting for "
+                  "room included).",
+                  kQueueBuckets),
       commit_batch_("gpool_store_commit_batch_changes",
                     "Controller changes merged into one store commit (a count, not seconds).",
                     kBatchBuckets) {}
@@ -151,6 +164,10 @@ Status Controller::RecoverLocked() {
 }
 
 void Controller::SetJobLocked(v1::Job j) {
+  if (j.state() != "pending") {  // bound, or ended before it was: nothing left to time
+    submit_ns_.erase(j.id());
+    waited_.erase(j.id());
+  }
   auto it = jobs_.find(j.id());
   if (it != jobs_.end()) {
     for (const auto& a : it->second.allocations()) node_jobs_[a.node()].erase(j.id());
@@ -561,8 +578,10 @@ StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
       seq = LastEnqueuedLocked();  // the first submit may still be committing
     } else {
       j.set_id(JobIdOf(next_job_));
-      j.set_submit_ms(NowMs());
+      const int64_t now_ns = clock_->NowNanos();
+      j.set_submit_ms(now_ns / 1000000);
       GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({&j}, {}));
+      submit_ns_[j.id()] = now_ns;
       ++next_job_;
       if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
       SetJobLocked(j);
@@ -828,7 +847,8 @@ std::vector<v1::Job> Controller::HandleLostNodesLocked(int64_t now_ms) {
 Status Controller::ScheduleOnce() {
   auto start = std::chrono::steady_clock::now();
   uint64_t seq = 0;
-  std::vector<double> bind_latencies;
+  // First binds of this cycle: accepted-submit time (ns) and whether the job waited a cycle.
+  std::vector<std::pair<int64_t, bool>> first_binds;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!leading_) return Status::Ok();  // standbys do not schedule
@@ -923,6 +943,7 @@ Status Controller::ScheduleOnce() {
           Status ok = s.ok() ? sched::ValidateJob(*s, state.spec(), queues.size()) : s.status();
           if (!ok.ok()) {
             // E.g. its GPU model's nodes are all gone: it waits, saying why.
+            if (submit_ns_.count(id) > 0) waited_.insert(id);
             if (j.message() != ok.message()) {
               v1::Job w = j;
               w.set_message(ok.message());
@@ -996,7 +1017,10 @@ Status Controller::ScheduleOnce() {
         j.clear_message();
         if (j.first_bind_ms() == 0) {
           j.set_first_bind_ms(now_ms);
-          bind_latencies.push_back(static_cast<double>(now_ms - j.submit_ms()) / 1000);
+          // In memory since the submit; a job submitted before a restart has its record's ms.
+          auto t = submit_ns_.find(id);
+          first_binds.push_back({t != submit_ns_.end() ? t->second : j.submit_ms() * 1000000,
+                                 waited_.count(id) > 0 || t == submit_ns_.end()});
         }
         j.clear_allocations();
         for (size_t t = 0; t < b.placement.tasks.size(); ++t) {
@@ -1013,6 +1037,12 @@ Status Controller::ScheduleOnce() {
         SetJobLocked(j);
         changed[id] = std::move(j);
       }
+      // A job this cycle saw and did not bind waits for room: its bind, when it comes, is
+      // queueing time, not the control plane's latency. (Bound ones left the set above.)
+      for (const sched::JobSpec& pj : pending) {
+        std::string id = job_id(pj.id);
+        if (submit_ns_.count(id) > 0) waited_.insert(id);
+      }
       if (power_.enabled()) {
         // Power (src/sched/power.h) acts on the cluster as this cycle leaves it.
         for (const auto& p : d.preemptions) (void)state.Release(p.victim, now_ns);
@@ -1028,7 +1058,14 @@ Status Controller::ScheduleOnce() {
     GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, power_changed));
   }
   Status s = WaitDurable(seq);
-  for (double b : bind_latencies) bind_latency_.Observe(b);
+  if (s.ok() && !first_binds.empty()) {  // the binds are committed now
+    const int64_t now_ns = clock_->NowNanos();
+    for (const auto& [submit_ns, waited] : first_binds) {
+      const double seconds = static_cast<double>(std::max<int64_t>(now_ns - submit_ns, 0)) * 1e-9;
+      queue_time_.Observe(seconds);
+      if (!waited) bind_latency_.Observe(seconds);
+    }
+  }
   sched_latency_.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return s;
@@ -1075,6 +1112,7 @@ std::string Controller::MetricsText() {
   std::string out;
   sched_latency_.Render(&out);
   bind_latency_.Render(&out);
+  queue_time_.Render(&out);
   commit_latency_.Render(&out);
   commit_batch_.Render(&out);
   RenderGauge(&out, "gpool_leader", "1 when this controller leads (always, on SQLite).",

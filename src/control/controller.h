@@ -56,6 +56,8 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/clock.h"
@@ -212,6 +214,11 @@ class Controller {
   std::map<std::string, v1::Job> jobs_;              // by id (ids sort by submit order)
   std::map<std::string, std::set<std::string>> node_jobs_;  // node -> running jobs on it
   std::map<std::string, std::string> request_ids_;   // client_request_id -> job id
+  // Pending jobs' accepted-submit times (clock ns, finer than the record's submit_ms), and those
+  // of them a scheduling cycle saw without binding; both dropped once a job leaves "pending"
+  // (SetJobLocked). In memory only: after a restart the record's submit_ms serves.
+  std::unordered_map<std::string, int64_t> submit_ns_;
+  std::unordered_set<std::string> waited_;
   uint64_t next_job_ = 1;
   bool wake_ = false;          // a submit asks for a scheduling cycle now
   uint64_t enqueued_seq_ = 0;  // under mu_ and commit_mu_ (written with both held)
@@ -233,7 +240,8 @@ class Controller {
 
   Histogram sched_latency_;
   Histogram commit_latency_;
-  Histogram bind_latency_;   // submit -> first bind, per job
+  Histogram bind_latency_;   // accepted submit -> committed first bind, bound by its first cycle
+  Histogram queue_time_;     // accepted submit -> committed first bind, every job
   Histogram commit_batch_;   // changes per store commit (not seconds: a count)
   std::atomic<bool> stop_{false};
   std::condition_variable cv_;
