@@ -3,6 +3,7 @@
 // `gpool top` (docs/control-plane.md, docs/cli.md).
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <ctime>
@@ -26,6 +27,7 @@
 #include "common/file.h"
 #include "cli/fabric_ctl.h"
 #include "common/log.h"
+#include "common/names.h"
 #include "common/units.h"
 #include "control/api.h"
 #include "control/auth.h"
@@ -96,6 +98,13 @@ Status CheckOutput(const std::string& o) {
   return Status::Ok();
 }
 
+// A name given on the command line (common/names.h), checked before anything is sent; the
+// controller checks again. Empty = not given, when `optional`.
+Status CheckNameFlag(std::string_view flag, const std::string& value, bool optional = true) {
+  if (optional && value.empty()) return Status::Ok();
+  return ValidateName(flag, value);
+}
+
 // A channel to the controller with the flags' TLS settings; the token goes on each call.
 struct Client {
   std::shared_ptr<grpc::Channel> channel;
@@ -103,6 +112,38 @@ struct Client {
   // Several --controller addresses (HA): the list, following the leader.
   std::shared_ptr<control::ControllerEndpoints> endpoints;
 };
+
+constexpr int kRpcSeconds = 10;  // every call's deadline (docs/cli.md: "no hang")
+
+std::string Unreachable(const ClusterFlags& f, const std::string& why) {
+  return fmt::format(
+      "cannot reach the controller at {} ({}); is `gpool controller` running there? Point "
+      "--controller at it{}", f.controller, why,
+      f.tls_ca.empty() ? "" : ", and check that --tls-ca matches its certificate");
+}
+
+// Connects before the first call, so that a controller that is not there fails the command at
+// once: no call was sent, so nothing needs retrying (a submit retries only calls whose outcome
+// is unknown). Without this, the first call of a retrying command fails in milliseconds with
+// UNAVAILABLE and the retries wait out their backoff. The first failed attempt ends it
+// (TRANSIENT_FAILURE: refused, unresolvable, TLS handshake failed); a silent address ends it
+// at the deadline.
+Status WaitConnected(const ClusterFlags& f, grpc::Channel* ch, std::chrono::seconds patience) {
+  auto deadline = std::chrono::system_clock::now() + patience;
+  for (;;) {
+    grpc_connectivity_state st = ch->GetState(/*try_to_connect=*/true);
+    if (st == GRPC_CHANNEL_READY) return Status::Ok();
+    if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) {
+      return Status::Unavailable(
+          Unreachable(f, "no connection: refused, unreachable, or the TLS handshake failed"));
+    }
+    // Waiting polls the channel, which drives its connection attempt.
+    if (!ch->WaitForStateChange(st, deadline)) {
+      return Status::Unavailable(
+          Unreachable(f, fmt::format("no connection within {} s", patience.count())));
+    }
+  }
+}
 
 StatusOr<Client> Connect(const ClusterFlags& f) {
   control::ClientOptions o;
@@ -119,11 +160,12 @@ StatusOr<Client> Connect(const ClusterFlags& f) {
     return Client{leader, token, e};
   }
   GPOOL_ASSIGN_OR_RETURN(auto ch, control::MakeChannel(o));
+  GPOOL_RETURN_IF_ERROR(WaitConnected(f, ch.get(), std::chrono::seconds(kRpcSeconds)));
   return Client{ch, token, nullptr};
 }
 
 // Deadline and token on one call.
-void Prepare(grpc::ClientContext* ctx, const Client& c, int seconds = 10) {
+void Prepare(grpc::ClientContext* ctx, const Client& c, int seconds = kRpcSeconds) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
   control::AttachToken(ctx, c.token);
 }
@@ -132,10 +174,7 @@ Status Rpc(const grpc::Status& s, const ClusterFlags& f) {
   if (s.ok()) return Status::Ok();
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return Status::Unavailable(fmt::format(
-        "cannot reach the controller at {} ({}); is `gpool controller` running there? Point "
-        "--controller at it{}", f.controller, s.error_message(),
-        f.tls_ca.empty() ? "" : ", and check that --tls-ca matches its certificate"));
+    return Status::Unavailable(Unreachable(f, s.error_message()));
   }
   return control::FromGrpc(s).WithContext(fmt::format("controller {}", f.controller));
 }
@@ -176,6 +215,7 @@ Status RunController(const ClusterFlags& f) {
     if (eq == std::string::npos || eq == 0) {
       return Status::InvalidArgument(fmt::format("--quota: want TENANT=GPUS, got '{}'", q));
     }
+    GPOOL_RETURN_IF_ERROR(ValidateName("--quota: TENANT", q.substr(0, eq)));
     try {
       o.tenant_quotas[q.substr(0, eq)] = std::stoll(q.substr(eq + 1));
     } catch (const std::exception&) {
@@ -222,6 +262,8 @@ Status RunController(const ClusterFlags& f) {
 }
 
 Status RunAgent(const ClusterFlags& f) {
+  GPOOL_RETURN_IF_ERROR(CheckNameFlag("--name", f.real.name));
+  GPOOL_RETURN_IF_ERROR(CheckNameFlag("--prefix", f.prefix));  // nodes are PREFIX-0000...
   if (f.hollow < 1 && f.fabric.empty()) {
     agent::NodeAgentOptions r = f.real;
     r.controller = f.controller;
@@ -298,6 +340,8 @@ StatusOr<v1::Job> WaitBound(const ClusterFlags& f, const Client& c, v1::Job job,
 
 Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
+  GPOOL_RETURN_IF_ERROR(CheckNameFlag("--tenant", f.tenant, !tenant_given));
+  GPOOL_RETURN_IF_ERROR(CheckNameFlag("--request-id", f.request_id));
   v1::SubmitJobRequest req;
   if (!f.spec_file.empty()) {
     GPOOL_ASSIGN_OR_RETURN(std::string text, ReadFile(f.spec_file));
@@ -425,6 +469,7 @@ std::string GpuText(const v1::Job& j) {
 
 Status JobsList(const ClusterFlags& f) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
+  GPOOL_RETURN_IF_ERROR(CheckNameFlag("--tenant", f.tenant_filter));
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
   v1::ListJobsRequest req;
   req.set_tenant(f.tenant_filter);
@@ -498,6 +543,7 @@ void Describe(const v1::Job& j) {
 
 Status JobOne(const ClusterFlags& f, bool cancel) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
+  GPOOL_RETURN_IF_ERROR(CheckNameFlag("ID", f.id, false));
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
   v1::Job job;
   if (cancel) {
@@ -522,6 +568,8 @@ Status JobOne(const ClusterFlags& f, bool cancel) {
 // Streams job changes until Ctrl-C (or --iterations events, for scripts).
 Status JobsWatch(const ClusterFlags& f) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
+  GPOOL_RETURN_IF_ERROR(CheckNameFlag("ID", f.id));
+  GPOOL_RETURN_IF_ERROR(CheckNameFlag("--tenant", f.tenant_filter));
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
   auto stub = v1::JobService::NewStub(c.channel);
   grpc::ClientContext ctx;
@@ -531,9 +579,13 @@ Status JobsWatch(const ClusterFlags& f) {
   req.set_id(f.id);
   req.set_initial(true);
   InstallSignals();
-  std::thread canceller([&ctx] {
-    while (!g_cluster_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ctx.TryCancel();
+  // Ctrl-C cancels the stream; nothing else does. (The canceller used to cancel on every exit,
+  // after the stream had ended too, and a refused watch then finished as CANCELLED, which reads
+  // as "stopped by the user": the refusal was lost and the exit status was 0.)
+  std::atomic<bool> done{false};
+  std::thread canceller([&ctx, &done] {
+    while (!g_cluster_stop && !done) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (g_cluster_stop) ctx.TryCancel();
   });
   auto reader = stub->Watch(&ctx, req);
   v1::JobEvent ev;
@@ -553,20 +605,19 @@ Status JobsWatch(const ClusterFlags& f) {
     std::fflush(stdout);
     if (f.iterations > 0 && ++n >= f.iterations) break;
   }
-  g_cluster_stop = true;
-  canceller.join();
-  if (f.iterations > 0 && n >= f.iterations) {
-    ctx.TryCancel();
-    (void)reader->Finish();
-    return Status::Ok();
-  }
+  bool counted = f.iterations > 0 && n >= f.iterations;
+  if (counted) ctx.TryCancel();
   grpc::Status s = reader->Finish();
-  if (s.error_code() == grpc::StatusCode::CANCELLED) return Status::Ok();
+  done = true;
+  canceller.join();
+  if (counted) return Status::Ok();
+  if (s.error_code() == grpc::StatusCode::CANCELLED && g_cluster_stop) return Status::Ok();  // Ctrl-C
   return Rpc(s, f);
 }
 
 Status JobLeases(const ClusterFlags& f) {
   GPOOL_RETURN_IF_ERROR(CheckOutput(f.output));
+  GPOOL_RETURN_IF_ERROR(CheckNameFlag("ID", f.id, false));
   GPOOL_ASSIGN_OR_RETURN(Client c, Connect(f));
   v1::IssueLeasesRequest req;
   req.set_job_id(f.id);

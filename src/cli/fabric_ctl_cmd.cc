@@ -7,6 +7,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include "common/names.h"
 #include "control/api.h"
 #include "control/auth.h"
 #include "control/fabric_source.h"
@@ -73,6 +74,7 @@ StatusOr<std::unique_ptr<control::FabricMonitor>> StartFabricMonitor(control::Co
       sl = -1;
     }
     if (sl < 0 || sl > 15) return Status::InvalidArgument(fmt::format("--tenant-sl: want TENANT=SL (0..15), got '{}'", t));
+    GPOOL_RETURN_IF_ERROR(ValidateName("--tenant-sl: TENANT", t.substr(0, eq)));
     o.partitions.tenant_sl[t.substr(0, eq)] = sl;
   }
   auto m = std::make_unique<control::FabricMonitor>(c, o);

@@ -17,6 +17,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kIoError: return "IO_ERROR";
     case StatusCode::kAborted: return "ABORTED";
     case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
   }
   return "UNKNOWN";
 }

@@ -28,6 +28,7 @@ enum class StatusCode {
   kIoError,
   kAborted,
   kDeadlineExceeded,
+  kUnauthenticated,  // no credentials, or ones the peer does not accept (gRPC UNAUTHENTICATED)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -50,6 +51,9 @@ class [[nodiscard]] Status {
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status PermissionDenied(std::string m) {
     return {StatusCode::kPermissionDenied, std::move(m)};
+  }
+  static Status Unauthenticated(std::string m) {
+    return {StatusCode::kUnauthenticated, std::move(m)};
   }
   static Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }

@@ -79,6 +79,9 @@ StatusOr<Gbps> ParseGbps(std::string_view text) {
 }
 
 StatusOr<double> ParseDurationSeconds(std::string_view text) {
+  if (!text.empty() && text.front() == '-') {
+    return Status::InvalidArgument(fmt::format("duration '{}': must not be negative", text));
+  }
   double n;
   std::string suffix;
   GPOOL_RETURN_IF_ERROR(SplitNumber(text, &n, &suffix).WithContext("duration"));

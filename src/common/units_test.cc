@@ -32,6 +32,9 @@ TEST(UnitsTest, RatesAndDurations) {
   EXPECT_DOUBLE_EQ(*ParseDurationSeconds("250ms"), 0.25);
   EXPECT_DOUBLE_EQ(*ParseDurationSeconds("90"), 90);
   EXPECT_FALSE(ParseDurationSeconds("5 fortnights").ok());
+  StatusOr<double> negative = ParseDurationSeconds("-5s");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().message(), "duration '-5s': must not be negative");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file.h"
+#include "common/names.h"
 #include "control/dashboard.h"
 #include "control/fabric_api.h"
 #include "control/http_auth.h"
@@ -28,6 +29,7 @@ grpc::Status ToGrpc(const Status& s) {
     case StatusCode::kUnimplemented: c = C::UNIMPLEMENTED; break;
     case StatusCode::kAborted: c = C::ABORTED; break;
     case StatusCode::kDeadlineExceeded: c = C::DEADLINE_EXCEEDED; break;
+    case StatusCode::kUnauthenticated: c = C::UNAUTHENTICATED; break;
     default: c = C::INTERNAL; break;
   }
   return grpc::Status(c, s.message());
@@ -42,8 +44,7 @@ Status FromGrpc(const grpc::Status& s) {
     case C::UNAVAILABLE: return Status::Unavailable(s.error_message());
     case C::DEADLINE_EXCEEDED: return Status(StatusCode::kDeadlineExceeded, s.error_message());
     case C::PERMISSION_DENIED: return Status::PermissionDenied(s.error_message());
-    case C::UNAUTHENTICATED:
-      return Status::PermissionDenied("unauthenticated: " + s.error_message());
+    case C::UNAUTHENTICATED: return Status::Unauthenticated(s.error_message());
     case C::FAILED_PRECONDITION: return Status::FailedPrecondition(s.error_message());
     case C::ALREADY_EXISTS: return Status::AlreadyExists(s.error_message());
     case C::RESOURCE_EXHAUSTED: return Status::ResourceExhausted(s.error_message());
@@ -118,6 +119,12 @@ grpc::Status ScopeTenant(const Principal& who, std::string* tenant, const char* 
   }
   return grpc::Status::OK;
 }
+// A name the request carries (names.h); INVALID_ARGUMENT naming the field otherwise. `optional`:
+// empty means "not given" (a filter).
+grpc::Status CheckRequestName(const char* field, const std::string& value, bool optional = false) {
+  if (optional && value.empty()) return grpc::Status::OK;
+  return ToGrpc(ValidateName(field, value));
+}
 grpc::Status JobNotFound(const std::string& id) {
   return grpc::Status(grpc::StatusCode::NOT_FOUND, fmt::format("job {} not found", id));
 }
@@ -158,6 +165,9 @@ class JobServiceImpl final : public v1::JobService::Service {
                       v1::Job* resp) override {
     GPOOL_GATE(kPeople, "JobService.Submit");
     v1::SubmitJobRequest r = *req;
+    // The tenant is checked by the controller (it is the name written everywhere); the request
+    // id here, before a tenant token's scoping adds "TENANT/" to it.
+    if (auto s = CheckRequestName("client_request_id", r.client_request_id(), true); !s.ok()) return s;
     if (auto s = ScopeTenant(who, r.mutable_tenant(), "tenant"); !s.ok()) return s;
     if (r.tenant().empty()) r.set_tenant("default");  // admin or open API, no tenant named
     if (who.role == Role::kTenant && !r.client_request_id().empty()) {
@@ -168,6 +178,7 @@ class JobServiceImpl final : public v1::JobService::Service {
   }
   grpc::Status Get(grpc::ServerContext* ctx, const v1::GetJobRequest* req, v1::Job* resp) override {
     GPOOL_GATE(kPeople, "JobService.Get");
+    if (auto s = CheckRequestName("id", req->id()); !s.ok()) return s;
     auto j = c_->GetJob(req->id());
     if (j.ok() && !Visible(who, *j)) return JobNotFound(req->id());
     return Reply(std::move(j), resp);
@@ -175,6 +186,7 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status List(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                     v1::ListJobsResponse* resp) override {
     GPOOL_GATE(kPeople, "JobService.List");
+    if (auto s = CheckRequestName("tenant", req->tenant(), true); !s.ok()) return s;
     v1::ListJobsRequest r = *req;
     if (auto s = ScopeTenant(who, r.mutable_tenant(), "tenant"); !s.ok()) return s;
     *resp = c_->ListJobs(r);
@@ -183,6 +195,7 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status Cancel(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                       v1::Job* resp) override {
     GPOOL_GATE(kPeople, "JobService.Cancel");
+    if (auto s = CheckRequestName("id", req->id()); !s.ok()) return s;
     if (who.role == Role::kTenant) {
       auto j = c_->GetJob(req->id());
       if (!j.ok()) return ToGrpc(j.status());
@@ -193,6 +206,8 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchJobsRequest* req,
                      grpc::ServerWriter<v1::JobEvent>* writer) override {
     GPOOL_GATE(kPeople, "JobService.Watch");
+    if (auto s = CheckRequestName("tenant", req->tenant(), true); !s.ok()) return s;
+    if (auto s = CheckRequestName("id", req->id(), true); !s.ok()) return s;
     v1::WatchJobsRequest f = *req;
     if (auto s = ScopeTenant(who, f.mutable_tenant(), "tenant"); !s.ok()) return s;
     uint64_t cursor = 0;
@@ -249,6 +264,7 @@ class LeaseServiceImpl final : public v1::LeaseService::Service {
   grpc::Status Issue(grpc::ServerContext* ctx, const v1::IssueLeasesRequest* req,
                      v1::IssueLeasesResponse* resp) override {
     GPOOL_GATE(kPeople, "LeaseService.Issue");
+    if (auto s = CheckRequestName("job_id", req->job_id()); !s.ok()) return s;
     if (who.role == Role::kTenant) {
       auto j = c_->GetJob(req->job_id());
       if (!j.ok()) return ToGrpc(j.status());

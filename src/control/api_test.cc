@@ -96,6 +96,14 @@ TEST(TokenAuthTest, FileErrorsNameTheLine) {
   EXPECT_EQ(BearerToken("Basic xyz"), "");
 }
 
+TEST(TokenAuthTest, TenantNamesFollowTheNamesSyntax) {
+  auto a = TokenAuth::Parse("admin-token-0123456789 admin\nt-token-0123456789abcd tenant a\"}x\n",
+                            "tok.txt");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("tok.txt:2: tenant: 'a\"}x'"), std::string::npos)
+      << a.status().message();
+}
+
 TEST(TokenAuthTest, ExpiryIsParsedAndChecked) {
   auto a = TokenAuth::Parse(
       "old-token-0123456789ab tenant a expires=2020-01-01\n"
@@ -134,6 +142,59 @@ TEST_F(ApiTest, ExpiredTokenIsUnauthenticated) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(s.error_message(), "JobService.Submit: token expired at 2020-01-01T00:00:00Z");
   EXPECT_TRUE(SubmitAs("valid-token-0123456789", "a", &j).ok());
+}
+
+// Issue 29: names reach partitions.conf and /metrics, so the API refuses what the names syntax
+// (common/names.h) does not allow, naming the field; commands may not hold NUL bytes.
+TEST_F(ApiTest, NamesAreCheckedAtTheApi) {
+  Start(/*with_auth=*/false);
+  auto invalid = [](const grpc::Status& s, const std::string& want) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find(want), std::string::npos) << s.error_message();
+  };
+  v1::Job j;
+  invalid(SubmitAs("", "evil\nDefault=0x7fff : ALL=full ;", &j), "tenant: 'evil\\nDefault");
+  invalid(SubmitAs("", "x\"} 1\ngpool_leader 1", &j), "character '\"' at position 1");
+  {
+    grpc::ClientContext ctx;
+    v1::SubmitJobRequest r;
+    r.set_gpus(1);
+    r.set_client_request_id("a b");
+    invalid(jobs_->Submit(&ctx, r, &j), "client_request_id: 'a b'");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::SubmitJobRequest r;
+    r.set_gpus(1);
+    r.add_command("true");
+    r.add_command(std::string("a\0b", 3));
+    invalid(jobs_->Submit(&ctx, r, &j), "command[1]: a NUL byte at position 1");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::RegisterNodeRequest r;
+    r.mutable_node()->set_name("n1\nx");
+    r.mutable_node()->set_gpus(8);
+    r.mutable_node()->set_gpu_model("H100");
+    v1::RegisterNodeResponse resp;
+    invalid(nodes_->Register(&ctx, r, &resp), "node.name: 'n1\\nx'");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListJobsRequest r;
+    r.set_tenant("a b");
+    v1::ListJobsResponse resp;
+    invalid(jobs_->List(&ctx, r, &resp), "tenant: 'a b'");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::GetJobRequest r;
+    r.set_id("j1\n");
+    invalid(jobs_->Get(&ctx, r, &j), "id: 'j1\\n'");
+  }
+  // Valid names pass.
+  EXPECT_TRUE(SubmitAs("", "team_b.prod-2", &j).ok());
+  EXPECT_EQ(j.tenant(), "team_b.prod-2");
 }
 
 TEST_F(ApiTest, TokensScopeEveryCall) {

@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include "common/file.h"
+#include "common/names.h"
 
 namespace gpool::control {
 namespace {
@@ -97,6 +98,7 @@ StatusOr<TokenAuth> TokenAuth::Parse(std::string_view text, std::string_view sou
     } else if (w[1] == "tenant" && w.size() == 3) {
       p.role = Role::kTenant;
       p.tenant = w[2];
+      if (Status bad = ValidateName("tenant", p.tenant); !bad.ok()) return err(bad.message());
     } else {
       return err(fmt::format("role '{}': want 'admin', 'tenant NAME', 'agent' or 'metrics' "
                              "(then optionally expires=YYYY-MM-DD[THH:MM:SSZ])", w[1]));

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/names.h"
 #include "control/etcd_store.h"
+#include "control/records.h"
 #include "remote/lease/lease.h"
 #include "control/fabric_view.h"
 
@@ -48,14 +50,8 @@ constexpr size_t kMaxCommandBytes = 64 * 1024;
 constexpr size_t kMaxNameBytes = 128;
 constexpr size_t kMaxEvents = 65536;
 
-Status CheckName(std::string_view what, std::string_view v) {
-  GPOOL_RETURN_IF_ERROR(keys::CheckKeyPart(what, v));
-  if (v.size() > kMaxNameBytes) {
-    return Status::InvalidArgument(
-        fmt::format("{}: at most {} bytes, got {}", what, kMaxNameBytes, v.size()));
-  }
-  return Status::Ok();
-}
+// Tenant and node names reach store keys and generated files: one syntax (common/names.h).
+Status CheckName(std::string_view what, std::string_view v) { return ValidateName(what, v); }
 
 bool Matches(const v1::WatchJobsRequest& f, const v1::Job& j) {
   return (f.tenant().empty() || f.tenant() == j.tenant()) && (f.id().empty() || f.id() == j.id());
@@ -111,6 +107,9 @@ int64_t Controller::NowMs() const { return clock_->NowNanos() / 1000000; }
 
 StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& options) {
   std::unique_ptr<Controller> c(new Controller(options));
+  for (const auto& [tenant, gpus] : options.tenant_quotas) {  // they reach /metrics, partitions
+    GPOOL_RETURN_IF_ERROR(ValidateName("quota tenant", tenant));
+  }
   if (!options.lease_key.empty() && options.lease_key.size() < remote::kMinLeaseKeyBytes) {
     return Status::InvalidArgument(fmt::format("lease key: at least {} bytes, got {}",
                                                remote::kMinLeaseKeyBytes, options.lease_key.size()));
@@ -146,6 +145,7 @@ Status Controller::RecoverLocked() {
   for (const KeyValue& kv : nodes.kvs) {
     v1::Node n;
     GPOOL_RETURN_IF_ERROR(FromJson(kv.value, &n, kv.key));
+    GPOOL_RETURN_IF_ERROR(ValidateNodeRecord(kv.key, n));  // records.h: refuse, never use
     n.set_last_heartbeat_ms(now);  // a fresh grace period after a restart
     n.set_state("ready");
     nodes_[n.name()] = n;
@@ -155,6 +155,7 @@ Status Controller::RecoverLocked() {
   for (const KeyValue& kv : jobs.kvs) {
     v1::Job j;
     GPOOL_RETURN_IF_ERROR(FromJson(kv.value, &j, kv.key));
+    GPOOL_RETURN_IF_ERROR(ValidateJobRecord(kv.key, j));
     next_job_ = std::max(next_job_, JobNumber(j.id()) + 1);
     if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
     SetJobLocked(std::move(j));
@@ -501,7 +502,13 @@ StatusOr<v1::Job> Controller::NewJobFromRequest(const v1::SubmitJobRequest& req)
         fmt::format("priority: must be -1000..1000, got {}", req.priority()));
   }
   size_t command_bytes = 0;
-  for (const auto& c : req.command()) command_bytes += c.size();
+  for (int i = 0; i < req.command_size(); ++i) {
+    command_bytes += req.command(i).size();
+    if (size_t nul = req.command(i).find('\0'); nul != std::string::npos) {  // argv cannot hold it
+      return Status::InvalidArgument(
+          fmt::format("command[{}]: a NUL byte at position {}", i, nul));
+    }
+  }
   if (command_bytes > kMaxCommandBytes) {
     return Status::InvalidArgument(
         fmt::format("command: at most {} bytes, got {}", kMaxCommandBytes, command_bytes));
@@ -1153,7 +1160,7 @@ std::string Controller::MetricsText() {
   }
   auto labelled = [](const char* label, const std::map<std::string, double>& m) {
     std::vector<std::pair<std::string, double>> v;
-    for (const auto& [k, x] : m) v.emplace_back(fmt::format("{}=\"{}\"", label, k), x);
+    for (const auto& [k, x] : m) v.emplace_back(PromLabel(label, k), x);  // escaped
     return v;
   };
   RenderGauge(&out, "gpool_queue_length", "Pending jobs.", {{"", by_state["pending"]}});

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "control/controller.h"
+#include "control/records.h"
 
 namespace gpool::control {
 
@@ -92,6 +93,10 @@ void Controller::ApplyEvent(const WatchEvent& ev) {
     }
     v1::Job j;
     if (!parse(&j)) return;
+    if (Status bad = ValidateJobRecord(key, j); !bad.ok()) {  // records.h
+      GPOOL_LOG_WARN("standby: {} (ignored)", bad.message());
+      return;
+    }
     next_job_ = std::max<uint64_t>(next_job_, std::stoull(j.id().substr(1)) + 1);
     if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
     SetJobLocked(std::move(j));
@@ -103,6 +108,10 @@ void Controller::ApplyEvent(const WatchEvent& ev) {
     }
     v1::Node n;
     if (!parse(&n)) return;
+    if (Status bad = ValidateNodeRecord(key, n); !bad.ok()) {
+      GPOOL_LOG_WARN("standby: {} (ignored)", bad.message());
+      return;
+    }
     n.set_last_heartbeat_ms(NowMs());  // heartbeats go to the leader; a standby trusts the store
     n.set_state("ready");
     nodes_[n.name()] = std::move(n);

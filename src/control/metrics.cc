@@ -35,6 +35,26 @@ void Histogram::Render(std::string* out) const {
                       sum_, name_, count_);
 }
 
+std::string PromLabel(std::string_view key, std::string_view value) {
+  std::string out(key);
+  out += "=\"";
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += '?';
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
 void RenderGauge(std::string* out, const std::string& name, const std::string& help,
                  const std::vector<std::pair<std::string, double>>& labelled_values) {
   *out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);

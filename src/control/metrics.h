@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpool::control {
@@ -32,7 +33,12 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
-// Appends one gauge sample; `labels` is "" or e.g. `state="free"`.
+// `key="value"` with the value escaped as the text format defines (`\\`, `\"`, `\n`), so no
+// value can end the label set or the line; other control bytes become '?'. Label values from
+// names (tenants) are validated at every entry (common/names.h): this is the second line.
+std::string PromLabel(std::string_view key, std::string_view value);
+
+// Appends one gauge sample; `labels` is "" or e.g. `state="free"` (build them with PromLabel).
 void RenderGauge(std::string* out, const std::string& name, const std::string& help,
                  const std::vector<std::pair<std::string, double>>& labelled_values);
 

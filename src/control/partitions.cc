@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "common/names.h"
+
 namespace gpool::control {
 namespace {
 
@@ -17,11 +19,18 @@ uint32_t Fnv1a(const std::string& s) {
   return h;
 }
 
-// Partition names are free text in OpenSM's grammar, but ',', ':', ';', '=' and '#' delimit.
-std::string SafeName(const std::string& tenant) {
-  std::string out;
-  for (char c : tenant) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
-  return out.empty() ? "_" : out;
+// A path written as an opensm.conf value: OpenSM reads `key value` lines, so a line break would
+// start a key of the writer's choosing, and white space or '#' would cut the value short.
+Status CheckConfValue(std::string_view field, const std::string& value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(value[i]);
+    if (c <= ' ' || c == 0x7f || c == '#') {
+      return Status::InvalidArgument(fmt::format(
+          "{}: '{}': character '{}' at position {} cannot be written into opensm.conf", field,
+          EscapeForMessage(value), EscapeForMessage(value.substr(i, 1)), i));
+    }
+  }
+  return Status::Ok();
 }
 
 std::string Guid(uint64_t g) { return fmt::format("0x{:016x}", g); }
@@ -55,6 +64,7 @@ StatusOr<PartitionPlan> PlanPartitions(const std::vector<TenantPorts>& tenants,
     return Status::InvalidArgument(fmt::format("default_sl: SL {} outside 0..15", o.default_sl));
   }
   for (const auto& [t, sl] : o.tenant_sl) {
+    GPOOL_RETURN_IF_ERROR(ValidateName("tenant_sl tenant", t));
     if (sl < 0 || sl > 15) return Status::InvalidArgument(fmt::format("tenant_sl[{}]: SL {} outside 0..15", t, sl));
   }
   if (o.high_limit < 0 || o.high_limit > 255) {
@@ -73,8 +83,13 @@ StatusOr<PartitionPlan> PlanPartitions(const std::vector<TenantPorts>& tenants,
   }
   std::map<std::string, std::set<uint64_t>> members;
   std::vector<std::string> names;
+  GPOOL_RETURN_IF_ERROR(CheckConfValue("partitions_path", o.partitions_path));
+  GPOOL_RETURN_IF_ERROR(CheckConfValue("qos_policy_path", o.qos_policy_path));
   for (const TenantPorts& t : tenants) {
-    if (t.tenant.empty()) return Status::InvalidArgument("tenant: empty name");
+    // A tenant name is written as a partition name and in comments: one with a line break would
+    // write a partition line of its own (every port a full member of 0x7fff, say). The names
+    // syntax (common/names.h) holds only characters OpenSM's partition grammar takes as a name.
+    GPOOL_RETURN_IF_ERROR(ValidateName("tenant", t.tenant));
     if (!members.count(t.tenant)) names.push_back(t.tenant);
     members[t.tenant].insert(t.port_guids.begin(), t.port_guids.end());
   }
@@ -93,7 +108,7 @@ StatusOr<PartitionPlan> PlanPartitions(const std::vector<TenantPorts>& tenants,
     auto sl = o.tenant_sl.find(tenant);
     p.sls[tenant] = sl == o.tenant_sl.end() ? o.default_sl : sl->second;
     pc += fmt::format("# tenant {}: {} ports, SL {}\n", tenant, guids.size(), p.sls[tenant]);
-    pc += fmt::format("{}=0x{:04x} :", SafeName(tenant), pkey);
+    pc += fmt::format("{}=0x{:04x} :", tenant, pkey);
     bool first = true;
     for (uint64_t g : guids) {
       pc += fmt::format("{} {}=full", first ? "" : ",", Guid(g));
@@ -109,7 +124,7 @@ StatusOr<PartitionPlan> PlanPartitions(const std::vector<TenantPorts>& tenants,
   q += "qos-ulps\n";
   q += fmt::format("    default : {}\n", o.default_sl);
   for (const auto& [tenant, pkey] : p.pkeys) {
-    q += fmt::format("    any, pkey 0x{:04x} : {}  # {}\n", pkey, p.sls[tenant], SafeName(tenant));
+    q += fmt::format("    any, pkey 0x{:04x} : {}  # {}\n", pkey, p.sls[tenant], tenant);
   }
   q += "end-qos-ulps\n";
 

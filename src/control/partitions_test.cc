@@ -1,5 +1,6 @@
 #include "control/partitions.h"
 
+#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -48,7 +49,7 @@ TEST(PartitionsTest, OnePartitionPerTenantWithItsPortsManagementFirstSelfLast) {
   o.management_ports = {0x1111};
   o.partitions_path = "/run/gpool/partitions.conf";
   o.qos_policy_path = "/run/gpool/qos-policy.conf";
-  auto p = PlanPartitions({{"a", {0xa1, 0xa2, 0xa1}}, {"b c", {0xb1}}, {"idle", {}}}, o);
+  auto p = PlanPartitions({{"a", {0xa1, 0xa2, 0xa1}}, {"b-c.2", {0xb1}}, {"idle", {}}}, o);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   auto lines = Lines(p->partitions_conf);
   ASSERT_EQ(lines.size(), 5u);
@@ -57,12 +58,12 @@ TEST(PartitionsTest, OnePartitionPerTenantWithItsPortsManagementFirstSelfLast) {
   EXPECT_EQ(lines.back(), "Default=0x7fff : SELF=full ;");
   EXPECT_EQ(lines[1], fmt::format("a=0x{:04x} : 0x00000000000000a1=full, 0x00000000000000a2=full ;",
                                   p->pkeys.at("a")));
-  EXPECT_EQ(lines[2], fmt::format("b_c=0x{:04x} : 0x00000000000000b1=full ;", p->pkeys.at("b c")));
+  EXPECT_EQ(lines[2], fmt::format("b-c.2=0x{:04x} : 0x00000000000000b1=full ;", p->pkeys.at("b-c.2")));
   EXPECT_EQ(lines[3], fmt::format("idle=0x{:04x} : ;", p->pkeys.at("idle")));
   // Tenant a's partition has none of b's ports.
   EXPECT_THAT(lines[1], Not(HasSubstr("b1")));
   EXPECT_EQ(p->sls.at("a"), 2);
-  EXPECT_EQ(p->sls.at("b c"), 1);
+  EXPECT_EQ(p->sls.at("b-c.2"), 1);
   EXPECT_THAT(p->qos_policy, HasSubstr(fmt::format("any, pkey 0x{:04x} : 2", p->pkeys.at("a"))));
   EXPECT_THAT(p->qos_policy, HasSubstr("default : 1"));
   EXPECT_THAT(p->qos_policy, HasSubstr("end-qos-ulps"));
@@ -72,6 +73,52 @@ TEST(PartitionsTest, OnePartitionPerTenantWithItsPortsManagementFirstSelfLast) {
   EXPECT_THAT(p->opensm_conf, HasSubstr("qos_vlarb_low 0:4,1:4,2:4,3:4,4:4,5:4,6:4,7:4\n"));
   EXPECT_THAT(p->opensm_conf, HasSubstr("partition_config_file /run/gpool/partitions.conf\n"));
   EXPECT_THAT(p->opensm_conf, HasSubstr("qos_policy_file /run/gpool/qos-policy.conf\n"));
+}
+
+// Issue 29: a tenant named with a line break and a partition line wrote a live
+// `Default=0x7fff : ALL=full ;` into partitions.conf (every port a full member of the
+// management partition), through the `# tenant NAME` comment. Such names are refused, and so
+// are option values that would do the same to the QoS policy or opensm.conf.
+TEST(PartitionsTest, NamesThatWouldWriteTheirOwnLinesAreRefused) {
+  const std::string evil = "evil\nDefault=0x7fff : ALL=full ;";
+  auto p = PlanPartitions({{"a", {0xa1}}, {evil, {0xe1}}}, {});
+  ASSERT_FALSE(p.ok()) << p->partitions_conf;
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("tenant: 'evil\\nDefault=0x7fff : ALL=full ;'"));
+  EXPECT_THAT(p.status().message(), HasSubstr("at position 4"));
+  for (const char* bad : {"a b", "a,b", "a:b", "a;b", "a=b", "a#b", "a\rb", "a]b", ""}) {
+    EXPECT_FALSE(PlanPartitions({{bad, {0x1}}}, {}).ok()) << bad;
+  }
+  PartitionOptions o;
+  o.tenant_sl = {{"x\ny=0x0001 : ALL=full ;", 1}};
+  EXPECT_THAT(PlanPartitions({}, o).status().message(), HasSubstr("tenant_sl tenant"));
+  o = {};
+  o.partitions_path = "/run/p.conf\nqos FALSE";
+  EXPECT_THAT(PlanPartitions({}, o).status().message(), HasSubstr("partitions_path"));
+  o = {};
+  o.qos_policy_path = "/run/q policy";
+  EXPECT_THAT(PlanPartitions({}, o).status().message(), HasSubstr("qos_policy_path"));
+}
+
+// What OpenSM reads back: every line that is not a comment is one partition definition, one
+// per tenant plus the two management lines, whatever the (valid) names.
+TEST(PartitionsTest, EveryLineIsOnePartitionDefinition) {
+  std::vector<TenantPorts> tenants = {{"a", {0xa1}}, {"team_b.prod-2", {0xb1, 0xb2}}, {"7", {}}};
+  PartitionOptions o;
+  o.tenant_sl = {{"team_b.prod-2", 3}};
+  auto p = PlanPartitions(tenants, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const std::regex def(
+      "(Default=0x7fff|[A-Za-z0-9][A-Za-z0-9._-]*=0x[0-9a-f]{4}) :"
+      "( [A-Z_]+=(full|limited)| 0x[0-9a-f]{16}=full)?(, ([A-Z_]+|0x[0-9a-f]{16})=(full|limited))* ;");
+  auto lines = Lines(p->partitions_conf);
+  ASSERT_EQ(lines.size(), tenants.size() + 2);
+  for (const std::string& l : lines) EXPECT_TRUE(std::regex_match(l, def)) << l;
+  for (const auto& l : Lines(p->qos_policy)) {
+    EXPECT_TRUE(std::regex_match(l, std::regex("qos-ulps|end-qos-ulps|default : \\d+|"
+                                               "any, pkey 0x[0-9a-f]{4} : \\d+  # [A-Za-z0-9._-]+")))
+        << l;
+  }
 }
 
 TEST(PartitionsTest, WeightsAndHighPriorityVls) {

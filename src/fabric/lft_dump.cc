@@ -19,6 +19,17 @@ std::string_view TypeString(NodeType t) {
   return "Unknown";
 }
 
+// A node name inside a comment of the line-based dump: a line break (or any control byte) would
+// start a route line of the name's choosing, which ReadLftDump (and OpenSM's readers) would take;
+// they become '?'. Names from fabric files rarely hold them; this keeps the layout whatever.
+std::string OneLine(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string WriteLftDump(const Fabric& f, const RoutingTables& t) {
@@ -37,13 +48,13 @@ std::string WriteLftDump(const Fabric& f, const RoutingTables& t) {
       for (uint32_t p = n.first_port; p < n.first_port + n.num_ports; ++p)
         if (f.port(PortId(p)).lid == lid) guid = f.port(PortId(p)).guid;
     }
-    dest[lid] = fmt::format("{} portguid 0x{:016x}: '{}'", TypeString(n.type), guid, n.name);
+    dest[lid] = fmt::format("{} portguid 0x{:016x}: '{}'", TypeString(n.type), guid, OneLine(n.name));
   }
   auto it = std::back_inserter(out);
   for (NodeId sw : f.switches()) {
     const Node& n = f.node(sw);
     fmt::format_to(it, "Unicast lids [0-{}] of switch Lid {} guid 0x{:016x} ('{}'):\n",
-                   t.max_lid(), n.lid, n.guid, n.name);
+                   t.max_lid(), n.lid, n.guid, OneLine(n.name));
     for (uint32_t lid = 1; lid <= t.max_lid(); ++lid) {
       uint8_t port = t.out_port(sw, static_cast<Lid>(lid));
       if (port == kNoRoute || port > n.num_ports) continue;

@@ -71,6 +71,27 @@ TEST(LftDumpReadTest, ReadsBackWhatWasWritten) {
   EXPECT_TRUE(back->notes.empty());
 }
 
+// A name with a line break and a route line in it stays inside its comment: the dump reads
+// back to the same tables, with one line per route.
+TEST(LftDumpReadTest, NamesCannotAddRouteLines) {
+  FabricBuilder b;
+  NodeId s = *b.AddNode({.type = NodeType::kSwitch, .name = "sw\n0x0001 002 # x", .num_ports = 2});
+  NodeId h1 = *b.AddNode({.type = NodeType::kCa, .name = "h1\r\n2 lids dumped\n"});
+  NodeId h2 = *b.AddNode({.type = NodeType::kCa, .name = "h2"});
+  ASSERT_TRUE(b.AddLink(s, 1, h1, 1).ok());
+  ASSERT_TRUE(b.AddLink(s, 2, h2, 1).ok());
+  Fabric f = *b.Build();
+  auto t = Route(f, {.engine = Engine::kMinhop});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::string dump = WriteLftDump(f, *t);
+  size_t lines = 0;
+  for (char c : dump) lines += c == '\n';
+  EXPECT_EQ(lines, 2u + f.max_lid()) << dump;  // header, one per LID (all routed), trailer
+  auto back = ReadLftDump(dump, f, {.source_name = "lfts.dump"});
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << dump;
+  EXPECT_TRUE(SameTables(f, *t, *back));
+}
+
 TEST(LftDumpReadTest, ReadsOpenSmsOwnLayout) {
   // As OpenSM 3.3 writes it: the switch's own LID to port 000, CA LIDs with portguid comments.
   Fabric f = testutil::TwoTier({.leaves = 1, .spines = 0, .cas_per_leaf = 2});

@@ -295,7 +295,7 @@ StatusOr<std::string> WriteSlurmTopology(const Fabric& f, const SlurmWriteOption
   std::vector<std::string> sw_name(n);
   std::unordered_map<std::string, NodeId> taken;
   for (NodeId s : f.switches()) {
-    sw_name[s.value()] = options.switch_prefix + SlurmSafe(f.node(s).name);
+    sw_name[s.value()] = SlurmSafe(options.switch_prefix + f.node(s).name);
     auto [it, ok] = taken.emplace(sw_name[s.value()], s);
     if (!ok)
       return Status::InvalidArgument(fmt::format("switches '{}' and '{}' both become Slurm name '{}'",
@@ -354,15 +354,23 @@ StatusOr<std::string> WriteSlurmTopology(const Fabric& f, const SlurmWriteOption
 }
 
 std::string WriteDot(const Fabric& f) {
+  // A DOT quoted string: '"' and '\\' escaped, so a name cannot end the string and start
+  // statements of its own; a line break as DOT's "\n"; other control bytes as the text \xNN
+  // (DOT has no escape for them; a real backslash is doubled, so this cannot collide with one).
   auto q = [](std::string_view s) {
     std::string r = "\"";
     for (char c : s) {
-      if (c == '"' || c == '\\') r += '\\';
-      if (c == '\n') {
+      unsigned char u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        r += '\\';
+        r += c;
+      } else if (c == '\n') {
         r += "\\n";
-        continue;
+      } else if (u < 0x20 || u == 0x7f) {
+        r += fmt::format("\\x{:02x}", u);
+      } else {
+        r += c;
       }
-      r += c;
     }
     return r + "\"";
   };

@@ -1,9 +1,13 @@
 #include "fabric/writers.h"
 
+#include <algorithm>
+#include <regex>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/file.h"
 #include "fabric/compare.h"
 #include "fabric/generators.h"
 #include "fabric/ibnetdiscover.h"
@@ -168,6 +172,85 @@ TEST(WritersTest, SlurmTopologyDerivesLevelsAndHostsFromADump) {
   // Both switches have CAs, so both are leaves; r-ufm101's two HCAs make one host.
   EXPECT_THAT(*conf, HasSubstr("SwitchName=S-e41d2d030003e470 Nodes=r-ufm[111,216]\n"));
   EXPECT_THAT(*conf, HasSubstr("SwitchName=S-f4521403005764b0 Nodes=r-ufm[96,100-101]\n"));
+}
+
+// Fabric names come from files and devices, not through gpool's name checks, so the writers of
+// text formats escape or replace what their format gives meaning to (issue 29). Each output is
+// read back: no name adds a statement or a line.
+Fabric HostileFabric() {
+  FabricBuilder b;
+  NodeId s = *b.AddNode({.type = NodeType::kSwitch,
+                         .name = "sw\"]; evil -- x [label=\"\\",
+                         .num_ports = 2,
+                         .level = 0});
+  NodeId h1 = *b.AddNode({.type = NodeType::kCa,
+                          .name = "h1\r\n} graph g {",
+                          .description = "evil\nSwitchName=x HCA-1"});
+  NodeId h2 = *b.AddNode({.type = NodeType::kCa, .name = "h2\x01\x7f", .description = "ok2 mlx5_0"});
+  EXPECT_TRUE(b.AddLink(s, 1, h1, 1).ok());
+  EXPECT_TRUE(b.AddLink(s, 2, h2, 1).ok());
+  return *b.Build();
+}
+
+TEST(WritersTest, DotQuotesEveryNameSoItStaysOneId) {
+  Fabric f = HostileFabric();
+  std::string dot = WriteDot(f);
+  // Tokenise: quoted strings (DOT escapes only \" inside them) become Q; decode ours to compare.
+  std::string skeleton;
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < dot.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(dot[i]);
+    if (c != '\n') {
+      EXPECT_TRUE(c >= 0x20 && c != 0x7f) << "raw control byte " << int(c) << " in\n" << dot;
+    }
+    if (dot[i] != '"') {
+      skeleton += dot[i];
+      continue;
+    }
+    std::string v;
+    for (++i; i < dot.size() && dot[i] != '"'; ++i) {
+      if (dot[i] == '\\' && i + 1 < dot.size()) {
+        char e = dot[++i];
+        if (e == 'n') {
+          v += '\n';
+        } else if (e == 'x') {
+          v += static_cast<char>(std::stoi(dot.substr(i + 1, 2), nullptr, 16));
+          i += 2;
+        } else {
+          v += e;
+        }
+      } else {
+        v += dot[i];
+      }
+    }
+    ids.push_back(v);
+    skeleton += 'Q';
+  }
+  size_t nodes = 0, edges = 0;
+  for (size_t p = skeleton.find("Q [shape="); p != std::string::npos; p = skeleton.find("Q [shape=", p + 1)) ++nodes;
+  for (size_t p = skeleton.find("Q -- Q"); p != std::string::npos; p = skeleton.find("Q -- Q", p + 1)) ++edges;
+  EXPECT_EQ(nodes, f.num_nodes()) << skeleton;
+  EXPECT_EQ(edges, f.num_links()) << skeleton;
+  EXPECT_EQ(std::count(skeleton.begin(), skeleton.end(), '{'), 2) << skeleton;  // graph + one rank
+  for (uint32_t i = 0; i < f.num_nodes(); ++i) {
+    EXPECT_NE(std::find(ids.begin(), ids.end(), f.node(NodeId(i)).name), ids.end())
+        << "name " << i << " does not read back";
+  }
+}
+
+TEST(WritersTest, SlurmTopologyLinesHoldOnlySlurmNames) {
+  auto conf = WriteSlurmTopology(HostileFabric(), {.switch_prefix = "p\n"});
+  ASSERT_TRUE(conf.ok()) << conf.status().ToString();
+  const std::regex line(R"(SwitchName=[A-Za-z0-9._-]+( Switches=[\[\]A-Za-z0-9._,-]+)?)"
+                        R"(( Nodes=[\[\]A-Za-z0-9._,-]+)?)");
+  int switches = 0;
+  for (auto l : Split(*conf, '\n')) {
+    if (l.empty() || l[0] == '#') continue;
+    EXPECT_TRUE(std::regex_match(std::string(l), line)) << l;
+    ++switches;
+  }
+  EXPECT_EQ(switches, 1) << *conf;
+  EXPECT_THAT(*conf, HasSubstr("Nodes=evil_SwitchName_x,ok2\n"));
 }
 
 TEST(WritersTest, DotAndJson) {
