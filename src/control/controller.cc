@@ -10,6 +10,7 @@
 #include "control/etcd_store.h"
 #include "remote/lease/lease.h"
 #include "control/fabric_view.h"
+#include "control/tenant_limits.h"
 
 namespace gpool::control {
 namespace {
@@ -102,6 +103,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& 
     return Status::InvalidArgument(fmt::format("lease key: at least {} bytes, got {}",
                                                remote::kMinLeaseKeyBytes, options.lease_key.size()));
   }
+  GPOOL_RETURN_IF_ERROR(ValidateTenantLimits(options.tenant_quotas, options.tenant_max_gpus));
   GPOOL_ASSIGN_OR_RETURN(c->store_, OpenStore(options.store_url));
   // On etcd several controllers may share the store: start as a standby until elected.
   if (dynamic_cast<EtcdStore*>(c->store_.get()) != nullptr) c->leading_ = false;
@@ -530,6 +532,8 @@ StatusOr<v1::Job> Controller::NewJobFromRequest(const v1::SubmitJobRequest& req)
   j.set_min_runtime_s(req.min_runtime_s());
   j.set_kind(std::string(sched::JobKindName(*k)));
   j.set_state("pending");
+  // More than the tenant may ever hold could never start: refused now, not left pending.
+  GPOOL_RETURN_IF_ERROR(CheckTenantCap(j, options_.tenant_max_gpus));
   return j;
 }
 
@@ -625,6 +629,7 @@ StatusOr<v1::Job> Controller::Cancel(const std::string& id) {
     } else {
       j.set_state("cancelled");
       j.set_end_ms(NowMs());
+      j.clear_pending_reason();
       GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({&j}, {}));
       SetJobLocked(j);
     }
@@ -635,14 +640,20 @@ StatusOr<v1::Job> Controller::Cancel(const std::string& id) {
 
 v1::ListTenantsResponse Controller::ListTenantsLocked() {
   std::map<std::string, v1::Tenant> t;
-  for (const auto& [name, q] : options_.tenant_quotas) {
-    t[name].set_name(name);
-    t[name].set_quota_gpus(q);
-  }
+  auto row = [&](const std::string& name) -> v1::Tenant& {
+    auto [it, added] = t.try_emplace(name);
+    if (added) {
+      it->second.set_name(name);
+      auto cap = options_.tenant_max_gpus.find(name);
+      it->second.set_max_gpus(cap == options_.tenant_max_gpus.end() ? -1 : cap->second);
+    }
+    return it->second;
+  };
+  for (const auto& [name, q] : options_.tenant_quotas) row(name).set_quota_gpus(q);
+  for (const auto& [name, cap] : options_.tenant_max_gpus) row(name);
   for (const auto& [id, j] : jobs_) {
     if (!Active(j)) continue;
-    v1::Tenant& x = t[j.tenant()];
-    x.set_name(j.tenant());
+    v1::Tenant& x = row(j.tenant());
     if (j.state() == "running") {
       x.set_running_jobs(x.running_jobs() + 1);
       x.set_gpus_in_use(x.gpus_in_use() + j.gpus());
@@ -876,6 +887,8 @@ Status Controller::ScheduleOnce() {
         q.tenant = tenant;
         auto qt = options_.tenant_quotas.find(tenant);
         q.guaranteed_gpus = qt == options_.tenant_quotas.end() ? 0 : qt->second;
+        auto cap = options_.tenant_max_gpus.find(tenant);
+        if (cap != options_.tenant_max_gpus.end()) q.max_gpus = cap->second;
         return q;
       };
       std::vector<sched::QueueSpec> queues(tenant_queue_.size());
@@ -972,7 +985,8 @@ Status Controller::ScheduleOnce() {
       ledger_.Advance(state, now_ns);
       for (const auto& [q, u] : ended_usage) ledger_.Add(q, u);
       sched::SchedulingInput in{.state = &state, .pending = &pending, .queues = &queues,
-                                .usage = &ledger_, .now_ns = now_ns, .seed = 0};
+                                .usage = &ledger_, .now_ns = now_ns, .seed = 0,
+                                .explain = true};
       GPOOL_ASSIGN_OR_RETURN(sched::Decisions d, policy_->Schedule(in));
 
       auto job_id = [](sched::JobId id) { return JobIdOf(id.value()); };
@@ -994,6 +1008,7 @@ Status Controller::ScheduleOnce() {
         j.set_start_ms(now_ms);
         j.set_attempt(j.attempt() + 1);
         j.clear_message();
+        j.clear_pending_reason();
         if (j.first_bind_ms() == 0) {
           j.set_first_bind_ms(now_ms);
           bind_latencies.push_back(static_cast<double>(now_ms - j.submit_ms()) / 1000);
@@ -1010,6 +1025,18 @@ Status Controller::ScheduleOnce() {
             a->set_gpu_memory_bytes(tb.gpu_memory_bytes);
           }
         }
+        SetJobLocked(j);
+        changed[id] = std::move(j);
+      }
+      // Why each job that stays pending waits (the scheduler's words). Written only when it
+      // changes: the reasons hold no load-dependent numbers (sched::WaitReason), so a steady
+      // queue costs no commits.
+      for (const auto& w : d.waits) {
+        std::string id = job_id(w.job);
+        const v1::Job& cur = changed.count(id) ? changed.at(id) : jobs_.at(id);
+        if (cur.state() != "pending" || cur.pending_reason() == w.text) continue;
+        v1::Job j = cur;
+        j.set_pending_reason(w.text);
         SetJobLocked(j);
         changed[id] = std::move(j);
       }
