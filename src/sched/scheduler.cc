@@ -290,7 +290,7 @@ std::string NoRoomText(const ClusterState& s, const JobSpec& job, const QueueSpe
     return fmt::format("{}: {} has no guarantee, so it runs on idle GPUs only", waiting, OwnerText(queue));
   }
   if (s.queue_used_milli(job.queue) + need <= quota) {
-    return fmt::format("{}, within {}'s guarantee of {} GPUs: it reclaims GPUs other tenants "
+    return fmt::format("{}, within {}'s guarantee of {} GPUs: it may reclaim GPUs other tenants "
                        "borrowed once their jobs pass their minimum run time",
                        waiting, OwnerText(queue), GpusText(quota));
   }
