@@ -278,24 +278,25 @@ std::string NeverFits(const ClusterState& s, const JobSpec& job, const QueueSpec
   return "";
 }
 
-// Why a job that found no placement waits: within its queue's guarantee (it may reclaim what
-// others borrow) or beyond it (it borrows idle GPUs only).
+// Where a job that found no placement stands against its queue's guarantee: within it (it may
+// reclaim what others borrow) or beyond it (it borrows idle GPUs only).
+std::string GuaranteeText(const ClusterState& s, const JobSpec& job, const QueueSpec& queue) {
+  const int64_t quota = QueueQuotaMilli(s, queue);
+  if (quota == 0) return fmt::format("{} has no guarantee, so it runs on idle GPUs only", OwnerText(queue));
+  if (s.queue_used_milli(job.queue) + job.total_milli_gpus() <= quota) {
+    return fmt::format("within {}'s guarantee of {} GPUs: it may reclaim GPUs other tenants "
+                       "borrowed once their jobs pass their minimum run time",
+                       OwnerText(queue), GpusText(quota));
+  }
+  return fmt::format("it would take {} past its guarantee of {} GPUs, so it runs on idle GPUs "
+                     "only", OwnerText(queue), GpusText(quota));
+}
+
 std::string NoRoomText(const ClusterState& s, const JobSpec& job, const QueueSpec& queue) {
   const int64_t need = job.total_milli_gpus();
-  const int64_t quota = QueueQuotaMilli(s, queue);
-  const std::string waiting = fmt::format("waiting for room for {} GPU{}", GpusText(need),
-                                          need == 1000 ? "" : "s");
   if (need == 0) return "waiting for a node with room for its CPU and memory";
-  if (quota == 0) {
-    return fmt::format("{}: {} has no guarantee, so it runs on idle GPUs only", waiting, OwnerText(queue));
-  }
-  if (s.queue_used_milli(job.queue) + need <= quota) {
-    return fmt::format("{}, within {}'s guarantee of {} GPUs: it may reclaim GPUs other tenants "
-                       "borrowed once their jobs pass their minimum run time",
-                       waiting, OwnerText(queue), GpusText(quota));
-  }
-  return fmt::format("{}: it would take {} past its guarantee of {} GPUs, so it runs on idle "
-                     "GPUs only", waiting, OwnerText(queue), GpusText(quota));
+  return fmt::format("waiting for room for {} GPU{}: {}", GpusText(need), need == 1000 ? "" : "s",
+                     GuaranteeText(s, job, queue));
 }
 
 StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
@@ -519,8 +520,8 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     }
     if (reserved) {
       note_wait(job, WaitKind::kReserved, [&] {
-        return fmt::format("next to start: nodes are held for its {} GPUs while running jobs end",
-                           GpusText(job.total_milli_gpus()));
+        return fmt::format("next to start: nodes are held for its {} GPUs while running jobs "
+                           "end; {}", GpusText(job.total_milli_gpus()), GuaranteeText(work, job, queue));
       });
     } else {
       note_wait(job, WaitKind::kNoRoom, [&] { return NoRoomText(work, job, queue); });
