@@ -1029,8 +1029,9 @@ Status Controller::ScheduleOnce() {
         changed[id] = std::move(j);
       }
       // Why each job that stays pending waits (the scheduler's words). Written only when it
-      // changes: the reasons hold no load-dependent numbers (sched::WaitReason), so a steady
-      // queue costs no commits.
+      // changes: a reason's numbers come from the configuration and the job, not from the load
+      // (sched::WaitReason), so a steady queue costs no commits; it changes when the cause does
+      // (e.g. the tenant crosses its guarantee, or the job takes the reservation).
       for (const auto& w : d.waits) {
         std::string id = job_id(w.job);
         const v1::Job& cur = changed.count(id) ? changed.at(id) : jobs_.at(id);
