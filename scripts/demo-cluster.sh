@@ -98,6 +98,9 @@ echo "submitted 135 jobs (4 x 256-GPU gangs, 40 fine-tunes, 30 quarter-GPU infer
 while [ $SECONDS -lt $end ]; do
   sleep 4
   echo "--- t=${SECONDS}s: $("$GPOOL" jobs "${A[@]}" | tail -1); $("$GPOOL" nodes "${A[@]}" | tail -1)"
+  # The first pending job and why it waits (the scheduler's reason, last column).
+  pending=$("$GPOOL" jobs "${A[@]}" --state pending)
+  echo "$pending" | awk '/^j/ && !n++ { print "    " $0 }'
 done
 echo
 jobs_out=$("$GPOOL" jobs "${A[@]}")  # whole output first, then cut with sed, which reads to the end (head would SIGPIPE the writer under pipefail)

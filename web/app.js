@@ -419,20 +419,22 @@ function renderJobs(m, now) {
   const list = jobsForTab(m);
   const hurt = new Set(((ui.fabric && ui.fabric.health && ui.fabric.health.affected_jobs) || []).map((a) => a.id));
   let h = "<thead><tr><th>job</th><th>tenant</th><th>state</th><th class=num>GPUs</th><th class=num>tasks</th>" +
-          "<th class=num>prio</th><th class=num>waited</th><th class=num>ran</th><th>nodes</th><th>command</th></tr></thead><tbody>";
+          "<th class=num>prio</th><th class=num>waited</th><th class=num>ran</th><th>nodes / why pending</th><th>command</th></tr></thead><tbody>";
   for (const j of list.slice(0, MAX_ROWS)) {
     const submit = num(j.submit_ms), start = num(j.start_ms), end = num(j.end_ms);
     const waited = start ? start - submit : (j.state === "pending" ? now - submit : 0);
     const ran = start ? (end || now) - start : 0;
     const nodes = [...new Set((j.allocations || []).map((a) => a.node))];
     const nodeTxt = nodes.length > 2 ? `${nodes.slice(0, 2).join(", ")} +${nodes.length - 2}` : nodes.join(", ");
+    // A pending job's nodes cell says why it waits (the scheduler's reason; escaped below).
+    const why = j.state === "pending" ? (j.pending_reason || j.message || "") : "";
     h += `<tr id="job-${esc(j.id)}" data-job="${esc(j.id)}"${j.id === ui.selected ? " class=sel" : ""}>` +
          `<td>${esc(j.id)}</td><td><i class=swatch style="background:${colorOf(j.tenant)}"></i>${esc(j.tenant)}</td>` +
          `<td><span class="state ${esc(j.state)}">${esc(j.state)}</span>` +
          `${hurt.has(j.id) ? ' <span class="state hurt" title="a link on its routes is down">fabric</span>' : ""}</td><td class=num>${fmt(num(j.gpus))}</td>` +
          `<td class=num>${num(j.num_tasks)}&times;${num(j.gpus_per_task)}</td><td class=num>${num(j.priority)}</td>` +
          `<td class=num>${dur(waited)}</td><td class=num>${start ? dur(ran) : "&ndash;"}</td>` +
-         `<td>${esc(nodeTxt)}</td><td class=cmd title="${esc((j.command || []).join(" "))}">${esc((j.command || []).join(" "))}</td></tr>`;
+         (why ? `<td class=why title="${esc(why)}">${esc(why)}</td>` : `<td>${esc(nodeTxt)}</td>`) + `<td class=cmd title="${esc((j.command || []).join(" "))}">${esc((j.command || []).join(" "))}</td></tr>`;
   }
   if (!list.length) h += "<tr><td colspan=10 class=muted>no jobs here</td></tr>";
   $("jobs").innerHTML = h + "</tbody>";
@@ -461,6 +463,7 @@ function renderDetail(m, now) {
     <dt>command</dt><dd><code>${esc((j.command || []).join(" ")) || "&ndash;"}</code></dd>
     <dt>submitted</dt><dd>${submit ? clock(submit) : "&ndash;"}${start ? `, waited ${dur(start - submit)}` : j.state === "pending" ? `, waiting ${dur(now - submit)}` : ""}</dd>
     <dt>ran</dt><dd>${start ? dur((end || now) - start) + (num(j.duration_s) ? ` of ${dur(1000 * num(j.duration_s))}` : "") : "&ndash;"}</dd>
+    ${j.state === "pending" && (j.pending_reason || j.message) ? `<dt>waiting</dt><dd id=detail-why>${esc(j.pending_reason || j.message)}</dd>` : ""}
     <dt>preempted</dt><dd>${num(j.preemptions)} time(s)</dd>
     <dt>placement</dt><dd id=detail-placement>${per.size ? `${per.size} node(s) in ${ui.fabric ? "" : leaves.size + " leaf/leaves: "}${place}` : "&ndash;"}</dd>
   </dl>`;

@@ -34,6 +34,7 @@
 #include "control/controller.h"
 #include "control/controller_endpoints.h"
 #include "control/job_spec.h"
+#include "control/tenant_limits.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
 namespace gpool::cli {
@@ -66,6 +67,7 @@ struct ClusterFlags {
   int lease_ttl_s = 2;
   ControllerFabricFlags fabric_flags;  // --fabric and friends (fabric_ctl.h)
   std::vector<std::string> quotas;
+  std::vector<std::string> max_gpus;  // --max-gpus TENANT=GPUS (tenant_limits.h)
   int interval_ms = 200;
   int node_timeout_ms = 10000;
   // agent
@@ -222,6 +224,7 @@ Status RunController(const ClusterFlags& f) {
       return Status::InvalidArgument(fmt::format("--quota: bad GPU count in '{}'", q));
     }
   }
+  GPOOL_RETURN_IF_ERROR(control::ParseTenantGpus("--max-gpus", f.max_gpus, &o.tenant_max_gpus));
   if (f.lease_ttl_s < 1) return Status::InvalidArgument("--lease-ttl-s: must be >= 1");
   o.lease_ttl_s = f.lease_ttl_s;
   GPOOL_ASSIGN_OR_RETURN(o.fabric, OpenControllerFabric(f.fabric_flags));
@@ -370,16 +373,18 @@ Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
     }
     if (!f.gpu_fraction.empty()) {
       double fr = 0;
+      size_t used = 0;
       try {
-        fr = std::stod(f.gpu_fraction);
+        fr = std::stod(f.gpu_fraction, &used);
       } catch (const std::exception&) {
-        fr = -1;
+        used = 0;
       }
-      if (!(fr > 0 && fr < 1)) {
-        return Status::InvalidArgument(
-            fmt::format("--gpu-fraction: want a number in (0, 1), got '{}'", f.gpu_fraction));
+      if (used == 0 || used != f.gpu_fraction.size()) {
+        return Status::InvalidArgument(fmt::format(
+            "--gpu-fraction: want a number from 0.001 to 0.999, got '{}'", f.gpu_fraction));
       }
-      req.set_gpu_milli(static_cast<int32_t>(std::lround(fr * 1000)));
+      GPOOL_ASSIGN_OR_RETURN(int32_t milli, control::GpuFractionToMilli("--gpu-fraction", fr));
+      req.set_gpu_milli(milli);
       if (!gpus_given) req.set_gpus(1);
     }
     if (!f.gpu_mem.empty()) {
@@ -480,13 +485,19 @@ Status JobsList(const ClusterFlags& f) {
     return Status::Ok();
   }
   std::map<std::string, int> by_state;
+  // PLACEMENT: where a running job runs; for a pending job, why it waits (the scheduler's
+  // reason, or a validation message).
   std::printf("%-10s %-10s %5s %4s %-9s %8s  %s\n", "ID", "TENANT", "GPUS", "PRIO", "STATE",
-              "DURATION", "PLACEMENT");
+              "DURATION", "PLACEMENT / WHY PENDING");
   for (const v1::Job& j : resp.jobs()) {
     ++by_state[j.state()];
+    std::string where = Placement(j);
+    if (j.state() == "pending") {
+      const std::string& why = j.pending_reason().empty() ? j.message() : j.pending_reason();
+      where = why.empty() ? "(not yet scheduled)" : "(" + why + ")";
+    }
     std::printf("%-10s %-10s %5s %4d %-9s %7.0fs  %s\n", j.id().c_str(), j.tenant().c_str(),
-                GpuText(j).c_str(), j.priority(), j.state().c_str(), j.duration_s(),
-                Placement(j).c_str());
+                GpuText(j).c_str(), j.priority(), j.state().c_str(), j.duration_s(), where.c_str());
   }
   std::string summary;
   for (const auto& [st, n] : by_state) summary += fmt::format(" {} {}", n, st);
@@ -508,6 +519,9 @@ void Describe(const v1::Job& j) {
   std::printf("ID:          %s\nTenant:      %s\nState:       %s%s\n", j.id().c_str(),
               j.tenant().c_str(), j.state().c_str(),
               j.message().empty() ? "" : fmt::format(" ({})", j.message()).c_str());
+  if (j.state() == "pending" && !j.pending_reason().empty()) {
+    std::printf("Waiting:     %s\n", j.pending_reason().c_str());
+  }
   if (j.gpu_milli() > 0) {
     std::printf("GPUs:        %.3g of one GPU, %s GPU memory\n", j.gpu_milli() / 1000.0,
                 j.gpu_memory_bytes() ? FormatBytes(j.gpu_memory_bytes()).c_str() : "any");
@@ -665,10 +679,12 @@ StatusOr<v1::ListTenantsResponse> FetchTenants(const ClusterFlags& f, const Clie
 }
 
 void PrintTenants(const v1::ListTenantsResponse& resp) {
-  std::printf("%-12s %6s %7s %8s %8s\n", "TENANT", "QUOTA", "IN_USE", "RUNNING", "PENDING");
+  std::printf("%-12s %6s %6s %7s %8s %8s\n", "TENANT", "QUOTA", "MAX", "IN_USE", "RUNNING",
+              "PENDING");
   for (const v1::Tenant& t : resp.tenants()) {
-    std::printf("%-12s %6ld %7ld %8d %8d\n", t.name().c_str(), t.quota_gpus(), t.gpus_in_use(),
-                t.running_jobs(), t.pending_jobs());
+    const std::string cap = t.max_gpus() < 0 ? "-" : std::to_string(t.max_gpus());
+    std::printf("%-12s %6ld %6s %7ld %8d %8d\n", t.name().c_str(), t.quota_gpus(), cap.c_str(),
+                t.gpus_in_use(), t.running_jobs(), t.pending_jobs());
   }
 }
 
@@ -780,6 +796,9 @@ void RegisterCluster(CLI::App& app, const GlobalFlags&, int* exit_code) {
   ctl->add_option("--http", f->http, "HTTP HOST:PORT for /metrics and /api/state");
   AddControllerFabricFlags(ctl, &f->fabric_flags);
   ctl->add_option("--quota", f->quotas, "TENANT=GPUS guaranteed quota (repeatable)");
+  ctl->add_option("--max-gpus", f->max_gpus,
+                  "TENANT=GPUS: the most GPUs the tenant's jobs may hold at once (repeatable; "
+                  "default no cap); a job asking more is refused");
   ctl->add_option("--interval-ms", f->interval_ms, "scheduling interval (default 200)");
   ctl->add_option("--node-timeout-ms", f->node_timeout_ms, "heartbeat timeout (default 10000)");
   ctl->add_option("--node-settle-ms", f->node_settle_ms,

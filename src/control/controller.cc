@@ -12,6 +12,7 @@
 #include "control/records.h"
 #include "remote/lease/lease.h"
 #include "control/fabric_view.h"
+#include "control/tenant_limits.h"
 
 namespace gpool::control {
 namespace {
@@ -114,6 +115,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& 
     return Status::InvalidArgument(fmt::format("lease key: at least {} bytes, got {}",
                                                remote::kMinLeaseKeyBytes, options.lease_key.size()));
   }
+  GPOOL_RETURN_IF_ERROR(ValidateTenantLimits(options.tenant_quotas, options.tenant_max_gpus));
   GPOOL_ASSIGN_OR_RETURN(c->store_, OpenStore(options.store_url));
   // On etcd several controllers may share the store: start as a standby until elected.
   if (dynamic_cast<EtcdStore*>(c->store_.get()) != nullptr) c->leading_ = false;
@@ -554,6 +556,8 @@ StatusOr<v1::Job> Controller::NewJobFromRequest(const v1::SubmitJobRequest& req)
   j.set_min_runtime_s(req.min_runtime_s());
   j.set_kind(std::string(sched::JobKindName(*k)));
   j.set_state("pending");
+  // More than the tenant may ever hold could never start: refused now, not left pending.
+  GPOOL_RETURN_IF_ERROR(CheckTenantCap(j, options_.tenant_max_gpus));
   return j;
 }
 
@@ -651,6 +655,7 @@ StatusOr<v1::Job> Controller::Cancel(const std::string& id) {
     } else {
       j.set_state("cancelled");
       j.set_end_ms(NowMs());
+      j.clear_pending_reason();
       GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({&j}, {}));
       SetJobLocked(j);
     }
@@ -661,14 +666,20 @@ StatusOr<v1::Job> Controller::Cancel(const std::string& id) {
 
 v1::ListTenantsResponse Controller::ListTenantsLocked() {
   std::map<std::string, v1::Tenant> t;
-  for (const auto& [name, q] : options_.tenant_quotas) {
-    t[name].set_name(name);
-    t[name].set_quota_gpus(q);
-  }
+  auto row = [&](const std::string& name) -> v1::Tenant& {
+    auto [it, added] = t.try_emplace(name);
+    if (added) {
+      it->second.set_name(name);
+      auto cap = options_.tenant_max_gpus.find(name);
+      it->second.set_max_gpus(cap == options_.tenant_max_gpus.end() ? -1 : cap->second);
+    }
+    return it->second;
+  };
+  for (const auto& [name, q] : options_.tenant_quotas) row(name).set_quota_gpus(q);
+  for (const auto& [name, cap] : options_.tenant_max_gpus) row(name);
   for (const auto& [id, j] : jobs_) {
     if (!Active(j)) continue;
-    v1::Tenant& x = t[j.tenant()];
-    x.set_name(j.tenant());
+    v1::Tenant& x = row(j.tenant());
     if (j.state() == "running") {
       x.set_running_jobs(x.running_jobs() + 1);
       x.set_gpus_in_use(x.gpus_in_use() + j.gpus());
@@ -903,6 +914,8 @@ Status Controller::ScheduleOnce() {
         q.tenant = tenant;
         auto qt = options_.tenant_quotas.find(tenant);
         q.guaranteed_gpus = qt == options_.tenant_quotas.end() ? 0 : qt->second;
+        auto cap = options_.tenant_max_gpus.find(tenant);
+        if (cap != options_.tenant_max_gpus.end()) q.max_gpus = cap->second;
         return q;
       };
       std::vector<sched::QueueSpec> queues(tenant_queue_.size());
@@ -1000,7 +1013,8 @@ Status Controller::ScheduleOnce() {
       ledger_.Advance(state, now_ns);
       for (const auto& [q, u] : ended_usage) ledger_.Add(q, u);
       sched::SchedulingInput in{.state = &state, .pending = &pending, .queues = &queues,
-                                .usage = &ledger_, .now_ns = now_ns, .seed = 0};
+                                .usage = &ledger_, .now_ns = now_ns, .seed = 0,
+                                .explain = true};
       GPOOL_ASSIGN_OR_RETURN(sched::Decisions d, policy_->Schedule(in));
 
       auto job_id = [](sched::JobId id) { return JobIdOf(id.value()); };
@@ -1022,6 +1036,7 @@ Status Controller::ScheduleOnce() {
         j.set_start_ms(now_ms);
         j.set_attempt(j.attempt() + 1);
         j.clear_message();
+        j.clear_pending_reason();
         if (j.first_bind_ms() == 0) {
           j.set_first_bind_ms(now_ms);
           // In memory since the submit; a job submitted before a restart has its record's ms.
@@ -1049,6 +1064,19 @@ Status Controller::ScheduleOnce() {
       for (const sched::JobSpec& pj : pending) {
         std::string id = job_id(pj.id);
         if (submit_ns_.count(id) > 0) waited_.insert(id);
+      }
+      // Why each job that stays pending waits (the scheduler's words). Written only when it
+      // changes: a reason's numbers come from the configuration and the job, not from the load
+      // (sched::WaitReason), so a steady queue costs no commits; it changes when the cause does
+      // (e.g. the tenant crosses its guarantee, or the job takes the reservation).
+      for (const auto& w : d.waits) {
+        std::string id = job_id(w.job);
+        const v1::Job& cur = changed.count(id) ? changed.at(id) : jobs_.at(id);
+        if (cur.state() != "pending" || cur.pending_reason() == w.text) continue;
+        v1::Job j = cur;
+        j.set_pending_reason(w.text);
+        SetJobLocked(j);
+        changed[id] = std::move(j);
       }
       if (power_.enabled()) {
         // Power (src/sched/power.h) acts on the cluster as this cycle leaves it.

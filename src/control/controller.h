@@ -88,6 +88,9 @@ struct ControllerOptions {
   std::chrono::milliseconds heartbeat_interval{1000};  // told to agents at Register
   LostNodePolicy lost_node_policy = LostNodePolicy::kRequeue;
   std::map<std::string, int64_t> tenant_quotas;         // guaranteed GPUs per tenant
+  // The most GPUs a tenant's running jobs may hold at once (the admin's cap, tenant_limits.h);
+  // absent = no cap. A job asking more is refused at submit.
+  std::map<std::string, int64_t> tenant_max_gpus;
   std::string policy_config;                            // sched::ParsePolicyConfig text
   // Raw key (>= 32 bytes) for signing GPU-server leases (src/remote/lease); empty = the lease
   // RPC answers FAILED_PRECONDITION.

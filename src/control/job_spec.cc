@@ -70,6 +70,33 @@ StatusOr<double> SpecDuration(const Ctx& c, const YAML::Node& n, std::string_vie
 
 }  // namespace
 
+StatusOr<int32_t> GpuFractionToMilli(std::string_view field, double fraction) {
+  const std::string at = field.empty() ? "" : fmt::format("{}: ", field);
+  if (!std::isfinite(fraction) || !(fraction > 0 && fraction < 1)) {
+    return Status::InvalidArgument(
+        fmt::format("{}want a share of one GPU from 0.001 to 0.999, got {}", at, fraction));
+  }
+  const double milli = fraction * 1000;
+  constexpr double kEps = 1e-6;  // decimal input such as 0.3 is 300.00000000000006 milli
+  if (milli < 1 - kEps) {
+    return Status::InvalidArgument(fmt::format(
+        "{}{} is below the unit of 0.001 GPU (one milli-GPU); ask for at least 0.001", at,
+        fraction));
+  }
+  if (milli > 999 + kEps) {
+    return Status::InvalidArgument(fmt::format(
+        "{}{} is above 0.999, the largest fraction at the unit of 0.001 GPU; ask for a whole "
+        "GPU instead", at, fraction));
+  }
+  const double whole = std::round(milli);
+  if (std::abs(milli - whole) > kEps) {
+    return Status::InvalidArgument(fmt::format(
+        "{}{} is finer than the unit of 0.001 GPU (one milli-GPU); use {:.3f} or {:.3f}", at,
+        fraction, std::floor(milli) / 1000, std::ceil(milli) / 1000));
+  }
+  return static_cast<int32_t>(whole);
+}
+
 StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::string_view source) {
   Ctx c{source};
   // A raw NUL byte: yaml-cpp would read the text only up to it (or keep it in a value).
@@ -108,12 +135,15 @@ StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::stri
       r.set_gpus(g);
       whole = true;
     } else if (key == "gpu_fraction") {
-      GPOOL_ASSIGN_OR_RETURN(double f, Scalar<double>(c, v, key, "a number in (0, 1)"));
-      if (!(f > 0 && f < 1)) return c.Err(v, key, fmt::format("want a number in (0, 1), got {}", f));
-      r.set_gpu_milli(static_cast<int32_t>(std::lround(f * 1000)));
+      GPOOL_ASSIGN_OR_RETURN(double f, Scalar<double>(c, v, key, "a number from 0.001 to 0.999"));
+      StatusOr<int32_t> m = GpuFractionToMilli("", f);  // YamlError names the key
+      if (!m.ok()) return c.Err(v, key, std::string(m.status().message()));
+      r.set_gpu_milli(*m);
       fraction = true;
     } else if (key == "gpu_milli") {
       GPOOL_ASSIGN_OR_RETURN(int m, Scalar<int>(c, v, key, "milli-GPU, 1..999"));
+      // 0 would read as whole GPUs at the API, 1000 as one whole GPU: neither is a fraction.
+      if (m < 1 || m > 999) return c.Err(v, key, fmt::format("want milli-GPU 1..999, got {}", m));
       r.set_gpu_milli(m);
       fraction = true;
     } else if (key == "gpu_memory") {

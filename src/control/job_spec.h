@@ -3,7 +3,7 @@
 //   tenant: research
 //   gpus: 16                 # whole GPUs (<= 8, or a multiple of 8: a gang of 8-GPU tasks)
 //   # or a fraction of one GPU:
-//   # gpu_fraction: 0.25     # or gpu_milli: 250
+//   # gpu_fraction: 0.25     # or gpu_milli: 250 (unit: 0.001 GPU; finer is an error)
 //   # gpu_memory: 20GiB
 //   cpus: 16                 # per task (CPU cores, fractions allowed); default none
 //   memory: 256GiB           # per task host memory (or `mem:`); default none
@@ -31,6 +31,12 @@
 #include "gpool/v1/gpool.pb.h"
 
 namespace gpool::control {
+
+// A fraction of one GPU (gpu_fraction, --gpu-fraction) in milli-GPU, the scheduler's unit: a
+// number from 0.001 to 0.999 that is a whole number of milli-GPUs. Anything else is an error
+// naming `field` (when not empty) and the unit, never rounded silently: 0.0004 would round to 0, which the API
+// reads as whole GPUs, and 0.9996 to a whole GPU.
+StatusOr<int32_t> GpuFractionToMilli(std::string_view field, double fraction);
 
 StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::string_view source);
 

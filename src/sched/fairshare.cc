@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <queue>
 #include <tuple>
@@ -98,86 +99,95 @@ std::vector<size_t> OrderJobs(const std::vector<JobSpec>& pending, const Cluster
   std::vector<Held> held = HeldByQueue(state, queues.size());
   const double starve_ns = options.starvation_age_s * 1e9;
   auto starved = [&](const JobSpec& j) { return static_cast<double>(now_ns - j.submit_ns) >= starve_ns; };
-  // Age order inside each priority class, starved jobs first.
-  std::vector<size_t> by_age(pending.size());
-  std::iota(by_age.begin(), by_age.end(), 0);
-  std::sort(by_age.begin(), by_age.end(), [&](size_t a, size_t b) {
-    const JobSpec& x = pending[a];
-    const JobSpec& y = pending[b];
-    if (x.priority != y.priority) return x.priority > y.priority;
-    const bool sx = starved(x), sy = starved(y);
-    if (sx != sy) return sx;
-    if (x.submit_ns != y.submit_ns) return x.submit_ns < y.submit_ns;
-    return x.id < y.id;
-  });
-  // Within a class, the non-starved jobs interleave by queue as progressive DRF would: the next
-  // job comes from the queue with the lowest dominant share, counting the jobs already ordered
-  // as if they had started. Each queue keeps its own age order.
+  // Least work: a job without an estimate ranks at the mean estimate of its priority class
+  // (across queues, so that one queue's estimates don't make another's unknowns look long).
+  std::map<int32_t, double> unknown_s;
+  if (options.least_work_first) {
+    std::map<int32_t, std::pair<double, int64_t>> sums;
+    for (const JobSpec& j : pending) {
+      auto& [sum, known] = sums[j.priority];
+      if (j.est_runtime_s > 0) {
+        sum += j.est_runtime_s;
+        ++known;
+      }
+    }
+    for (const auto& [prio, s] : sums) {
+      unknown_s[prio] = options.unknown_estimate == UnknownEstimate::kMean && s.second > 0
+                            ? s.first / static_cast<double>(s.second)
+                            : std::numeric_limits<double>::infinity();
+    }
+  }
+  // Sort keys computed once per job (the sort compares each job many times).
+  std::vector<uint8_t> is_starved(pending.size());
+  std::vector<double> work(pending.size(), 0);
+  for (size_t k = 0; k < pending.size(); ++k) {
+    const JobSpec& j = pending[k];
+    is_starved[k] = starved(j);
+    if (!options.least_work_first) continue;
+    const double est = j.est_runtime_s > 0 ? j.est_runtime_s : unknown_s.at(j.priority);
+    // Not inf x 0 (a job without GPUs): NaN breaks the sort.
+    work[k] = std::isinf(est) ? est : est * static_cast<double>(j.total_milli_gpus());
+  }
+  // Each queue's own order: priority class (higher first), then its starved jobs by age, then
+  // least work (or age). Priority orders a queue's own jobs only: across queues it counts for
+  // nothing, so no tenant buys another's place by raising its priorities.
+  std::vector<std::vector<size_t>> per_queue(queues.size());
+  std::vector<size_t> unknown_queue;  // ValidateInput rejects these anyway; they go last
+  for (size_t k = 0; k < pending.size(); ++k) {
+    const size_t q = pending[k].queue.value();
+    (q < per_queue.size() ? per_queue[q] : unknown_queue).push_back(k);
+  }
+  for (auto& v : per_queue) {
+    std::sort(v.begin(), v.end(), [&](size_t a, size_t b) {
+      const JobSpec& x = pending[a];
+      const JobSpec& y = pending[b];
+      if (x.priority != y.priority) return x.priority > y.priority;
+      const bool sx = is_starved[a], sy = is_starved[b];
+      if (sx != sy) return sx;
+      if (!sx && work[a] != work[b]) return work[a] < work[b];
+      if (x.submit_ns != y.submit_ns) return x.submit_ns < y.submit_ns;
+      return x.id < y.id;
+    });
+  }
+  // Across queues, progressive DRF: the next job comes from the queue whose head ranks first by
+  // (within its guarantee, starved by age, lowest dominant share counting the jobs already
+  // ordered as if they had started, head's age, head's id). A head that fits in what is left
+  // of its queue's guarantee goes before every head that would borrow: a tenant waiting within
+  // its guarantee is served first, whatever the others' priorities or shares.
+  std::vector<int64_t> quota(queues.size());
+  for (size_t q = 0; q < queues.size(); ++q) quota[q] = QueueQuotaMilli(state, queues[q]);
+  // (borrows, not starved, starved head's submit, share, head submit, head id, queue); smallest
+  // first.
+  using Entry = std::tuple<bool, bool, int64_t, double, int64_t, JobId, size_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  std::vector<size_t> next(queues.size(), 0);
+  auto push = [&](size_t q) {
+    if (next[q] >= per_queue[q].size()) return;
+    const size_t k = per_queue[q][next[q]];
+    const JobSpec& j = pending[k];
+    const bool borrows =
+        !(quota[q] > 0 && held[q].gpu_milli + static_cast<double>(j.total_milli_gpus()) <=
+                              static_cast<double>(quota[q]));
+    const bool s = is_starved[k];
+    heap.push({borrows, !s, s ? j.submit_ns : 0,
+               Share(state, ledger, queues[q], QueueId(static_cast<uint32_t>(q)), held[q]),
+               j.submit_ns, j.id, q});
+  };
+  for (size_t q = 0; q < per_queue.size(); ++q) push(q);
   std::vector<size_t> order;
   order.reserve(pending.size());
-  std::vector<std::vector<size_t>> per_queue(queues.size());
-  size_t i = 0;
-  while (i < by_age.size()) {
-    const int32_t prio = pending[by_age[i]].priority;
-    size_t end = i;
-    while (end < by_age.size() && pending[by_age[end]].priority == prio) ++end;
-    for (; i < end && starved(pending[by_age[i]]); ++i) order.push_back(by_age[i]);
-    for (auto& v : per_queue) v.clear();
-    for (size_t k = i; k < end; ++k) {
-      const size_t q = pending[by_age[k]].queue.value();
-      if (q < per_queue.size()) {
-        per_queue[q].push_back(by_age[k]);
-      } else {
-        order.push_back(by_age[k]);  // unknown queue: ValidateInput rejects it anyway
-      }
-    }
-    if (options.least_work_first) {
-      double unknown_s = std::numeric_limits<double>::infinity();
-      if (options.unknown_estimate == UnknownEstimate::kMean) {
-        double sum = 0;
-        int64_t known = 0;
-        for (size_t k = i; k < end; ++k) {
-          const double e = pending[by_age[k]].est_runtime_s;
-          if (e > 0) {
-            sum += e;
-            ++known;
-          }
-        }
-        if (known > 0) unknown_s = sum / static_cast<double>(known);
-      }
-      auto work = [&](size_t k) {
-        const JobSpec& j = pending[k];
-        const double est = j.est_runtime_s > 0 ? j.est_runtime_s : unknown_s;
-        if (std::isinf(est)) return est;  // not inf x 0 (a job without GPUs): NaN breaks the sort
-        return est * static_cast<double>(j.total_milli_gpus());
-      };
-      // Stable: equal work (and every job without an estimate) keeps the age order.
-      for (auto& v : per_queue) {
-        std::stable_sort(v.begin(), v.end(), [&](size_t a, size_t b) { return work(a) < work(b); });
-      }
-    }
-    // (share, head submit, head id, queue, position); smallest first.
-    using Entry = std::tuple<double, int64_t, JobId, size_t, size_t>;
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-    auto push = [&](size_t q, size_t pos) {
-      if (pos >= per_queue[q].size()) return;
-      const JobSpec& j = pending[per_queue[q][pos]];
-      heap.push({Share(state, ledger, queues[q], QueueId(static_cast<uint32_t>(q)), held[q]),
-                 j.submit_ns, j.id, q, pos});
-    };
-    for (size_t q = 0; q < per_queue.size(); ++q) push(q, 0);
-    while (!heap.empty()) {
-      const auto [share, submit, id, q, pos] = heap.top();
-      heap.pop();
-      const JobSpec& j = pending[per_queue[q][pos]];
-      order.push_back(per_queue[q][pos]);
-      held[q].gpu_milli += static_cast<double>(j.total_milli_gpus());
-      held[q].cpu_milli += static_cast<double>(j.task.cpu_milli) * j.num_tasks;
-      held[q].memory += static_cast<double>(j.task.memory_bytes) * j.num_tasks;
-      push(q, pos + 1);
-    }
-    i = end;
+  while (!heap.empty()) {
+    const size_t q = std::get<6>(heap.top());
+    heap.pop();
+    const size_t k = per_queue[q][next[q]++];
+    const JobSpec& j = pending[k];
+    order.push_back(k);
+    held[q].gpu_milli += static_cast<double>(j.total_milli_gpus());
+    held[q].cpu_milli += static_cast<double>(j.task.cpu_milli) * j.num_tasks;
+    held[q].memory += static_cast<double>(j.task.memory_bytes) * j.num_tasks;
+    push(q);
   }
+  order.insert(order.end(), unknown_queue.begin(), unknown_queue.end());
   return order;
 }
 

@@ -8,10 +8,17 @@
 // The usage history is state the caller keeps between cycles (the library keeps none): call
 // UsageLedger::Advance once per cycle, before ordering, with the cluster's current allocations.
 //
-// Ordering: priority class (higher first), then dominant share (lower first), then age (older
-// first), then job id. Shares are progressive: after a queue's job is ordered, its share counts
-// that job, so queues interleave as DRF would allocate rather than one queue taking a cycle. A job that has waited longer than the starvation age moves to the front
-// of its priority class, so no job starves behind a stream of jobs from low-share queues.
+// Ordering: each queue orders its own jobs by priority class (higher first), then its starved
+// jobs by age, then least work or age. Priority stops at the queue: a tenant's priority orders
+// its own jobs and nothing else, so no tenant buys another's place by raising its priorities.
+// Across queues the next job comes from the queue whose head (1) fits in what is left of the
+// queue's guarantee (before every head that would borrow), (2) has starved (by age), (3) has
+// the lowest dominant share, then the older head, then job id. Shares are progressive: after a
+// queue's job is ordered, its share counts that job, so queues interleave as DRF would
+// allocate rather than one queue taking a cycle. A job that has waited longer than the
+// starvation age moves to the front of its priority class in its queue, and ahead of the
+// unstarved heads of the other queues that borrow, so no job starves behind a stream of jobs
+// from low-share queues.
 //
 // Thread safety: thread-compatible values and pure functions.
 #pragma once
@@ -77,7 +84,8 @@ struct OrderOptions {
   UnknownEstimate unknown_estimate = UnknownEstimate::kLast;
 };
 
-// Returns indices into `pending` in scheduling order. Deterministic: ties end on job id.
+// Returns indices into `pending` in scheduling order. Deterministic: ties end on job id. Jobs of
+// a queue that `queues` lacks (an invalid input) go last.
 std::vector<size_t> OrderJobs(const std::vector<JobSpec>& pending, const ClusterState& state,
                               const UsageLedger* ledger, const std::vector<QueueSpec>& queues,
                               int64_t now_ns, const OrderOptions& options);

@@ -17,10 +17,10 @@ std::vector<uint64_t> Ids(const std::vector<JobSpec>& jobs, const std::vector<si
   return ids;
 }
 
-TEST(Ordering, PriorityThenShareThenAge) {
+TEST(Ordering, ShareThenAgeAcrossQueuesPriorityInsideOne) {
   ClusterState s = MakeCluster({.nodes = 2});
   std::vector<QueueSpec> queues = {{.name = "a"}, {.name = "b"}};
-  // Queue a already holds 8 GPUs, so b's jobs come first within a priority class.
+  // Queue a already holds 8 GPUs, so b's jobs come first: a's priority orders a's jobs only.
   ASSERT_TRUE(s.Bind(Job(100, 1, 8, 0), {.tasks = {{.node = NodeId(0), .gpu_mask = 0xFF}}}, 0).ok());
   std::vector<JobSpec> jobs = {Job(1, 1, 1, 0), Job(2, 1, 1, 1), Job(3, 1, 1, 1), Job(4, 1, 1, 0)};
   jobs[0].submit_ns = Sec(1);
@@ -29,8 +29,8 @@ TEST(Ordering, PriorityThenShareThenAge) {
   jobs[3].submit_ns = Sec(4);
   jobs[3].priority = 5;
   std::vector<size_t> order = OrderJobs(jobs, s, nullptr, queues, Sec(10), {});
-  // 4 (priority), then b's jobs by age (3 before 2) while b's share stays below a's, then 1.
-  EXPECT_EQ(Ids(jobs, order), (std::vector<uint64_t>{4, 3, 2, 1}));
+  // b's jobs by age (3 before 2) while b's share stays below a's, then a's: 4 (priority), 1.
+  EXPECT_EQ(Ids(jobs, order), (std::vector<uint64_t>{3, 2, 4, 1}));
 }
 
 TEST(Ordering, UnknownEstimatesRankLastOrAtTheMean) {

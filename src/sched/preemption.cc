@@ -64,10 +64,11 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
   // The same filters as ever, cheapest first: the spec's own fields, then the bound-this-cycle
   // set, then the victim's nodes.
   for (const RunningJob& r : state.running()) {
-    const bool by_priority = options.priority && r.spec.priority < job.priority;
     const size_t rq = r.spec.queue.value();
-    const bool by_reclaim = options.reclaim && in_quota && rq < nq && rq != jq &&
-                            used[rq] > quota[rq] && r.spec.priority <= job.priority;
+    // Priority orders a queue's own jobs only; reclaim ignores priorities (preemption.h).
+    const bool by_priority = options.priority && rq == jq && r.spec.priority < job.priority;
+    const bool by_reclaim =
+        options.reclaim && in_quota && rq < nq && rq != jq && used[rq] > quota[rq];
     if (!by_priority && !by_reclaim) continue;
     if (!PastMinRuntime(r, now_ns)) continue;
     if (options.not_victims != nullptr && options.not_victims->count(r.spec.id)) continue;

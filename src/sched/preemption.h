@@ -1,9 +1,12 @@
 // Preemption and quota reclaim: choosing victims of least cost.
 //
 // A pending job may take room from running jobs that are preemptible, have run at least their
-// minimum run time, and are eligible: of a lower priority class (priority preemption), or of a
-// queue running over its quota while the pending job's queue is within its own (reclaim; the
-// victim's queue must stay at or above its quota after losing it). Victims are whole gangs.
+// minimum run time, and are eligible: of the pending job's own queue and a lower priority class
+// (priority preemption), or of another queue running over its quota while the pending job's
+// queue is within its own (reclaim; the victim's queue must stay at or above its quota after
+// losing it). Priority never crosses queues: a queue's priorities order its own jobs only, so
+// no tenant takes another's GPUs by raising its priorities, and reclaim takes borrowed GPUs
+// whatever the borrower's priorities are. Victims are whole gangs.
 // Cost of a victim = GPU-seconds of work lost (milli-GPUs held x time run), so young and small
 // jobs go first; ties go to the lower priority, then the younger job, then the larger job id.
 // Victims are added in cost order on a copy of the state until the job fits, then any victim

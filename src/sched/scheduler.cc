@@ -225,6 +225,80 @@ ShapeKey KeyOf(const JobSpec& j, bool queue_matters) {
           j.locality.required, j.allow_split, queue_matters ? j.queue.value() : ~0u};
 }
 
+// ---- Wait reasons (Decisions::waits) ----
+
+std::string GpusText(int64_t milli) { return fmt::format("{:g}", static_cast<double>(milli) / 1000.0); }
+
+std::string OwnerText(const QueueSpec& q) {
+  return q.tenant.empty() ? fmt::format("queue {}", q.name) : fmt::format("tenant {}", q.tenant);
+}
+
+// The models of `mask` by name ("" when the mask holds every model of the cluster).
+std::string ModelsText(const ClusterSpec& spec, ModelMask mask) {
+  std::string out;
+  bool all = true;
+  for (size_t m = 0; m < spec.gpu_models.size() && m < kMaxGpuModels; ++m) {
+    if (mask & (ModelMask{1} << m)) {
+      out += (out.empty() ? "" : "|") + spec.gpu_models[m];
+    } else {
+      all = false;
+    }
+  }
+  return all ? "" : out;
+}
+
+// Milli-GPUs of the models in `mask` on every node of the cluster, healthy or not, on or off:
+// a job asking more can never start on this cluster.
+int64_t ClusterMilliOf(const ClusterState& s, ModelMask mask, std::map<ModelMask, int64_t>* cache) {
+  auto it = cache->find(mask);
+  if (it != cache->end()) return it->second;
+  int64_t gpus = 0;
+  for (const NodeSpec& n : s.spec().nodes) {
+    if (n.gpu_model >= 0 && n.gpu_model < kMaxGpuModels && (mask & (ModelMask{1} << n.gpu_model))) gpus += n.gpus;
+  }
+  return (*cache)[mask] = gpus * 1000;
+}
+
+// Why `job` can never start, or "" when it may: more GPUs than its queue's cap, or than the
+// cluster has of its models.
+std::string NeverFits(const ClusterState& s, const JobSpec& job, const QueueSpec& queue,
+                      std::map<ModelMask, int64_t>* cache) {
+  const int64_t need = job.total_milli_gpus();
+  if (queue.max_gpus >= 0 && need > queue.max_gpus * 1000) {
+    return fmt::format("asks {} GPUs, more than {} may ever hold (its cap, max_gpus, is {})",
+                       GpusText(need), OwnerText(queue), queue.max_gpus);
+  }
+  if (job.task.gpus == 0) return "";
+  const int64_t have = ClusterMilliOf(s, job.gpu_models, cache);
+  if (need > have) {
+    const std::string models = ModelsText(s.spec(), job.gpu_models);
+    return fmt::format("asks {} GPUs; the cluster has {}{} in all", GpusText(need), GpusText(have),
+                       models.empty() ? "" : fmt::format(" of model {}", models));
+  }
+  return "";
+}
+
+// Where a job that found no placement stands against its queue's guarantee: within it (it may
+// reclaim what others borrow) or beyond it (it borrows idle GPUs only).
+std::string GuaranteeText(const ClusterState& s, const JobSpec& job, const QueueSpec& queue) {
+  const int64_t quota = QueueQuotaMilli(s, queue);
+  if (quota == 0) return fmt::format("{} has no guarantee, so it runs on idle GPUs only", OwnerText(queue));
+  if (s.queue_used_milli(job.queue) + job.total_milli_gpus() <= quota) {
+    return fmt::format("within {}'s guarantee of {} GPUs: it may reclaim GPUs other tenants "
+                       "borrowed once their jobs pass their minimum run time",
+                       OwnerText(queue), GpusText(quota));
+  }
+  return fmt::format("it would take {} past its guarantee of {} GPUs, so it runs on idle GPUs "
+                     "only", OwnerText(queue), GpusText(quota));
+}
+
+std::string NoRoomText(const ClusterState& s, const JobSpec& job, const QueueSpec& queue) {
+  const int64_t need = job.total_milli_gpus();
+  if (need == 0) return "waiting for a node with room for its CPU and memory";
+  return fmt::format("waiting for room for {} GPU{}: {}", GpusText(need), need == 1000 ? "" : "s",
+                     GuaranteeText(s, job, queue));
+}
+
 StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   GPOOL_RETURN_IF_ERROR(ValidateInput(in));
   const std::vector<JobSpec>& pending = *in.pending;
@@ -248,9 +322,13 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   std::set<std::tuple<ShapeKey, int32_t, uint32_t>> failed_preempt;
   // Cheap gates before PlanPreemption, which copies the state: the lowest priority among jobs
   // that may be preempted now, and whether any queue runs over its quota (reclaim needs one).
-  int32_t min_victim_priority = INT32_MAX;
+  // Priority preemption stays inside a queue (preemption.h), so the gate is per queue.
+  std::vector<int32_t> min_victim_priority(queues.size(), INT32_MAX);
   for (const RunningJob& r : work.running()) {
-    if (PastMinRuntime(r, now)) min_victim_priority = std::min(min_victim_priority, r.spec.priority);
+    const size_t rq = r.spec.queue.value();
+    if (rq < queues.size() && PastMinRuntime(r, now)) {
+      min_victim_priority[rq] = std::min(min_victim_priority[rq], r.spec.priority);
+    }
   }
   bool any_over_quota = false;
   for (size_t q = 0; q < queues.size(); ++q) {
@@ -277,18 +355,41 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   int preemptions = 0;
   int64_t demand_gpus = 0;
   int64_t bound_milli = 0;  // taken by this cycle's binds
-  bool blocked = false;  // strict order when backfill is off
-  int32_t blocked_priority = 0;
+  bool blocked = false;  // strict order when backfill is off: nothing passes a blocked job
+  std::map<ModelMask, int64_t> cluster_milli;  // NeverFits' cache
+  auto note_wait = [&](const JobSpec& job, WaitKind kind, auto&& text) {
+    if (in.explain) out.waits.push_back({.job = job.id, .kind = kind, .text = text()});
+  };
 
   for (size_t idx : order) {
     const JobSpec& job = pending[idx];
-    if (blocked && job.priority <= blocked_priority) continue;
     const size_t q = job.queue.value();
     const QueueSpec& queue = queues[q];
-    if (queue.max_gpus >= 0 && work.queue_used_milli(job.queue) + job.total_milli_gpus() > queue.max_gpus * 1000) {
-      continue;  // over the queue's hard limit: waits, takes no reservation
+    if (std::string never = NeverFits(work, job, queue, &cluster_milli); !never.empty()) {
+      // Not even an empty cluster (or its queue's cap) holds it: no placement, no reservation,
+      // no preemption, no resumes for it.
+      note_wait(job, WaitKind::kNeverFits, [&] { return never; });
+      continue;
     }
-    if (queue.max_running_jobs >= 0 && running_jobs[q] >= queue.max_running_jobs) continue;
+    if (blocked) {
+      note_wait(job, WaitKind::kBlocked, [] { return std::string("behind a job that cannot start yet (strict order: backfill is off)"); });
+      continue;
+    }
+    if (queue.max_gpus >= 0 && work.queue_used_milli(job.queue) + job.total_milli_gpus() > queue.max_gpus * 1000) {
+      // Over the queue's hard limit: waits, takes no reservation.
+      note_wait(job, WaitKind::kQueueCap, [&] {
+        return fmt::format("{}'s running jobs and this one would pass its cap of {} GPUs "
+                           "(max_gpus): it waits for them to end", OwnerText(queue), queue.max_gpus);
+      });
+      continue;
+    }
+    if (queue.max_running_jobs >= 0 && running_jobs[q] >= queue.max_running_jobs) {
+      note_wait(job, WaitKind::kQueueJobs, [&] {
+        return fmt::format("{} runs its limit of {} jobs (max_running_jobs)", OwnerText(queue),
+                           queue.max_running_jobs);
+      });
+      continue;
+    }
 
     const bool queue_matters = !queue.guaranteed_domains.empty();
     PlacementOptions popts{.workload = c_.fragmentation_aware ? &workload : nullptr,
@@ -313,7 +414,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       if (!placement) failed_short.insert(key);
     }
     const bool may_preempt =
-        (c_.priority_preemption && job.priority > min_victim_priority) ||
+        (c_.priority_preemption && job.priority > min_victim_priority[q]) ||
         (c_.reclaim && any_over_quota &&
          work.queue_used_milli(job.queue) + job.total_milli_gpus() <= QueueQuotaMilli(work, queue));
     const auto pkey = std::make_tuple(key, job.priority, job.queue.value());
@@ -400,12 +501,14 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     if (job.task.gpus > 0) demand_gpus += int64_t{job.task.gpus} * job.num_tasks;
     if (!c_.backfill) {
       blocked = true;
-      blocked_priority = job.priority;
+      note_wait(job, WaitKind::kNoRoom, [&] { return NoRoomText(work, job, queue); });
       continue;
     }
+    bool reserved = false;
     if (static_cast<int>(out.reservations.size()) < c_.max_reservations &&
         static_cast<double>(now - job.submit_ns) >= c_.reserve_after_s * 1e9) {
       if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now, c_.assumed_runtime_s)) {
+        reserved = true;
         if (c_.backfill_reserved_nodes && !unheld_work) unheld_work = work;
         for (NodeId n : r->nodes) work.SetHeld(n, true);
         held_nodes.insert(held_nodes.end(), r->nodes.begin(), r->nodes.end());
@@ -414,6 +517,14 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
         ExcludeReserved(*r, &held);
         out.reservations.push_back(std::move(*r));
       }
+    }
+    if (reserved) {
+      note_wait(job, WaitKind::kReserved, [&] {
+        return fmt::format("next to start: nodes are held for its {} GPUs while running jobs "
+                           "end; {}", GpusText(job.total_milli_gpus()), GuaranteeText(work, job, queue));
+      });
+    } else {
+      note_wait(job, WaitKind::kNoRoom, [&] { return NoRoomText(work, job, queue); });
     }
   }
 

@@ -48,6 +48,9 @@ struct SchedulingInput {
   const UsageLedger* usage = nullptr;           // optional: current allocation only if null
   int64_t now_ns = 0;
   uint64_t seed = 0;                            // for policies that randomise; gpool doesn't
+  // Fill Decisions::waits (why each unbound pending job waits). Off by default: the simulator
+  // has no one to tell, and formatting a reason per pending job per cycle is not free.
+  bool explain = false;
 };
 
 class Policy {

@@ -250,23 +250,35 @@ TEST(Policy, ReclaimsBorrowedGpusAfterMinRuntime) {
 }
 
 TEST(Policy, NeverPreemptsAJobBoundInTheSameCycle) {
-  // Queue b (no quota) already borrows node 0. Its starved job 2 is ordered first and binds on
-  // node 1 at `now`, so it costs nothing to preempt. Queue a's job 1 then reclaims: the victim
-  // must be job 10, which was running when the cycle began, never job 2 bound a moment earlier.
+  // Queue b (no quota) already borrows node 0. Queue a (guaranteed 8) goes first with job 3,
+  // which fits its guarantee but no node: it needs every CPU of a node, and queue c's CPU-only
+  // jobs hold one on each. a's job 1 then ranks as borrowing (job 3 counts as a's), so b's
+  // starved job 2 is ordered before it and binds on node 1 at `now`, where it costs nothing to
+  // preempt. Job 1, within a's guarantee by what runs, then reclaims: the victim must be job
+  // 10, which was running when the cycle began, never job 2 bound a moment earlier.
   ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
-  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 8}, {.name = "b"}};
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 8}, {.name = "b"}, {.name = "c"}};
   Start(s, Job(10, 1, 8, 1), 0);
-  std::vector<JobSpec> pending = {Job(1, 1, 8, 0), Job(2, 1, 8, 1)};
+  ASSERT_EQ(s.FindRunning(JobId(10))->placement.tasks[0].node, NodeId(0));
+  for (uint32_t n = 0; n < 2; ++n) {
+    ASSERT_TRUE(s.Bind(Job(30 + n, 1, 0, 2), {.tasks = {{.node = NodeId(n)}}}, 0).ok());
+  }
+  JobSpec whole_node = Job(3, 1, 8, 0);
+  whole_node.task.cpu_milli = 64000;
+  std::vector<JobSpec> pending = {Job(1, 1, 8, 0), Job(2, 1, 8, 1), whole_node};
   pending[0].submit_ns = Sec(100);
   pending[1].submit_ns = 0;
-  Decisions d = RunPolicy(*Make({.starvation_age_s = 10}), s, pending, queues, Sec(100));
+  pending[2].submit_ns = Sec(99);
+  // No reservation: job 3's would hold node 0 (c's jobs are assumed to end some day).
+  Decisions d = RunPolicy(*Make({.starvation_age_s = 10, .max_reservations = 0}), s, pending,
+                          queues, Sec(100));
   std::set<uint64_t> bound;
   for (const auto& b : d.binds) bound.insert(b.job.value());
   for (const auto& p : d.preemptions) {
     EXPECT_EQ(bound.count(p.victim.value()), 0u) << "job " << p.victim.value() << " bound and preempted";
     EXPECT_NE(s.FindRunning(p.victim), nullptr) << "victim " << p.victim.value() << " was not running";
   }
-  ASSERT_EQ(d.preemptions.size(), 1u);
+  ASSERT_EQ(d.preemptions.size(), 1u) << Text(d);
   EXPECT_EQ(d.preemptions[0].victim, JobId(10));
   EXPECT_EQ(bound, (std::set<uint64_t>{1, 2}));
 }

@@ -102,15 +102,17 @@ std::optional<PreemptionPlan> PlanShortJobPreemption(
   };
   std::vector<Cand> cands;
   for (const RunningJob& r : state.running()) {
-    if (r.spec.priority > job.priority) continue;
+    const size_t rq = r.spec.queue.value();
+    // Priorities compare inside a queue only (preemption.h).
+    if (rq == jq && r.spec.priority > job.priority) continue;
     const double rem = PreemptibleRemaining(r, now_ns, c);
     if (rem < need_remaining) continue;
     if (not_victims != nullptr && not_victims->count(r.spec.id)) continue;
-    const size_t rq = r.spec.queue.value();
     if (rq >= nq) continue;
     if (rq != jq && used[rq] - r.spec.total_milli_gpus() < quota[rq]) continue;  // not borrowed
     if (!HoldsUsefulGpus(state, r, job)) continue;
-    cands.push_back({rem, r.spec.id, rq, r.spec.total_milli_gpus(), r.spec.priority < job.priority});
+    cands.push_back({rem, r.spec.id, rq, r.spec.total_milli_gpus(),
+                     rq == jq && r.spec.priority < job.priority});
   }
   if (cands.empty()) return std::nullopt;
   // Not even every candidate and the free GPUs together hold the job (the dry walk below only

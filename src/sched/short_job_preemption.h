@@ -10,7 +10,8 @@
 // small fraction of what is left of it while the newcomer's is cut by its whole wait.
 //
 // Guarantees kept (each is a rule on the victim V of a pending job J):
-//   - priority: V's priority class is not above J's;
+//   - priority: when V is of J's own queue, V's priority class is not above J's (priorities
+//     do not compare across queues: preemption.h);
 //   - quotas: V is of J's own queue, or of a queue that stays at or above its quota without V
 //     (only borrowed capacity is taken from another tenant);
 //   - minimum run time: V is preemptible, past its own min_runtime_s, and has run at least

@@ -127,6 +127,17 @@ TEST(ShortJobPreemption, TakesOnlyBorrowedCapacityFromAnotherQueue) {
   d = Schedule1(config, owned.state, {owned.short_job}, owned.queues, Sec(4000));
   EXPECT_TRUE(d.preemptions.empty());
   EXPECT_TRUE(d.binds.empty());
+
+  // Priorities compare inside a queue only (EachRuleStopsIt has a's own higher class spared):
+  // b's borrowed job is taken at priority 1000 too, so a tenant's priority does not shield
+  // what it borrows.
+  Case high(1);
+  high.state = MakeCluster({.nodes = 1, .nodes_per_leaf = 1});
+  high.long_job.priority = 1000;
+  StartOn(high.state, high.long_job, 0, 0);
+  d = Schedule1(config, high.state, {high.short_job}, high.queues, Sec(4000));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim, JobId(10));
 }
 
 TEST(ShortJobPreemption, NotWhenCapacityComesBackSoonAnyway) {

@@ -49,6 +49,18 @@ std::string_view PowerStateName(PowerState p) {
   return "?";
 }
 
+std::string_view WaitKindName(WaitKind k) {
+  switch (k) {
+    case WaitKind::kNeverFits: return "never-fits";
+    case WaitKind::kQueueCap: return "queue-cap";
+    case WaitKind::kQueueJobs: return "queue-jobs";
+    case WaitKind::kBlocked: return "blocked";
+    case WaitKind::kReserved: return "reserved";
+    case WaitKind::kNoRoom: return "no-room";
+  }
+  return "?";
+}
+
 std::string_view JobKindName(JobKind k) {
   switch (k) {
     case JobKind::kTraining: return "training";

@@ -194,6 +194,27 @@ struct Reservation {
   std::vector<NodeId> nodes;   // nodes held for it
 };
 
+// Why a pending job was not bound in a cycle (Decisions::waits, when SchedulingInput::explain
+// asks for them). The text is for people (`gpool jobs`, the dashboard) and names the rule and
+// its numbers; it holds only numbers that change with the configuration or the job, not with
+// the load, so a caller that stores it rewrites it only when the cause changes.
+enum class WaitKind : uint8_t {
+  kNeverFits,  // more GPUs than the cluster has of its models, or than its queue's cap: a
+               // caller may refuse it
+  kQueueCap,   // its queue's max_gpus holds it back until the queue's own jobs end
+  kQueueJobs,  // its queue's max_running_jobs
+  kBlocked,    // strict order (backfill off): behind a job that cannot start
+  kReserved,   // first to start: nodes are held for it (a reservation)
+  kNoRoom,     // no placement now; the text says whether it waits within its guarantee
+};
+std::string_view WaitKindName(WaitKind k);  // "never-fits", "queue-cap", ...
+
+struct WaitReason {
+  JobId job;
+  WaitKind kind = WaitKind::kNoRoom;
+  std::string text;
+};
+
 // What a policy decided in one cycle. Apply preemptions first, then binds, then power actions:
 // a bind may use room that a preemption of the same cycle frees.
 struct Decisions {
@@ -201,6 +222,8 @@ struct Decisions {
   std::vector<BindDecision> binds;
   std::vector<PowerDecision> power;
   std::vector<Reservation> reservations;  // informational: why some free nodes stay idle
+  // Informational: one per pending job not bound, when SchedulingInput::explain (else empty).
+  std::vector<WaitReason> waits;
 };
 
 }  // namespace gpool::sched

@@ -6,8 +6,8 @@
 # Checks (one page load after a job was submitted through the CLI): the page shows the live node,
 # GPU and allocation counts and draws the chart; the job appears
 # in the jobs table, its placement is highlighted on exactly its GPUs when selected (#job=ID),
-# and a hostile job command is shown as text, not run as HTML; /api/history answers with
-# samples and rejects a bad `since`.
+# and a hostile job command is shown as text, not run as HTML; a pending job's row says why it
+# waits; /api/history answers with samples and rejects a bad `since`.
 # The CLI's per-task --cpus/--mem reach the job (`gpool jobs describe`).
 # Auth is on (--auth-tokens; src/control/http_auth.h): the page gets the admin token from its URL
 # fragment (#token=...), the HTTP API answers 401 without a token and a tenant token sees only
@@ -112,6 +112,13 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "${HTTP}app.js")
 
 # One page load (Chromium's start is the slow part): live counts, the job, its placement. The
 # admin token comes in the fragment, as `make demo` prints it.
+# A job larger than the cluster waits; the jobs table says why (the scheduler's reason).
+BIG=$("$GPOOL" submit --controller "$ADDR" --token "$PROD" --gpus 100000 --duration 60s -- big) ||
+  fail "big submit failed"
+for _ in $(seq 50); do
+  grep -q '"pending_reason"' <<<"$("$GPOOL" jobs describe "$BIG" --controller "$ADDR" --token "$ADMIN" -o json)" && break
+  sleep 0.1
+done
 dump "$HTTP#token=$ADMIN&job=$JOB" "$TMP/page2.html"
 [ "$(attr data-loaded "$TMP/page2.html")" = 1 ] || fail "page did not load its data: $(head -c 600 "$TMP/page2.html")"
 [ "$(attr data-nodes "$TMP/page2.html")" = 8 ] || fail "page shows $(attr data-nodes "$TMP/page2.html") nodes, want 8"
@@ -130,6 +137,8 @@ grep -q 'data-tenant="research"' "$TMP/page2.html" || fail "tenant research not 
 grep -q '&lt;img src=x' "$TMP/page2.html" || fail "job command not shown as escaped text"
 grep -q '<img src="x"' "$TMP/page2.html" && fail "job command was injected as HTML"
 grep -q "$ADMIN" "$TMP/page2.html" && fail "the token appears in the page DOM"
+grep -q "id=\"job-$BIG\".*<td class=\"why\"[^>]*>asks 100000 GPUs; the cluster has 64 in all<" "$TMP/page2.html" ||
+  fail "the jobs table does not say why $BIG waits"
 
 # The page without a token says why it shows nothing.
 dump "$HTTP" "$TMP/page3.html"
