@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
   CU(cuDevicePrimaryCtxGetState(dev0, &pflags, &active));
   EXPECT(active == 1);
 
+  CUmoduleLoadingMode loading;
+  CU(cuModuleGetLoadingMode(&loading));
+  EXPECT(loading == CU_MODULE_EAGER_LOADING || loading == CU_MODULE_LAZY_LOADING);
   CUmodule mod;
   CU(cuModuleLoadData(&mod, image.data()));
   CUfunction add, scale, take;

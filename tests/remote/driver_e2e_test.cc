@@ -172,6 +172,19 @@ TEST(DriverExports, ExactlyTheRealDriversNames) {
   }
 }
 
+// NVIDIA's own runtime (a plain nvcc build links it statically) over the stand-in: it asks for
+// private tables the stand-in does not provide yet (docs/remoting.md, "Export tables"), and fails
+// at the program's first call, with each table it asked for named on stderr, never silently.
+TEST(DriverE2EAlone, NvidiasRuntimeStopsAtTheExportTablesItNeeds) {
+  auto [rc, out] = gpool::testing::Run({Built("vector_add_static")},
+                                       {"LD_LIBRARY_PATH=" GPOOL_CLIENT_LIB_DIR,
+                                        "GPOOL_DEVICES=127.0.0.1:1/0"});
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "gpool: cuGetExportTable: table 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9 is "
+                       "not provided by gpool's libcuda.so.1 stand-in")) << out;
+  EXPECT_TRUE(Has(out, "cudaGetDeviceCount(&count) failed: cudaErrorNotSupported")) << out;
+}
+
 // Errors the stand-in raises name the call: a program with no GPOOL_DEVICES (run without
 // `gpool run`, its libcuda.so.1 found through LD_LIBRARY_PATH) fails at cuInit saying why.
 TEST(DriverE2EAlone, WithoutDevicesCuInitSaysWhy) {

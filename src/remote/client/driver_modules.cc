@@ -151,6 +151,14 @@ CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
   return LoadModule("cuModuleLoadFatBinary", module, fatCubin);
 }
 
+// Modules are sent to the server when loaded (the server may load them lazily, which the program
+// cannot tell); NVIDIA's runtime asks this at start-up.
+CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  *mode = CU_MODULE_EAGER_LOADING;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuModuleUnload(CUmodule hmod) {
   const char* call = "cuModuleUnload";
   Module* m;
