@@ -207,6 +207,9 @@ int main(int argc, char** argv) {
   CU(reinterpret_cast<CUresult (*)(int*)>(fn)(&count2));
   EXPECT(count2 == count);
   CU(cuGetProcAddress("cuMemAlloc", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  void* by_versioned_name = nullptr;  // the exported name cuda.h maps cuMemAlloc to
+  CU(cuGetProcAddress("cuMemAlloc_v2", &by_versioned_name, 13000, 0, &found));
+  EXPECT(by_versioned_name == fn);
   CUdeviceptr via;
   CU(reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t)>(fn)(&via, 64));
   CU(cuMemFree(via));
