@@ -1,6 +1,7 @@
 // gpool's stand-in for libcuda.so.1: the CUDA driver API, remoted to GPU servers over the same
 // links and protocol as the runtime stand-in (cudart_api.cc). See driver_state.h for the state,
-// driver_modules.cc for modules and launches, docs/remoting.md ("The driver API") for coverage.
+// driver_modules.cc for modules and launches, driver_streams.cc for streams and events,
+// docs/remoting.md ("The driver API") for coverage.
 //
 // Signatures come from the CUDA 13 cuda.h, whose macros give each definition its exported
 // versioned name (cuMemAlloc here defines cuMemAlloc_v2). The per-thread default stream variants
