@@ -495,9 +495,15 @@ CUresult cuCtxDestroy(CUcontext c) {
     return Fail(call, CUDA_ERROR_INVALID_CONTEXT, "a primary context cannot be destroyed "
                 "(cuDevicePrimaryCtxRelease)");
   }
+  std::map<void*, Ctx::Stored> storage;
   {
     std::lock_guard<std::mutex> lk(D().mu);
     D().contexts.erase(ctx);
+    storage.swap(ctx->storage);
+  }
+  // The runtime's per-context state goes with the context (its destructors may call back in).
+  for (const auto& [key, v] : storage) {
+    if (v.dtor) v.dtor(c, key, v.value);
   }
   // Off this thread's stack (other threads' stacks may still name it: CUDA leaves that undefined;
   // here their calls find it gone and fail).
@@ -753,21 +759,7 @@ CUresult cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion, cu
 // before its first call. None is provided yet: each table asked for is named once on stderr, so
 // a run shows which a program's runtime needs (docs/remoting.md, "Export tables").
 CUresult cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTableId) {
-  if (!ppExportTable || !pExportTableId) return CUDA_ERROR_INVALID_VALUE;
-  *ppExportTable = nullptr;
-  std::string id;
-  for (int i = 0; i < 16; ++i) {
-    id += fmt::format("{:02x}", static_cast<unsigned char>(pExportTableId->bytes[i]));
-    if (i == 3 || i == 5 || i == 7 || i == 9) id += '-';
-  }
-  static std::mutex mu;
-  static std::set<std::string> said;
-  std::lock_guard<std::mutex> lk(mu);
-  if (said.insert(id).second) {
-    Say(fmt::format("cuGetExportTable: table {} is not provided by gpool's libcuda.so.1 stand-in "
-                    "(returning CUDA_ERROR_NOT_SUPPORTED)", id));
-  }
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return GetExportTable(ppExportTable, pExportTableId);
 }
 
 // ---- the per-thread default stream variants (see the top of the file) and older exports whose

@@ -20,12 +20,12 @@
 #include "remote/client/driver_state.h"
 
 namespace gpool::remote::client::driver {
-namespace {
 
-CUresult LoadModule(const char* call, CUmodule* out, const void* image) {
+CUresult LoadModule(const char* call, CUmodule* out, const void* image, int dev) {
   if (!out || !image) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null module or image pointer");
-  int dev;
-  if (CUresult r = CurrentDevice(call, &dev)) return r;
+  if (dev < 0) {
+    if (CUresult r = CurrentDevice(call, &dev)) return r;
+  }
   auto bytes = fatbin::ImageFromPointer(image);
   if (!bytes.ok()) return Fail(call, CUDA_ERROR_INVALID_IMAGE, bytes.status().message());
   CUresult err;
@@ -61,6 +61,8 @@ CUresult LoadModule(const char* call, CUmodule* out, const void* image) {
   *out = reinterpret_cast<CUmodule>(rec);
   return FromStatus(l->status(), call);
 }
+
+namespace {
 
 CUresult FindModule(const char* call, CUmodule hmod, Module** out) {
   if (CUresult r = Ready(call)) return r;

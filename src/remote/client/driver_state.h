@@ -34,6 +34,14 @@ struct Ctx {
   int device = 0;
   bool primary = false;
   unsigned flags = 0;
+  // Context-local storage (the runtime's per-context state, driver_export_tables.cc): a value
+  // and its destructor per key; the destructors run when the context is destroyed.
+  using StorageDtor = void (*)(CUcontext, void* key, void* value);
+  struct Stored {
+    void* value = nullptr;
+    StorageDtor dtor = nullptr;
+  };
+  std::map<void*, Stored> storage;
 };
 struct Stream {
   int device = 0;
@@ -150,6 +158,12 @@ CUresult Post(ServerLink* l, Msg& m, const char* call) {
   std::lock_guard<std::mutex> lk(l->mu());
   return FromStatus(l->Post(m), call);
 }
+
+// A module from a fatbin, cubin or PTX image (or a fatbin's registration wrapper) on device `dev`,
+// or the current context's when `dev` is -1 (driver_modules.cc); errors said naming `call`.
+CUresult LoadModule(const char* call, CUmodule* out, const void* image, int dev = -1);
+// cuGetExportTable (driver_export_tables.cc).
+CUresult GetExportTable(const void** table, const CUuuid* id);
 
 // cuInit done? Else CUDA_ERROR_NOT_INITIALIZED, said naming the call.
 CUresult Ready(const char* call);
