@@ -17,6 +17,7 @@
 #   `Jobs`, `OneLeaf`, `Runtimes`, ...) across sources that others edit now.
 # - cudart_stubs.cc: by design a TU of its own (generated weak `extern "C" int f()` stubs that
 #   include no CUDA header; beside cudart_api.cc's real signatures they conflict). Permanent.
+#   driver_stubs.cc likewise, beside driver_api.cc's cuda.h signatures.
 # - share_arbiter.cc: its ShareArbiter::Shared holds a `Slot` from the anonymous namespace; in a
 #   unity TU the .cc counts as an included file, so GCC's -Wsubobject-linkage (on by default,
 #   an error under -Werror) fires. Moving `Slot` into ShareArbiter (or a named namespace) would
@@ -27,6 +28,7 @@
 set(GPOOL_UNITY_SKIP_SOURCES
     src/remote/transport/ucx_transport.cc
     src/remote/client/cudart_stubs.cc
+    src/remote/client/driver_stubs.cc
     src/remote/server/share_arbiter.cc
     src/control/api.cc
     src/sim/fill.cc)

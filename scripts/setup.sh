@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libzstd-dev liblz4-dev libsqlite3-dev libssl-dev
+  nettle-dev                           # MD2/HMAC: the CUDA runtime's integrity check (libcuda.so.1 stand-in)
   libucx-dev ucx-utils                 # UCX transport (tcp, shared memory, verbs)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev  # control plane
   curl python3                         # control-plane e2e test and demo

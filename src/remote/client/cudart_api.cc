@@ -83,40 +83,11 @@ class Runtime {
   std::atomic<bool> any_managed{false};  // a module registered a __managed__ variable
 
   Runtime() {
-    const char* d = getenv("GPOOL_DEVICES");
-    if (const char* t = getenv("GPOOL_LEASE")) token = t;
-    if (const char* t = getenv("GPOOL_TRANSPORT")) transport = t;
-    if (!d || !*d) {
-      env_error = "GPOOL_DEVICES is not set: no GPUs (run the program with `gpool run`)";
-      return;
-    }
-    std::string s = d;
-    size_t at = 0;
-    while (at <= s.size()) {
-      size_t comma = s.find(',', at);
-      std::string item = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-      at = comma == std::string::npos ? s.size() + 1 : comma + 1;
-      if (item.empty()) continue;
-      size_t slash = item.rfind('/');
-      DeviceRef ref;
-      ref.server = item.substr(0, slash);
-      if (slash != std::string::npos) {
-        char* end = nullptr;
-        ref.index = static_cast<uint32_t>(strtoul(item.c_str() + slash + 1, &end, 10));
-        if (*end != '\0' || slash + 1 == item.size()) {
-          env_error = fmt::format("GPOOL_DEVICES entry '{}': index after '/' is not a number", item);
-          devices.clear();
-          return;
-        }
-      }
-      if (ref.server.find(':') == std::string::npos) {
-        env_error = fmt::format("GPOOL_DEVICES entry '{}': want HOST:PORT/INDEX", item);
-        devices.clear();
-        return;
-      }
-      devices.push_back(ref);
-    }
-    if (devices.empty()) env_error = "GPOOL_DEVICES lists no devices";
+    PoolEnv env = ReadPoolEnv();  // GPOOL_DEVICES, GPOOL_LEASE, GPOOL_TRANSPORT (pool.h)
+    devices = std::move(env.devices);
+    env_error = std::move(env.env_error);
+    token = std::move(env.token);
+    transport = std::move(env.transport);
   }
 
   // Returns the link serving `dev`, connecting (and sending registrations) on first use.
@@ -143,11 +114,7 @@ class Runtime {
       *err = cudaErrorDevicesUnavailable;
       return nullptr;
     }
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
-    LinkOptions o{.address = ref.server, .transport = transport, .token = token,
-                  .client_name = fmt::format("{}:{}", host, getpid())};
-    auto link = ServerLink::Connect(o);
+    auto link = ConnectServer(PoolEnv{.token = token, .transport = transport}, ref.server);
     if (!link.ok()) {
       Say(link.status().message());
       link_errors[ref.server] = link.status().message();

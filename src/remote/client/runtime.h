@@ -20,15 +20,11 @@
 #include <vector>
 
 #include "remote/client/link.h"
+#include "remote/client/pool.h"
 #include "remote/fatbin/fatbin.h"
 #include "remote/protocol/messages.h"
 
 namespace gpool::remote::client {
-
-struct DeviceRef {
-  std::string server;  // HOST:PORT
-  uint32_t index = 0;  // on that server
-};
 
 struct FunctionRec;
 struct VarRec;

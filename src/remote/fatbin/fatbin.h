@@ -102,4 +102,14 @@ StatusOr<std::vector<KernelInfo>> ParsePtx(std::string_view ptx);
 // Picks the best entry (a cubin, else PTX) and returns its kernels' layouts.
 StatusOr<Module> ParseFatbin(Bytes fatbin, const ParseOptions& options = {});
 
+// What cuModuleLoadData accepts (image.cc): a fatbin, a registration wrapper of one, a cubin (ELF)
+// or NUL-terminated PTX text. ImageFromPointer finds the image's extent from its own headers
+// (a fatbin's size field; an ELF's section and program header tables and the sections they list;
+// PTX up to its NUL, which is included, at most `max_bytes`), reading only that much of `data`, a
+// program's pointer. InvalidArgument names what could not be read.
+StatusOr<Bytes> ImageFromPointer(const void* data, size_t max_bytes = size_t{256} << 20);
+// Layouts and variables of any image ImageFromPointer accepts (a wrapper excepted): a fatbin as
+// ParseFatbin, a cubin as ParseCubin and ParseCubinGlobals, PTX as ParsePtx (no variables).
+StatusOr<Module> ParseImage(Bytes image, const ParseOptions& options = {});
+
 }  // namespace gpool::remote::fatbin

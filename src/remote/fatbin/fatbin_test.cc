@@ -260,5 +260,58 @@ TEST(FatbinTest, TruncatedAndCorruptedInputNeverCrashes) {
   for (size_t n = 0; n < cubin.size(); n += 7) (void)ParseCubin(std::span(cubin).first(n));
 }
 
+// cuModuleLoadData's images: each form's extent is found from its own headers (the program's
+// pointer carries no length), and each parses to the fixture's kernels.
+TEST(ImageTest, EveryFormFindsItsLengthAndParses) {
+  for (const char* file : {"kernel_sm90.cubin", "kernel_sm90.fatbin", "kernel_ptx_plain.fatbin"}) {
+    SCOPED_TRACE(file);
+    std::vector<std::byte> bytes = Fixture(file);
+    // Trailing bytes that are not the image's (a program's buffer may be longer).
+    std::vector<std::byte> padded = bytes;
+    padded.resize(bytes.size() + 4096, std::byte{0x5a});
+    auto image = ImageFromPointer(padded.data());
+    ASSERT_TRUE(image.ok()) << image.status().ToString();
+    EXPECT_EQ(image->size(), bytes.size());
+    auto module = ParseImage(*image, {.target_arch = 90});
+    ASSERT_TRUE(module.ok()) << module.status().ToString();
+    ExpectFixtureKernels(module->kernels);
+  }
+  // PTX text: the entry of the plain PTX fatbin, as a C string.
+  auto entries = ListEntries(Fixture("kernel_ptx_plain.fatbin"));
+  ASSERT_TRUE(entries.ok());
+  auto payload = EntryPayload(entries->front());
+  ASSERT_TRUE(payload.ok());
+  std::string ptx(reinterpret_cast<const char*>(payload->data()), payload->size());
+  ptx = ptx.c_str();  // up to its first NUL, as a program holds it
+  auto image = ImageFromPointer(ptx.c_str());
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  EXPECT_EQ(image->size(), ptx.size() + 1);  // with its NUL
+  auto module = ParseImage(*image);
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  EXPECT_EQ(module->source, EntryKind::kPtx);
+  ExpectFixtureKernels(module->kernels);
+  // A cubin's variables come from its symbol table, as from a fatbin's cubin.
+  auto globals = ListEntries(Fixture("globals_sm90.fatbin"));
+  ASSERT_TRUE(globals.ok());
+  for (const Entry& e : *globals) {
+    if (e.kind != EntryKind::kCubin) continue;
+    auto elf = EntryPayload(e);
+    ASSERT_TRUE(elf.ok());
+    auto m = ParseImage(*elf);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->globals.at("gTable"), 120u);
+  }
+}
+
+TEST(ImageTest, NeitherFormIsRefusedSayingWhat) {
+  std::string junk(64, 'x');
+  auto image = ImageFromPointer(junk.data(), 32);
+  ASSERT_FALSE(image.ok());
+  EXPECT_NE(image.status().message().find("no NUL found"), std::string::npos) << image.status().ToString();
+  auto m = ParseImage(Bytes(reinterpret_cast<const std::byte*>(junk.data()), junk.size()));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("neither a fatbin"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpool::remote::fatbin

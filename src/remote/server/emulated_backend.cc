@@ -361,7 +361,7 @@ class EmulatedBackend final : public Backend {
     EmuModule& m = it->second;
     if (!m.parsed) {
       m.parsed = true;
-      auto mod = fatbin::ParseFatbin(m.image, {.target_arch = 90});
+      auto mod = fatbin::ParseImage(m.image, {.target_arch = 90});  // fatbin, cubin or PTX (cuModuleLoadData)
       if (mod.ok()) {
         m.layouts = std::move(*mod);
       } else {

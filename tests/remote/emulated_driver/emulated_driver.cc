@@ -21,7 +21,7 @@
 //     (or a 2-D copy with pageable host memory) completes before it returns; only memory from
 //     cuMemHostAlloc is read or written later. Events take a steady_clock timestamp when their
 //     record runs;
-//   - modules come from cuModuleLoadData of a fatbin, read by gpool's own fatbin parser
+//   - modules come from cuModuleLoadData of a fatbin, cubin or PTX, read by gpool's own fatbin parser
 //     (src/remote/fatbin): its kernels and their parameter layouts (cuModuleGetFunction,
 //     cuFuncGetParamInfo) and its variables from the cubin's symbol table (cuModuleGetGlobal:
 //     zeroed storage; static initialisers are not applied, as in the emulated backend). Each
@@ -780,12 +780,10 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   const char* call = "cuModuleLoadData";
   if (CUresult r = Ready(call); r) return r;
   namespace fb = gpool::remote::fatbin;
-  // The fatbin's length is in its header; read the header first (16 bytes, the image's own).
-  auto size = fb::FatbinSize({static_cast<const std::byte*>(image), 16});
-  if (!size.ok()) {
-    return Fail(CUDA_ERROR_INVALID_IMAGE, call, "only fatbins are emulated: {}", size.status().message());
-  }
-  auto parsed = fb::ParseFatbin({static_cast<const std::byte*>(image), *size}, {.target_arch = 90});
+  // A fatbin, cubin or PTX: its extent from its own headers (ImageFromPointer reads no further).
+  auto bytes = fb::ImageFromPointer(image);
+  if (!bytes.ok()) return Fail(CUDA_ERROR_INVALID_IMAGE, call, "{}", bytes.status().message());
+  auto parsed = fb::ParseImage(*bytes, {.target_arch = 90});
   if (!parsed.ok()) return Fail(CUDA_ERROR_INVALID_IMAGE, call, "{}", parsed.status().message());
   auto m = std::make_unique<Module>();
   m->image = std::move(*parsed);

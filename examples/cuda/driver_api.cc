@@ -1,0 +1,260 @@
+// A CUDA driver API program (no runtime: built with nvcc -cudart none, linked with -lcuda against
+// the toolkit's stub): devices, primary and created contexts, a module loaded from a file (cubin,
+// fatbin or PTX of driver_kernels.cu), launches with kernelParams and with a parameter buffer,
+// copies, memsets, a module variable, streams and events, and cuGetProcAddress. Prints
+// "PASS driver_api" on success.
+//
+//   driver_api MODULE_FILE            the whole walk
+//   driver_api MODULE_FILE stub       also calls an entry point gpool does not implement, directly
+//                                     and through cuGetProcAddress, and prints what it returned
+//   driver_api MODULE_FILE noglobals  skips the module variable (a PTX module: gpool's client
+//                                     reads no variables from PTX, see docs/remoting.md)
+#include <cuda.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#define CU(call)                                                                        \
+  do {                                                                                  \
+    CUresult r_ = (call);                                                               \
+    if (r_ != CUDA_SUCCESS) {                                                           \
+      const char* n_ = "?";                                                             \
+      cuGetErrorName(r_, &n_);                                                          \
+      std::fprintf(stderr, "%s:%d: %s failed: %s (%d)\n", __FILE__, __LINE__, #call, n_, \
+                   static_cast<int>(r_));                                               \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+#define EXPECT(cond)                                                          \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      std::fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      std::exit(1);                                                           \
+    }                                                                         \
+  } while (0)
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: driver_api MODULE_FILE [stub]\n");
+    return 2;
+  }
+  const bool stub = argc > 2 && std::strcmp(argv[2], "stub") == 0;
+  const bool globals = !(argc > 2 && std::strcmp(argv[2], "noglobals") == 0);
+  std::ifstream in(argv[1], std::ios::binary);
+  std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT(!image.empty());
+  image.push_back('\0');  // PTX is read as a C string; the binary forms carry their own length
+
+  int version = 0;
+  CU(cuDriverGetVersion(&version));
+  EXPECT(version >= 12000);
+  CUdevice dev0;
+  EXPECT(cuDeviceGet(&dev0, 0) == CUDA_ERROR_NOT_INITIALIZED);  // before cuInit
+  CU(cuInit(0));
+  int count = 0;
+  CU(cuDeviceGetCount(&count));
+  EXPECT(count >= 1);
+  CU(cuDeviceGet(&dev0, 0));
+  EXPECT(cuDeviceGet(&dev0, count) == CUDA_ERROR_INVALID_DEVICE);
+  char name[256];
+  CU(cuDeviceGetName(name, sizeof name, dev0));
+  size_t total = 0;
+  CU(cuDeviceTotalMem(&total, dev0));
+  EXPECT(total > 0);
+  CUuuid uuid;
+  CU(cuDeviceGetUuid(&uuid, dev0));
+  int major = 0, threads = 0;
+  CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev0));
+  CU(cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev0));
+  EXPECT(major >= 1 && threads >= 64);
+  std::printf("device 0: %s, %zu MiB, compute %d, driver API %d\n", name, total >> 20, major,
+              version);
+
+  // No context yet: calls that need one say so.
+  CUdeviceptr none;
+  EXPECT(cuMemAlloc(&none, 16) == CUDA_ERROR_INVALID_CONTEXT);
+  CUcontext primary, current;
+  CU(cuDevicePrimaryCtxRetain(&primary, dev0));
+  CU(cuCtxSetCurrent(primary));
+  CU(cuCtxGetCurrent(&current));
+  EXPECT(current == primary);
+  CUdevice cdev = -1;
+  CU(cuCtxGetDevice(&cdev));
+  EXPECT(cdev == dev0);
+  unsigned pflags = 0;
+  int active = 0;
+  CU(cuDevicePrimaryCtxGetState(dev0, &pflags, &active));
+  EXPECT(active == 1);
+
+  CUmoduleLoadingMode loading;
+  CU(cuModuleGetLoadingMode(&loading));
+  EXPECT(loading == CU_MODULE_EAGER_LOADING || loading == CU_MODULE_LAZY_LOADING);
+  CUmodule mod;
+  CU(cuModuleLoadData(&mod, image.data()));
+  CUfunction add, scale, take;
+  CU(cuModuleGetFunction(&add, mod, "_Z9vectorAddPKfS0_Pfi"));
+  CU(cuModuleGetFunction(&scale, mod, "_Z5scalePffi"));
+  CU(cuModuleGetFunction(&take, mod, "_Z11takeCounterPii"));
+  CUfunction missing;
+  EXPECT(cuModuleGetFunction(&missing, mod, "noSuchKernel") == CUDA_ERROR_NOT_FOUND);
+
+  // vectorAdd with kernelParams.
+  const int n = 1000;
+  std::vector<float> a(n), b(n), c(n);
+  for (int i = 0; i < n; ++i) a[i] = float(i), b[i] = float(2 * i);
+  CUdeviceptr da, db, dc;
+  CU(cuMemAlloc(&da, n * sizeof(float)));
+  CU(cuMemAlloc(&db, n * sizeof(float)));
+  CU(cuMemAlloc(&dc, n * sizeof(float)));
+  CU(cuMemcpyHtoD(da, a.data(), n * sizeof(float)));
+  CU(cuMemcpyHtoD(db, b.data(), n * sizeof(float)));
+  int nn = n;
+  void* args[] = {&da, &db, &dc, &nn};
+  CU(cuLaunchKernel(add, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
+  CU(cuCtxSynchronize());
+  CU(cuMemcpyDtoH(c.data(), dc, n * sizeof(float)));
+  for (int i = 0; i < n; ++i) EXPECT(c[i] == float(3 * i));
+
+  // scale on a stream, its parameters as one buffer (CU_LAUNCH_PARAM_BUFFER_POINTER), timed
+  // with events; the copies on the stream too.
+  CUstream s;
+  CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUevent start, stop;
+  CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+  CU(cuEventCreate(&stop, CU_EVENT_DEFAULT));
+  CU(cuEventRecord(start, s));
+  CU(cuMemcpyHtoDAsync(dc, a.data(), n * sizeof(float), s));
+  struct {
+    CUdeviceptr x;
+    float f;
+    int n;
+  } params{dc, 0.5f, n};
+  size_t psize = sizeof params;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &params, CU_LAUNCH_PARAM_BUFFER_SIZE, &psize,
+                   CU_LAUNCH_PARAM_END};
+  CU(cuLaunchKernel(scale, (n + 127) / 128, 1, 1, 128, 1, 1, 0, s, nullptr, extra));
+  CU(cuEventRecord(stop, s));
+  CU(cuMemcpyDtoHAsync(c.data(), dc, n * sizeof(float), s));
+  CU(cuStreamSynchronize(s));
+  CU(cuEventSynchronize(stop));
+  EXPECT(cuStreamQuery(s) == CUDA_SUCCESS);
+  float ms = -1;
+  CU(cuEventElapsedTime(&ms, start, stop));
+  EXPECT(ms >= 0);
+  for (int i = 0; i < n; ++i) EXPECT(c[i] == float(i) * 0.5f);
+
+  // Device-to-device copy and memsets (a byte, and a 32-bit pattern of distinct bytes).
+  CU(cuMemcpyDtoD(db, da, n * sizeof(float)));
+  CU(cuMemcpyDtoH(c.data(), db, n * sizeof(float)));
+  for (int i = 0; i < n; ++i) EXPECT(c[i] == a[i]);
+  std::vector<unsigned> words(n);
+  CU(cuMemsetD32(da, 0x12345678u, n));
+  CU(cuMemcpyDtoH(words.data(), da, n * 4));
+  for (int i = 0; i < n; ++i) EXPECT(words[i] == 0x12345678u);
+  CU(cuMemsetD8Async(da + 4, 0xab, 8, s));
+  CU(cuMemsetD32Async(da + 12, 0, 1, s));
+  CU(cuStreamSynchronize(s));
+  CU(cuMemcpyDtoH(words.data(), da, 5 * 4));
+  EXPECT(words[0] == 0x12345678u && words[1] == 0xababababu && words[2] == 0xababababu &&
+         words[3] == 0 && words[4] == 0x12345678u);
+
+  int start_value = 41, seen = 0;
+  if (globals) {
+    // A module variable: its address and size, written, used and changed by a kernel, read back.
+    CUdeviceptr counter;
+    size_t counter_size = 0;
+    CU(cuModuleGetGlobal(&counter, &counter_size, mod, "gCounter"));
+    EXPECT(counter_size == sizeof(int));
+    EXPECT(cuModuleGetGlobal(&counter, &counter_size, mod, "noSuchVariable") == CUDA_ERROR_NOT_FOUND);
+    CU(cuMemcpyHtoD(counter, &start_value, sizeof start_value));
+    int delta = 9;
+    void* take_args[] = {&dc, &delta};
+    CU(cuLaunchKernel(take, 1, 1, 1, 1, 1, 1, 0, nullptr, take_args, nullptr));
+    int now = 0;
+    CU(cuMemcpyDtoH(&seen, dc, sizeof seen));
+    CU(cuMemcpyDtoH(&now, counter, sizeof now));
+    EXPECT(seen == 41 && now == 50);
+  }
+
+  size_t free_mem = 0, total_mem = 0;
+  CU(cuMemGetInfo(&free_mem, &total_mem));
+  EXPECT(total_mem > 0 && free_mem <= total_mem);
+
+  // A created context: pushed on creation, current until popped; the primary is current again.
+  CUcontext mine, popped;
+  CU(cuCtxCreate(&mine, nullptr, 0, dev0));
+  CU(cuCtxGetCurrent(&current));
+  EXPECT(current == mine);
+  CU(cuCtxPopCurrent(&popped));
+  EXPECT(popped == mine);
+  CU(cuCtxGetCurrent(&current));
+  EXPECT(current == primary);
+  CU(cuCtxPushCurrent(mine));
+  CU(cuCtxPopCurrent(nullptr));
+  CU(cuCtxDestroy(mine));
+  EXPECT(cuCtxPushCurrent(mine) == CUDA_ERROR_INVALID_CONTEXT);
+
+  // cuGetProcAddress: implemented entry points by base name work when called through the pointer.
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult found;
+  CU(cuGetProcAddress("cuDeviceGetCount", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  EXPECT(fn != nullptr && found == CU_GET_PROC_ADDRESS_SUCCESS);
+  int count2 = 0;
+  CU(reinterpret_cast<CUresult (*)(int*)>(fn)(&count2));
+  EXPECT(count2 == count);
+  CU(cuGetProcAddress("cuMemAlloc", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  void* by_versioned_name = nullptr;  // the exported name cuda.h maps cuMemAlloc to
+  CU(cuGetProcAddress("cuMemAlloc_v2", &by_versioned_name, 13000, 0, &found));
+  EXPECT(by_versioned_name == fn);
+  CUdeviceptr via;
+  CU(reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t)>(fn)(&via, 64));
+  CU(cuMemFree(via));
+  CU(cuGetProcAddress("cuMemcpyHtoDAsync", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                      &found));
+  EXPECT(fn != nullptr);
+  CU(reinterpret_cast<CUresult (*)(CUdeviceptr, const void*, size_t, CUstream)>(fn)(
+      da, &start_value, sizeof start_value, nullptr));
+  CU(cuGetProcAddress("cuLaunchKernel", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                      &found));
+  float two = 2.0f;
+  void* scale_args[] = {&db, &two, &nn};
+  CU(reinterpret_cast<decltype(&cuLaunchKernel)>(fn)(scale, 4, 1, 1, 256, 1, 1, 0, nullptr,
+                                                     scale_args, nullptr));
+  CU(cuMemcpyDtoH(c.data(), db, n * sizeof(float)));
+  for (int i = 0; i < n; ++i) EXPECT(c[i] == 2 * a[i]);
+  // Unknown names and versions before an entry point existed.
+  EXPECT(cuGetProcAddress("cuNoSuchEntryPoint", &fn, 13000, 0, &found) == CUDA_ERROR_NOT_FOUND);
+  EXPECT(fn == nullptr && found == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  EXPECT(cuGetProcAddress("cuLaunchKernelEx", &fn, 11000, 0, &found) == CUDA_ERROR_NOT_FOUND);
+  EXPECT(fn == nullptr && found == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+
+  if (stub) {
+    // An entry point gpool does not implement: loud, named, never silent success.
+    CUdeviceptr managed = 0;
+    CUresult direct = cuMemAllocManaged(&managed, 64, CU_MEM_ATTACH_GLOBAL);
+    std::printf("cuMemAllocManaged returned %d\n", static_cast<int>(direct));
+    CU(cuGetProcAddress("cuGraphCreate", &fn, 13000, 0, &found));
+    EXPECT(fn != nullptr && found == CU_GET_PROC_ADDRESS_SUCCESS);
+    CUgraph graph;
+    CUresult fetched = reinterpret_cast<CUresult (*)(CUgraph*, unsigned)>(fn)(&graph, 0);
+    std::printf("cuGraphCreate through cuGetProcAddress returned %d\n", static_cast<int>(fetched));
+    EXPECT(direct == CUDA_ERROR_NOT_SUPPORTED && fetched == CUDA_ERROR_NOT_SUPPORTED);
+  }
+
+  CU(cuEventDestroy(start));
+  CU(cuEventDestroy(stop));
+  CU(cuStreamDestroy(s));
+  CU(cuMemFree(da));
+  CU(cuMemFree(db));
+  CU(cuMemFree(dc));
+  EXPECT(cuMemFree(dc) == CUDA_ERROR_INVALID_VALUE);
+  CU(cuModuleUnload(mod));
+  EXPECT(cuModuleGetFunction(&missing, mod, "_Z5scalePffi") == CUDA_ERROR_INVALID_HANDLE);
+  CU(cuDevicePrimaryCtxRelease(dev0));
+  std::printf("PASS driver_api\n");
+  return 0;
+}

@@ -1,0 +1,802 @@
+// gpool's stand-in for libcuda.so.1: the CUDA driver API, remoted to GPU servers over the same
+// links and protocol as the runtime stand-in (cudart_api.cc). See driver_state.h for the state,
+// driver_modules.cc for modules and launches, driver_streams.cc for streams and events,
+// docs/remoting.md ("The driver API") for coverage.
+//
+// Signatures come from the CUDA 13 cuda.h, whose macros give each definition its exported
+// versioned name (cuMemAlloc here defines cuMemAlloc_v2). The per-thread default stream variants
+// (_ptsz, _ptds), which cuda.h declares only for programs built with per-thread default streams,
+// are defined at the end with explicit signatures; here they behave as the legacy ones (every
+// default stream is the device's stream 0 on the server). Every other export of the real driver
+// is a weak stub (driver_stubs.cc) that fails loudly, naming itself.
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "remote/client/driver_exports.h"
+#include "remote/client/driver_procs.h"
+#include "remote/client/driver_state.h"
+
+namespace gpool::remote::client {
+namespace driver {
+
+static thread_local std::vector<Ctx*> t_stack;  // the thread's context stack; back() is current
+
+CUresult Fail(const char* call, CUresult e, const std::string& why) {
+  Say(fmt::format("{}: {}", call, why));
+  return e;
+}
+
+bool KnownResult(int32_t e) {
+  switch (e) {
+#define GPOOL_CU_ERROR(name, num, desc) case num:
+#include "remote/client/cu_errors.inc"
+#undef GPOOL_CU_ERROR
+    return true;
+  }
+  return false;
+}
+
+CUresult ToCU(int32_t e) {
+  switch (e) {
+    case 9:   // cudaErrorInvalidConfiguration
+    case 12:  // cudaErrorInvalidPitchValue
+    case 21:  // cudaErrorInvalidMemcpyDirection
+      return CUDA_ERROR_INVALID_VALUE;
+    case 13:  // cudaErrorInvalidSymbol
+      return CUDA_ERROR_NOT_FOUND;
+    case 98:  // cudaErrorInvalidDeviceFunction
+      return CUDA_ERROR_INVALID_HANDLE;
+  }
+  // Since CUDA 10.1 the runtime's numbers equal the driver's for the errors they share.
+  return KnownResult(e) ? static_cast<CUresult>(e) : CUDA_ERROR_UNKNOWN;
+}
+
+CUresult FromReply(const proto::ReplyHead& h, ServerLink* l, const char* call) {
+  if (h.async_error != 0) {
+    Say(fmt::format("{}: asynchronous error on {}: {}", call, l->address(), h.async_message));
+    return ToCU(h.async_error);
+  }
+  if (h.error != 0 && h.error != CUDA_ERROR_NOT_READY && !h.message.empty()) {
+    Say(fmt::format("{}: {}: {}", call, l->address(), h.message));
+  }
+  return ToCU(h.error);
+}
+
+CUresult FromStatus(const Status& s, const char* call) {
+  if (s.ok()) return CUDA_SUCCESS;
+  static std::once_flag once;
+  std::call_once(once, [&] { Say(fmt::format("{}: {}; CUDA calls on it now fail", call, s.message())); });
+  return s.code() == StatusCode::kPermissionDenied ? CUDA_ERROR_NOT_PERMITTED
+                                                   : CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+ServerLink* Driver::LinkLocked(int dev, CUresult* err, const char* call) {
+  if (dev < 0 || dev >= device_count()) {
+    *err = Fail(call, CUDA_ERROR_INVALID_DEVICE, fmt::format("device {} is not one of the {} "
+                "device(s) GPOOL_DEVICES lists", dev, device_count()));
+    return nullptr;
+  }
+  const DeviceRef& ref = env.devices[dev];
+  if (auto it = links.find(ref.server); it != links.end()) {
+    if (it->second->broken()) {
+      *err = it->second->status().code() == StatusCode::kPermissionDenied
+                 ? CUDA_ERROR_NOT_PERMITTED
+                 : CUDA_ERROR_DEVICE_UNAVAILABLE;
+      return nullptr;
+    }
+    return it->second.get();
+  }
+  if (auto it = link_errors.find(ref.server); it != link_errors.end()) {
+    *err = CUDA_ERROR_DEVICE_UNAVAILABLE;
+    return nullptr;
+  }
+  auto link = ConnectServer(env, ref.server);
+  if (!link.ok()) {
+    Say(fmt::format("{}: {}", call, link.status().message()));
+    link_errors[ref.server] = link.status().message();
+    *err = link.status().code() == StatusCode::kPermissionDenied ? CUDA_ERROR_NOT_PERMITTED
+                                                                  : CUDA_ERROR_DEVICE_UNAVAILABLE;
+    return nullptr;
+  }
+  ServerLink* l = link->get();
+  links[ref.server] = std::move(*link);
+  if (ref.index >= l->device_count()) {
+    *err = Fail(call, CUDA_ERROR_INVALID_DEVICE, fmt::format("GPOOL_DEVICES entry {}/{}: the "
+                "server has {} device(s)", ref.server, ref.index, l->device_count()));
+    return nullptr;
+  }
+  return l;
+}
+
+int Driver::DeviceOfLocked(uint64_t p) const {
+  auto it = allocs.upper_bound(p);
+  if (it == allocs.begin()) return -1;
+  --it;
+  return p < it->first + std::max<uint64_t>(it->second.size, 1) ? it->second.device : -1;
+}
+
+CUresult Ready(const char* call) {
+  if (D().initialized.load(std::memory_order_acquire)) return CUDA_SUCCESS;
+  return Fail(call, CUDA_ERROR_NOT_INITIALIZED, "cuInit has not been called");
+}
+
+CUresult CurrentDevice(const char* call, int* dev) {
+  if (CUresult r = Ready(call)) return r;
+  if (t_stack.empty() || t_stack.back() == nullptr) {
+    return Fail(call, CUDA_ERROR_INVALID_CONTEXT, "no current context on this thread "
+                "(cuCtxSetCurrent, cuCtxCreate or cuCtxPushCurrent first)");
+  }
+  *dev = t_stack.back()->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id) {
+  if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+    *id = 0;
+    return CurrentDevice(call, dev);
+  }
+  if (CUresult r = Ready(call)) return r;
+  auto* rec = reinterpret_cast<const Stream*>(s);
+  std::lock_guard<std::mutex> lk(D().mu);
+  if (!D().streams.count(rec)) {
+    return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("stream {} is not a live stream",
+                static_cast<const void*>(s)));
+  }
+  *dev = rec->device;
+  *id = rec->id;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+CUresult CheckDevice(const char* call, CUdevice dev) {
+  if (CUresult r = Ready(call)) return r;
+  if (dev < 0 || dev >= D().device_count()) {
+    return Fail(call, CUDA_ERROR_INVALID_DEVICE, fmt::format("device {} is not one of the {} "
+                "device(s) GPOOL_DEVICES lists", dev, D().device_count()));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Props(const char* call, CUdevice dev, const proto::DeviceProps** out) {
+  if (CUresult r = CheckDevice(call, dev)) return r;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (auto it = D().props.find(dev); it != D().props.end()) {
+      *out = &it->second;
+      return CUDA_SUCCESS;
+    }
+  }
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::GetDeviceProps q;
+  q.device = D().Index(dev);
+  proto::DeviceProps p;
+  if (CUresult r = Call(l, q, &p, call)) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  *out = &(D().props[dev] = std::move(p));  // unordered_map: references stay valid
+  return CUDA_SUCCESS;
+}
+
+// A context handle checked against the live set.
+CUresult FindCtx(const char* call, CUcontext c, Ctx** out) {
+  auto* ctx = reinterpret_cast<Ctx*>(c);
+  std::lock_guard<std::mutex> lk(D().mu);
+  if (!D().contexts.count(ctx)) {
+    return Fail(call, CUDA_ERROR_INVALID_CONTEXT, fmt::format("context {} is not a live context",
+                static_cast<const void*>(c)));
+  }
+  *out = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult CreateCtx(const char* call, CUcontext* pctx, unsigned flags, CUdevice dev) {
+  if (!pctx) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null context pointer");
+  if (CUresult r = CheckDevice(call, dev)) return r;
+  auto* ctx = new Ctx{dev, false, flags};
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    D().contexts.insert(ctx);
+  }
+  t_stack.push_back(ctx);
+  *pctx = reinterpret_cast<CUcontext>(ctx);
+  return CUDA_SUCCESS;
+}
+
+// Host-to-device bytes to `dst` (its device's server; the current device's if unknown).
+CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUstream s) {
+  int sdev;
+  uint64_t sid;
+  if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
+  int dev;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    dev = D().DeviceOfLocked(dst);
+  }
+  if (dev < 0) dev = sdev;
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  std::lock_guard<std::mutex> lk(l->mu());
+  return FromStatus(l->CopyToDevice(dst, wire::ByteSpan(static_cast<const std::byte*>(src), n),
+                                    dev == sdev ? sid : 0), call);
+}
+
+// Device-to-host: complete when the call returns (also the Async forms: a stronger order than
+// CUDA's, which the program cannot tell from a fast copy).
+CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s) {
+  int sdev;
+  uint64_t sid;
+  if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
+  int dev;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    dev = D().DeviceOfLocked(src);
+  }
+  if (dev < 0) dev = sdev;
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::ReplyHead h;
+  std::lock_guard<std::mutex> lk(l->mu());
+  if (Status st = l->CopyFromDevice(static_cast<std::byte*>(dst), src, n, dev == sdev ? sid : 0,
+                                    &h, false);
+      !st.ok()) {
+    return FromStatus(st, call);
+  }
+  return FromReply(h, l, call);
+}
+
+CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s) {
+  int sdev;
+  uint64_t sid;
+  if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
+  int from, to;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    from = D().DeviceOfLocked(src);
+    to = D().DeviceOfLocked(dst);
+  }
+  if (from < 0) from = sdev;
+  if (to < 0) to = from;
+  CUresult err;
+  ServerLink* ls = D().Link(from, &err, call);
+  if (!ls) return err;
+  ServerLink* ld = D().Link(to, &err, call);
+  if (!ld) return err;
+  if (ls == ld) {
+    proto::MemcpyD2D m{.dst = dst, .src = src, .size = n, .stream = from == sdev ? sid : 0};
+    return Post(ls, m, call);
+  }
+  // Between servers: relayed through this process, 16 MiB at a time.
+  std::vector<std::byte> buf(std::min<size_t>(n, size_t{16} << 20));
+  for (size_t off = 0; off < n; off += buf.size()) {
+    size_t len = std::min(buf.size(), n - off);
+    if (CUresult r = CopyD2H(call, buf.data(), src + off, len, s)) return r;
+    if (CUresult r = CopyH2D(call, dst + off, buf.data(), len, s)) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+// A memset of `count` elements of `width` bytes (1 or 4). A 32-bit pattern whose four bytes
+// differ is written as host-to-device data (the protocol's Memset sets bytes).
+CUresult MemsetD(const char* call, uint64_t dst, uint32_t value, size_t count, unsigned width,
+                 CUstream s) {
+  int sdev;
+  uint64_t sid;
+  if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
+  const uint8_t byte = value & 0xff;
+  const bool bytewise = width == 1 || value == 0x01010101u * byte;
+  if (!bytewise) {
+    std::vector<uint32_t> pattern(count, value);
+    return CopyH2D(call, dst, pattern.data(), count * 4, s);
+  }
+  int dev;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    dev = D().DeviceOfLocked(dst);
+  }
+  if (dev < 0) dev = sdev;
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::Memset m{.dst = dst, .value = byte, .size = count * width,
+                  .stream = dev == sdev ? sid : 0};
+  return Post(l, m, call);
+}
+
+}  // namespace
+}  // namespace driver
+
+int DriverUnsupported(const char* name) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lk(mu);
+  if (said.insert(name).second) {
+    driver::Say(fmt::format("{} is not supported by gpool's libcuda.so.1 stand-in (returning "
+                            "CUDA_ERROR_NOT_SUPPORTED)", name));
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+}  // namespace gpool::remote::client
+
+using namespace gpool::remote::client::driver;  // NOLINT: the C API below is this file's point
+namespace proto = gpool::remote::proto;
+using gpool::remote::client::ServerLink;
+using gpool::remote::client::LookupProc;
+using gpool::remote::client::ProcFound;
+
+#pragma GCC visibility push(default)
+extern "C" {
+
+// ---- errors, versions, initialisation
+
+CUresult cuGetErrorName(CUresult error, const char** pStr) {
+  if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+  switch (static_cast<int>(error)) {
+#define GPOOL_CU_ERROR(name, num, desc) case num: *pStr = #name; return CUDA_SUCCESS;
+#include "remote/client/cu_errors.inc"
+#undef GPOOL_CU_ERROR
+  }
+  *pStr = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuGetErrorString(CUresult error, const char** pStr) {
+  if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+  switch (static_cast<int>(error)) {
+#define GPOOL_CU_ERROR(name, num, desc) case num: *pStr = desc; return CUDA_SUCCESS;
+#include "remote/client/cu_errors.inc"
+#undef GPOOL_CU_ERROR
+  }
+  *pStr = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuDriverGetVersion(int* v) {
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *v = CUDA_VERSION;  // the API this stand-in implements (the toolkit's headers)
+  return CUDA_SUCCESS;
+}
+
+// Checks the environment only: servers are connected at the first call that needs one.
+CUresult cuInit(unsigned int flags) {
+  if (flags != 0) return Fail("cuInit", CUDA_ERROR_INVALID_VALUE, fmt::format("flags {} (want 0)", flags));
+  Driver& d = D();
+  if (d.device_count() == 0) return Fail("cuInit", CUDA_ERROR_NO_DEVICE, d.env.env_error);
+  std::lock_guard<std::mutex> lk(d.mu);
+  if (d.primary.empty()) {
+    for (int i = 0; i < d.device_count(); ++i) {
+      auto* c = new Ctx{i, true, 0};  // never freed: primary contexts live as long as the process
+      d.primary.push_back(c);
+      d.contexts.insert(c);
+    }
+    d.primary_refs.assign(d.device_count(), 0);
+  }
+  d.initialized.store(true, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+
+// ---- devices
+
+CUresult cuDeviceGetCount(int* count) {
+  if (!count) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Ready("cuDeviceGetCount")) return r;
+  *count = D().device_count();
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckDevice("cuDeviceGet", ordinal)) return r;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  const proto::DeviceProps* p;
+  if (CUresult r = Props("cuDeviceGetName", dev, &p)) return r;
+  std::snprintf(name, static_cast<size_t>(len), "%s", p->name.c_str());
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem(size_t* bytes, CUdevice dev) {
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  const proto::DeviceProps* p;
+  if (CUresult r = Props("cuDeviceTotalMem_v2", dev, &p)) return r;
+  *bytes = p->total_global_mem;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+  if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+  const proto::DeviceProps* p;
+  if (CUresult r = Props("cuDeviceGetUuid_v2", dev, &p)) return r;
+  std::memset(uuid->bytes, 0, sizeof uuid->bytes);
+  std::memcpy(uuid->bytes, p->uuid.data(), std::min<size_t>(sizeof uuid->bytes, p->uuid.size()));
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+  const char* call = "cuDeviceGetAttribute";
+  if (!pi) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckDevice(call, dev)) return r;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (auto it = D().attrs.find({dev, static_cast<int>(attrib)}); it != D().attrs.end()) {
+      *pi = it->second;
+      return CUDA_SUCCESS;
+    }
+  }
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  // The attribute numbers are cudaDeviceAttr's, which the protocol carries. Cached: a device's
+  // attributes do not change during a session.
+  proto::GetAttribute q{.device = D().Index(dev), .attr = static_cast<int32_t>(attrib)};
+  proto::IntValue v;
+  if (CUresult r = Call(l, q, &v, call)) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  D().attrs[{dev, static_cast<int>(attrib)}] = v.value;
+  *pi = v.value;
+  return CUDA_SUCCESS;
+}
+
+// ---- contexts
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckDevice("cuDevicePrimaryCtxRetain", dev)) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  ++D().primary_refs[dev];
+  *pctx = reinterpret_cast<CUcontext>(D().primary[dev]);
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  if (CUresult r = CheckDevice("cuDevicePrimaryCtxRelease_v2", dev)) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  if (D().primary_refs[dev] == 0) {
+    return Fail("cuDevicePrimaryCtxRelease_v2", CUDA_ERROR_INVALID_CONTEXT,
+                fmt::format("device {}'s primary context is not retained", dev));
+  }
+  --D().primary_refs[dev];  // the context itself stays (its server state lives with the session)
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckDevice("cuDevicePrimaryCtxGetState", dev)) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  *flags = D().primary[dev]->flags;
+  *active = D().primary_refs[dev] > 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  if (CUresult r = CheckDevice("cuDevicePrimaryCtxSetFlags_v2", dev)) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  D().primary[dev]->flags = flags;  // scheduling hints: nothing to schedule on the client
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxCreate(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+  if (params && (params->numExecAffinityParams > 0 || params->cigParams)) {
+    return Fail("cuCtxCreate_v4", CUDA_ERROR_NOT_SUPPORTED,
+                "execution affinity and CIG contexts are not supported by gpool");
+  }
+  return CreateCtx("cuCtxCreate_v4", pctx, flags, dev);
+}
+CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return CreateCtx("cuCtxCreate_v2", pctx, flags, dev);
+}
+CUresult cuCtxDestroy(CUcontext c) {
+  const char* call = "cuCtxDestroy_v2";
+  if (CUresult r = Ready(call)) return r;
+  Ctx* ctx;
+  if (CUresult r = FindCtx(call, c, &ctx)) return r;
+  if (ctx->primary) {
+    return Fail(call, CUDA_ERROR_INVALID_CONTEXT, "a primary context cannot be destroyed "
+                "(cuDevicePrimaryCtxRelease)");
+  }
+  std::map<void*, Ctx::Stored> storage;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    D().contexts.erase(ctx);
+    storage.swap(ctx->storage);
+  }
+  // The runtime's per-context state goes with the context (its destructors may call back in).
+  for (const auto& [key, v] : storage) {
+    if (v.dtor) v.dtor(c, key, v.value);
+  }
+  // Off this thread's stack (other threads' stacks may still name it: CUDA leaves that undefined;
+  // here their calls find it gone and fail).
+  std::erase(t_stack, ctx);
+  delete ctx;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPushCurrent(CUcontext c) {
+  if (CUresult r = Ready("cuCtxPushCurrent_v2")) return r;
+  Ctx* ctx;
+  if (CUresult r = FindCtx("cuCtxPushCurrent_v2", c, &ctx)) return r;
+  t_stack.push_back(ctx);
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPopCurrent(CUcontext* pctx) {
+  if (CUresult r = Ready("cuCtxPopCurrent_v2")) return r;
+  if (t_stack.empty()) {
+    return Fail("cuCtxPopCurrent_v2", CUDA_ERROR_INVALID_CONTEXT, "the context stack is empty");
+  }
+  if (pctx) *pctx = reinterpret_cast<CUcontext>(t_stack.back());
+  t_stack.pop_back();
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSetCurrent(CUcontext c) {
+  if (CUresult r = Ready("cuCtxSetCurrent")) return r;
+  if (c == nullptr) {  // unbinds the current context
+    if (!t_stack.empty()) t_stack.pop_back();
+    return CUDA_SUCCESS;
+  }
+  Ctx* ctx;
+  if (CUresult r = FindCtx("cuCtxSetCurrent", c, &ctx)) return r;
+  if (t_stack.empty()) {
+    t_stack.push_back(ctx);
+  } else {
+    t_stack.back() = ctx;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Ready("cuCtxGetCurrent")) return r;
+  *pctx = t_stack.empty() ? nullptr : reinterpret_cast<CUcontext>(t_stack.back());
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetDevice(CUdevice* device) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  int dev;
+  if (CUresult r = CurrentDevice("cuCtxGetDevice", &dev)) return r;
+  *device = dev;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetFlags(unsigned int* flags) {
+  if (!flags) return CUDA_ERROR_INVALID_VALUE;
+  int dev;
+  if (CUresult r = CurrentDevice("cuCtxGetFlags", &dev)) return r;
+  *flags = t_stack.back()->flags;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetApiVersion(CUcontext c, unsigned int* version) {
+  if (!version) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Ready("cuCtxGetApiVersion")) return r;
+  if (c) {
+    Ctx* ctx;
+    if (CUresult r = FindCtx("cuCtxGetApiVersion", c, &ctx)) return r;
+  }
+  *version = 3020;  // what CUDA reports for contexts made through this API since 3.2
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  if (least) *least = 0;  // as the runtime stand-in and CUDA 13 GPUs report
+  if (greatest) *greatest = -5;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSynchronize(void) {
+  const char* call = "cuCtxSynchronize";
+  int dev;
+  if (CUresult r = CurrentDevice(call, &dev)) return r;
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::DeviceSync q;
+  q.device = D().Index(dev);
+  return Call(l, q, call);
+}
+
+// ---- memory
+
+CUresult cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
+  const char* call = "cuMemAlloc_v2";
+  if (!dptr) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null pointer for the address");
+  if (bytesize == 0) return Fail(call, CUDA_ERROR_INVALID_VALUE, "0 bytes");
+  int dev;
+  if (CUresult r = CurrentDevice(call, &dev)) return r;
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::Malloc q{.device = D().Index(dev), .size = bytesize};
+  proto::Pointer p;
+  if (CUresult r = Call(l, q, &p, call)) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  auto next = D().allocs.lower_bound(p.ptr);
+  bool clash = next != D().allocs.end() && next->first < p.ptr + bytesize;
+  if (next != D().allocs.begin()) {
+    auto prev = std::prev(next);
+    clash |= prev->first + std::max<uint64_t>(prev->second.size, 1) > p.ptr;
+  }
+  if (clash) {
+    return Fail(call, CUDA_ERROR_OUT_OF_MEMORY, fmt::format("device {} returned 0x{:x}, which "
+                "overlaps memory of another device: servers of one program must use distinct "
+                "address ranges", dev, p.ptr));
+  }
+  D().allocs[p.ptr] = Alloc{bytesize, dev};
+  *dptr = p.ptr;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFree(CUdeviceptr dptr) {
+  const char* call = "cuMemFree_v2";
+  if (CUresult r = Ready(call)) return r;
+  if (dptr == 0) return CUDA_SUCCESS;
+  int dev;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    auto it = D().allocs.find(dptr);
+    if (it == D().allocs.end()) {
+      return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("0x{:x} is not an allocation's "
+                  "start", dptr));
+    }
+    dev = it->second.device;
+  }
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::Free q{.ptr = dptr};
+  CUresult r = Call(l, q, call);
+  std::lock_guard<std::mutex> lk(D().mu);
+  D().allocs.erase(dptr);
+  return r;
+}
+CUresult cuMemGetInfo(size_t* free, size_t* total) {
+  const char* call = "cuMemGetInfo_v2";
+  int dev;
+  if (CUresult r = CurrentDevice(call, &dev)) return r;
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::MemGetInfo q;
+  q.device = D().Index(dev);
+  proto::MemInfo m;
+  if (CUresult r = Call(l, q, &m, call)) return r;
+  if (free) *free = m.free;
+  if (total) *total = m.total;
+  return CUDA_SUCCESS;
+}
+// Page-locked host memory is ordinary host memory on the client (only a server's staging buffers
+// are truly pinned); the records let cuMemFreeHost refuse what it did not give.
+CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int) {
+  if (!pp) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Ready("cuMemHostAlloc")) return r;
+  void* p = std::aligned_alloc(4096, (std::max<size_t>(bytesize, 1) + 4095) / 4096 * 4096);
+  if (!p) return Fail("cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY, fmt::format("{} bytes", bytesize));
+  std::lock_guard<std::mutex> lk(D().mu);
+  D().host_allocs[p] = bytesize;
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAllocHost(void** pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
+CUresult cuMemFreeHost(void* p) {
+  if (CUresult r = Ready("cuMemFreeHost")) return r;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (!D().host_allocs.erase(p)) {
+      return Fail("cuMemFreeHost", CUDA_ERROR_INVALID_VALUE, fmt::format("{} is not from "
+                  "cuMemAllocHost/cuMemHostAlloc", p));
+    }
+  }
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
+  return CopyH2D("cuMemcpyHtoD_v2", dst, src, n, nullptr);
+}
+CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+  return CopyD2H("cuMemcpyDtoH_v2", dst, src, n, nullptr);
+}
+CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return CopyD2D("cuMemcpyDtoD_v2", dst, src, n, nullptr);
+}
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  return CopyH2D("cuMemcpyHtoDAsync_v2", dst, src, n, s);
+}
+CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return CopyD2H("cuMemcpyDtoHAsync_v2", dst, src, n, s);
+}
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return CopyD2D("cuMemcpyDtoDAsync_v2", dst, src, n, s);
+}
+CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n) {
+  return MemsetD("cuMemsetD8_v2", dst, uc, n, 1, nullptr);
+}
+CUresult cuMemsetD32(CUdeviceptr dst, unsigned int ui, size_t n) {
+  return MemsetD("cuMemsetD32_v2", dst, ui, n, 4, nullptr);
+}
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s) {
+  return MemsetD("cuMemsetD8Async", dst, uc, n, 1, s);
+}
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s) {
+  return MemsetD("cuMemsetD32Async", dst, ui, n, 4, s);
+}
+
+// ---- entry points
+
+// The newest version of `symbol` not after `cudaVersion`, per-thread where asked (driver_procs.h);
+// an export cuda.h declares no versions for (cuProfilerStart, ...) by its own name. Unimplemented
+// entry points resolve to their loud stubs, so a library that fetches everything at start-up
+// loads, and fails, naming the call, only when it uses one.
+static CUresult GetProc(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                        CUdriverProcAddressQueryResult* status, bool default_per_thread) {
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & ~cuuint64_t{3}) != 0) return CUDA_ERROR_INVALID_VALUE;
+  *pfn = nullptr;
+  auto found = LookupProc(symbol, cudaVersion, flags, default_per_thread);
+  const char* name = found.found == ProcFound::kSuccess ? found.symbol : nullptr;
+  if (found.found == ProcFound::kSymbolNotFound) name = symbol;  // an export by its own name?
+  if (name) {
+    for (size_t i = 0; i < gpool::remote::client::kDriverExportCount; ++i) {
+      if (std::strcmp(gpool::remote::client::kDriverExports[i].name, name) == 0) {
+        *pfn = gpool::remote::client::kDriverExports[i].fn;
+        break;
+      }
+    }
+  }
+  if (status) {
+    *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS
+              : found.found == ProcFound::kVersionNotSufficient
+                  ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                  : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  }
+  return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                          CUdriverProcAddressQueryResult* status) {
+  return GetProc(symbol, pfn, cudaVersion, flags, status, false);
+}
+// CUDA 11.3's form, without the status.
+CUresult cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags)
+    __asm__("cuGetProcAddress");
+CUresult cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
+  return GetProc(symbol, pfn, cudaVersion, flags, nullptr, false);
+}
+
+// NVIDIA's runtime (libcudart.so.13 and libcudart_static.a) asks for private tables by UUID
+// before its first call. None is provided yet: each table asked for is named once on stderr, so
+// a run shows which a program's runtime needs (docs/remoting.md, "Export tables").
+CUresult cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTableId) {
+  return GetExportTable(ppExportTable, pExportTableId);
+}
+
+// ---- the per-thread default stream variants (see the top of the file) and older exports whose
+// ABI is the current one's
+
+// GPOOL_SAME(C name, the export's name, what it calls, parameters, arguments)
+#define GPOOL_SAME(ret, name, exported, target, params, args) \
+  ret name params __asm__(exported);                          \
+  ret name params { return target args; }
+GPOOL_SAME(CUresult, cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD_v2_ptds", cuMemcpyHtoD, (CUdeviceptr d, const void* s, size_t n), (d, s, n))
+GPOOL_SAME(CUresult, cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH_v2_ptds", cuMemcpyDtoH, (void* d, CUdeviceptr s, size_t n), (d, s, n))
+GPOOL_SAME(CUresult, cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD_v2_ptds", cuMemcpyDtoD, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
+GPOOL_SAME(CUresult, cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync_v2_ptsz", cuMemcpyHtoDAsync,
+           (CUdeviceptr d, const void* s, size_t n, CUstream st), (d, s, n, st))
+GPOOL_SAME(CUresult, cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync_v2_ptsz", cuMemcpyDtoHAsync,
+           (void* d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
+GPOOL_SAME(CUresult, cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync_v2_ptsz", cuMemcpyDtoDAsync,
+           (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
+GPOOL_SAME(CUresult, cuMemsetD8_v2_ptds, "cuMemsetD8_v2_ptds", cuMemsetD8, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n))
+GPOOL_SAME(CUresult, cuMemsetD32_v2_ptds, "cuMemsetD32_v2_ptds", cuMemsetD32, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n))
+GPOOL_SAME(CUresult, cuMemsetD8Async_ptsz, "cuMemsetD8Async_ptsz", cuMemsetD8Async,
+           (CUdeviceptr d, unsigned char v, size_t n, CUstream st), (d, v, n, st))
+GPOOL_SAME(CUresult, cuMemsetD32Async_ptsz, "cuMemsetD32Async_ptsz", cuMemsetD32Async,
+           (CUdeviceptr d, unsigned int v, size_t n, CUstream st), (d, v, n, st))
+// Older names, same ABI (their differences are in semantics gpool does not model).
+GPOOL_SAME(CUresult, cuCtxDestroy_v1, "cuCtxDestroy", cuCtxDestroy, (CUcontext c), (c))
+GPOOL_SAME(CUresult, cuCtxPushCurrent_v1, "cuCtxPushCurrent", cuCtxPushCurrent, (CUcontext c), (c))
+GPOOL_SAME(CUresult, cuCtxPopCurrent_v1, "cuCtxPopCurrent", cuCtxPopCurrent, (CUcontext* c), (c))
+GPOOL_SAME(CUresult, cuStreamDestroy_v1, "cuStreamDestroy", cuStreamDestroy, (CUstream s), (s))
+GPOOL_SAME(CUresult, cuEventDestroy_v1, "cuEventDestroy", cuEventDestroy, (CUevent e), (e))
+GPOOL_SAME(CUresult, cuDevicePrimaryCtxRelease_v1, "cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease, (CUdevice d), (d))
+GPOOL_SAME(CUresult, cuDevicePrimaryCtxSetFlags_v1, "cuDevicePrimaryCtxSetFlags", cuDevicePrimaryCtxSetFlags,
+           (CUdevice d, unsigned int f), (d, f))
+GPOOL_SAME(CUresult, cuDeviceGetUuid_v1, "cuDeviceGetUuid", cuDeviceGetUuid, (CUuuid* u, CUdevice d), (u, d))
+GPOOL_SAME(CUresult, cuEventElapsedTime_v1, "cuEventElapsedTime", cuEventElapsedTime, (float* ms, CUevent a, CUevent b),
+           (ms, a, b))
+#undef GPOOL_SAME
+
+}  // extern "C"
+#pragma GCC visibility pop

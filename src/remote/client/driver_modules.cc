@@ -1,0 +1,282 @@
+// The driver stand-in's modules and launches (see driver_api.cc and driver_state.h).
+//
+// cuModuleLoadData* takes a fatbin, cubin or PTX image (fatbin::ImageFromPointer finds its
+// extent) and posts it to the current context's server as a module (RegisterModule): the `cuda`
+// backend loads it with the real driver, the `emulated` one parses it and runs its kernels from
+// the CPU plugin. The client parses the image too, so that cuModuleGetFunction and
+// cuModuleGetGlobal answer CUDA_ERROR_NOT_FOUND for names the module lacks, as the driver does,
+// and launches pack `kernelParams` at the kernel's parameter offsets without a round trip; when
+// the client cannot parse the image (a form its parser does not know) it asks the server for the
+// layout (GetParamInfo) at the kernel's first launch. The module's variables (from the client's
+// parse) are registered with it; a function at its first lookup (RegisterFunction, posted); a
+// variable's address is one GetSymbol round trip, at its first lookup.
+// Limits: JIT options of cuModuleLoadDataEx are accepted and ignored (no JIT on the client; the
+// server's driver compiles PTX itself); a module belongs to the device of the context that loaded
+// it, and launching its functions with a stream of another device is refused.
+#include <cuda.h>
+
+#include <cstring>
+
+#include "remote/client/driver_state.h"
+
+namespace gpool::remote::client::driver {
+
+CUresult LoadModule(const char* call, CUmodule* out, const void* image, int dev) {
+  if (!out || !image) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null module or image pointer");
+  if (dev < 0) {
+    if (CUresult r = CurrentDevice(call, &dev)) return r;
+  }
+  auto bytes = fatbin::ImageFromPointer(image);
+  if (!bytes.ok()) return Fail(call, CUDA_ERROR_INVALID_IMAGE, bytes.status().message());
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  auto m = std::make_unique<Module>();
+  m->device = dev;
+  m->link = l;
+  m->image.assign(bytes->begin(), bytes->end());
+  auto parsed = fatbin::ParseImage(m->image, {.target_arch = 90});
+  if (parsed.ok()) {
+    m->parsed = std::move(*parsed);
+  } else {
+    m->parse_status = parsed.status();  // the server may still load it; said at lookup
+  }
+  Module* rec = m.release();
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    rec->id = D().next_id++;
+    for (const auto& [name, size] : rec->parsed.globals) rec->globals[name].id = D().next_id++;
+    D().modules.insert(rec);
+  }
+  // The module and all its variables (a kernel may use any of them before the program looks one
+  // up; the emulated backend resolves a kernel's variables among those registered), in one batch.
+  std::lock_guard<std::mutex> lk(l->mu());
+  proto::RegisterModule q{.module = rec->id, .image = rec->image};
+  (void)l->Post(q);
+  for (const auto& [name, g] : rec->globals) {
+    proto::RegisterVar v{.module = rec->id, .var = g.id, .name = name,
+                         .size = rec->parsed.globals.at(name), .constant = 0};
+    (void)l->Post(v);
+  }
+  *out = reinterpret_cast<CUmodule>(rec);
+  return FromStatus(l->status(), call);
+}
+
+namespace {
+
+CUresult FindModule(const char* call, CUmodule hmod, Module** out) {
+  if (CUresult r = Ready(call)) return r;
+  auto* m = reinterpret_cast<Module*>(hmod);
+  std::lock_guard<std::mutex> lk(D().mu);
+  if (!D().modules.count(m)) {
+    return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("module {} is not a loaded module",
+                static_cast<const void*>(hmod)));
+  }
+  *out = m;
+  return CUDA_SUCCESS;
+}
+
+// Packs kernelParams at the layout's offsets, or takes CU_LAUNCH_PARAM_BUFFER_POINTER's buffer.
+CUresult PackParams(const char* call, Function* f, void** params, void** extra,
+                    std::vector<std::byte>* buf) {
+  if (extra) {
+    const void* ptr = nullptr;
+    size_t size = 0;
+    bool have_size = false;
+    for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+        ptr = extra[i + 1];
+      } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+        std::memcpy(&size, extra[i + 1], sizeof size);
+        have_size = true;
+      } else {
+        return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("kernel {}: unknown `extra` "
+                    "entry {}", f->name, extra[i]));
+      }
+    }
+    if (params) {
+      return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("kernel {}: both kernelParams and "
+                  "extra given", f->name));
+    }
+    if (!ptr || !have_size) {
+      return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("kernel {}: `extra` needs "
+                  "CU_LAUNCH_PARAM_BUFFER_POINTER and CU_LAUNCH_PARAM_BUFFER_SIZE", f->name));
+    }
+    const auto* p = static_cast<const std::byte*>(ptr);
+    buf->assign(p, p + size);
+    return CUDA_SUCCESS;
+  }
+  if (!f->has_layout) {
+    proto::GetParamInfo q;
+    q.func = f->id;
+    proto::ParamInfo info;
+    if (CUresult r = Call(f->module->link, q, &info, call)) {
+      return Fail(call, r, fmt::format("kernel {}: no parameter layout (the client's parse: {}; "
+                  "the server could not say either)", f->name, f->module->parse_status.ok()
+                  ? "kernel not in the image" : f->module->parse_status.message()));
+    }
+    std::lock_guard<std::mutex> lk(D().mu);
+    f->params = std::move(info.params);
+    f->has_layout = true;
+  }
+  size_t total = 0;
+  for (const auto& p : f->params) total = std::max<size_t>(total, p.offset + p.size);
+  buf->assign(total, std::byte{0});
+  for (size_t i = 0; i < f->params.size(); ++i) {
+    if (!params || !params[i]) {
+      return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("kernel {}: parameter {} of {} "
+                  "missing from kernelParams", f->name, i, f->params.size()));
+    }
+    std::memcpy(buf->data() + f->params[i].offset, params[i], f->params[i].size);
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+}  // namespace gpool::remote::client::driver
+
+using namespace gpool::remote::client::driver;  // NOLINT: the C API below is this file's point
+namespace proto = gpool::remote::proto;
+using gpool::remote::client::ServerLink;
+
+#pragma GCC visibility push(default)
+extern "C" {
+
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  return LoadModule("cuModuleLoadData", module, image);
+}
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int, CUjit_option*,
+                            void**) {
+  return LoadModule("cuModuleLoadDataEx", module, image);
+}
+CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
+  return LoadModule("cuModuleLoadFatBinary", module, fatCubin);
+}
+
+// Modules are sent to the server when loaded (the server may load them lazily, which the program
+// cannot tell); NVIDIA's runtime asks this at start-up.
+CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  *mode = CU_MODULE_EAGER_LOADING;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule hmod) {
+  const char* call = "cuModuleUnload";
+  Module* m;
+  if (CUresult r = FindModule(call, hmod, &m)) return r;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    D().modules.erase(m);
+    for (auto& [name, f] : m->functions) D().functions.erase(f.get());
+  }
+  // Posted: ordered after the work already queued, which may use the module.
+  proto::UnregisterModule q{.module = m->id};
+  CUresult r = Post(m->link, q, call);
+  delete m;
+  return r;
+}
+
+CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
+  const char* call = "cuModuleGetFunction";
+  if (!hfunc || !name) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null function or name");
+  Module* m;
+  if (CUresult r = FindModule(call, hmod, &m)) return r;
+  std::unique_lock<std::mutex> lk(D().mu);
+  if (auto it = m->functions.find(name); it != m->functions.end()) {
+    *hfunc = reinterpret_cast<CUfunction>(it->second.get());
+    return CUDA_SUCCESS;
+  }
+  auto k = m->parsed.kernels.find(name);
+  if (m->parse_status.ok() && k == m->parsed.kernels.end()) {
+    lk.unlock();
+    return Fail(call, CUDA_ERROR_NOT_FOUND, fmt::format("module has no kernel named {}", name));
+  }
+  auto f = std::make_unique<Function>();
+  f->module = m;
+  f->name = name;
+  f->id = D().next_id++;
+  if (k != m->parsed.kernels.end()) {
+    for (const auto& p : k->second.params) f->params.push_back({p.offset, p.size});
+    f->has_layout = true;
+  }
+  Function* rec = f.get();
+  m->functions[name] = std::move(f);
+  D().functions.insert(rec);
+  lk.unlock();
+  proto::RegisterFunction q{.module = m->id, .func = rec->id, .name = rec->name};
+  *hfunc = reinterpret_cast<CUfunction>(rec);
+  return Post(m->link, q, call);
+}
+
+CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, const char* name) {
+  const char* call = "cuModuleGetGlobal_v2";
+  if (!name) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null name");
+  Module* m;
+  if (CUresult r = FindModule(call, hmod, &m)) return r;
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    auto it = m->globals.find(name);
+    if (it == m->globals.end()) {
+      return Fail(call, CUDA_ERROR_NOT_FOUND, fmt::format("module has no variable named {}{}",
+                  name, m->parse_status.ok() ? "" : " (the client could not read its image: " +
+                  m->parse_status.message() + ")"));
+    }
+    if (it->second.known) {
+      if (dptr) *dptr = it->second.symbol.ptr;
+      if (bytes) *bytes = it->second.symbol.size;
+      return CUDA_SUCCESS;
+    }
+    id = it->second.id;
+  }
+  proto::GetSymbol q{.var = id, .device = D().Index(m->device)};
+  proto::Symbol sym;
+  if (CUresult r = Call(m->link, q, &sym, call)) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  Global& g = m->globals[name];
+  g.symbol = sym;
+  g.known = true;
+  if (dptr) *dptr = sym.ptr;
+  if (bytes) *bytes = sym.size;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                        CUstream s, void** params, void** extra) {
+  const char* call = "cuLaunchKernel";
+  if (CUresult r = Ready(call)) return r;
+  auto* fn = reinterpret_cast<Function*>(f);
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (!D().functions.count(fn)) {
+      return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("function {} is not a live "
+                  "function (cuModuleGetFunction)", static_cast<const void*>(f)));
+    }
+  }
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("kernel {}: grid {}x{}x{}, block "
+                "{}x{}x{}: no dimension may be 0", fn->name, gx, gy, gz, bx, by, bz));
+  }
+  int dev;
+  uint64_t sid;
+  if (CUresult r = ResolveStream(s, call, &dev, &sid)) return r;
+  if (sid != 0 && dev != fn->module->device) {
+    return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("kernel {} of a module of device {} "
+                "launched on a stream of device {}", fn->name, fn->module->device, dev));
+  }
+  thread_local std::vector<std::byte> buf;
+  if (CUresult r = PackParams(call, fn, params, extra, &buf)) return r;
+  proto::Launch m{.func = fn->id, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .shmem = shmem,
+                  .device = D().Index(fn->module->device), .stream = sid, .params = buf};
+  return Post(fn->module->link, m, call);
+}
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                             unsigned int bx, unsigned int by, unsigned int bz,
+                             unsigned int shmem, CUstream s, void** params, void** extra) {
+  return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+
+}  // extern "C"
+#pragma GCC visibility pop

@@ -1,0 +1,176 @@
+// The driver stand-in's state (libcuda.so.1; driver_api.cc, driver_modules.cc): the program's
+// devices (GPOOL_DEVICES, pool.h), one session per server, contexts, modules, allocations,
+// streams and events. Include only after <cuda.h>.
+//
+// Contexts: a device's primary context and those cuCtxCreate makes are client-side records; all
+// of one device's contexts share the session's one server device (a server device is one
+// context of the session's worker), so memory, modules and streams of two contexts of a device
+// are not kept apart on the server. Each thread has its own context stack (cuCtxPush/Pop; the
+// top is current). Handles (CUcontext, CUmodule, CUfunction, CUstream, CUevent) point at these
+// records and are checked against the live sets before use, so a stale or foreign handle is
+// refused with CUDA_ERROR_INVALID_HANDLE / INVALID_CONTEXT instead of being read.
+// Thread safety: everything under Driver::mu, then a link's own mutex (in that order).
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "remote/client/link.h"
+#include "remote/client/pool.h"
+#include "remote/fatbin/fatbin.h"
+#include "remote/protocol/messages.h"
+
+namespace gpool::remote::client::driver {
+
+struct Ctx {
+  int device = 0;
+  bool primary = false;
+  unsigned flags = 0;
+  // Context-local storage (the runtime's per-context state, driver_export_tables.cc): a value
+  // and its destructor per key; the destructors run when the context is destroyed.
+  using StorageDtor = void (*)(CUcontext, void* key, void* value);
+  struct Stored {
+    void* value = nullptr;
+    StorageDtor dtor = nullptr;
+  };
+  std::map<void*, Stored> storage;
+};
+struct Stream {
+  int device = 0;
+  uint64_t id = 0;  // on the server
+  unsigned flags = 0;
+  int priority = 0;
+};
+struct Event {
+  int device = 0;
+  uint64_t id = 0;
+  unsigned flags = 0;
+};
+struct Module;
+struct Function {
+  Module* module = nullptr;
+  uint64_t id = 0;  // on the server
+  std::string name;
+  // The layout, from the client's parse of the image or else the server (GetModuleInfo).
+  bool has_layout = false;
+  std::vector<proto::ParamSlot> params;
+};
+struct Global {
+  uint64_t id = 0;  // on the server
+  bool known = false;  // symbol fetched (GetSymbol)
+  proto::Symbol symbol;
+};
+struct Module {
+  uint64_t id = 0;  // on the server
+  int device = 0;   // of the context it was loaded in
+  ServerLink* link = nullptr;
+  std::vector<std::byte> image;
+  Status parse_status;  // the client's parse (fatbin::ParseImage); the server parses on its own
+  fatbin::Module parsed;
+  std::map<std::string, std::unique_ptr<Function>> functions;  // by name, made on first lookup
+  std::map<std::string, Global> globals;
+};
+struct Alloc {
+  uint64_t size = 0;
+  int device = 0;
+};
+
+class Driver {
+ public:
+  static Driver& Get() {
+    static Driver* d = new Driver();  // never destroyed: atexit-time calls stay valid
+    return *d;
+  }
+
+  std::mutex mu;
+  PoolEnv env;
+  std::atomic<bool> initialized{false};
+  std::map<std::string, std::unique_ptr<ServerLink>> links;
+  std::map<std::string, std::string> link_errors;
+  std::vector<Ctx*> primary;       // per device; never freed
+  std::vector<int> primary_refs;   // cuDevicePrimaryCtxRetain count per device
+  std::set<const Ctx*> contexts;   // live: primaries and cuCtxCreate's
+  std::set<const Stream*> streams;
+  std::set<const Event*> events;
+  std::set<const Module*> modules;
+  std::set<const Function*> functions;
+  std::map<uint64_t, Alloc> allocs;
+  std::map<const void*, size_t> host_allocs;  // cuMemAllocHost / cuMemHostAlloc
+  std::unordered_map<int, proto::DeviceProps> props;
+  std::map<std::pair<int, int>, int> attrs;  // (device, attribute): NVIDIA's runtime asks each
+  uint64_t next_id = 1;
+
+  int device_count() const { return static_cast<int>(env.devices.size()); }
+  uint32_t Index(int dev) const { return env.devices[dev].index; }
+
+  // The link serving device `dev`, connecting on first use; null with *err set (and said,
+  // naming `call`) when there is none. Caller holds mu.
+  ServerLink* LinkLocked(int dev, CUresult* err, const char* call);
+  ServerLink* Link(int dev, CUresult* err, const char* call) {
+    std::lock_guard<std::mutex> lk(mu);
+    return LinkLocked(dev, err, call);
+  }
+  // The device holding device address `p`, or -1. Caller holds mu.
+  int DeviceOfLocked(uint64_t p) const;
+
+ private:
+  Driver() : env(ReadPoolEnv()) {}
+};
+
+inline Driver& D() { return Driver::Get(); }
+
+inline void Say(const std::string& s) { fmt::print(stderr, "gpool: {}\n", s); }
+// Says "gpool: CALL: WHY" and returns `e`: every error the stand-in raises names its call.
+CUresult Fail(const char* call, CUresult e, const std::string& why);
+
+// A CUDA runtime error number (what the protocol carries) as the driver's CUresult.
+CUresult ToCU(int32_t runtime_error);
+// A reply's result (an earlier asynchronous error first), saying server messages with the call.
+CUresult FromReply(const proto::ReplyHead& h, ServerLink* l, const char* call);
+// A transport failure: the server is gone (or ended the session).
+CUresult FromStatus(const Status& s, const char* call);
+
+// A synchronous call: its reply's body in *body.
+template <class Msg, class Body>
+CUresult Call(ServerLink* l, Msg& m, Body* body, const char* call) {
+  proto::ReplyHead h;
+  std::lock_guard<std::mutex> lk(l->mu());
+  Status s = l->Call(m, &h, body);
+  if (!s.ok()) return FromStatus(s, call);
+  return FromReply(h, l, call);
+}
+template <class Msg>
+CUresult Call(ServerLink* l, Msg& m, const char* call) {
+  proto::Empty none;
+  return Call(l, m, &none, call);
+}
+// A posted call (no reply; errors come with the next synchronizing call).
+template <class Msg>
+CUresult Post(ServerLink* l, Msg& m, const char* call) {
+  std::lock_guard<std::mutex> lk(l->mu());
+  return FromStatus(l->Post(m), call);
+}
+
+// A module from a fatbin, cubin or PTX image (or a fatbin's registration wrapper) on device `dev`,
+// or the current context's when `dev` is -1 (driver_modules.cc); errors said naming `call`.
+CUresult LoadModule(const char* call, CUmodule* out, const void* image, int dev = -1);
+// cuGetExportTable (driver_export_tables.cc).
+CUresult GetExportTable(const void** table, const CUuuid* id);
+
+// cuInit done? Else CUDA_ERROR_NOT_INITIALIZED, said naming the call.
+CUresult Ready(const char* call);
+// The current context's device (cuInit done, a context current), else the error, said.
+CUresult CurrentDevice(const char* call, int* dev);
+// A stream's device and server id: a default stream (null, CU_STREAM_LEGACY,
+// CU_STREAM_PER_THREAD) is the current context's device's stream 0.
+CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id);
+
+}  // namespace gpool::remote::client::driver

@@ -1,0 +1,231 @@
+// End to end at the driver API: examples/cuda/driver_api.cc, a driver-API program built with
+// nvcc -cudart none and linked with -lcuda against the toolkit's stub, runs through `gpool run`,
+// which puts gpool's libcuda.so.1 stand-in first, against gpu-server processes over TCP and UCX,
+// on the emulated backend and on the cuda backend over the emulated CUDA driver. Its module comes
+// from driver_kernels.cu as a cubin, a fatbin and PTX; the kernels run from the example CPU plugin.
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "subprocess.h"
+
+namespace gpool::remote {
+namespace {
+
+using testing::Subprocess;
+
+std::string Built(const std::string& name) { return std::string(GPOOL_SAMPLES_DIR) + "/" + name; }
+bool Has(const std::string& out, const std::string& what) {
+  return out.find(what) != std::string::npos;
+}
+
+struct Pair {
+  std::string transport, backend;
+};
+std::string PairName(const ::testing::TestParamInfo<Pair>& info) {
+  return info.param.transport + "_" + info.param.backend;
+}
+std::vector<Pair> Pairs() {
+  std::vector<Pair> v;
+  std::vector<std::string> backends = {"emulated"};
+#ifdef GPOOL_EMULATED_DRIVER
+  backends.push_back("cuda");
+#endif
+  for (const auto& b : backends) {
+    for (const char* t : {"tcp", "ucx"}) v.push_back({t, b});
+  }
+  return v;
+}
+
+// A gpu-server child on a free port, one device (see e2e_test.cc for the backends).
+class Server {
+ public:
+  explicit Server(const Pair& p) {
+    std::vector<std::string> argv = {GPOOL_BIN, "gpu-server", "--backend", p.backend,
+                                     "--transport", p.transport, "--insecure", "--listen",
+                                     "127.0.0.1:0"};
+    std::vector<std::string> env;
+    if (p.backend == "emulated") {
+      argv.insert(argv.end(), {"--emulated-kernels", GPOOL_KERNELS_PLUGIN});
+    } else {
+#ifdef GPOOL_EMULATED_DRIVER
+      env = {"GPOOL_LIBCUDA=" GPOOL_EMULATED_DRIVER,
+             "GPOOL_EMULATED_DRIVER_KERNELS=" GPOOL_KERNELS_PLUGIN};
+#endif
+    }
+    proc_ = std::make_unique<Subprocess>(argv, env);
+    if (!proc_->WaitFor(" (backend", 20000)) {
+      ADD_FAILURE() << "gpu-server did not start:\n" << proc_->output();
+      return;
+    }
+    const std::string& out = proc_->output();
+    const std::string mark = "listening on ";
+    size_t at = out.find(mark) + mark.size();
+    address_ = out.substr(at, out.find(' ', at) - at);
+  }
+  const std::string& address() const { return address_; }
+
+ private:
+  std::unique_ptr<Subprocess> proc_;
+  std::string address_;
+};
+
+class DriverE2E : public ::testing::TestWithParam<Pair> {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(Built("driver_api"))) {
+      GTEST_FAIL() << "driver_api missing in " << GPOOL_SAMPLES_DIR
+                   << ": nvcc was not found at configure time (set CUDA_HOME and re-run cmake)";
+    }
+    auto& s = servers_[GetParam().transport + "_" + GetParam().backend];
+    if (!s) s = std::make_unique<Server>(GetParam());
+    server_ = s.get();
+  }
+  static void TearDownTestSuite() { servers_.clear(); }
+  std::pair<int, std::string> RunDriver(std::vector<std::string> args) {
+    std::vector<std::string> cmd = {GPOOL_BIN, "run", "--devices", server_->address() + "/0",
+                                    "--transport", GetParam().transport, "--",
+                                    Built("driver_api")};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    return gpool::testing::Run(cmd);
+  }
+  Server* server_ = nullptr;
+  // One server per (transport, backend), started by its first test.
+  static std::map<std::string, std::unique_ptr<Server>> servers_;
+};
+std::map<std::string, std::unique_ptr<Server>> DriverE2E::servers_;
+
+// The program imports the driver API by its versioned names, from libcuda.so.1, and nothing of
+// the runtime: what runs here is the driver stand-in alone.
+TEST_P(DriverE2E, TheProgramImportsTheDriverOnly) {
+  auto [rc, out] = gpool::testing::Run({"nm", "-D", "--undefined-only", Built("driver_api")});
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* sym : {" cuInit", " cuMemAlloc_v2", " cuLaunchKernel", " cuModuleLoadData",
+                          " cuModuleGetGlobal_v2", " cuCtxCreate_v4", " cuGetProcAddress_v2",
+                          " cuMemcpyDtoHAsync_v2", " cuEventElapsedTime_v2"}) {
+    EXPECT_TRUE(Has(out, sym)) << sym << "\n" << out;
+  }
+  EXPECT_FALSE(Has(out, " cuda")) << out;
+  auto [rc2, deps] = gpool::testing::Run({"readelf", "-d", Built("driver_api")});
+  EXPECT_TRUE(Has(deps, "[libcuda.so.1]")) << deps;
+  EXPECT_FALSE(Has(deps, "libcudart")) << deps;
+}
+
+TEST_P(DriverE2E, CubinFatbinAndPtxModules) {
+  for (const char* form : {"driver_kernels.cubin", "driver_kernels.fatbin"}) {
+    auto [rc, out] = RunDriver({Built(form)});
+    EXPECT_EQ(rc, 0) << form << "\n" << out;
+    EXPECT_TRUE(Has(out, "PASS driver_api")) << form << "\n" << out;
+    EXPECT_FALSE(Has(out, "not supported")) << form << "\n" << out;
+  }
+  // PTX: the client reads no variables from PTX, so the program skips its variable part.
+  auto [rc, out] = RunDriver({Built("driver_kernels.ptx"), "noglobals"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS driver_api")) << out;
+}
+
+// An entry point gpool does not implement fails loudly and names itself, called directly or
+// through a pointer from cuGetProcAddress (which resolves it, so libraries that fetch every entry
+// point at start-up still load).
+TEST_P(DriverE2E, AnUnimplementedCallFailsNamingItself) {
+  auto [rc, out] = RunDriver({Built("driver_kernels.cubin"), "stub"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "gpool: cuMemAllocManaged is not supported by gpool's libcuda.so.1 "
+                       "stand-in (returning CUDA_ERROR_NOT_SUPPORTED)")) << out;
+  EXPECT_TRUE(Has(out, "cuMemAllocManaged returned 801")) << out;
+  EXPECT_TRUE(Has(out, "gpool: cuGraphCreate is not supported")) << out;
+  EXPECT_TRUE(Has(out, "cuGraphCreate through cuGetProcAddress returned 801")) << out;
+}
+
+// NVIDIA's own runtime over the stand-in: vector_add as plain nvcc builds it (libcudart_static.a
+// linked in) runs through `gpool run` and passes. The runtime needs the private export tables
+// (driver_export_tables.cc), the integrity check among them: with a wrong value it refuses the
+// driver (cudaErrorSoftwareValidityNotEstablished) at the program's first call. It registers the
+// program's kernels as libraries (cuLibraryLoadData) and launches through cuLaunchKernel.
+TEST_P(DriverE2E, PlainNvccProgramRunsOnNvidiasStaticRuntime) {
+  if (GetParam().backend != "emulated") {
+    // The emulated CUDA driver under the cuda backend answers the device attributes gpool's
+    // server asks for and fails the others loudly; NVIDIA's runtime asks for about 110.
+    GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  }
+  auto [rc0, deps] = gpool::testing::Run({"readelf", "-d", Built("vector_add_static")});
+  ASSERT_EQ(rc0, 0) << deps;
+  EXPECT_FALSE(Has(deps, "libcudart")) << deps;  // the runtime is inside the program
+  auto [rc, out] = gpool::testing::Run({GPOOL_BIN, "run", "--devices", server_->address() + "/0",
+                                        "--transport", GetParam().transport, "--",
+                                        Built("vector_add_static")});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS vector_add n=1048576")) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;  // no table, slot or call was missing
+}
+
+// The same program built with `-cudart shared`, run against NVIDIA's libcudart.so.13 from the
+// toolkit (first in the library path; gpool's runtime stand-in is not used), over the driver
+// stand-in.
+TEST_P(DriverE2E, SharedBuildRunsOnNvidiasLibcudart) {
+  if (GetParam().backend != "emulated") {
+    // The emulated CUDA driver under the cuda backend answers the device attributes gpool's
+    // server asks for and fails the others loudly; NVIDIA's runtime asks for about 110.
+    GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  }
+  auto [rc, out] = gpool::testing::Run(
+      {Built("vector_add")},
+      {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR,
+       "GPOOL_DEVICES=" + server_->address() + "/0", "GPOOL_TRANSPORT=" + GetParam().transport});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS vector_add n=1048576")) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;
+  auto [rc2, libs] = gpool::testing::Run(
+      {"env", "LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR, "ldd",
+       Built("vector_add")});
+  EXPECT_TRUE(Has(libs, GPOOL_CUDA_LIB_DIR "/libcudart.so.13")) << libs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, DriverE2E, ::testing::ValuesIn(Pairs()), PairName);
+
+// The stand-in defines every function the real driver exports (the toolkit's link stub lists
+// them), so no program or library finds a name missing, and exports nothing else.
+TEST(DriverExports, ExactlyTheRealDriversNames) {
+  auto names = [](const std::string& lib) {
+    auto [rc, out] = gpool::testing::Run({"nm", "-D", "--defined-only", lib});
+    EXPECT_EQ(rc, 0) << out;
+    std::set<std::string> functions, others;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string addr, type, name;
+      f >> addr >> type >> name;
+      if (name.empty()) continue;
+      (type == "T" || type == "W" ? functions : others).insert(name);
+    }
+    return std::make_pair(functions, others);
+  };
+  auto [ours, our_others] = names(GPOOL_CLIENT_LIB_DIR "/libcuda.so.1");
+  auto [theirs, their_others] = names(GPOOL_CUDA_LINK_STUB);
+  ASSERT_GT(theirs.size(), 600u);
+  EXPECT_EQ(ours, theirs);
+  for (const auto& n : our_others) {
+    EXPECT_TRUE(their_others.count(n)) << "libcuda.so.1 stand-in exports " << n;
+  }
+}
+
+// Errors the stand-in raises name the call: a program with no GPOOL_DEVICES (run without
+// `gpool run`, its libcuda.so.1 found through LD_LIBRARY_PATH) fails at cuInit saying why.
+TEST(DriverE2EAlone, WithoutDevicesCuInitSaysWhy) {
+  auto [rc, out] = gpool::testing::Run({Built("driver_api"), Built("driver_kernels.cubin")},
+                       {"LD_LIBRARY_PATH=" GPOOL_CLIENT_LIB_DIR, "GPOOL_DEVICES="});
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "gpool: cuInit: GPOOL_DEVICES is not set: no GPUs (run the program with "
+                       "`gpool run`)")) << out;
+  EXPECT_TRUE(Has(out, "cuInit(0) failed: CUDA_ERROR_NO_DEVICE (100)")) << out;
+}
+
+}  // namespace
+}  // namespace gpool::remote
