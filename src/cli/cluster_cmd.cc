@@ -329,9 +329,9 @@ StatusOr<v1::Job> WaitBound(const ClusterFlags& f, const Client& c, v1::Job job,
   if (job.state() == "pending") {
     if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       return Status(StatusCode::kDeadlineExceeded,
-                    fmt::format("job {} still pending after --wait={} (`gpool jobs describe {}` "
-                                "says why)",
-                                job.id(), f.wait, job.id()));
+                    fmt::format("job {} still pending after --wait={}: {}", job.id(), f.wait,
+                                job.pending_reason().empty() ? "no reason given yet"
+                                                             : job.pending_reason()));
     }
     GPOOL_RETURN_IF_ERROR(Rpc(st, f));
   }
