@@ -158,8 +158,9 @@ StatusOr<Client> Connect(const ClusterFlags& f) {
     GPOOL_ASSIGN_OR_RETURN(auto eps, control::ControllerEndpoints::Parse("--controller", o));
     auto e = std::make_shared<control::ControllerEndpoints>(std::move(eps));
     // Longer than a failover (lease TTL + election), so a client started mid-failover waits.
-    GPOOL_ASSIGN_OR_RETURN(auto leader, e->FindLeader(std::chrono::seconds(20)));
-    return Client{leader, token, e};
+    auto leader = e->FindLeader(std::chrono::seconds(20));
+    if (!leader.ok()) return Status::Unavailable(Unreachable(f, leader.status().message()));
+    return Client{*leader, token, e};
   }
   GPOOL_ASSIGN_OR_RETURN(auto ch, control::MakeChannel(o));
   GPOOL_RETURN_IF_ERROR(WaitConnected(f, ch.get(), std::chrono::seconds(kRpcSeconds)));

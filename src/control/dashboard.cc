@@ -18,7 +18,10 @@ int64_t NowMs() {
 
 void JsonError(httplib::Response& res, int code, const std::string& message) {
   res.status = code;
-  res.set_content(nlohmann::json({{"error", message}}).dump(), "application/json");
+  // Messages may quote request bytes that are not UTF-8: replaced, not thrown (a 500).
+  res.set_content(nlohmann::json({{"error", message}})
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
 }
 
 }  // namespace

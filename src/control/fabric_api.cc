@@ -121,7 +121,8 @@ StatusOr<std::string> FabricJson(Controller* c, bool all_links, const std::strin
   req.set_all_links(all_links);
   nlohmann::json out = nlohmann::json::parse(MessageJson(f->Get(req, jobs)));
   out["health"] = nlohmann::json::parse(MessageJson(f->Health(jobs)));
-  return out.dump();
+  // Fabric names come from files and need not be UTF-8: replaced rather than thrown.
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace gpool::control

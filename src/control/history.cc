@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/names.h"
 #include "control/controller.h"
 
 namespace gpool::control {
@@ -95,7 +96,7 @@ StatusOr<int64_t> ParseSinceMs(const std::string& text) {
     return static_cast<int64_t>(v);
   } catch (const std::exception&) {
     return Status::InvalidArgument(
-        fmt::format("since: want Unix milliseconds >= 0, got '{}'", text));
+        fmt::format("since: want Unix milliseconds >= 0, got '{}'", EscapeForMessage(text)));
   }
 }
 

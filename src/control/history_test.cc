@@ -92,6 +92,12 @@ TEST(History, ParseSinceMs) {
     EXPECT_NE(r.status().message().find("since"), std::string::npos) << r.status().ToString();
     EXPECT_NE(r.status().message().find(bad), std::string::npos) << r.status().ToString();
   }
+  // The message goes into a JSON error body: request bytes that are not UTF-8 (or break lines)
+  // are escaped, so the body can be written (`?since=%ff` was an HTTP 500).
+  auto r = ParseSinceMs("1\xff\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "since: want Unix milliseconds >= 0, got '1\\xff\\n'");
+  EXPECT_NO_THROW((void)nlohmann::json({{"error", r.status().message()}}).dump());
 }
 
 }  // namespace

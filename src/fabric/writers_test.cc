@@ -198,11 +198,13 @@ TEST(WritersTest, DotQuotesEveryNameSoItStaysOneId) {
   // Tokenise: quoted strings (DOT escapes only \" inside them) become Q; decode ours to compare.
   std::string skeleton;
   std::vector<std::string> ids;
-  for (size_t i = 0; i < dot.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(dot[i]);
+  for (char ch : dot) {  // line breaks only between statements; no other control byte at all
+    unsigned char c = static_cast<unsigned char>(ch);
     if (c != '\n') {
       EXPECT_TRUE(c >= 0x20 && c != 0x7f) << "raw control byte " << int(c) << " in\n" << dot;
     }
+  }
+  for (size_t i = 0; i < dot.size(); ++i) {
     if (dot[i] != '"') {
       skeleton += dot[i];
       continue;

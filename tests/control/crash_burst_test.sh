@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # kill -9 of the controller in the middle of a burst of submits, then a restart on the same
-# store and address. 4 concurrent CLI loops submit 12 jobs each (each submit retries with one
-# request id while the controller is away). Checks: every acknowledged job id is in the
-# restarted controller, no request id maps to two jobs, and there are no jobs beyond the
+# store and address. 4 concurrent CLI loops submit 12 jobs each (a submit in flight at the kill
+# retries with its one request id until the controller is back; one started while it is away
+# fails at once, nothing sent, and counts as given up). Checks: every acknowledged job id is in
+# the restarted controller, no request id maps to two jobs, and there are no jobs beyond the
 # acknowledged ones except for submits that gave up (at most one each).
 # Usage: crash_burst_test.sh PATH/TO/gpool
 set -euo pipefail
