@@ -218,8 +218,11 @@ Status LeaseLedger::Take(int i, uint32_t device, uint64_t size) {
           "its lease's memory limit is {} bytes and {} are in use ({} of the lease)", h.limit,
           used, SessionCount(h.id_len != 0 ? s.lease_sessions : 1)));
     } else {
+      // One allocation larger than the whole GPU is the backend's to refuse, in its own words
+      // (the device's bound, as the driver reports it); sharing is not the reason it fails.
       const uint64_t total = shared_->total[device];
-      if (total == 0 || LedgerAdd(LedgerAdd(s.reserved, s.unlimited), size) <= total) {
+      if (total == 0 || size > total ||
+          LedgerAdd(LedgerAdd(s.reserved, s.unlimited), size) <= total) {
         refused = Status::Ok();
         break;
       }

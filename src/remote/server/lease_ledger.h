@@ -73,7 +73,8 @@ class LeaseLedger {
   // Accounts `size` more bytes to the session on `device`, if its lease (all of the lease's
   // sessions together) or, without a limit, the GPU's unreserved memory has room; else
   // ResourceExhausted saying which limit and its numbers. Devices the session did not claim
-  // pass.
+  // pass, and so does, without a limit, one allocation larger than the whole GPU (the backend
+  // refuses it, naming the device's own bound).
   Status Take(int entry, uint32_t device, uint64_t size);
   // Gives back `size` bytes (a free); GiveAll: all of the session's on `device` (a reset).
   void Give(int entry, uint32_t device, uint64_t size);
