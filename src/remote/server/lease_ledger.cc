@@ -19,6 +19,14 @@ constexpr int kMaxLedgerEntries = 4096;
 // a + b, saturating (limits near 2^64 must not wrap into a small number).
 uint64_t LedgerAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
+// What a lease of `limit` bytes reserves on a GPU of `total`: its limit, or all of the GPU when
+// it asks for more (its limit can never be reached there). So a lease for "the whole GPU" whose
+// size came from another source (NVML's total, a node's spec) than the backend's (what
+// cuMemGetInfo reports, a little less) is still admitted, alone.
+uint64_t Reservation(uint64_t limit, uint64_t total) {
+  return total != 0 ? std::min(limit, total) : limit;
+}
+
 std::string SessionCount(int n) { return n == 1 ? "1 session" : fmt::format("{} sessions", n); }
 
 }  // namespace
@@ -116,7 +124,7 @@ LeaseLedger::Sums LeaseLedger::SumLocked(uint32_t device, const Entry* of_lease)
       first = !(entry(j).pid != 0 && entry(j).dev[device].SameLease(h.lease()));
     }
     if (first) {
-      s.reserved = LedgerAdd(s.reserved, h.limit);
+      s.reserved = LedgerAdd(s.reserved, Reservation(h.limit, shared_->total[device]));
       ++s.leases;
     }
   }
@@ -156,7 +164,8 @@ StatusOr<int> LeaseLedger::Join(std::span<const LedgerClaim> claims) {
       // A lease that already has a live session has its reservation: its sessions share it.
       if (!c.lease_id.empty() && LeaseHeldLocked(c.device, c.lease_id, -1)) continue;
       Sums s = SumLocked(c.device, nullptr);
-      if (LedgerAdd(LedgerAdd(s.reserved, s.unlimited), c.limit) > c.device_total) {
+      const uint64_t reserve = Reservation(c.limit, c.device_total);
+      if (LedgerAdd(LedgerAdd(s.reserved, s.unlimited), reserve) > c.device_total) {
         refused = Status::PermissionDenied(fmt::format(
             "{} for GPU {} reserves {} bytes, but the GPU has {} bytes, of which {} are reserved "
             "by {} other lease(s) and {} are in use by sessions without a memory limit: it "

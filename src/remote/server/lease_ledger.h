@@ -4,7 +4,8 @@
 // `gpool run` with one token are two sessions, two worker processes): an allocation is checked
 // against the sum of what every live session of that lease holds on its GPU. And the leases on
 // one GPU cannot together promise more than it has: a lease's memory is *reserved* from the start
-// of its first session to the end of its last one, and admitting a lease whose memory does not
+// of its first session to the end of its last one (all of the GPU for a lease larger than it:
+// its limit can never be reached there), and admitting a lease whose memory does not
 // fit beside the reservations already made (plus what sessions without a lease limit hold) is
 // refused, naming the lease and the GPU. Sessions without a memory limit of their own (an
 // --insecure server, a lease with mem 0) share what no lease reserved: together they stay within

@@ -91,10 +91,20 @@ TEST(LeaseLedger, LeasesCannotReserveMoreThanTheGpuHas) {
   EXPECT_FALSE(JoinOne(l, Claim("b", 3 * kGiB)).ok());
   l.Leave(*a2);
   EXPECT_TRUE(JoinOne(l, Claim("b", 3 * kGiB)).ok());
-  // A lease bigger than the GPU is never admitted, alone or not.
+  // A lease bigger than the GPU (a "whole GPU" sized by another count than the backend's)
+  // reserves all of it: admitted alone, not beside any other reservation.
   auto ledger2 = LeaseLedger::Create();
   ASSERT_TRUE(ledger2.ok());
+  auto c = JoinOne(**ledger2, Claim("small", 1));
+  ASSERT_TRUE(c.ok());
   EXPECT_FALSE(JoinOne(**ledger2, Claim("huge", 5 * kGiB)).ok());
+  (*ledger2)->Leave(*c);
+  auto huge = JoinOne(**ledger2, Claim("huge", 5 * kGiB));
+  ASSERT_TRUE(huge.ok()) << huge.status().ToString();
+  EXPECT_FALSE(JoinOne(**ledger2, Claim("small", 1)).ok());
+  auto unlimited = JoinOne(**ledger2, Claim("", 0));
+  ASSERT_TRUE(unlimited.ok());
+  EXPECT_FALSE((*ledger2)->Take(*unlimited, 0, 1).ok());
 }
 
 // Sessions without a limit (--insecure, a lease with mem 0) share the GPU less the reservations.
