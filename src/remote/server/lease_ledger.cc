@@ -189,7 +189,7 @@ StatusOr<int> LeaseLedger::Join(std::span<const LedgerClaim> claims) {
     Entry::Holding& h = e.dev[c.device];
     h.held = 1;
     h.id_len = static_cast<uint8_t>(c.lease_id.size());
-    std::memcpy(h.id, c.lease_id.data(), c.lease_id.size());
+    if (!c.lease_id.empty()) std::memcpy(h.id, c.lease_id.data(), c.lease_id.size());
     h.limit = c.limit;
     if (c.device_total != 0) shared_->total[c.device] = c.device_total;
   }

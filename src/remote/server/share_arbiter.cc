@@ -145,7 +145,7 @@ StatusOr<int> ShareArbiter::Join(uint32_t share_milli, std::span<const ShareGrou
         g = Group{};
         g.share_milli = share;
         g.id_len = static_cast<uint8_t>(id.size());
-        std::memcpy(g.id, id.data(), id.size());
+        if (!id.empty()) std::memcpy(g.id, id.data(), id.size());  // (a null data() is UB)
       }
       ++group(dev, joined).refs;
       s.group[d] = joined;
