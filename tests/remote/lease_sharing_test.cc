@@ -178,6 +178,29 @@ TEST(LeaseSharing, SessionsOfOneLeaseStayWithinItTogether) {
   EXPECT_EQ(Malloc(*sessions[2], 100 * kMiB).error, kErrMemoryAllocation);
 }
 
+// A worker that dies (killed with -9 here; a crash alike) never tells the ledger its session
+// ended: what it held comes back when it is in another session's way.
+TEST(LeaseSharing, ADeadWorkersMemoryComesBackToItsLease) {
+  GpuServer server;
+  ASSERT_FALSE(server.address().empty());
+  const std::string token = server.Token(256 * kMiB, "a");
+  auto first = Connect(server, token);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(Malloc(**first, 200 * kMiB).error, 0);
+  // Its worker: the server logs "session N for CLIENT (PEER) in worker PID at ADDRESS".
+  ASSERT_TRUE(server.proc().WaitFor(" in worker ", 10000)) << server.proc().output();
+  const std::string& log = server.proc().output();
+  const pid_t worker = static_cast<pid_t>(std::atoi(log.c_str() + log.rfind(" in worker ") + 11));
+  ASSERT_GT(worker, 0) << log;
+  auto second = Connect(server, token);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(Malloc(**second, 200 * kMiB).error, kErrMemoryAllocation);
+  ASSERT_EQ(kill(worker, SIGKILL), 0);
+  EXPECT_TRUE(Eventually([&] { return Malloc(**second, 200 * kMiB).error == 0; }))
+      << "the dead worker's memory never came back to its lease\n"
+      << server.proc().output();
+}
+
 // Two 3 GiB leases on a 4 GiB GPU both got 3 GiB. The second is now refused at admission, naming
 // itself and the GPU, and admitted once the first lease's last session has ended.
 TEST(LeaseSharing, LeasesCannotTogetherExceedTheGpu) {
