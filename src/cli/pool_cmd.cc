@@ -47,8 +47,8 @@ struct ServerFlags {
 // Lease check for a Hello: GPOOL_LEASE may hold several comma-separated tokens (one per GPU of
 // an aggregated program). Every token naming a GPU of this server (its advertised HOST:PORT) must
 // be signed with our key and unexpired; each grants its own GPU with its own memory limit (the
-// server refuses other devices: LeaseGuardBackend). Tokens naming other servers are skipped. The
-// session's compute share is the smallest of its leases' (the arbiter keeps one per session).
+// server refuses other devices: LeaseGuardBackend). Tokens naming other servers are skipped. A
+// lease's memory and compute share hold across all sessions presenting its token.
 using remote::server::DeviceGrant;
 using remote::server::SessionGrant;
 std::function<Status(const std::string&, SessionGrant*)> MakeAuthorizer(
@@ -91,6 +91,10 @@ std::function<Status(const std::string&, SessionGrant*)> MakeAuthorizer(
       g.device = static_cast<uint32_t>(std::strtoul(g.gpu.substr(g.gpu.rfind('/') + 1).c_str(), nullptr, 10));
       g.memory_bytes = lease->memory_bytes;
       g.compute_share = lease->compute_milli / 1000.0;
+      // The lease is its token: every session presenting it shares its limits (LeaseLedger,
+      // ShareArbiter). The signature, unforgeable and unique per token, names it.
+      g.lease_id = token.substr(token.rfind('.') + 1);
+      g.lease_name = fmt::format("the lease of tenant '{}' (job '{}')", lease->tenant, lease->job);
       share = std::min(share, g.compute_share);
       if (grant->expires_at == 0 || lease->expires_at < grant->expires_at) {
         grant->expires_at = lease->expires_at;  // the session ends with its first lease

@@ -59,7 +59,9 @@ class Runtime {
   std::string env_error;  // why there are no devices
   std::string token, transport = "tcp";
   std::map<std::string, std::unique_ptr<ServerLink>> links;
-  std::map<std::string, std::string> link_errors;
+  // Servers whose session could not be had, and what every call on them returns: the code of
+  // the first attempt (a refused lease: cudaErrorNotPermitted, each time).
+  std::map<std::string, cudaError_t> link_errors;
   // Registered modules and their functions and variables (see ModuleRec for who owns them);
   // an unregistered module's are in none of these.
   std::unordered_map<uint64_t, std::shared_ptr<ModuleRec>> modules;
@@ -110,16 +112,16 @@ class Runtime {
       }
       return it->second.get();
     }
-    if (link_errors.count(ref.server)) {
-      *err = cudaErrorDevicesUnavailable;
+    if (auto failed = link_errors.find(ref.server); failed != link_errors.end()) {
+      *err = failed->second;
       return nullptr;
     }
     auto link = ConnectServer(PoolEnv{.token = token, .transport = transport}, ref.server);
     if (!link.ok()) {
       Say(link.status().message());
-      link_errors[ref.server] = link.status().message();
       *err = link.status().code() == StatusCode::kPermissionDenied ? cudaErrorNotPermitted
                                                                     : cudaErrorDevicesUnavailable;
+      link_errors[ref.server] = *err;
       return nullptr;
     }
     ServerLink* l = link->get();
@@ -189,24 +191,34 @@ struct DeferredError {
   int32_t code = 0;
   std::string message;
 };
-std::mutex g_deferred_mu;
-std::map<const ServerLink*, DeferredError> g_deferred;
-std::atomic<bool> g_any_deferred{false};  // g_deferred may be non-empty (spares replies the lock)
+struct DeferredErrors {
+  std::mutex mu;
+  std::map<const ServerLink*, DeferredError> by_link;
+};
+// Never destroyed (as Runtime and HostCalls): the host-function thread and other program threads
+// may still make calls while exit() runs the library's destructors, and a destroyed map read
+// then printed freed bytes as the error's message.
+DeferredErrors& Deferred() {
+  static DeferredErrors* d = new DeferredErrors();
+  return *d;
+}
+std::atomic<bool> g_any_deferred{false};  // Deferred() may be non-empty (spares replies the lock)
 void DeferAsyncError(const ServerLink* l, const proto::ReplyHead& h) {
-  std::lock_guard<std::mutex> lk(g_deferred_mu);
-  g_deferred.try_emplace(l, DeferredError{h.async_error, h.async_message});
+  std::lock_guard<std::mutex> lk(Deferred().mu);
+  Deferred().by_link.try_emplace(l, DeferredError{h.async_error, h.async_message});
   g_any_deferred.store(true);
 }
 
 // Turns a reply into the call's result, printing server messages for real errors.
 cudaError_t FromReply(const proto::ReplyHead& h, ServerLink* l) {
   if (h.async_error == 0 && g_any_deferred.load()) {
-    std::lock_guard<std::mutex> lk(g_deferred_mu);
-    if (auto it = g_deferred.find(l); it != g_deferred.end()) {
+    DeferredErrors& d = Deferred();
+    std::lock_guard<std::mutex> lk(d.mu);
+    if (auto it = d.by_link.find(l); it != d.by_link.end()) {
       Say(fmt::format("asynchronous error on {}: {}", l->address(), it->second.message));
       auto code = static_cast<cudaError_t>(it->second.code);
-      g_deferred.erase(it);
-      g_any_deferred.store(!g_deferred.empty());
+      d.by_link.erase(it);
+      g_any_deferred.store(!d.by_link.empty());
       return code;
     }
   }
@@ -829,7 +841,7 @@ std::shared_ptr<FunctionRec> FindFunction(const void* f) {
 cudaError_t FallbackLayout(FunctionRec* f, ServerLink* l, ModuleRec& m, const std::string& why) {
   // Said once per server: an operator should know layouts come from the client's parser (a
   // driver without cuFuncGetParamInfo, or an emulated server testing that case).
-  static std::set<const ServerLink*> told;
+  static auto& told = *new std::set<const ServerLink*>();  // never destroyed: see Deferred()
   if (told.insert(l).second) {
     Say(fmt::format("GPU server {} cannot report kernel parameter layouts ({}); using the "
                     "client's fatbin parser", l->address(), why));
@@ -1027,7 +1039,7 @@ cudaError_t PciOf(int dev, PciAddr* out) {
 
 int Unsupported(const char* name, const char* why) {
   static std::mutex mu;
-  static std::set<std::string> said;
+  static auto& said = *new std::set<std::string>();  // never destroyed: see Deferred()
   {
     std::lock_guard<std::mutex> lk(mu);
     if (said.insert(name).second) {
@@ -2370,7 +2382,7 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
         break;
     }
     static std::mutex mu;
-    static std::map<int, std::string> names;
+    static auto& names = *new std::map<int, std::string>();  // never destroyed: see Deferred()
     const char* name;
     {
       std::lock_guard<std::mutex> lk(mu);

@@ -6,8 +6,34 @@
 
 namespace gpool::remote::server {
 
-LeaseGuardBackend::LeaseGuardBackend(Backend* inner, std::vector<DeviceGrant> grants)
-    : inner_(inner) {
+std::vector<DeviceGrant> OneGrantPerDevice(std::vector<DeviceGrant> grants) {
+  std::map<uint32_t, DeviceGrant> by_device;
+  for (DeviceGrant& g : grants) {
+    uint32_t dev = g.device;
+    by_device[dev] = std::move(g);
+  }
+  std::vector<DeviceGrant> out;
+  for (auto& [dev, g] : by_device) out.push_back(std::move(g));
+  return out;
+}
+
+std::vector<LedgerClaim> LedgerClaims(const std::vector<DeviceGrant>& grants,
+                                      const std::vector<uint64_t>& totals) {
+  std::vector<LedgerClaim> claims;
+  for (const DeviceGrant& g : grants) {
+    claims.push_back({.device = g.device,
+                      .lease_id = g.lease_id,
+                      .limit = g.memory_bytes,
+                      .device_total = g.device < totals.size() ? totals[g.device] : 0,
+                      .gpu = g.gpu,
+                      .lease_name = g.lease_name});
+  }
+  return claims;
+}
+
+LeaseGuardBackend::LeaseGuardBackend(Backend* inner, std::vector<DeviceGrant> grants,
+                                     LeaseLedger* ledger, int entry, bool every_device)
+    : inner_(inner), ledger_(ledger), entry_(entry), every_device_(every_device) {
   for (DeviceGrant& g : grants) {
     uint32_t dev = g.device;
     grants_[dev] = std::move(g);
@@ -15,7 +41,7 @@ LeaseGuardBackend::LeaseGuardBackend(Backend* inner, std::vector<DeviceGrant> gr
 }
 
 Result LeaseGuardBackend::Check(uint32_t dev, const char* call) const {
-  if (grants_.count(dev) != 0) return Result::Ok();
+  if (every_device_ || grants_.count(dev) != 0) return Result::Ok();
   // The server's own HOST:PORT, as the leases name it.
   const std::string& any = grants_.begin()->second.gpu;
   std::string server = any.substr(0, any.rfind('/'));
@@ -29,9 +55,9 @@ Result LeaseGuardBackend::Check(uint32_t dev, const char* call) const {
 Result LeaseGuardBackend::GetProps(uint32_t dev, proto::DeviceProps* out) {
   if (Result r = Check(dev, "cudaGetDeviceProperties"); !r.ok()) return r;
   Result r = inner_->GetProps(dev, out);
-  const DeviceGrant& g = grants_.at(dev);
-  if (r.ok() && g.memory_bytes) {
-    out->total_global_mem = std::min<uint64_t>(out->total_global_mem, g.memory_bytes);
+  auto g = grants_.find(dev);
+  if (r.ok() && g != grants_.end() && g->second.memory_bytes) {
+    out->total_global_mem = std::min<uint64_t>(out->total_global_mem, g->second.memory_bytes);
   }
   return r;
 }
@@ -41,31 +67,33 @@ Result LeaseGuardBackend::GetAttribute(uint32_t dev, int32_t attr, int32_t* valu
   return inner_->GetAttribute(dev, attr, value);
 }
 
+// The lease's limit and what its sessions together left of it (or, without a limit, the GPU's
+// memory less the leases' reservations and what sessions without a limit hold).
 Result LeaseGuardBackend::MemGetInfo(uint32_t dev, uint64_t* free, uint64_t* total) {
   if (Result r = Check(dev, "cudaMemGetInfo"); !r.ok()) return r;
   Result r = inner_->MemGetInfo(dev, free, total);
-  const DeviceGrant& g = grants_.at(dev);
-  if (r.ok() && g.memory_bytes) {
-    *total = std::min(*total, g.memory_bytes);
-    *free = std::min(*free, g.memory_bytes - std::min(g.memory_bytes, in_use_[dev]));
+  uint64_t limit = 0, room = 0;
+  if (r.ok() && ledger_->Room(entry_, dev, &limit, &room)) {
+    *total = std::min(*total, limit);
+    *free = std::min(*free, room);
   }
   return r;
 }
 
 Result LeaseGuardBackend::Malloc(uint32_t dev, uint64_t size, uint64_t* ptr) {
   if (Result r = Check(dev, "cudaMalloc"); !r.ok()) return r;
-  const DeviceGrant& g = grants_.at(dev);
-  uint64_t& used = in_use_[dev];
-  if (g.memory_bytes && (size > g.memory_bytes || used > g.memory_bytes - size)) {
+  auto g = grants_.find(dev);
+  if (g == grants_.end()) return inner_->Malloc(dev, size, ptr);  // every_device_: not ours
+  if (Status taken = ledger_->Take(entry_, dev, size); !taken.ok()) {
     return Err(kErrMemoryAllocation,
-               fmt::format("cudaMalloc({} bytes) on GPU {} refused: its lease's memory limit is {} "
-                           "bytes and {} are in use",
-                           size, g.gpu, g.memory_bytes, used));
+               fmt::format("cudaMalloc({} bytes) on GPU {} refused: {}", size, g->second.gpu,
+                           taken.message()));
   }
   Result r = inner_->Malloc(dev, size, ptr);
   if (r.ok()) {
     allocations_[*ptr] = {dev, size};
-    used += size;
+  } else {
+    ledger_->Give(entry_, dev, size);
   }
   return r;
 }
@@ -75,7 +103,7 @@ Result LeaseGuardBackend::Free(uint64_t ptr) {
   if (r.ok()) {
     auto it = allocations_.find(ptr);
     if (it != allocations_.end()) {
-      in_use_[it->second.first] -= it->second.second;
+      ledger_->Give(entry_, it->second.first, it->second.second);
       allocations_.erase(it);
     }
   }
@@ -145,7 +173,7 @@ Result LeaseGuardBackend::DeviceReset(uint32_t dev) {
   Result r = inner_->DeviceReset(dev);
   if (r.ok()) {
     std::erase_if(allocations_, [&](const auto& kv) { return kv.second.first == dev; });
-    in_use_[dev] = 0;
+    ledger_->GiveAll(entry_, dev);
   }
   return r;
 }

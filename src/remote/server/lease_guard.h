@@ -4,7 +4,10 @@
 // of this server that an aggregated program uses): it may then use exactly those devices, each
 // within its own lease's memory. LeaseGuardBackend sits between the Session and the real backend
 // and refuses (cudaErrorNotPermitted, naming the GPU and the leases) any call on another device,
-// and any allocation beyond that device's lease (cudaErrorMemoryAllocation). Calls addressed by
+// and any allocation beyond that device's lease (cudaErrorMemoryAllocation). The memory counts
+// for the lease, across all its sessions at once, and sessions without a limit share what no
+// lease reserved on the GPU: the server's LeaseLedger keeps both across the worker processes, and
+// the guard takes and gives back every allocation there. Calls addressed by
 // pointer or by id (copies, frees, events, streams) need no check: this session's worker has only
 // the pointers it allocated on granted devices and the streams it created on them.
 // A variable's address is asked for one device (GetSymbol, GetModuleInfo), checked like any
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "remote/server/backend.h"
+#include "remote/server/lease_ledger.h"
 #include "remote/server/session.h"
 
 namespace gpool::remote::server {
@@ -28,6 +32,10 @@ struct DeviceGrant {
   uint64_t memory_bytes = 0;  // 0: no limit below the device's own
   double compute_share = 1.0;
   std::string gpu;  // "HOST:PORT/INDEX" as the lease names it, for messages
+  // Shared by every session of the lease (its token's signature): memory and compute share are
+  // the lease's across them. Empty: this session's own (--insecure).
+  std::string lease_id;
+  std::string lease_name;  // "the lease of tenant a (job j)", for messages
 };
 
 // The outcome of checking a Hello's lease tokens.
@@ -42,8 +50,12 @@ struct SessionGrant {
 
 class LeaseGuardBackend final : public Backend {
  public:
-  // `inner` outlives this; `grants` is non-empty.
-  LeaseGuardBackend(Backend* inner, std::vector<DeviceGrant> grants);
+  // `inner` and `ledger` outlive this; `grants` is non-empty; `entry` is this session's in
+  // `ledger`, joined with the grants' claims (LedgerClaims). `every_device` (--insecure): no
+  // device is refused (one beyond the grants, e.g. beyond the backend's count, is the backend's
+  // to answer), only memory is accounted.
+  LeaseGuardBackend(Backend* inner, std::vector<DeviceGrant> grants, LeaseLedger* ledger,
+                    int entry, bool every_device = false);
 
   std::string_view name() const override { return inner_->name(); }
   int DeviceCount() override { return inner_->DeviceCount(); }
@@ -138,8 +150,17 @@ class LeaseGuardBackend final : public Backend {
 
   Backend* inner_;
   std::map<uint32_t, DeviceGrant> grants_;
-  std::map<uint32_t, uint64_t> in_use_;  // device -> bytes allocated
+  LeaseLedger* ledger_;
+  int entry_;
+  bool every_device_;
   std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> allocations_;  // ptr -> dev, size
 };
+
+// One grant per device (of several for one device, the last: as the guard keeps them).
+std::vector<DeviceGrant> OneGrantPerDevice(std::vector<DeviceGrant> grants);
+// What the session claims in the ledger for its grants; `totals[d]` is device d's memory as the
+// backend reports it (0: unknown).
+std::vector<LedgerClaim> LedgerClaims(const std::vector<DeviceGrant>& grants,
+                                      const std::vector<uint64_t>& totals);
 
 }  // namespace gpool::remote::server

@@ -74,6 +74,8 @@ Status GpuServer::Start() {
   }
   // Compute shares are enforced across the workers through state they inherit at fork.
   GPOOL_ASSIGN_OR_RETURN(arbiter_, ShareArbiter::Create({}));
+  // So are memory limits per lease and per GPU.
+  GPOOL_ASSIGN_OR_RETURN(ledger_, LeaseLedger::Create());
   // Workers are reaped by the kernel; the server never waits for them (and the arbiter sees a
   // dead worker's pid gone at once).
   struct sigaction sa {};
@@ -191,6 +193,36 @@ void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session
   if (!transport.ok()) cannot_start(transport.status());
   auto listener = (*transport)->Listen(HostOf(o_.listen) + ":0");
   if (!listener.ok()) cannot_start(listener.status());
+  // Admission: every device the session may use is claimed in the ledger under its lease (an
+  // --insecure session: every device, no limit of its own), with the GPU's memory as the backend
+  // reports it. A lease that would overcommit its GPU is refused here, before anything is sent.
+  const std::string server_name = o_.advertise.empty() ? control->local_address() : o_.advertise;
+  const bool every_device = grant->devices.empty();
+  std::vector<DeviceGrant> grants = OneGrantPerDevice(std::move(grant->devices));
+  if (every_device) {
+    for (int d = 0; d < (*backend)->DeviceCount(); ++d) {
+      grants.push_back({.device = static_cast<uint32_t>(d),
+                        .compute_share = limits.compute_share,
+                        .gpu = fmt::format("{}/{}", server_name, d)});
+    }
+  }
+  std::vector<uint64_t> totals(static_cast<size_t>(std::max((*backend)->DeviceCount(), 0)), 0);
+  for (size_t d = 0; d < totals.size(); ++d) {
+    uint64_t free = 0;
+    if (!(*backend)->MemGetInfo(static_cast<uint32_t>(d), &free, &totals[d]).ok()) totals[d] = 0;
+  }
+  StatusOr<int> entry = ledger_->Join(LedgerClaims(grants, totals));
+  if (!entry.ok()) {
+    fail(Refuse(control.get(), kErrNotPermitted,
+                entry.status().code() == StatusCode::kPermissionDenied
+                    ? "lease refused: " + entry.status().message()
+                    : "session refused: " + entry.status().message()));
+  }
+  // From here on a worker that ends says so to the ledger (one that dies is reaped there).
+  auto quit = [&](int code) {
+    ledger_->Leave(*entry);
+    _exit(code);
+  };
 
   const uint64_t nonce = std::random_device{}() * 0x100000000ull + std::random_device{}();
   proto::HelloReply reply;
@@ -202,7 +234,7 @@ void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session
   reply.mem_limit = limits.memory_bytes;
   GPOOL_LOG_INFO("gpu-server: session {} for {} ({}) in worker {} at {}", session, hello.client,
                  control->peer(), getpid(), reply.data_address);
-  if (!SendHelloReply(control.get(), proto::ReplyHead{}, reply).ok()) _exit(0);
+  if (!SendHelloReply(control.get(), proto::ReplyHead{}, reply).ok()) quit(0);
   control->Close();
   control.reset();
 
@@ -210,7 +242,7 @@ void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session
   std::unique_ptr<Connection> conn;
   for (;;) {
     auto c = (*listener)->Accept();
-    if (!c.ok()) _exit(1);
+    if (!c.ok()) quit(1);
     std::vector<std::byte> msg;
     proto::Attach at;
     auto frames = (*c)->Recv(&msg).ok() ? proto::ParseMessage(msg)
@@ -229,22 +261,28 @@ void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session
   proto::Empty none;
   proto::BatchWriter w;
   w.AddReply(static_cast<uint16_t>(proto::Op::kAttach), head, none);
-  if (!conn->Send(w.Finish()).ok()) _exit(0);
+  if (!conn->Send(w.Finish()).ok()) quit(0);
 
+  // A lease's compute share is its group's, shared by all its sessions on that device.
   uint32_t share_milli = static_cast<uint32_t>(std::lround(limits.compute_share * 1000));
-  auto slot = arbiter_->Join(share_milli);
+  std::vector<ShareGroup> groups;
+  for (const DeviceGrant& g : grants) {
+    if (g.lease_id.empty()) continue;
+    groups.push_back({.device = g.device,
+                      .lease_id = g.lease_id,
+                      .share_milli = static_cast<uint32_t>(std::lround(g.compute_share * 1000))});
+  }
+  auto slot = arbiter_->Join(share_milli, groups);
   if (!slot.ok()) {
     GPOOL_LOG_WARN("gpu-server: session {}: {}; its compute share is not enforced", session,
                    slot.status().ToString());
   }
-  // A leased session may use only the GPUs its leases name, each within its lease's memory.
-  Backend* b = backend->get();
-  std::unique_ptr<LeaseGuardBackend> guard;
-  if (!grant->devices.empty()) {
-    guard = std::make_unique<LeaseGuardBackend>(b, grant->devices);
-    b = guard.get();
-  }
-  Session s(session, std::move(conn), b, limits, slot.ok() ? arbiter_.get() : nullptr,
+  // A leased session may use only the GPUs its leases name, each within its lease's memory
+  // (counted for the lease across its sessions); every session's allocations count against
+  // its GPU's memory.
+  LeaseGuardBackend guard(backend->get(), std::move(grants), ledger_.get(), *entry,
+                          every_device);
+  Session s(session, std::move(conn), &guard, limits, slot.ok() ? arbiter_.get() : nullptr,
             slot.ok() ? *slot : -1);
   if (grant->expires_at != 0) {
     // The lease bounds the session: at its expiry the client is told why and the worker exits.
@@ -253,10 +291,11 @@ void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session
                    .error = kErrNotPermitted,
                    .why = fmt::format("lease for GPU {} expired at {} ({})", grant->expiring_gpu,
                                       FormatLeaseTime(grant->expires_at), grant->expires_at),
-                   .on_stuck = [] { _exit(4); }});
+                   .on_stuck = [] { _exit(4); }});  // (the ledger reaps it)
   }
   Status st = s.Run();
   if (slot.ok()) arbiter_->Leave(*slot);
+  ledger_->Leave(*entry);
   const SessionStats& stats = s.stats();
   if (!st.ok()) GPOOL_LOG_WARN("gpu-server: session {} closed: {}", session, st.ToString());
   GPOOL_LOG_INFO(

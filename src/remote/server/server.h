@@ -8,7 +8,11 @@
 // token, creates its backend (its own CUDA context) and a listener on the wanted transport (tcp or
 // ucx), answers HelloReply with that address and a nonce, and closes the control connection; the
 // client connects to it and proves itself with Attach(nonce). A refused client's worker exits
-// after saying why. The worker serves the session and exits when the client goes away, so the
+// after saying why. A lease's limits hold across all of its sessions, and the leases of one GPU
+// cannot reserve more memory than it has (LeaseLedger, ShareArbiter: state shared with the
+// workers, created before any fork): a worker admits its session there once its backend can say
+// how much memory each GPU has, and refuses a lease that would overcommit the GPU.
+// The worker serves the session and exits when the client goes away, so the
 // operating system frees all of the session's GPU memory (process exit is the only sure way).
 // Workers die with the server (PR_SET_PDEATHSIG), so a client of a dead server sees its
 // connection close, never a hang. Forking before any transport or CUDA state of the session
@@ -89,6 +93,7 @@ class GpuServer {
   std::unique_ptr<Transport> control_transport_;
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<ShareArbiter> arbiter_;  // shared with the workers (created before any fork)
+  std::unique_ptr<LeaseLedger> ledger_;    // the same: memory per lease and per GPU
   std::atomic<bool> stop_{false};
   uint64_t next_session_ = 1;
 };

@@ -109,11 +109,34 @@ TEST(GpuServer, AHandshakeNeverWaitsForAnother) {
   EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.ToString();
 }
 
+// A guard as a worker has it: its grants claimed in the server's ledger (a ledger of its own).
+struct LeaseGuard {
+  LeaseGuard(Backend* inner, std::vector<DeviceGrant> grants) {
+    auto l = LeaseLedger::Create();
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    if (!l.ok()) return;
+    ledger = std::move(*l);
+    std::vector<uint64_t> totals(static_cast<size_t>(inner->DeviceCount()));
+    for (size_t d = 0; d < totals.size(); ++d) {
+      uint64_t free = 0;
+      EXPECT_TRUE(inner->MemGetInfo(static_cast<uint32_t>(d), &free, &totals[d]).ok());
+    }
+    auto entry = ledger->Join(LedgerClaims(grants, totals));
+    EXPECT_TRUE(entry.ok()) << entry.status().ToString();
+    if (entry.ok()) {
+      guard = std::make_unique<LeaseGuardBackend>(inner, std::move(grants), ledger.get(), *entry);
+    }
+  }
+  std::unique_ptr<LeaseLedger> ledger;
+  std::unique_ptr<LeaseGuardBackend> guard;
+};
+
 TEST(LeaseGuardBackend, OnlyTheLeasedDeviceWithinItsLeasesMemory) {
   auto emulated = MakeEmulatedBackend({.devices = 2, .memory_bytes = uint64_t{64} << 20});
   ASSERT_TRUE(emulated.ok()) << emulated.status().ToString();
-  LeaseGuardBackend guard(emulated->get(), {{.device = 0, .memory_bytes = 1 << 20,
-                                              .gpu = "h:7000/0"}});
+  LeaseGuard leased(emulated->get(), {{.device = 0, .memory_bytes = 1 << 20, .gpu = "h:7000/0"}});
+  ASSERT_NE(leased.guard, nullptr);
+  LeaseGuardBackend& guard = *leased.guard;
   uint64_t p = 0, q = 0, r = 0;
   Result other = guard.Malloc(1, 4096, &p);
   EXPECT_EQ(other.code, kErrNotPermitted);
@@ -151,8 +174,9 @@ TEST(LeaseGuardBackend, OnlyTheLeasedDeviceWithinItsLeasesMemory) {
 TEST(LeaseGuardBackend, DeviceResetGivesTheLeasesMemoryBack) {
   auto emulated = MakeEmulatedBackend({.devices = 2, .memory_bytes = uint64_t{64} << 20});
   ASSERT_TRUE(emulated.ok()) << emulated.status().ToString();
-  LeaseGuardBackend guard(emulated->get(), {{.device = 0, .memory_bytes = 1 << 20,
-                                              .gpu = "h:7000/0"}});
+  LeaseGuard leased(emulated->get(), {{.device = 0, .memory_bytes = 1 << 20, .gpu = "h:7000/0"}});
+  ASSERT_NE(leased.guard, nullptr);
+  LeaseGuardBackend& guard = *leased.guard;
   uint64_t p = 0;
   ASSERT_TRUE(guard.Malloc(0, 1 << 20, &p).ok());
   EXPECT_EQ(guard.Malloc(0, 1, &p).code, kErrMemoryAllocation);

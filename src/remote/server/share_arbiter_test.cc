@@ -39,14 +39,20 @@ Board* NewBoard() {
 }
 
 // Runs `sessions` children with the given shares, all backlogged with 1 ms kernels, until
-// `launches` have been admitted in all; returns each one's count.
-std::vector<int> RunBacklogged(ShareArbiter* arb, const std::vector<uint32_t>& shares, int launches) {
+// `launches` have been admitted in all; returns each one's count. `leases[i]`, when given and not
+// empty, is the lease session i shares its group on device 0 with.
+std::vector<int> RunBacklogged(ShareArbiter* arb, const std::vector<uint32_t>& shares, int launches,
+                               const std::vector<std::string>& leases = {}) {
   Board* b = NewBoard();
   std::vector<pid_t> pids;
   for (size_t i = 0; i < shares.size(); ++i) {
     pid_t pid = fork();
     if (pid == 0) {
-      auto slot = arb->Join(shares[i]);
+      std::vector<ShareGroup> groups;
+      if (i < leases.size() && !leases[i].empty()) {
+        groups.push_back({.device = 0, .lease_id = leases[i], .share_milli = shares[i]});
+      }
+      auto slot = arb->Join(shares[i], groups);
       if (!slot.ok()) _exit(2);
       arb->Admit(*slot, 0);  // active before anyone starts counting
       b->ready.fetch_add(1);
@@ -91,6 +97,21 @@ TEST(ShareArbiter, ThreeSessionsEqualShares) {
     EXPECT_GT(n, 900);
     EXPECT_LT(n, 1100);
   }
+}
+
+// A lease's share holds for the lease: two sessions of lease `a` (share 0.5) against one of lease
+// `b` (0.5) split the GPU 1:1 between the leases, not 2:1 as three sessions of 0.5 each would.
+TEST(ShareArbiter, SessionsOfOneLeaseShareItsShare) {
+  auto arb = ShareArbiter::Create({});
+  ASSERT_TRUE(arb.ok());
+  std::vector<int> c = RunBacklogged(arb->get(), {500, 500, 500}, 3000, {"a", "a", "b"});
+  ASSERT_GT(c[2], 0);
+  double ratio = static_cast<double>(c[0] + c[1]) / c[2];
+  EXPECT_GT(ratio, 0.9) << c[0] << " + " << c[1] << " vs " << c[2];
+  EXPECT_LT(ratio, 1.1) << c[0] << " + " << c[1] << " vs " << c[2];
+  ShareArbiter& a = **arb;
+  std::vector<ShareGroup> too_long = {{.device = 0, .lease_id = std::string(65, 'x')}};
+  EXPECT_EQ(a.Join(500, too_long).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ShareArbiter, IdleSessionHoldsNobodyBack) {
