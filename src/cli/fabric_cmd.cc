@@ -610,6 +610,12 @@ int RunFail(const FailFlags& ff) {
     j["after"] = LoadJson(f, *after, ff.top);
     j["verify_after"] = {{"unreachable", v.unreachable}, {"loops", v.loops},
                          {"deadlock_free", v.deadlock_free}};
+    if (r->balance_checked)
+      j["balance_check"] = {{"incremental_max_load", r->incremental_max_load},
+                            {"full_max_load", r->full_max_load},
+                            {"full_reroute", r->full_reroute}};
+    j["full_reroute"] = r->full_reroute;
+    j["notes"] = r->notes;
     PrintJson(j);
     return 0;
   }
@@ -623,6 +629,13 @@ int RunFail(const FailFlags& ff) {
   tb.Row("pairs affected", fmt::format("{} of {} CA pairs crossed it; {} have no route now",
                                        r->pairs_affected, r->pairs_total,
                                        r->pairs_unreachable_after));
+  if (r->balance_checked)
+    tb.Row("balance check", fmt::format("all-to-all max load {:.2f}x incremental vs {:.2f}x full "
+                                        "re-route: {}",
+                                        r->incremental_max_load, r->full_max_load,
+                                        r->full_reroute ? "took the full re-route"
+                                                        : "kept the incremental one"));
+  for (const auto& n : r->notes) tb.Row("note", n);
   tb.Row("pattern", before->pattern);
   tb.Row("max flows/link", fmt::format("{} before, {} after", before->max_flows, after->max_flows));
   tb.Row("max load", fmt::format("{:.2f} before, {:.2f} after (x link rate)", before->max_load_ratio,

@@ -68,6 +68,10 @@ TEST_F(FabricCliTest, GenLoadRouteAnalyzeFailExport) {
   EXPECT_EQ(fail["after"]["unroutable"], 0);
   EXPECT_GT(fail["affected_destinations"].get<int>(), 0);
 
+  EXPECT_EQ(fail["balance_check"]["full_reroute"], fail["full_reroute"]);  // ftree is checked
+  EXPECT_LE(fail["after"]["max_load_ratio"].get<double>(),
+            fail["balance_check"]["full_max_load"].get<double>() * 1.1 + 1e-9);
+
   Json sw = RunJson("fabric fail " + topo + " --switch spine-1 --engine minhop -o json");
   EXPECT_EQ(sw["kind"], "switch");
   EXPECT_EQ(sw["pairs_unreachable_after"], 0);
@@ -153,6 +157,26 @@ TEST_F(FabricCliTest, GeneratedTreesWithEmptyLeavesLoadBackWithTheirPods) {
   EXPECT_EQ(inferred["levels"], 3);
   EXPECT_EQ(inferred["pods"], 16);
   EXPECT_EQ(inferred["leaves"], gen["leaves"]);
+}
+
+// A leaf uplink of a three-level tree whose cores reach each pod through two aggregation switches
+// (the 2,268-HCA tree's shape, smaller): the re-route stays within 10% of a full re-route, and
+// the report lists the hot links and writes the LFTs.
+TEST_F(FabricCliTest, FailOnAThreeLevelTreeKeepsTheBalanceOfAFullReroute) {
+  std::string ft = Path("ft3.topo"), lfts = Path("after.dump");
+  ASSERT_EQ(Run("fabric gen fat-tree --levels 3 --radix 8 --pods 2 --out " + ft).code, 0);
+  Json fail = RunJson("fabric fail " + ft + " --link leaf-p1-1[6] --engine ftree --top 2 " +
+                      "--lft-out " + lfts + " -o json");
+  ASSERT_TRUE(fail.contains("balance_check")) << fail.dump();
+  double full = fail["balance_check"]["full_max_load"].get<double>();
+  EXPECT_GT(full, 1.0);
+  EXPECT_LE(fail["after"]["max_load_ratio"].get<double>(), full * 1.1 + 1e-9);
+  EXPECT_EQ(fail["full_reroute"], false) << fail.dump();
+  EXPECT_EQ(fail["after"]["top_links"].size(), 2u);
+  EXPECT_NE(Slurp(lfts).find("Unicast lids"), std::string::npos);
+  Result table = Run("fabric fail " + ft + " --link leaf-p1-1[6] --engine ftree");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("balance check"), std::string::npos) << table.out;
 }
 
 // A cable whose switch end reads 4xQDR and whose HCA end reads 4xDDR.
