@@ -29,7 +29,7 @@ std::string WithoutLevelHints(const std::string& text) {
   return DropLines(text, [](const std::string& l) { return l.rfind("# gpool: level", 0) == 0; });
 }
 
-Fabric Parse(const std::string& text) {
+Fabric ParseLevelsNet(const std::string& text) {
   auto f = ParseNet(text, {});
   EXPECT_TRUE(f.ok()) << f.status().ToString();
   return f.ok() ? std::move(f).value() : Fabric();
@@ -101,13 +101,13 @@ TEST(SwitchLevelsTest, GeneratedTreesLoadBackWithTheirLevelsAndPods) {
 
     auto text = WriteIbnetdiscover(*f);
     ASSERT_TRUE(text.ok()) << text.status().ToString();
-    Fabric back = Parse(*text);
+    Fabric back = ParseLevelsNet(*text);
     EXPECT_FALSE(ComputeSwitchLevels(back).inferred) << s.name << ": the file carries the levels";
     ExpectSame(want, Describe(back), std::string(s.name) + " (ibnetdiscover)");
 
     auto net = WriteIbsimNet(*f);
     ASSERT_TRUE(net.ok()) << net.status().ToString();
-    ExpectSame(want, Describe(Parse(*net)), std::string(s.name) + " (ibsim)");
+    ExpectSame(want, Describe(ParseLevelsNet(*net)), std::string(s.name) + " (ibsim)");
   }
 }
 
@@ -118,7 +118,7 @@ TEST(SwitchLevelsTest, InfersTheTiersOfTreesWithEmptyLeavesWithoutHints) {
     Named want = Describe(*f);
     auto text = WriteIbnetdiscover(*f);
     ASSERT_TRUE(text.ok());
-    Fabric bare = Parse(WithoutLevelHints(*text));
+    Fabric bare = ParseLevelsNet(WithoutLevelHints(*text));
     SwitchLevels lv = ComputeSwitchLevels(bare);
     EXPECT_TRUE(lv.inferred) << s.name;
     ExpectSame(want, Describe(bare), std::string(s.name) + " (inferred)");
@@ -134,7 +134,7 @@ TEST(SwitchLevelsTest, InfersTheTiersOfTreesWithEmptyLeavesWithoutHints) {
 TEST(SwitchLevelsTest, EmptyLeavesAreNotedAsLeaves) {
   auto f = GenerateFatTree({.levels = 2, .radix = 8, .hosts = 5});
   ASSERT_TRUE(f.ok());
-  Fabric bare = Parse(WithoutLevelHints(*WriteIbnetdiscover(*f)));
+  Fabric bare = ParseLevelsNet(WithoutLevelHints(*WriteIbnetdiscover(*f)));
   SwitchLevels lv = ComputeSwitchLevels(bare);
   // 8 leaves of 4 down ports: hosts 1-4 on leaf-0, host 5 on leaf-1, six leaves empty.
   ASSERT_EQ(lv.notes.size(), 1u);
@@ -157,7 +157,7 @@ TEST(SwitchLevelsTest, ATopSwitchMissingCablesStaysOnTopAndKeepsPodsApart) {
     return l.rfind("[", 0) == 0 && ((in_core0 && l.find("\"spine-p0-") != std::string::npos) ||
                                     (in_pod0_aggr && l.find("\"core-0\"") != std::string::npos));
   });
-  Fabric bare = Parse(text);
+  Fabric bare = ParseLevelsNet(text);
   ASSERT_EQ(bare.num_links(), f->num_links() - 1);
   Named want = Describe(*f);
   Named got = Describe(bare);
@@ -175,7 +175,7 @@ TEST(SwitchLevelsTest, NonTreesKeepHopDistanceFromTheLeaves) {
   // A torus: every switch has a host, so every switch is a leaf.
   auto torus = GenerateTorus({.dims = {3, 3, 1}});
   ASSERT_TRUE(torus.ok());
-  Fabric bare = Parse(WithoutLevelHints(*WriteIbnetdiscover(*torus)));
+  Fabric bare = ParseLevelsNet(WithoutLevelHints(*WriteIbnetdiscover(*torus)));
   SwitchLevels lv = ComputeSwitchLevels(bare);
   EXPECT_TRUE(lv.inferred);
   for (NodeId s : bare.switches()) EXPECT_EQ(lv.level[s.value()], 0);

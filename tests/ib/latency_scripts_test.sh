@@ -35,7 +35,7 @@ grep -q "^one ibnetdiscover of this fabric:" "$work/sweep.out" || fail "sweep: $
 # Nothing the scripts started outlives them: their scratch folders were under $work.
 for p in $(pgrep -x ibsim) $(pgrep -x opensm) $(pgrep -x gpool); do
   case $(readlink "/proc/$p/cwd" 2>/dev/null) in "$work"*) fail "left running: $(ps -o args= -p "$p")";; esac
-  if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$work"; then
+  if grep -qF "$work" <<<"$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"; then
     fail "left running: $(ps -o args= -p "$p")"
   fi
 done
