@@ -40,7 +40,7 @@ struct LevelGraph {
 // Breadth-first hop counts from `sources` within one component. `dist` must hold -1 for every
 // member of the component; `queue` is scratch.
 void LevelBfs(const LevelGraph& g, const std::vector<uint32_t>& sources, std::vector<int32_t>* dist,
-         std::vector<uint32_t>* queue) {
+              std::vector<uint32_t>* queue) {
   queue->clear();
   for (uint32_t s : sources) {
     if ((*dist)[s] >= 0) continue;
@@ -77,7 +77,8 @@ struct LevelScratch {
 // does not give a tree layering; otherwise fills `level` and counts the switches without CAs it
 // put on level 0 and those it moved up because they join several pods.
 bool LevelsFromTop(const LevelGraph& g, const std::vector<uint32_t>& comp, uint32_t first_ca,
-             LevelScratch* sc, std::vector<int32_t>* level, size_t* empty_leaves, size_t* promoted) {
+                   LevelScratch* sc, std::vector<int32_t>* level, size_t* empty_leaves,
+                   size_t* promoted) {
   std::vector<int32_t>& dv = sc->a;
   std::vector<int32_t>& dw = sc->b;
   std::vector<int32_t>& dm = sc->c;
