@@ -145,8 +145,11 @@ void BM_Locality(benchmark::State& state, const std::string& name) {
 BENCHMARK_CAPTURE(BM_Locality, ft11664, "ft11664")->Unit(benchmark::kMillisecond);
 
 // FailAndReroute on one leaf uplink, as `gpool fabric fail` runs it: with pair counting (the
-// report) and without (the re-route alone). The copy of fabric and tables is not timed.
-void BM_FailLink(benchmark::State& state, const std::string& name, bool count_pairs) {
+// report) and without (the re-route alone), and the re-route with ftree's balance check against
+// a full re-route (FailureOptions::max_excess_load; off in the other two). The copy of fabric
+// and tables is not timed.
+void BM_FailLink(benchmark::State& state, const std::string& name, bool count_pairs,
+                 bool balance_check) {
   const Routed& r = Get(name);
   auto target = ResolveLink(r.fabric, "leaf-p3-5[26]");
   if (!target.ok()) {
@@ -160,7 +163,9 @@ void BM_FailLink(benchmark::State& state, const std::string& name, bool count_pa
     RoutingTables t = r.tables;
     state.ResumeTiming();
     auto out = FailAndReroute(&f, &t, *target,
-                              {.route = {.engine = Engine::kFtree}, .count_pairs = count_pairs});
+                              {.route = {.engine = Engine::kFtree},
+                               .count_pairs = count_pairs,
+                               .max_excess_load = balance_check ? 0.10 : -1});
     if (!out.ok()) {
       state.SkipWithError(out.status().ToString().c_str());
       break;
@@ -171,8 +176,12 @@ void BM_FailLink(benchmark::State& state, const std::string& name, bool count_pa
   state.counters["affected_lids"] = static_cast<double>(rep.affected_lids.size());
   state.counters["pairs_affected"] = static_cast<double>(rep.pairs_affected);
 }
-BENCHMARK_CAPTURE(BM_FailLink, ft2268_reroute_only, "ft2268", false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_FailLink, ft2268_with_pairs, "ft2268", true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_FailLink, ft2268_reroute_only, "ft2268", false, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_FailLink, ft2268_with_pairs, "ft2268", true, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_FailLink, ft2268_balance_checked, "ft2268", false, true)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace gpool::fabric

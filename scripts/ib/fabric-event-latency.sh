@@ -2,7 +2,10 @@
 # Fault -> controller view through the EVENT path on the 2,268-HCA fat-tree (not a CI test;
 # minutes). See scripts/ib/fabric-fault-latency.sh (MODE=events) for what is timed.
 # Usage: scripts/ib/fabric-event-latency.sh [GPOOL_BIN] [REPEAT]
-# Env: PLUGIN (libgpoolosmevents.so), HOLD (controller hold-down ms, default 0), ENGINE (minhop).
+# Env: PLUGIN (libgpoolosmevents.so), HOLD (controller hold-down ms, default 0), ENGINE (minhop),
+# FABRIC (`gpool fabric gen fat-tree` flags; default the 2,268-HCA tree; the faults name its
+# switches, so another fabric only suits REPEAT=0, a start-and-stop smoke run).
+# Cleanup stops what the script started (watcher, controller, OpenSM, ibsim) with bounded waits.
 set -euo pipefail
 GPOOL=$(readlink -f "${1:-build/bin/gpool}")
 REPEAT=${2:-3}
@@ -13,14 +16,15 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d)
 CTL_PID= WATCH_PID=
 cleanup() {
-  for p in $WATCH_PID $CTL_PID; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  ibsim_stop; rm -rf "$W"
+  ibsim_stop_pids "$WATCH_PID" "$CTL_PID"
+  ibsim_stop  # OpenSM, then ibsim
+  rm -rf "$W"
 }
 now() { date +%s%N; }
 ms() { echo $((($2 - $1) / 1000000)); }
 
-"$GPOOL" fabric gen fat-tree --levels 3 --radix 36 --pods 7 --format ibsim --out "$W/net" >/dev/null
+# shellcheck disable=SC2086  # FABRIC is a list of flags
+"$GPOOL" fabric gen fat-tree ${FABRIC:---levels 3 --radix 36 --pods 7} --format ibsim --out "$W/net" >/dev/null
 ibsim_start "$W/net" -N 4096 -S 1024 -P 32768
 trap cleanup EXIT
 "$GPOOL" controller --store "sqlite:$W/state.db" --listen 127.0.0.1:0 --fabric "$W/net" \

@@ -21,6 +21,8 @@
 # delivery (OpenSM hands the trap to the plugin), watcher receive, probe, and RPC. "up" includes
 # the controller's --fabric-hold-down-ms (HOLD, default 0 here so that the path is measured).
 # Usage: scripts/ib/fabric-fault-latency.sh [GPOOL_BIN] [REPEAT] [sweep|events]
+# Env: FABRIC (`gpool fabric gen fat-tree` flags; default the 2,268-HCA tree; the faults name its
+# switches, so another fabric only suits REPEAT=0, a start-and-stop smoke run).
 set -euo pipefail
 GPOOL=${1:-build/bin/gpool}
 REPEAT=${2:-3}
@@ -30,11 +32,12 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "$MODE" = events ]; then exec "$here/scripts/ib/fabric-event-latency.sh" "$GPOOL" "$REPEAT"; fi
 W=$(mktemp -d)
 CTL_PID=
-cleanup() { [ -z "$CTL_PID" ] || kill "$CTL_PID" 2>/dev/null || true; wait 2>/dev/null || true; ibsim_stop; rm -rf "$W"; }
+cleanup() { ibsim_stop_pids "$CTL_PID"; ibsim_stop; rm -rf "$W"; }  # bounded: see ibsim-lib.sh
 now() { date +%s.%N; }
 ms() { python3 -c "print(round(($2 - $1) * 1000))"; }
 
-"$GPOOL" fabric gen fat-tree --levels 3 --radix 36 --pods 7 --format ibsim --out "$W/net" >/dev/null
+# shellcheck disable=SC2086  # FABRIC is a list of flags
+"$GPOOL" fabric gen fat-tree ${FABRIC:---levels 3 --radix 36 --pods 7} --format ibsim --out "$W/net" >/dev/null
 ibsim_start "$W/net" -N 4096 -S 1024 -P 32768
 trap cleanup EXIT
 "$GPOOL" controller --store "sqlite:$W/state.db" --listen 127.0.0.1:0 --fabric "$W/net" \

@@ -8,6 +8,7 @@
 #   ibsim_opensm_once ftree [extra opensm args]       # dumps in $IBSIM_OSM_DIR (opensm-lfts.dump)
 #   ibsim_opensm_daemon minhop [args]; ...; ibsim_opensm_stop
 #   ibsim_stop                                        # also run by the EXIT trap ibsim_start sets
+#   ibsim_stop_pids PID...                            # bounded TERM/KILL + reap of own children
 #
 # Isolation: each instance gets its own IBSIM_SOCKNAME (ibsim and libumad2sim.so meet on abstract
 # unix sockets "<name>:ctl"/":out<n>"/":in<n>", default name "sim"), so concurrent instances of
@@ -109,13 +110,28 @@ ibsim_opensm_daemon() {  # ENGINE [opensm args...]: waits for SUBNET UP; sets IB
   echo "ibsim_opensm_daemon: no SUBNET UP after 60 s" >&2; return 1
 }
 
+# Stops background children of this shell by PID: SIGTERM, up to 5 s for them to exit, then
+# SIGKILL, then reaps each one. Bounded; never a bare `wait`, which would also wait for every
+# other child (ibsim, OpenSM) and hang when one was not stopped. Empty arguments are skipped.
+ibsim_stop_pids() {  # PID...
+  local p i alive
+  for p in "$@"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for i in $(seq 1 250); do
+    alive=0
+    for p in "$@"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.02
+  done
+  for p in "$@"; do
+    [ -n "$p" ] || continue
+    kill -9 "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+}
+
 ibsim_opensm_stop() {
   if [ -n "$IBSIM_OSM_PID" ]; then
-    kill "$IBSIM_OSM_PID" 2>/dev/null || true
-    local i
-    for i in $(seq 1 250); do kill -0 "$IBSIM_OSM_PID" 2>/dev/null || break; sleep 0.02; done
-    kill -9 "$IBSIM_OSM_PID" 2>/dev/null || true
-    wait "$IBSIM_OSM_PID" 2>/dev/null || true
+    ibsim_stop_pids "$IBSIM_OSM_PID"
     IBSIM_OSM_PID=""
   fi
 }

@@ -20,6 +20,7 @@
 #include "cli/fabric_ctl.h"
 #include "common/file.h"
 #include "fabric/analysis.h"
+#include "fabric/compare.h"
 #include "fabric/failure.h"
 #include "fabric/generators.h"
 #include "fabric/lft_dump.h"
@@ -151,6 +152,7 @@ Json SummaryJson(const Fabric& f, const Locality& loc) {
   j["pods"] = loc.num_pods;
   j["max_lid"] = f.max_lid();
   j["link_rates"] = rates;
+  j["rate_mismatches"] = RateMismatches(f);
   j["locality_notes"] = loc.notes;
   return j;
 }
@@ -172,6 +174,7 @@ void SummaryTable(const Fabric& f, const Locality& loc, Table* t) {
                                                    loc.num_pods));
   t->Row("max LID", fmt::format("{}", f.max_lid()));
   for (const auto& n : loc.notes) t->Row("note", n);
+  for (const auto& m : RateMismatches(f)) t->Row("rate mismatch", m);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -555,6 +558,8 @@ struct FailFlags {
   std::string link, sw;
   std::string pattern = "all-to-all";
   size_t shifts = 0;
+  size_t top = 0;
+  std::string lft_out;
 };
 
 int RunFail(const FailFlags& ff) {
@@ -581,9 +586,12 @@ int RunFail(const FailFlags& ff) {
   if (!timed.ok()) return FabricFail("fail", timed.status());
   auto r = FailAndReroute(&counted_fabric, &counted_tables, *target, {});
   if (!r.ok()) return FabricFail("fail", r.status());
-  auto after = AnalyzeLoad(f, *t, *pattern, topts);
+  auto after = AnalyzeLoad(f, *t, *pattern, {.max_shifts = ff.shifts, .keep_per_link = ff.top > 0});
   if (!after.ok()) return FabricFail("fail", after.status());
   VerifyReport v = Verify(f, *t, {});
+  if (!ff.lft_out.empty())
+    if (Status s = WriteFileAtomic(ff.lft_out, WriteLftDump(f, *t)); !s.ok())
+      return FabricFail("fail", s.WithContext("--lft-out"));
 
   if (ff.in.output == "json") {
     Json j;
@@ -599,9 +607,15 @@ int RunFail(const FailFlags& ff) {
     j["reroute_ms"] = reroute_ms;
     j["route_ms"] = route_ms;
     j["before"] = LoadJson(f, *before, 0);
-    j["after"] = LoadJson(f, *after, 0);
+    j["after"] = LoadJson(f, *after, ff.top);
     j["verify_after"] = {{"unreachable", v.unreachable}, {"loops", v.loops},
                          {"deadlock_free", v.deadlock_free}};
+    if (r->balance_checked)
+      j["balance_check"] = {{"incremental_max_load", r->incremental_max_load},
+                            {"full_max_load", r->full_max_load},
+                            {"full_reroute", r->full_reroute}};
+    j["full_reroute"] = r->full_reroute;
+    j["notes"] = r->notes;
     PrintJson(j);
     return 0;
   }
@@ -615,11 +629,21 @@ int RunFail(const FailFlags& ff) {
   tb.Row("pairs affected", fmt::format("{} of {} CA pairs crossed it; {} have no route now",
                                        r->pairs_affected, r->pairs_total,
                                        r->pairs_unreachable_after));
+  if (r->balance_checked)
+    tb.Row("balance check", fmt::format("all-to-all max load {:.2f}x incremental vs {:.2f}x full "
+                                        "re-route: {}",
+                                        r->incremental_max_load, r->full_max_load,
+                                        r->full_reroute ? "took the full re-route"
+                                                        : "kept the incremental one"));
+  for (const auto& n : r->notes) tb.Row("note", n);
   tb.Row("pattern", before->pattern);
   tb.Row("max flows/link", fmt::format("{} before, {} after", before->max_flows, after->max_flows));
   tb.Row("max load", fmt::format("{:.2f} before, {:.2f} after (x link rate)", before->max_load_ratio,
                                  after->max_load_ratio));
   tb.Row("unroutable flows", fmt::format("{} before, {} after", before->unroutable, after->unroutable));
+  for (auto [d, ratio] : TopLinks(f, *after, ff.top))
+    tb.Row("hot link after", fmt::format("{:.2f} x  {} flows  {}", ratio, after->link_flows[d],
+                                         DirectedLinkName(f, LinkId(d / 2), d % 2 == 0)));
   tb.Row("verify after", fmt::format("{} unreachable CA pairs, {} loops, {}", v.unreachable, v.loops,
                                      v.deadlock_free ? "deadlock-free" : "CREDIT LOOP"));
   tb.Print();
@@ -762,6 +786,8 @@ void RegisterFabric(CLI::App& app, const GlobalFlags&, int* exit_code) {
       ->required()->check(CLI::IsMember(kEngines));
   fl->add_option("--pattern", ff->pattern, "traffic for the congestion report (default all-to-all)");
   fl->add_option("--shifts", ff->shifts, "shift: evaluate N shifts (0 = all)");
+  fl->add_option("--top", ff->top, "hot links to list after the re-route (default 0)");
+  fl->add_option("--lft-out", ff->lft_out, "write the LFTs after the re-route (opensm-lfts.dump-like)");
   fl->callback([ff, exit_code] {
     if (ff->link.empty() && ff->sw.empty()) {
       fmt::print(stderr, "gpool fabric fail: give --link SWITCH[PORT] or --switch NAME\n");

@@ -66,6 +66,18 @@ int RunDiscover(const DiscoverFlags& d) {
       if (i == "rates") c.rates = false;
     }
     same = fabric::SameFabric(*plan, *f, c);
+    // A link whose ends disagree on rate matches no plan, even a plan that has it too: it runs
+    // below what either end was built for.
+    if (same.ok() && c.rates) {
+      for (const auto* side : {&*f, &*plan}) {
+        auto m = fabric::RateMismatches(*side);
+        if (m.empty()) continue;
+        same = Status::FailedPrecondition(fmt::format(
+            "{} link{} whose ends disagree on rate in the {} fabric (first: {})", m.size(),
+            m.size() == 1 ? "" : "s", side == &*f ? "live" : "planned", m.front()));
+        break;
+      }
+    }
   }
 
   StatusOr<std::string> text = Status::Internal("no format");

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/file.h"
+#include "fabric/levels.h"
 
 namespace gpool::fabric {
 namespace {
@@ -284,40 +285,10 @@ Locality ComputeLocality(const Fabric& f) {
   loc.level.assign(n, -1);
   auto is_switch = [&](NodeId x) { return f.node(x).type == NodeType::kSwitch; };
 
-  size_t with_level = 0;
-  for (NodeId s : f.switches()) with_level += f.node(s).level >= 0;
-  if (!f.switches().empty() && with_level == f.switches().size()) {
-    for (NodeId s : f.switches()) loc.level[s.value()] = f.node(s).level;
-  } else {
-    loc.inferred = true;
-    if (with_level > 0)
-      loc.notes.push_back(fmt::format(
-          "{} of {} switches carry a level; ignoring them and inferring all levels",
-          with_level, f.switches().size()));
-    // Breadth-first from the leaves (switches with a CA attached) over switch-switch links.
-    std::vector<NodeId> queue;
-    for (NodeId s : f.switches()) {
-      for (const Adjacent* a = f.adj_begin(s); a != f.adj_end(s); ++a) {
-        if (f.node(a->peer).type == NodeType::kCa) {
-          loc.level[s.value()] = 0;
-          queue.push_back(s);
-          break;
-        }
-      }
-    }
-    for (size_t h = 0; h < queue.size(); ++h) {
-      NodeId s = queue[h];
-      for (const Adjacent* a = f.adj_begin(s); a != f.adj_end(s); ++a) {
-        if (!is_switch(a->peer) || loc.level[a->peer.value()] >= 0) continue;
-        loc.level[a->peer.value()] = static_cast<int16_t>(loc.level[s.value()] + 1);
-        queue.push_back(a->peer);
-      }
-    }
-    if (queue.size() < f.switches().size())
-      loc.notes.push_back(fmt::format("{} switches are not connected to any leaf; they have no "
-                                      "level and no pod",
-                                      f.switches().size() - queue.size()));
-  }
+  SwitchLevels levels = ComputeSwitchLevels(f);
+  loc.level = std::move(levels.level);
+  loc.inferred = levels.inferred;
+  loc.notes = std::move(levels.notes);
   int16_t top = -1;
   for (NodeId s : f.switches()) {
     top = std::max(top, loc.level[s.value()]);

@@ -35,11 +35,10 @@ std::string_view DistanceClassName(DistanceClass c);
 
 // Locality domains for the scheduler: for each CA its leaf switch and pod.
 //
-// Tiers. When every switch has Node::level set (generators do), those levels are used. Otherwise
-// they are inferred: a leaf (level 0) is a switch with at least one CA attached, and every other
-// switch gets its hop distance from the nearest leaf over switch-to-switch links. Limits of the
-// inference: a leaf with no CA attached looks like a tier-2 switch (two hops from its peers);
-// switches not reachable from any leaf get level -1 and belong to no pod.
+// Tiers come from ComputeSwitchLevels (levels.h): Node::level when every switch has one, else
+// inferred from the switch graph -- from the top tier down when the fabric is a tree layering
+// (so leaves without hosts stay leaves), else by hop distance from the switches with CAs.
+// Switches not connected to any CA-facing switch get level -1 and belong to no pod.
 //
 // Pods. With three or more tiers, a pod is a connected component of the switches below the top
 // tier (remove the top tier, what stays connected is a pod) -- in a three-level fat-tree these

@@ -1,5 +1,7 @@
 #include "fabric/compare.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace gpool::fabric {
@@ -57,6 +59,22 @@ Status SameFabric(const Fabric& a, const Fabric& b, const CompareOptions& o) {
     }
   }
   return Status::Ok();
+}
+
+std::vector<std::string> RateMismatches(const Fabric& f) {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < f.num_links(); ++i) {
+    const Link& l = f.link(LinkId(i));
+    const Port& a = f.port(l.a);
+    const Port& b = f.port(l.b);
+    if (a.width == b.width && a.speed == b.speed) continue;
+    out.push_back(fmt::format(
+        "'{}'[{}] {}x{} <-> '{}'[{}] {}x{}: the ends disagree on rate; the link runs at {}x{}",
+        f.node(a.node).name, a.num, a.width, LinkSpeedName(a.speed), f.node(b.node).name, b.num,
+        b.width, LinkSpeedName(b.speed), std::min(a.width, b.width),
+        LinkSpeedName(std::min(a.speed, b.speed))));
+  }
+  return out;
 }
 
 }  // namespace gpool::fabric

@@ -1,5 +1,5 @@
 // Structural comparison of two fabrics, for round-trip tests and for checking a live fabric
-// against a planned one.
+// against a planned one; and the links whose two ends disagree on their rate.
 //
 // Nodes are matched by name, ports by number and links by their two (name, port) ends, so node
 // ids and link order may differ. The first difference found is returned as an error naming it
@@ -8,6 +8,9 @@
 //
 // Thread safety: a pure function over const fabrics.
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "fabric/model.h"
@@ -28,5 +31,11 @@ struct CompareOptions {
 // Returns OK when `a` and `b` describe the same fabric; otherwise FailedPrecondition naming the
 // first difference, with a's value first.
 Status SameFabric(const Fabric& a, const Fabric& b, const CompareOptions& options = {});
+
+// Links whose two ends report different rates (width or speed), e.g. a switch port at 4xQDR
+// cabled to a CA port at 4xDDR: such a link runs at the lower of each, usually because a cable or
+// port trained down, and matches no plan. One line per link, in link order:
+// "'leaf-1'[3] 4xQDR <-> 'h1'[1] 4xDDR: the ends disagree on rate; the link runs at 4xDDR".
+std::vector<std::string> RateMismatches(const Fabric& fabric);
 
 }  // namespace gpool::fabric

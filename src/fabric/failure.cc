@@ -47,6 +47,47 @@ bool UplinkHitsTarget(const Fabric& f, const Endpoint& e, const FailureTarget& t
   return f.link_peer(l, e.ca) == target.node;
 }
 
+// FailureOptions::max_excess_load: compares the incremental re-route in `tables` with a full
+// route of the degraded fabric under all-to-all traffic and takes the full one when the
+// incremental maximum load is more than the allowed fraction above it. `saved` holds the tables
+// from before the failure, for entries_changed. A check that cannot run (the full route fails)
+// keeps the incremental result with a note.
+void CheckBalance(const Fabric& f, const FailureOptions& options, const RoutingTables& saved,
+                    RoutingTables* tables, FailureReport* r) {
+  RouteOptions ro = options.route;
+  ro.engine = Engine::kFtree;
+  auto full = Route(f, ro);
+  const TrafficPattern all;  // all-to-all
+  StatusOr<LoadReport> inc = Status::Internal("not analysed");
+  StatusOr<LoadReport> whole = Status::Internal("not analysed");
+  if (full.ok()) {
+    inc = AnalyzeLoad(f, *tables, all, {});
+    whole = AnalyzeLoad(f, *full, all, {});
+  }
+  for (const Status& st : {full.status(), inc.status(), whole.status()}) {
+    if (st.ok()) continue;
+    r->notes.push_back("balance check skipped: " + std::string(st.message()));
+    return;
+  }
+  r->balance_checked = true;
+  r->incremental_max_load = inc->max_load_ratio;
+  r->full_max_load = whole->max_load_ratio;
+  // A small absolute slack keeps rounding from deciding between two equal loads.
+  if (inc->max_load_ratio <= whole->max_load_ratio * (1 + options.max_excess_load) + 1e-9) return;
+  r->full_reroute = true;
+  r->notes.push_back(fmt::format(
+      "ftree: the incremental re-route's all-to-all maximum load {:.2f}x exceeds a full "
+      "re-route's {:.2f}x by more than {:.0f}%; took the full re-route ({})",
+      inc->max_load_ratio, whole->max_load_ratio, options.max_excess_load * 100, full->engine));
+  *tables = std::move(*full);
+  r->entries_changed = 0;
+  const Lid max_lid = std::min(saved.max_lid(), tables->max_lid());
+  for (NodeId s : f.switches())
+    for (uint32_t lid = 1; lid <= max_lid; ++lid)
+      r->entries_changed +=
+          saved.out_port(s, static_cast<Lid>(lid)) != tables->out_port(s, static_cast<Lid>(lid));
+}
+
 }  // namespace
 
 StatusOr<FailureTarget> ResolveLink(const Fabric& f, std::string_view ref) {
@@ -189,6 +230,10 @@ StatusOr<FailureReport> FailAndReroute(Fabric* fabric, RoutingTables* tables,
     }
   }
 
+  // The balance check may replace every entry: keep the tables it would be compared against.
+  RoutingTables saved;
+  if (options.max_excess_load >= 0 && tables->engine == "ftree") saved = *tables;
+
   Status down = is_link ? f.SetLinkUp(target.link, false) : f.SetNodeUp(target.node, false);
   GPOOL_RETURN_IF_ERROR(down);
   Status st = Reroute(f, r.affected_lids, options.route, tables);
@@ -202,6 +247,8 @@ StatusOr<FailureReport> FailAndReroute(Fabric* fabric, RoutingTables* tables,
   for (size_t si = 0; si < switches.size(); ++si)
     for (size_t j = 0; j < a; ++j)
       r.entries_changed += before[si * a + j] != tables->out_port(switches[si], r.affected_lids[j]);
+  if (options.max_excess_load >= 0 && tables->engine == "ftree")
+    CheckBalance(f, options, saved, tables, &r);
 
   if (options.count_pairs) {
     RouteTree tree(f);

@@ -3,7 +3,9 @@
 // Only the destinations whose routes crossed the failed element are recomputed, as OpenSM's
 // incremental sweeps do: they are read off the LFTs (for each switch at an end of the failed
 // link, the LIDs whose entry exits through the failed port), then handed to fabric::Reroute.
-// Every other entry keeps its value bit for bit.
+// Every other entry keeps its value bit for bit -- unless, for ftree, the incremental result
+// balances the load more than 10% worse than a full re-route would (FailureOptions), in which
+// case the full re-route is taken and the report says so.
 //
 // Thread safety: FailAndReroute mutates the fabric (link/node state) and the tables; callers
 // serialise it against any other use of either.
@@ -46,6 +48,15 @@ struct FailureOptions {
   // Count the CA pairs whose route crossed the failure (before) and those left without a route
   // (after). Costs O(affected destinations x (switches + CAs)); skip it for timing runs.
   bool count_pairs = true;
+  // Balance check for ftree tables: the incremental re-route's all-to-all maximum load (flows
+  // per directed link over its rate) may exceed a full re-route's by at most this fraction;
+  // otherwise the full re-route's tables replace it and the report says so. ftree only: its
+  // incremental mode balances differently from its full route (no common top switch per
+  // destination), while minhop/updn re-route the affected destinations with their full
+  // algorithm. Costs one full Route and two all-to-all analyses: 71 ms CPU in all on the
+  // 2,268-HCA tree against 7.5 ms for the re-route alone (fabric_bench BM_FailLink). Negative:
+  // no check.
+  double max_excess_load = 0.10;
 };
 
 struct FailureReport {
@@ -58,6 +69,14 @@ struct FailureReport {
   size_t pairs_total = 0;
   size_t pairs_affected = 0;
   size_t pairs_unreachable_after = 0;
+  // The balance check (FailureOptions::max_excess_load): whether it ran, the two all-to-all
+  // maximum loads it compared, and whether the full re-route was taken (then entries_changed
+  // counts every entry that differs, not only those of affected_lids).
+  bool balance_checked = false;
+  double incremental_max_load = 0;
+  double full_max_load = 0;
+  bool full_reroute = false;
+  std::vector<std::string> notes;  // e.g. why the full re-route was taken
 };
 
 // Takes `target` down in `fabric`, re-routes the affected destinations in `tables` and reports.

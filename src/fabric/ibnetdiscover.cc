@@ -136,10 +136,12 @@ struct RawPort {
 
 struct RawLink {
   uint32_t a, b;  // global port indexes
-  LinkWidth width;
+  LinkWidth width;  // as the line of end a (or, when it states none, of end b) gives it
   LinkSpeed speed;
   bool rate_stated;
   uint32_t first_port_line;  // index into ports_
+  LinkWidth b_width;  // end b's own rate when its line states a different one
+  LinkSpeed b_speed;
 };
 
 // LinkWidth mask -> lanes, highest enabled first (12x, 8x, 4x, 2x, 1x).
@@ -218,6 +220,7 @@ class NetParser {
                         Loc loc);
   Status ParseIdLine(Cursor c, std::string_view key, Loc loc);
   Status ParseInclude(Cursor c, Loc loc, int depth);
+  Status ParseComment(Cursor c, Loc loc);
 
   const NetParseOptions& o_;
   std::vector<std::string> files_;
@@ -258,7 +261,10 @@ Status NetParser::ParseText(std::string_view text, const std::string& name, int 
       current_ = kNone;
       continue;
     }
-    if (t[0] == '#') continue;  // comments never end a record (as in ibsim)
+    if (t[0] == '#') {  // comments never end a record (as in ibsim)
+      GPOOL_RETURN_IF_ERROR(ParseComment(Cursor{t, 1}, loc));
+      continue;
+    }
     Cursor c{t, 0};
     if (t[0] == '[') {
       if (current_ == kNone)
@@ -547,6 +553,25 @@ Status NetParser::ParseIdLine(Cursor c, std::string_view key, Loc loc) {
   return Status::Ok();
 }
 
+// A comment line: only `# gpool: level N` means anything (see ibnetdiscover.h).
+Status NetParser::ParseComment(Cursor c, Loc loc) {
+  c.SkipSpace();
+  if (c.s.substr(c.pos, 6) != "gpool:") return Status::Ok();
+  c.pos += 6;
+  c.SkipSpace();
+  if (c.Word() != "level") return Status::Ok();  // other gpool notes: none are defined yet
+  c.SkipSpace();
+  uint32_t v = 0;
+  if (!c.Dec(&v) || (c.SkipSpace(), !c.done()) || v > 31)
+    return Err(loc, "expected '# gpool: level N' with N in 0..31");
+  if (current_ == kNone || nodes_[current_].spec.type != NodeType::kSwitch) {
+    Warn(loc, "level hint outside a switch record; ignored");
+    return Status::Ok();
+  }
+  nodes_[current_].spec.level = static_cast<int16_t>(v);
+  return Status::Ok();
+}
+
 Status NetParser::ParseInclude(Cursor c, Loc loc, int depth) {
   c.SkipSpace();
   std::string_view name;
@@ -625,23 +650,26 @@ StatusOr<Fabric> NetParser::Finish() {
       peer[g] = rg;
       peer[rg] = g;
       link_of[g] = link_of[rg] = static_cast<uint32_t>(links.size());
-      links.push_back(RawLink{g, rg, p.width, p.speed, p.rate_stated, i});
+      links.push_back(RawLink{g, rg, p.width, p.speed, p.rate_stated, i, p.width, p.speed});
     } else if (peer[g] == rg) {
       // The same link from its other end.
       RawLink& l = links[link_of[g]];
       if (p.rate_stated && !l.rate_stated) {
-        l.width = p.width;
-        l.speed = p.speed;
+        l.width = l.b_width = p.width;
+        l.speed = l.b_speed = p.speed;
         l.rate_stated = true;
       } else if (p.rate_stated && (p.width != l.width || p.speed != l.speed)) {
+        // Each end keeps its own rate (the model loses nothing; RateMismatches lists the link)
+        // and the link runs at the lower of each, as an active link would.
         LinkWidth w = std::min(l.width, p.width);
         LinkSpeed s = std::min(l.speed, p.speed);
-        Warn(p.loc, fmt::format("{}<->{} is {}x{} here but {}x{} at {}; using {}x{}",
+        Warn(p.loc, fmt::format("{}<->{}: the ends disagree on rate: {}x{} here but {}x{} at {}; "
+                                "the link runs at {}x{}",
                                 port_name(g), port_name(rg), p.width, LinkSpeedName(p.speed),
                                 l.width, LinkSpeedName(l.speed), Where(ports_[l.first_port_line].loc),
                                 w, LinkSpeedName(s)));
-        l.width = w;
-        l.speed = s;
+        l.b_width = p.width;
+        l.b_speed = p.speed;
       }
     } else {
       uint32_t busy = peer[g] != kNone ? g : rg;
@@ -677,8 +705,11 @@ StatusOr<Fabric> NetParser::Finish() {
   };
   for (const RawLink& l : links) {
     uint32_t na = node_of(l.a), nb = node_of(l.b);
-    Status s = b.AddLink(NodeId(na), static_cast<uint16_t>(l.a - first[na] + 1), NodeId(nb),
-                         static_cast<uint16_t>(l.b - first[nb] + 1), LinkSpec{l.width, l.speed});
+    const auto bport = static_cast<uint16_t>(l.b - first[nb] + 1);
+    Status s = b.AddLink(NodeId(na), static_cast<uint16_t>(l.a - first[na] + 1), NodeId(nb), bport,
+                         LinkSpec{l.width, l.speed});
+    if (s.ok() && (l.b_width != l.width || l.b_speed != l.speed))
+      s = b.SetPortRate(NodeId(nb), bport, LinkSpec{l.b_width, l.b_speed});
     if (!s.ok()) return s.WithContext(Where(ports_[l.first_port_line].loc));
   }
   for (uint32_t n = 0; n < nodes_.size(); ++n) {

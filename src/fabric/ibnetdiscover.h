@@ -33,9 +33,10 @@
 //   highest enabled value wins and e beats s. So `w=4` is 8x: ibsim's README says "w=(1|4|12)"
 //   but its code reads a mask. Attributes override the comment's width/speed token.
 // - Each link is normally listed from both ends; it is accepted once. When the two ends disagree
-//   on width or speed (real dumps do: jabl_1 has one end 4xSDR, the other 1xSDR), the link gets
-//   the lower of each, as an active link would, and a warning is recorded. Listing a port as
-//   linked to two different peers is an error.
+//   on width or speed (real dumps do: jabl_1 has one end 4xSDR, the other 1xSDR), each port keeps
+//   the rate its own line gives, the link runs at the lower of each (Fabric::link_gbps), as an
+//   active link would, and a warning naming both lines is recorded; RateMismatches (compare.h)
+//   lists such links. Listing a port as linked to two different peers is an error.
 // - ibsim extensions: `include "file"` (relative to the including file; cycles and depth > 16 are
 //   errors), defaults `width=`, `speed=`, `extspeed=` (masks, as above) for later ports without
 //   their own, `pdebug=` (ignored). `module=`, `do <cmd>` and `@alias` ports are not supported and
@@ -49,6 +50,11 @@
 //   tolerated with a warning: dumps captured with `2>&1` start with diagnostics such as
 //   "src/query_smp.c:195; umad (DR path ...) bad status 110". Anywhere else they are errors.
 // - Every record a port line names must exist; a missing one is an error naming the line.
+// - Level hints: a comment line `# gpool: level N` (N in 0..31) inside a switch record sets that
+//   switch's Node::level; gpool's writers put one under every switch header that has a level.
+//   Other tools skip it as a comment. Levels are used only when every switch has one (see
+//   levels.h); a hint outside a switch record is ignored with a warning, a malformed one
+//   ("level x") is an error.
 //
 // Errors name the file and line and what was expected. Speed: one pass over the text with
 // string_view and from_chars, no per-line allocation except node names.

@@ -63,15 +63,20 @@ TEST(IbnetdiscoverTest, ReadsRealDumpWithGuidsLidsAndRates) {
   EXPECT_EQ(PeerOf(*f, "H-0008f10403960558", 2), "S-005442ba00003080[8]");
   EXPECT_EQ(PeerOf(*f, "S-0008f10400410015", 1), "S-005442ba00003080[10]");
 
-  // The ends of two links disagree (4xSDR vs 1xSDR): the link gets the lower width, with a warning.
-  EXPECT_EQ(PortOf(*f, "S-005442ba00003080", 10).width, 1);
+  // The ends of two links disagree (4xSDR vs 1xSDR): each port keeps its own rate, the link runs
+  // at the lower width, and both the parser and RateMismatches say so.
+  EXPECT_EQ(PortOf(*f, "S-005442ba00003080", 10).width, 4);
   EXPECT_EQ(PortOf(*f, "S-0008f10400410015", 1).width, 1);
-  EXPECT_EQ(PortOf(*f, "S-005442ba00003080", 12).width, 1);
+  EXPECT_EQ(PortOf(*f, "S-005442ba00003080", 12).width, 4);
+  EXPECT_EQ(PortOf(*f, "H-0008f10403960558", 1).width, 1);
+  EXPECT_DOUBLE_EQ(f->link_gbps(PortOf(*f, "S-005442ba00003080", 10).link), 2.5);
+  EXPECT_EQ(RateMismatches(*f).size(), 2u);
   EXPECT_EQ(PortOf(*f, "S-005442ba00003080", 22).width, 4);
   EXPECT_EQ(PortOf(*f, "S-005442ba00003080", 22).speed, LinkSpeed::kSdr);
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_THAT(warnings[0], HasSubstr("jabl_1.topo:"));
   EXPECT_THAT(warnings[0], HasSubstr("1xSDR"));
+  EXPECT_THAT(warnings[0], HasSubstr("the ends disagree on rate"));
   EXPECT_FALSE(PortOf(*f, "S-005442ba00003080", 1).link.valid());  // ports without a line
 }
 
@@ -252,6 +257,71 @@ TEST(IbnetdiscoverTest, IncludesResolveRelativeToTheIncludingFile) {
   EXPECT_EQ(g->num_switches(), 1u);
   auto missing = ParseNet("include \"y.net\"\n", o);
   EXPECT_THAT(missing.status().message(), HasSubstr("dir/main.net:1: include \"y.net\""));
+}
+
+TEST(IbnetdiscoverTest, ALinkWhoseEndsDisagreeOnRateKeepsBothAndIsListed) {
+  std::vector<std::string> warnings;
+  NetParseOptions o;
+  o.warnings = &warnings;
+  auto f = LoadNetFile("testdata/fabric/rate_mismatch.topo", o);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const Port& sw = PortOf(*f, "S-0002c90300002000", 2);
+  const Port& ca = PortOf(*f, "H-0002c90300001002", 1);
+  EXPECT_EQ(sw.speed, LinkSpeed::kQdr);
+  EXPECT_EQ(ca.speed, LinkSpeed::kDdr);
+  EXPECT_DOUBLE_EQ(f->link_gbps(sw.link), 4 * LaneGbps(LinkSpeed::kDdr));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("rate_mismatch.topo:27:"));
+  EXPECT_THAT(warnings[0], HasSubstr("4xDDR here but 4xQDR at"));
+  auto m = RateMismatches(*f);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0], "'S-0002c90300002000'[2] 4xQDR <-> 'H-0002c90300001002'[1] 4xDDR: the ends "
+                  "disagree on rate; the link runs at 4xDDR");
+  // Written and read back, the mismatch survives; a plan with it is not the same fabric as one
+  // whose link is 4xDDR at both ends.
+  auto text = WriteIbnetdiscover(*f);
+  ASSERT_TRUE(text.ok());
+  auto back = ParseNet(*text, {});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(RateMismatches(*back), m);
+  std::string both_ddr = *text;
+  size_t at = both_ddr.find("lid 3 4xQDR");
+  ASSERT_NE(at, std::string::npos);
+  both_ddr.replace(at, 11, "lid 3 4xDDR");
+  auto ddr = ParseNet(both_ddr, {});
+  ASSERT_TRUE(ddr.ok()) << ddr.status().ToString();
+  EXPECT_TRUE(RateMismatches(*ddr).empty());
+  Status same = SameFabric(*f, *ddr);
+  EXPECT_FALSE(same.ok());
+  EXPECT_THAT(same.message(), HasSubstr("node 'S-0002c90300002000' port 2: rate 4xQDR vs 4xDDR"));
+}
+
+TEST(IbnetdiscoverTest, LevelHintsSetSwitchLevels) {
+  const char* net = R"(
+Switch 4 "sw"
+# gpool: level 1
+[1] "h"[1]
+
+Ca 1 "h"
+# gpool: level 0
+[1] "sw"[1]
+)";
+  std::vector<std::string> warnings;
+  NetParseOptions o;
+  o.warnings = &warnings;
+  auto f = ParseNet(net, o);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->node(*f->FindByName("sw")).level, 1);
+  EXPECT_EQ(f->node(*f->FindByName("h")).level, -1);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("<input>:7: level hint outside a switch record; ignored"));
+  // Other gpool comments and ordinary comments are comments.
+  EXPECT_TRUE(ParseNet("Switch 2 \"sw\"\n# gpool: something else\n# level x\n", {}).ok());
+  for (const char* bad : {"# gpool: level x", "# gpool: level 40", "# gpool: level 1 2"}) {
+    auto r = ParseNet(std::string("Switch 2 \"sw\"\n") + bad + "\n", {});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("<input>:2: expected '# gpool: level N'")) << bad;
+  }
 }
 
 }  // namespace

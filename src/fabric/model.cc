@@ -273,6 +273,18 @@ Status FabricBuilder::SetPortAddress(NodeId n, uint16_t port, uint64_t guid, Lid
   return Status::Ok();
 }
 
+Status FabricBuilder::SetPortRate(NodeId n, uint16_t port, LinkSpec rate) {
+  PortId p = f_.port_of(n, port);
+  if (!p.valid()) return Status::NotFound(fmt::format("no port {} on node {}", port, n.value()));
+  Port& pp = f_.ports_[p.value()];
+  if (!pp.link.valid())
+    return Status::FailedPrecondition(fmt::format("port {}[{}] is not cabled",
+                                                  f_.nodes_[n.value()].name, port));
+  pp.width = rate.width;
+  pp.speed = rate.speed;
+  return Status::Ok();
+}
+
 std::optional<NodeId> FabricBuilder::FindByName(std::string_view name) const {
   return f_.FindByName(name);
 }

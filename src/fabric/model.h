@@ -62,6 +62,8 @@ struct Node {
 
 struct Port {
   NodeId node;
+  // width/speed: this end's active rate. Both ends of a link normally agree; when a dump says they
+  // do not, each keeps its own and the link runs at the lower of each (Fabric::link_gbps).
   uint16_t num = 0;          // 1-based port number on its node
   uint64_t guid = 0;         // CA port GUID; 0 for switch ports (they share the switch's)
   Lid lid = 0;               // CA ports only; switch ports use the node's LID
@@ -185,6 +187,11 @@ class FabricBuilder {
   Status AddLink(NodeId a, uint16_t a_port, NodeId b, uint16_t b_port, LinkSpec spec = {});
   // Sets a CA port's GUID and LID (as read from a dump).
   Status SetPortAddress(NodeId n, uint16_t port, uint64_t guid, Lid lid);
+  // Sets one end's width and speed after AddLink, for a link whose ends report different rates
+  // (a dump lists each end's own). The link runs at the lower of each (Fabric::link_gbps);
+  // RateMismatches (compare.h) lists such links. NotFound for a bad port, FailedPrecondition for
+  // an unconnected one.
+  Status SetPortRate(NodeId n, uint16_t port, LinkSpec rate);
 
   std::optional<NodeId> FindByName(std::string_view name) const;
   size_t num_nodes() const { return f_.nodes_.size(); }

@@ -17,8 +17,8 @@
 // leaf take consecutive least-used uplinks, every leaf's uplinks carry the same number of
 // destinations (+-1) on a full fat-tree.
 //
-// Levels come from Node::level (generators set it) or from BFS distance to the CA-facing
-// switches. The engine refuses (FailedPrecondition, and Route falls back to updn) when a link
+// Levels come from ComputeSwitchLevels (levels.h): Node::level (generators and gpool's files
+// set it), else inferred from the switch graph. The engine refuses (FailedPrecondition, and Route falls back to updn) when a link
 // joins switches that are not one level apart, a CA hangs off a non-leaf, or a CA-facing switch
 // is left without a route to a destination it is connected to (a heavily degraded tree).
 // Switch LIDs (management traffic) are routed with up*/down* from the top level.
@@ -26,33 +26,18 @@
 
 #include <fmt/format.h>
 
+#include "fabric/levels.h"
 #include "fabric/route_internal.h"
 
 namespace gpool::fabric::internal {
 
 std::vector<int> FatTreeLevels(const SwitchGraph& g, std::string* why) {
   const uint32_t n = static_cast<uint32_t>(g.size());
+  // The fabric's tiers (given or inferred over every cable, up or down), as the locality code
+  // sees them: a failure does not move a switch to another tier.
+  const SwitchLevels tiers = ComputeSwitchLevels(g.fabric);
   std::vector<int> level(n, -1);
-  bool given = n > 0;
-  for (uint32_t s = 0; s < n; ++s) {
-    level[s] = g.fabric.node(g.nodes[s]).level;
-    if (level[s] < 0) given = false;
-  }
-  if (!given) {
-    std::fill(level.begin(), level.end(), -1);
-    std::vector<uint32_t> queue;
-    for (uint32_t s = 0; s < n; ++s)
-      if (!g.ca_dests(s).empty()) {
-        level[s] = 0;
-        queue.push_back(s);
-      }
-    for (size_t h = 0; h < queue.size(); ++h)
-      for (const SwitchEdge& e : g.adj(queue[h]))
-        if (level[e.peer] < 0) {
-          level[e.peer] = level[queue[h]] + 1;
-          queue.push_back(e.peer);
-        }
-  }
+  for (uint32_t s = 0; s < n; ++s) level[s] = tiers.level[g.nodes[s].value()];
   for (uint32_t s = 0; s < n; ++s) {
     const std::string& name = g.fabric.node(g.nodes[s]).name;
     if (!g.ca_dests(s).empty() && level[s] != 0) {

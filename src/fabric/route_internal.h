@@ -97,8 +97,8 @@ Status RouteUpdn(const SwitchGraph& g, const LidSet& lids, const std::vector<uin
 Status RouteFtree(const SwitchGraph& g, const LidSet& lids, Usage* usage, RoutingTables* t);
 Status RouteDor(const SwitchGraph& g, const LidSet& lids, RoutingTables* t);
 
-// Fat-tree levels of every switch: Node::level when every switch has one, else BFS distance
-// from the CA-facing switches. Empty with *why set when the links do not form levels.
+// Fat-tree levels of every switch, as ComputeSwitchLevels (levels.h) gives them. Empty with *why
+// set when the usable links do not form levels.
 std::vector<int> FatTreeLevels(const SwitchGraph& g, std::string* why);
 
 // Connected component id of every switch over the graph's usable links.

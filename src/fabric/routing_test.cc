@@ -208,14 +208,23 @@ TEST(RoutingTest, RerouteSpreadsDisplacedDestinationsOverSurvivingUplinks) {
 
       // All-to-all: on two levels the busiest link gains at most its share of one lost link's
       // flows. On three, balancing route counts per port does not balance flows exactly (the
-      // cores' down links into the leaf's pod see uneven numbers of sources); it must still
-      // stay well below the doubling that one new top switch per destination gives.
+      // cores' down links into the leaf's pod see uneven numbers of sources); ftree must stay
+      // within 10% of a full re-route of the degraded tree, minhop and updn well below the
+      // doubling that one new top switch per destination gives.
       auto load_after = AnalyzeLoad(f, *t, *traffic, {});
       ASSERT_TRUE(load_after.ok());
       EXPECT_EQ(load_after->unroutable, 0u);
-      uint64_t share = levels == 2 ? (load_before->max_flows + surviving - 1) / surviving
-                                   : load_before->max_flows * 3 / 5;
-      EXPECT_LE(load_after->max_flows, load_before->max_flows + share)
+      uint64_t bound = load_before->max_flows + (load_before->max_flows + surviving - 1) / surviving;
+      if (levels == 3 && e == Engine::kFtree) {
+        auto full = Route(f, {.engine = e});
+        ASSERT_TRUE(full.ok());
+        auto load_full = AnalyzeLoad(f, *full, *traffic, {});
+        ASSERT_TRUE(load_full.ok());
+        bound = load_full->max_flows * 11 / 10;
+      } else if (levels == 3) {
+        bound = load_before->max_flows + load_before->max_flows * 3 / 5;
+      }
+      EXPECT_LE(load_after->max_flows, bound)
           << "before " << load_before->max_flows << ", now on "
           << f.node(f.port(f.link(load_after->worst_link).a).node).name << " - "
           << f.node(f.port(f.link(load_after->worst_link).b).node).name << " a_to_b "

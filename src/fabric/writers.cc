@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "fabric/levels.h"
+
 namespace gpool::fabric {
 namespace {
 
@@ -28,6 +30,11 @@ Status CheckText(const Node& n, std::string_view what, std::string_view s) {
 
 std::string SpeedToken(const Port& p) {
   return fmt::format("{}x{}", p.width, LinkSpeedName(p.speed));
+}
+// The rate a link runs at: the lower width and speed of its two ends (they differ only when a
+// dump said so; see RateMismatches).
+std::string LinkRateToken(const Port& a, const Port& b) {
+  return fmt::format("{}x{}", std::min(a.width, b.width), LinkSpeedName(std::min(a.speed, b.speed)));
 }
 
 // LID as the far end's port line reports it: a switch's LID, or the CA port's own.
@@ -47,6 +54,8 @@ void WriteRecord(const Fabric& f, NodeId id, Dialect dialect, fmt::memory_buffer
     fmt::format_to(o, "switchguid=0x{:x}({:x})\n", n.guid, n.guid);
     fmt::format_to(o, "Switch\t{} \"{}\"\t\t# \"{}\" enhanced port 0 lid {} lmc {}\n", n.num_ports,
                    n.name, n.description, n.lid, n.lmc);
+    // The tier, as a comment line every other reader skips (ParseNet reads it back).
+    if (n.level >= 0) fmt::format_to(o, "# gpool: level {}\n", n.level);
   } else {
     bool ca = n.type == NodeType::kCa;
     fmt::format_to(o, "{}guid=0x{:x}\n", ca ? "ca" : "rt", n.guid);
@@ -270,27 +279,8 @@ std::string CompressHostlist(std::vector<std::string> names) {
 StatusOr<std::string> WriteSlurmTopology(const Fabric& f, const SlurmWriteOptions& options) {
   const size_t n = f.num_nodes();
   std::vector<int> level(n, -1);
-  bool given = !f.switches().empty();
-  for (NodeId s : f.switches()) given = given && f.node(s).level >= 0;
-  if (given) {
-    for (NodeId s : f.switches()) level[s.value()] = f.node(s).level;
-  } else {
-    std::deque<NodeId> q;
-    for (NodeId s : f.switches())
-      if (HasCaNeighbour(f, s)) {
-        level[s.value()] = 0;
-        q.push_back(s);
-      }
-    while (!q.empty()) {
-      NodeId s = q.front();
-      q.pop_front();
-      for (const Adjacent* a = f.adj_begin(s); a != f.adj_end(s); ++a) {
-        if (f.node(a->peer).type != NodeType::kSwitch || level[a->peer.value()] >= 0) continue;
-        level[a->peer.value()] = level[s.value()] + 1;
-        q.push_back(a->peer);
-      }
-    }
-  }
+  const SwitchLevels tiers = ComputeSwitchLevels(f);
+  for (NodeId s : f.switches()) level[s.value()] = tiers.level[s.value()];
   // Switch names, checked for collisions after making them Slurm-safe.
   std::vector<std::string> sw_name(n);
   std::unordered_map<std::string, NodeId> taken;
@@ -394,7 +384,8 @@ std::string WriteDot(const Fabric& f) {
     const Port& a = f.port(l.a);
     const Port& b = f.port(l.b);
     fmt::format_to(o, "  {} -- {} [taillabel=\"{}\", headlabel=\"{}\", label=\"{}\"{}];\n",
-                   q(f.node(a.node).name), q(f.node(b.node).name), a.num, b.num, SpeedToken(a),
+                   q(f.node(a.node).name), q(f.node(b.node).name), a.num, b.num,
+                   LinkRateToken(a, b),
                    l.up ? "" : ", style=dashed");
   }
   fmt::format_to(o, "}}\n");
@@ -428,8 +419,8 @@ std::string WriteJson(const Fabric& f, int indent) {
     const Port& b = f.port(l.b);
     edges.push_back({{"a", {{"node", f.node(a.node).name}, {"port", a.num}}},
                      {"b", {{"node", f.node(b.node).name}, {"port", b.num}}},
-                     {"width", a.width},
-                     {"speed", std::string(LinkSpeedName(a.speed))},
+                     {"width", std::min(a.width, b.width)},
+                     {"speed", std::string(LinkSpeedName(std::min(a.speed, b.speed)))},
                      {"gbps", f.link_gbps(LinkId(i))},
                      {"up", l.up}});
   }

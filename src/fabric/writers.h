@@ -3,12 +3,15 @@
 // - WriteIbnetdiscover: ibnetdiscover's text dump, with the GUIDs, LIDs, LMCs, descriptions and
 //   width/speed tokens real dumps carry, so ParseNet reads it back to the same fabric
 //   (SameFabric). Switch records come first, then CAs, then routers, as ibnetdiscover orders
-//   them. vendid/devid lines are left out: the model does not keep them.
+//   them. vendid/devid lines are left out: the model does not keep them. A switch with a level
+//   (Node::level) gets a `# gpool: level N` comment line under its header, so a generated tree
+//   loads back with its tiers even where hosts leave leaves empty (see ibnetdiscover.h).
 // - WriteIbsimNet: the same grammar arranged for ibsim + OpenSM. Switch records come first and
 //   the first record is where ibsim attaches the SM: by default the first leaf switch (level 0,
 //   or any switch) that has a CA attached, else the first switch. GUID lines before each record
 //   keep the fabric's GUIDs; widths and speeds go in the port comments (`lid 3 4xNDR`), which is
-//   where ibsim reads them (rather than `w=`/`s=` masks, which it reads as enabled sets). ibsim
+//   where ibsim reads them (rather than `w=`/`s=` masks, which it reads as enabled sets). Level
+//   comment lines as above (ibsim skips comment lines). ibsim
 //   limits node names to 64 characters without '#' or '@'; names that break this are an error.
 //   Checked by hand with Debian 12's ibsim 0.10: it loads these files (jabl dumps, a generated
 //   3-level fat-tree), but that version knows speeds only up to HDR, so NDR/XDR links print
@@ -55,8 +58,8 @@ struct SlurmWriteOptions {
   // a prefix helps when several fabrics are merged). Empty by default.
   std::string switch_prefix;
 };
-// Levels: the switches' own levels when every switch has one (generators, Clos CSV); otherwise
-// leaf = a switch with a CA attached and a switch's level is its hop distance to the nearest leaf.
+// Levels: ComputeSwitchLevels (levels.h), the switches' own levels when every switch has one
+// (generators, Clos CSV, files gpool wrote), else inferred from the switch graph.
 // A switch lists as Switches= its neighbours one level down, and a leaf its hosts as Nodes=. A
 // host sits under the leaf of its first CA (lowest node id): topology/tree has one leaf per node,
 // so a rail-optimised host whose CAs reach several leaves cannot be described exactly. Switches

@@ -79,6 +79,51 @@ TEST_F(IbCliTest, DiscoverWritesTheLiveFabricAndChecksItAgainstThePlan) {
   EXPECT_NE(r->out.find("differ"), std::string::npos) << r->out;
 }
 
+// A plan whose cable reads 4xQDR at the switch and 4xDDR at the HCA fails the expectation when
+// the live cable runs at 4xDDR: gpool used to take the plan's link at the lower rate and call
+// them equal.
+TEST(IbCliExpectTest, APlannedLinkWhoseEndsDisagreeOnRateFailsTheExpectation) {
+  const char* bin = std::getenv("GPOOL_BIN");
+  ASSERT_NE(bin, nullptr) << "GPOOL_BIN must name the gpool binary (CTest sets it)";
+  auto f = fabric::GenerateFatTree({.levels = 2, .radix = 4, .speed = fabric::LinkSpeed::kQdr});
+  ASSERT_TRUE(f.ok());
+  auto net = fabric::WriteIbsimNet(*f);
+  ASSERT_TRUE(net.ok());
+  // The two port lines of leaf-0[1] <-> host0001 mlx5_0[1] (the first port lines naming them).
+  auto rate_at = [&](const std::string& text, const std::string& needle) {
+    size_t line = text.find(needle);
+    EXPECT_NE(line, std::string::npos) << needle;
+    size_t at = text.find("4xQDR", line);
+    EXPECT_LT(at, text.find('\n', line)) << needle;
+    return at;
+  };
+  std::string live = *net, plan = *net;
+  const std::string sw_side = "[1]\t\"host0001 mlx5_0\"[1]", ca_side = "\t\"leaf-0\"[1]";
+  live.replace(rate_at(live, sw_side), 5, "4xDDR");
+  live.replace(rate_at(live, ca_side), 5, "4xDDR");
+  plan.replace(rate_at(plan, ca_side), 5, "4xDDR");
+  auto sim = Ibsim::Start({.net_text = live});
+  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+  std::string plan_path = (*sim)->dir() + "/plan.net";
+  ASSERT_TRUE(WriteFileAtomic(plan_path, plan).ok());
+
+  // The live fabric is the live net file: the cable runs at 4xDDR at both ends.
+  auto same = (*sim)->Run({bin, "fabric", "discover", "--expect", (*sim)->net_path(), "-o", "json"},
+                          {.timeout_s = 60});
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->exit_code, 0) << same->out << same->err;
+  auto r = (*sim)->Run({bin, "fabric", "discover", "--expect", plan_path, "-o", "json"},
+                       {.timeout_s = 60});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 1) << r->out << r->err;
+  Json j = Json::parse(r->out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r->out;
+  EXPECT_EQ(j["matches"], false);
+  EXPECT_NE(j["difference"].get<std::string>().find("node 'leaf-0' port 1: rate 4xQDR vs 4xDDR"),
+            std::string::npos)
+      << j.dump();
+}
+
 TEST_F(IbCliTest, DiscoverWithoutADeviceFailsClearly) {
   // Not through umad2sim: there is no InfiniBand device on this machine.
   std::string cmd = "'" + bin_ + "' fabric discover --timeout-ms 200 >/dev/null 2>" + sim_->dir() +
