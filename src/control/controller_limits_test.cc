@@ -227,7 +227,7 @@ TEST(TenantLimits, FlagsParseAndNameTheirErrors) {
   TenantGpus caps;
   ASSERT_TRUE(ParseTenantGpus("--max-gpus", {"a=16", "b=0"}, &caps).ok());
   EXPECT_EQ(caps, (TenantGpus{{"a", 16}, {"b", 0}}));
-  for (const char* bad : {"a", "=4", "a=", "a=x", "a=-1", "a=1.5"}) {
+  for (const char* bad : {"a", "=4", "a=", "a=x", "a=-1", "a=1.5", "a b=4", "a}\n=4"}) {
     Status s = ParseTenantGpus("--max-gpus", {bad}, &caps);
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_NE(s.message().find("--max-gpus"), std::string::npos) << s.message();

@@ -4,7 +4,7 @@
 
 #include <charconv>
 
-#include "control/store.h"
+#include "common/names.h"
 
 namespace gpool::control {
 
@@ -16,7 +16,7 @@ Status ParseTenantGpus(std::string_view flag, const std::vector<std::string>& va
       return Status::InvalidArgument(fmt::format("{}: want TENANT=GPUS, got '{}'", flag, v));
     }
     const std::string tenant = v.substr(0, eq);
-    GPOOL_RETURN_IF_ERROR(keys::CheckKeyPart(fmt::format("{}: tenant", flag), tenant));
+    GPOOL_RETURN_IF_ERROR(ValidateName(fmt::format("{}: tenant", flag), tenant));
     const std::string_view n = std::string_view(v).substr(eq + 1);
     int64_t gpus = 0;
     auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), gpus);
