@@ -91,6 +91,16 @@ void HooksBuffer2(void** ptr, size_t* size) {
   if (size) *size = 14;
 }
 
+// ---- 42d85a81-23f6-cb47-8298-f6e78a3aecdc: tools thread-local state
+// Slot 2 `(void** state)`: cuBLASLt calls it (unconditionally: a null slot crashes it) before
+// each algorithm heuristic query; on success it asks for table 21318c60-9714-3248-8ca6-
+// 41ff7324c8f2 and calls its slot 4 with the state, on failure it skips that tools work. No
+// profiling tool is attached to a pooled program, so there is no state: a quiet failure.
+CUresult ToolsThreadState(void** state) {
+  if (state) *state = nullptr;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 // ---- c693336e-1121-df11-a8c3-68f355d89593: context-local storage
 // The runtime keeps its per-context state in the driver's context: a value per (context, key),
 // with a destructor called when the context goes (cuCtxDestroy here). A null context is the
@@ -191,7 +201,7 @@ const void* const kToolsHooks[7] = {
     GPOOL_UNKNOWN(1, 4), GPOOL_UNKNOWN(1, 5), GPOOL_FN(HooksBuffer2),
 };
 const void* const kToolsTls[4] = {
-    SizeOf<4>(), GPOOL_UNKNOWN(2, 1), GPOOL_UNKNOWN(2, 2), GPOOL_UNKNOWN(2, 3),
+    SizeOf<4>(), GPOOL_UNKNOWN(2, 1), GPOOL_FN(ToolsThreadState), GPOOL_UNKNOWN(2, 3),
 };
 const void* const kContextStorage[4] = {
     GPOOL_FN(ClsPut), GPOOL_FN(ClsDelete), GPOOL_FN(ClsGet), GPOOL_UNKNOWN(3, 3),

@@ -487,6 +487,7 @@ class EmulatedBackend final : public Backend {
     EmuFunction* f = nullptr;
     if (Result r = Lookup(func, &f); !r.ok()) return r;
     constexpr int32_t kMaxDynamicShared = 8, kCarveout = 9, kFirstCluster = 10, kLastCluster = 15;
+    constexpr int32_t kNonPortableClusters = 14, kClusterPolicy = 15;
     if (attr == kMaxDynamicShared) {
       proto::DeviceProps p;
       (void)GetProps(dev, &p);
@@ -508,6 +509,10 @@ class EmulatedBackend final : public Backend {
       f->carveout = value;  // a hint; the CPU kernels have no carveout to apply it to
       return {};
     }
+    // Allowing non-portable cluster sizes (14) and a cluster scheduling preference (15) ask for
+    // nothing: accepted, as on a GPU (cuBLAS sets 14 at cublasCreate). The others require
+    // clusters.
+    if (attr == kNonPortableClusters || attr == kClusterPolicy) return {};
     if (attr >= kFirstCluster && attr <= kLastCluster) {
       return Err(kErrNotSupported,
                  fmt::format("cudaFuncSetAttribute({}, cluster attribute {}): the emulated backend "
