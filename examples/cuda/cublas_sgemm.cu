@@ -1,9 +1,9 @@
 // cuBLAS through gpool: cublasCreate, a stream and a workspace, then one SGEMM (C = A * B, n x n).
 // Prints the matrices' device addresses so a test can find them among the launch's parameters,
-// then the SGEMM's status and, after a synchronize, the stream's result. On a GPU (gpu-check.sh)
-// the product is checked against a CPU reference on a sample of entries and "PASS cublas_sgemm"
-// printed; on the emulated backend cuBLAS's kernels have no CPU implementation, so the launch
-// reaches the server and the synchronize reports the kernel's error.
+// then the SGEMM's status and, after a synchronize, the stream's result. On a GPU the product is
+// checked against a CPU reference on a sample of entries and "PASS cublas_sgemm" printed; on the
+// emulated backend cuBLAS's kernels have no CPU implementation, so the launch reaches the server
+// and the synchronize reports the kernel's error (driver_e2e_test.cc).
 #include <cublas_v2.h>
 
 #include <cmath>
