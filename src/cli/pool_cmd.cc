@@ -32,6 +32,7 @@ using remote::server::ServerOptions;
 struct ServerFlags {
   std::string backend = "emulated";
   std::string kernels;
+  std::string launch_log;
   int emulated_devices = 1;
   std::string emulated_memory = "16GiB";
   std::string listen;
@@ -121,6 +122,7 @@ int RunServer(const ServerFlags& f) {
   o.advertise = f.advertise;
   o.emulated.devices = f.emulated_devices;
   o.emulated.kernels_plugin = f.kernels;
+  o.emulated.launch_log = f.launch_log;
   o.emulated.answer_param_info = !f.emulated_no_param_info;
   auto mem = ParseBytes(f.emulated_memory);
   if (!mem.ok()) {
@@ -249,6 +251,9 @@ void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
   auto* backend = srv->add_option("--backend", f->backend, "cuda or emulated (default emulated)")
                       ->check(CLI::IsMember({"cuda", "emulated"}));
   srv->add_option("--emulated-kernels", f->kernels, "plugin .so with CPU kernels for --backend emulated");
+  srv->add_option("--emulated-launch-log", f->launch_log,
+                  "append every launch (module, kernel, grid, block, parameter bytes) to this file, "
+                  "for tests");
   srv->add_option("--emulated-devices", f->emulated_devices, "number of emulated GPUs");
   srv->add_option("--emulated-memory", f->emulated_memory, "memory per emulated GPU");
   srv->add_flag("--emulated-no-param-info", f->emulated_no_param_info,

@@ -4,6 +4,7 @@
 // on the emulated backend and on the cuda backend over the emulated CUDA driver. Its module comes
 // from driver_kernels.cu as a cubin, a fatbin and PTX; the kernels run from the example CPU plugin.
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -11,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "subprocess.h"
 
@@ -52,7 +55,12 @@ class Server {
                                      "127.0.0.1:0"};
     std::vector<std::string> env;
     if (p.backend == "emulated") {
-      argv.insert(argv.end(), {"--emulated-kernels", GPOOL_KERNELS_PLUGIN});
+      // Every launch the server gets, for the tests to read (removed with the server).
+      launch_log_ = (std::filesystem::temp_directory_path() /
+                     fmt::format("gpool_driver_e2e_{}_{}.launches", getpid(), p.transport)).string();
+      std::filesystem::remove(launch_log_);
+      argv.insert(argv.end(), {"--emulated-kernels", GPOOL_KERNELS_PLUGIN,
+                               "--emulated-launch-log", launch_log_});
     } else {
 #ifdef GPOOL_EMULATED_DRIVER
       env = {"GPOOL_LIBCUDA=" GPOOL_EMULATED_DRIVER,
@@ -69,11 +77,17 @@ class Server {
     size_t at = out.find(mark) + mark.size();
     address_ = out.substr(at, out.find(' ', at) - at);
   }
+  ~Server() {
+    proc_.reset();
+    if (!launch_log_.empty()) std::filesystem::remove(launch_log_);
+  }
   const std::string& address() const { return address_; }
+  const std::string& launch_log() const { return launch_log_; }
 
  private:
   std::unique_ptr<Subprocess> proc_;
   std::string address_;
+  std::string launch_log_;
 };
 
 class DriverE2E : public ::testing::TestWithParam<Pair> {
@@ -185,6 +199,66 @@ TEST_P(DriverE2E, SharedBuildRunsOnNvidiasLibcudart) {
       {"env", "LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR, "ldd",
        Built("vector_add")});
   EXPECT_TRUE(Has(libs, GPOOL_CUDA_LIB_DIR "/libcudart.so.13")) << libs;
+}
+
+// cuBLAS (libcublas.so.13 from the toolkit, NVIDIA's runtime inside it) over the driver
+// stand-in: cublasCreate (2976 kernel libraries, kernel attributes, occupancy, context limits),
+// cublasSetStream, cublasSetWorkspace, the matrices' allocations and copies, then an SGEMM, which
+// cuBLASLt plans (its heuristics need the tools thread-local tables) and launches with
+// cuLaunchKernelEx. The launch reaches the emulated server as a launch of a cuBLAS kernel, which
+// has no CPU implementation: the stream's synchronize reports that, naming the kernel.
+TEST_P(DriverE2E, CublasSgemmReachesTheServerAsACublasKernel) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (!std::filesystem::exists(Built("cublas_sgemm"))) {
+    GTEST_SKIP() << "the toolkit has no libcublas.so: cublas_sgemm was not built";
+  }
+  auto [rc, out] = gpool::testing::Run(
+      {Built("cublas_sgemm")},
+      {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR,
+       "GPOOL_DEVICES=" + server_->address() + "/0", "GPOOL_TRANSPORT=" + GetParam().transport});
+  EXPECT_TRUE(Has(out, "matrices A=0x")) << out;  // create, stream, workspace, allocations passed
+  EXPECT_TRUE(Has(out, "cublasSgemm: CUBLAS_STATUS_SUCCESS")) << out;
+  // The server ran the launch and names cuBLAS's kernel; nothing else was missing on the way.
+  const std::string no_cpu = "emulated backend has no CPU implementation of kernel ";
+  size_t at = out.find(no_cpu);
+  ASSERT_NE(at, std::string::npos) << out;
+  std::string kernel = out.substr(at + no_cpu.size(), out.find(' ', at + no_cpu.size()) - at - no_cpu.size());
+  EXPECT_TRUE(Has(kernel, "gemm")) << kernel;
+  EXPECT_TRUE(Has(kernel, "cublas")) << kernel;
+  EXPECT_TRUE(Has(out, "cudaStreamSynchronize(s) failed")) << out;
+  EXPECT_NE(rc, 0) << out;
+  // The server's record of that launch: the three matrices' device addresses are among its
+  // parameter bytes (little-endian 64-bit values, as the kernel would read them).
+  auto hex_le = [](const std::string& printed) {
+    uint64_t v = std::stoull(printed, nullptr, 16);
+    std::string h;
+    for (int i = 0; i < 8; ++i) h += fmt::format("{:02x}", (v >> (8 * i)) & 0xff);
+    return h;
+  };
+  std::string mats = out.substr(out.find("matrices A="));
+  mats = mats.substr(0, mats.find('\n'));
+  std::istringstream m(mats);
+  std::string word;
+  std::vector<std::string> ptrs;
+  while (m >> word) {
+    if (size_t eq = word.find('='); eq != std::string::npos) ptrs.push_back(hex_le(word.substr(eq + 1)));
+  }
+  ASSERT_EQ(ptrs.size(), 3u) << mats;
+  std::ifstream log(server_->launch_log());
+  std::string record, found;
+  while (std::getline(log, record)) {
+    if (Has(record, " kernel=" + kernel + " ")) found = record;
+  }
+  ASSERT_FALSE(found.empty()) << "no launch of " << kernel << " in " << server_->launch_log();
+  std::string params = found.substr(found.find(" params=") + 8);
+  for (const auto& p : ptrs) EXPECT_TRUE(Has(params, p)) << p << " not in " << found;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (Has(line, "gpool:")) {
+      EXPECT_TRUE(Has(line, no_cpu)) << line;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, DriverE2E, ::testing::ValuesIn(Pairs()), PairName);

@@ -310,6 +310,10 @@ CUresult MemsetD(const char* call, uint64_t dst, uint32_t value, size_t count, u
 }
 
 }  // namespace
+
+CUresult DevProps(const char* call, CUdevice dev, const proto::DeviceProps** out) {
+  return Props(call, dev, out);
+}
 }  // namespace driver
 
 int DriverUnsupported(const char* name) {
@@ -587,6 +591,48 @@ CUresult cuCtxSynchronize(void) {
   proto::DeviceSync q;
   q.device = D().Index(dev);
   return Call(l, q, call);
+}
+// The current context's device's limits (stack size, printf FIFO, malloc heap, ...), kept by its
+// server (DeviceSetLimit/DeviceGetLimit; the CUlimit numbers are the runtime's cudaLimit ones).
+CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  const char* call = "cuCtxSetLimit";
+  int dev;
+  if (CUresult r = CurrentDevice(call, &dev)) return r;
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::DeviceSetLimit q{.device = D().Index(dev), .limit = static_cast<int32_t>(limit),
+                          .value = value};
+  return Call(l, q, call);
+}
+CUresult cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
+  const char* call = "cuCtxGetLimit";
+  if (!pvalue) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result pointer");
+  // CIG (graphics-shared) contexts: gpool makes none, so both are off, and a context's shared
+  // memory is the whole multiprocessor's (cuBLASLt asks, and with 0 finds no kernel that fits).
+  if (limit == CU_LIMIT_CIG_ENABLED || limit == CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED) {
+    if (CUresult r = Ready(call)) return r;
+    *pvalue = 0;
+    return CUDA_SUCCESS;
+  }
+  if (limit == CU_LIMIT_SHMEM_SIZE) {
+    int dev;
+    if (CUresult r = CurrentDevice(call, &dev)) return r;
+    const proto::DeviceProps* p;
+    if (CUresult r = Props(call, dev, &p)) return r;
+    *pvalue = p->shared_mem_per_mp;
+    return CUDA_SUCCESS;
+  }
+  int dev;
+  if (CUresult r = CurrentDevice(call, &dev)) return r;
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::DeviceGetLimit q{.device = D().Index(dev), .limit = static_cast<int32_t>(limit)};
+  proto::U64Value v;
+  if (CUresult r = Call(l, q, &v, call)) return r;
+  *pvalue = v.value;
+  return CUDA_SUCCESS;
 }
 
 // ---- memory

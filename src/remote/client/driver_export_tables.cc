@@ -91,6 +91,27 @@ void HooksBuffer2(void** ptr, size_t* size) {
   if (size) *size = 14;
 }
 
+// ---- 42d85a81-23f6-cb47-8298-f6e78a3aecdc: tools thread-local state
+// Slot 2 `(void** state)`: cuBLASLt calls it before each algorithm heuristic query,
+// unconditionally (a null slot crashes it), then asks for table 21318c60 and calls its slot 4 with
+// the state; when either fails, the heuristic query fails (cublasSgemm returns
+// CUBLAS_STATUS_NOT_SUPPORTED). The state is a zeroed block per thread, which nothing here reads.
+CUresult ToolsThreadState(void** state) {
+  static thread_local std::array<uint64_t, 64> t_state{};
+  if (!state) return CUDA_ERROR_INVALID_VALUE;
+  *state = t_state.data();
+  return CUDA_SUCCESS;
+}
+
+// ---- 21318c60-9714-3248-8ca6-41ff7324c8f2: tools thread-local state, second table
+// Slot 4 `(void* state, void** out)`: called with slot 2's state before each algorithm
+// heuristic query of cuBLASLt; its success is what lets the query go on. No tool is attached, so
+// there is nothing to hand out: null, and success.
+CUresult ToolsThreadData(void*, void** out) {
+  if (out) *out = nullptr;
+  return CUDA_SUCCESS;
+}
+
 // ---- c693336e-1121-df11-a8c3-68f355d89593: context-local storage
 // The runtime keeps its per-context state in the driver's context: a value per (context, key),
 // with a destructor called when the context goes (cuCtxDestroy here). A null context is the
@@ -191,13 +212,18 @@ const void* const kToolsHooks[7] = {
     GPOOL_UNKNOWN(1, 4), GPOOL_UNKNOWN(1, 5), GPOOL_FN(HooksBuffer2),
 };
 const void* const kToolsTls[4] = {
-    SizeOf<4>(), GPOOL_UNKNOWN(2, 1), GPOOL_UNKNOWN(2, 2), GPOOL_UNKNOWN(2, 3),
+    SizeOf<4>(), GPOOL_UNKNOWN(2, 1), GPOOL_FN(ToolsThreadState), GPOOL_UNKNOWN(2, 3),
 };
 const void* const kContextStorage[4] = {
     GPOOL_FN(ClsPut), GPOOL_FN(ClsDelete), GPOOL_FN(ClsGet), GPOOL_UNKNOWN(3, 3),
 };
 const void* const kContextChecks[4] = {
     SizeOf<4>(), GPOOL_UNKNOWN(4, 1), GPOOL_FN(CtxIsWrapped), GPOOL_FN(CtxCheck3),
+};
+// Its length is not known: slot 4 is the last one seen called.
+const void* const kToolsThreadData[8] = {
+    SizeOf<8>(), GPOOL_UNKNOWN(6, 1), GPOOL_UNKNOWN(6, 2), GPOOL_UNKNOWN(6, 3),
+    GPOOL_FN(ToolsThreadData), GPOOL_UNKNOWN(6, 5), GPOOL_UNKNOWN(6, 6), GPOOL_UNKNOWN(6, 7),
 };
 const void* const kIntegrity[3] = {
     SizeOf<3>(), GPOOL_FN(IntegrityCheck), GPOOL_UNKNOWN(5, 2),
@@ -223,6 +249,8 @@ const Table kTables[] = {
      "context checks", kContextChecks},
     {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2},
      "integrity check", kIntegrity},
+    {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2},
+     "tools thread-local data", kToolsThreadData},
     // Asked first by CUDA 13's runtime, which goes on without it (public work: a table of
     // requirements); what it would hold is not known, so it is refused, quietly.
     {{0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9},

@@ -11,6 +11,8 @@
 // kernel on another device is refused by the launch, naming the device.
 #include <cuda.h>
 
+#include <algorithm>
+
 #include "remote/client/driver_state.h"
 
 namespace gpool::remote::client::driver {
@@ -96,6 +98,156 @@ CUresult cuKernelGetName(const char** name, CUkernel kernel) {
   Function* f;
   if (CUresult r = FindKernel(call, kernel, &f)) return r;
   *name = f->name.c_str();  // lives as long as the library
+  return CUDA_SUCCESS;
+}
+
+
+// ---- function and kernel attributes (a CUkernel is a CUfunction here)
+
+// Read from the server (FuncAttributes, one round trip). Attributes gpool does not model (cache
+// mode, clusters, scheduling policy) are 0, what a kernel that sets none of them has.
+CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
+  const char* call = "cuFuncGetAttribute";
+  if (!pi) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result pointer");
+  Function* f;
+  if (CUresult r = FindKernel(call, reinterpret_cast<CUkernel>(hfunc), &f)) return r;
+  if (attrib == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
+    *pi = -1;  // no preference set
+    return CUDA_SUCCESS;
+  }
+  proto::FuncAttributes q;
+  q.func = f->id;
+  proto::FuncAttrs a;
+  if (CUresult r = Call(f->module->link, q, &a, call)) return r;
+  switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = a.max_threads_per_block; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = static_cast<int>(a.shared_size_bytes); break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = static_cast<int>(a.const_size_bytes); break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = static_cast<int>(a.local_size_bytes); break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = a.num_regs; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = a.ptx_version; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = a.binary_version; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = a.max_dynamic_shared_size_bytes; break;
+    default: *pi = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice) {
+  return cuFuncGetAttribute(pi, attrib, reinterpret_cast<CUfunction>(kernel));
+}
+
+// Forwarded to the function's server, posted (as cudaFuncSetAttribute in the runtime stand-in):
+// what the client can check against the device's properties it checks now; the server's refusal
+// surfaces at the next synchronizing call. The attribute numbers are the runtime's, which the
+// protocol carries (equal for the settable ones).
+CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
+  const char* call = "cuFuncSetAttribute";
+  Function* f;
+  if (CUresult r = FindKernel(call, reinterpret_cast<CUkernel>(hfunc), &f)) return r;
+  const proto::DeviceProps* p;
+  if (CUresult r = DevProps(call, f->module->device, &p)) return r;
+  if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
+      (value < 0 || static_cast<uint64_t>(value) > p->shared_mem_per_block_optin)) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE,
+                fmt::format("dynamic shared memory {} beyond the device's {} bytes", value,
+                            p->shared_mem_per_block_optin));
+  }
+  if (attrib == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT && (value < -1 || value > 100)) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("carveout {} (want -1..100)", value));
+  }
+  proto::FuncSetAttribute m{.func = f->id, .device = D().Index(f->module->device),
+                            .attr = static_cast<int32_t>(attrib), .value = value};
+  return Post(f->module->link, m, call);
+}
+CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice) {
+  return cuFuncSetAttribute(reinterpret_cast<CUfunction>(kernel), attrib, val);
+}
+// A cache preference is a hint with no effect on results; the server's driver picks.
+CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache) {
+  Function* f;
+  return FindKernel("cuFuncSetCacheConfig", reinterpret_cast<CUkernel>(hfunc), &f);
+}
+CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache, CUdevice) {
+  Function* f;
+  return FindKernel("cuKernelSetCacheConfig", kernel, &f);
+}
+CUresult cuFuncGetName(const char** name, CUfunction hfunc) {
+  return cuKernelGetName(name, reinterpret_cast<CUkernel>(hfunc));
+}
+
+// The dynamic shared memory a block can have when numBlocks blocks share a multiprocessor: the
+// multiprocessor's shared memory split evenly, at most the per-block opt-in limit, less the
+// kernel's static shared memory. Approximate: CUDA also rounds to its allocation granularity and
+// reserves 1 KiB per block on recent GPUs, which the server's properties do not carry.
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, CUfunction func,
+                                                 int numBlocks, int blockSize) {
+  const char* call = "cuOccupancyAvailableDynamicSMemPerBlock";
+  if (!dynamicSmemSize || numBlocks <= 0 || blockSize <= 0) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE,
+                fmt::format("result {}, {} blocks of {} threads", fmt::ptr(dynamicSmemSize),
+                            numBlocks, blockSize));
+  }
+  Function* f;
+  if (CUresult r = FindKernel(call, reinterpret_cast<CUkernel>(func), &f)) return r;
+  const proto::DeviceProps* p;
+  if (CUresult r = DevProps(call, f->module->device, &p)) return r;
+  int static_shared = 0;
+  if (CUresult r = cuFuncGetAttribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func)) {
+    return r;
+  }
+  uint64_t per_block = std::min<uint64_t>(p->shared_mem_per_mp / static_cast<uint64_t>(numBlocks),
+                                          p->shared_mem_per_block_optin);
+  *dynamicSmemSize = per_block > static_cast<uint64_t>(static_shared) ? per_block - static_shared : 0;
+  return CUDA_SUCCESS;
+}
+
+// The server computes occupancy (Occupancy, one round trip): its driver knows the kernel.
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, CUfunction func,
+                                                              int blockSize, size_t dynamicSMemSize,
+                                                              unsigned int flags) {
+  const char* call = "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags";
+  if (!numBlocks) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result pointer");
+  Function* f;
+  if (CUresult r = FindKernel(call, reinterpret_cast<CUkernel>(func), &f)) return r;
+  proto::Occupancy q{.func = f->id, .block_size = blockSize, .shmem = dynamicSMemSize,
+                     .flags = flags};
+  proto::IntValue v;
+  if (CUresult r = Call(f->module->link, q, &v, call)) return r;
+  *numBlocks = v.value;
+  return CUDA_SUCCESS;
+}
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUfunction func, int blockSize,
+                                                     size_t dynamicSMemSize) {
+  return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
+                                                              dynamicSMemSize, 0);
+}
+
+// Clusters resident at once: the blocks the server's occupancy allows per multiprocessor, over all
+// multiprocessors, in clusters of the launch's cluster size (1 when the launch sets none).
+// Approximate: real GPUs also bound a cluster to one GPC, which the server's properties do not
+// describe.
+CUresult cuOccupancyMaxActiveClusters(int* numClusters, CUfunction func, const CUlaunchConfig* config) {
+  const char* call = "cuOccupancyMaxActiveClusters";
+  if (!numClusters || !config) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result or config");
+  unsigned cluster = 1;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      cluster = a.value.clusterDim.x * a.value.clusterDim.y * a.value.clusterDim.z;
+    }
+  }
+  if (cluster == 0) return Fail(call, CUDA_ERROR_INVALID_CLUSTER_SIZE, "cluster size 0");
+  int per_sm = 0;
+  unsigned threads = config->blockDimX * config->blockDimY * config->blockDimZ;
+  if (CUresult r = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+          &per_sm, func, static_cast<int>(threads), config->sharedMemBytes, 0)) {
+    return r;
+  }
+  Function* f;
+  if (CUresult r = FindKernel(call, reinterpret_cast<CUkernel>(func), &f)) return r;
+  const proto::DeviceProps* p;
+  if (CUresult r = DevProps(call, f->module->device, &p)) return r;
+  *numClusters = per_sm * p->multi_processor_count / static_cast<int>(cluster);
   return CUDA_SUCCESS;
 }
 

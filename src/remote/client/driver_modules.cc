@@ -245,7 +245,66 @@ CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, cons
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                         CUstream s, void** params, void** extra) {
-  const char* call = "cuLaunchKernel";
+  return LaunchKernel("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+
+// The launch attributes that change nothing a program can observe when ignored are accepted:
+// priority, the L2 access policy window, the memory synchronization domain, the cluster
+// scheduling preference, programmatic stream serialization (it only allows the next kernel to
+// start early: launching it after is stricter), and a 1x1x1 cluster. The others (clusters of
+// more blocks, cooperative launches, programmatic and completion events, device-updatable
+// nodes, ...) are refused, naming the attribute, since ignoring them would change results.
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  const char* call = "cuLaunchKernelEx";
+  if (!config) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null launch configuration");
+  if (config->numAttrs > 0 && !config->attrs) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, "numAttrs > 0 with null attrs");
+  }
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    switch (a.id) {
+      case CU_LAUNCH_ATTRIBUTE_IGNORE:
+      case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+      case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        break;
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        if (a.value.clusterDim.x * a.value.clusterDim.y * a.value.clusterDim.z > 1) {
+          return Fail(call, CUDA_ERROR_NOT_SUPPORTED,
+                      fmt::format("cluster dimension {}x{}x{}: thread block clusters other than "
+                                  "1x1x1 are not remoted", a.value.clusterDim.x,
+                                  a.value.clusterDim.y, a.value.clusterDim.z));
+        }
+        break;
+      case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+        if (a.value.cooperative == 0) break;
+        [[fallthrough]];
+      default:
+        return Fail(call, CUDA_ERROR_NOT_SUPPORTED,
+                    fmt::format("launch attribute {} is not supported by gpool",
+                                static_cast<int>(a.id)));
+    }
+  }
+  return LaunchKernel(call, f, config->gridDimX, config->gridDimY, config->gridDimZ,
+                      config->blockDimX, config->blockDimY, config->blockDimZ,
+                      config->sharedMemBytes, config->hStream, params, extra);
+}
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                               void** extra) {
+  return cuLaunchKernelEx(config, f, params, extra);
+}
+
+}  // extern "C"
+#pragma GCC visibility pop
+
+namespace gpool::remote::client::driver {
+
+CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned int gy,
+                      unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
+                      unsigned int shmem, CUstream s, void** params, void** extra) {
   if (CUresult r = Ready(call)) return r;
   auto* fn = reinterpret_cast<Function*>(f);
   {
@@ -272,6 +331,12 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
                   .device = D().Index(fn->module->device), .stream = sid, .params = buf};
   return Post(fn->module->link, m, call);
 }
+
+}  // namespace gpool::remote::client::driver
+
+#pragma GCC visibility push(default)
+extern "C" {
+
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                              unsigned int bx, unsigned int by, unsigned int bz,
                              unsigned int shmem, CUstream s, void** params, void** extra) {

@@ -162,6 +162,12 @@ CUresult Post(ServerLink* l, Msg& m, const char* call) {
 // A module from a fatbin, cubin or PTX image (or a fatbin's registration wrapper) on device `dev`,
 // or the current context's when `dev` is -1 (driver_modules.cc); errors said naming `call`.
 CUresult LoadModule(const char* call, CUmodule* out, const void* image, int dev = -1);
+// Device `dev`'s properties (cached after the first ask); errors said naming `call`.
+CUresult DevProps(const char* call, CUdevice dev, const proto::DeviceProps** out);
+// A kernel launch (cuLaunchKernel, cuLaunchKernelEx; driver_modules.cc), errors naming `call`.
+CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned int gy,
+                      unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
+                      unsigned int shmem, CUstream s, void** params, void** extra);
 // cuGetExportTable (driver_export_tables.cc).
 CUresult GetExportTable(const void** table, const CUuuid* id);
 

@@ -219,6 +219,9 @@ struct EmulatedOptions {
   int devices = 1;
   uint64_t memory_bytes = uint64_t{16} << 30;  // per device
   std::string kernels_plugin;                  // .so exporting gpool_emulated_kernels()
+  // When set, every launch (run or not) is appended to this file as one line (see
+  // FormatLaunchRecord), so tests can check what reached the server: `--emulated-launch-log`.
+  std::string launch_log;
   // Preferred start of the device address range, so that two servers aggregated by one client
   // hand out distinct pointers. 0 lets the kernel choose.
   uint64_t address_hint = 0;

@@ -5,9 +5,13 @@
 // each device's context loads its own copy of a module, every device has its own copy of each
 // module variable, in that device's memory range, and a kernel launched on a device sees that
 // device's copies.
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <array>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -487,6 +491,7 @@ class EmulatedBackend final : public Backend {
     EmuFunction* f = nullptr;
     if (Result r = Lookup(func, &f); !r.ok()) return r;
     constexpr int32_t kMaxDynamicShared = 8, kCarveout = 9, kFirstCluster = 10, kLastCluster = 15;
+    constexpr int32_t kNonPortableClusters = 14, kClusterPolicy = 15;
     if (attr == kMaxDynamicShared) {
       proto::DeviceProps p;
       (void)GetProps(dev, &p);
@@ -508,6 +513,10 @@ class EmulatedBackend final : public Backend {
       f->carveout = value;  // a hint; the CPU kernels have no carveout to apply it to
       return {};
     }
+    // Allowing non-portable cluster sizes (14) and a cluster scheduling preference (15) ask for
+    // nothing: accepted, as on a GPU (cuBLAS sets 14 at cublasCreate). The others require
+    // clusters.
+    if (attr == kNonPortableClusters || attr == kClusterPolicy) return {};
     if (attr >= kFirstCluster && attr <= kLastCluster) {
       return Err(kErrNotSupported,
                  fmt::format("cudaFuncSetAttribute({}, cluster attribute {}): the emulated backend "
@@ -537,6 +546,7 @@ class EmulatedBackend final : public Backend {
     EmuFunction* f = nullptr;
     const fatbin::KernelInfo* info = nullptr;
     if (Result r = Lookup(l.func, &f); !r.ok()) return r;
+    if (!o_.launch_log.empty()) RecordLaunch(*f, l);
     if (!f->fn) {
       return Err(kErrInvalidDeviceFunction,
                  fmt::format("emulated backend has no CPU implementation of kernel {} "
@@ -561,6 +571,36 @@ class EmulatedBackend final : public Backend {
     return Err(s.code() == StatusCode::kInvalidArgument ? kErrInvalidValue : kErrLaunchFailure,
                s.message());
   }
+  // One line per launch, written with a single O_APPEND write so that the workers of concurrent
+  // sessions do not interleave lines: "launch module=M kernel=NAME grid=X,Y,Z block=X,Y,Z
+  // shmem=N params=HEX". The kernel name is escaped (%XX for anything but [A-Za-z0-9_$.]), the
+  // parameter bytes are hex. A log that cannot be written is said once on stderr; the launch goes on.
+  void RecordLaunch(const EmuFunction& f, const proto::Launch& l) {
+    std::string name;
+    for (unsigned char c : f.name) {
+      if (std::isalnum(c) || c == '_' || c == '$' || c == '.') {
+        name += static_cast<char>(c);
+      } else {
+        name += fmt::format("%{:02X}", c);
+      }
+    }
+    std::string hex;
+    hex.reserve(l.params.size() * 2);
+    for (std::byte b : l.params) hex += fmt::format("{:02x}", static_cast<unsigned>(b));
+    std::string line = fmt::format("launch module={} kernel={} grid={},{},{} block={},{},{} "
+                                   "shmem={} params={}\n", f.module, name, l.grid[0], l.grid[1],
+                                   l.grid[2], l.block[0], l.block[1], l.block[2], l.shmem, hex);
+    int fd = open(o_.launch_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    ssize_t n = fd >= 0 ? write(fd, line.data(), line.size()) : -1;
+    int err = errno;
+    if (fd >= 0) close(fd);
+    if (n != static_cast<ssize_t>(line.size()) && !launch_log_said_) {
+      launch_log_said_ = true;
+      fmt::print(stderr, "gpool gpu-server: --emulated-launch-log {}: cannot append: {}\n",
+                 o_.launch_log, std::strerror(err));
+    }
+  }
+  bool launch_log_said_ = false;
   // What a running kernel's variable lookups resolve against: its module, on its device.
   struct SymbolScope {
     EmulatedBackend* self;
