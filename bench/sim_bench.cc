@@ -42,7 +42,7 @@ double CpuSeconds() {
 
 struct Args {
   std::string openb_pods, openb_nodes, lingjun, runtimes;
-  std::vector<std::string> policies = PolicyNames();
+  std::vector<std::string> policies = ReplayPolicyNames();
   int64_t jobs = 100000;
   double load = 0.9;
   double arrival_scale = 0.003;
