@@ -200,11 +200,36 @@ class Placer {
     double best_delta = 0;
     int64_t best_room = 0;
     NodeId best;
+    // Nodes in the same state (model, GPU count, the multiset of per-GPU free milli and memory,
+    // free CPU and memory) score the same: a large cluster has many (empty nodes of one type,
+    // full ones), so each state's fragmentation is computed once per task.
+    struct StateKey {
+      std::array<std::pair<int32_t, uint64_t>, kMaxGpusPerNode> gpus{};
+      int64_t cpu = 0;
+      uint64_t memory = 0;
+      int32_t model = 0, count = 0;
+      bool operator==(const StateKey&) const = default;
+    };
+    struct StateHash {
+      size_t operator()(const StateKey& k) const {
+        uint64_t h = static_cast<uint64_t>(k.cpu) * 0x9E3779B97F4A7C15ull ^ k.memory;
+        h = (h ^ (static_cast<uint64_t>(k.model) << 8 | static_cast<uint64_t>(k.count))) * 0xBF58476D1CE4E5B9ull;
+        for (int g = 0; g < k.count; ++g) {
+          h = (h ^ (static_cast<uint64_t>(k.gpus[g].first) ^ k.gpus[g].second << 11)) * 0x94D049BB133111EBull;
+          h ^= h >> 29;
+        }
+        return static_cast<size_t>(h);
+      }
+    };
+    std::unordered_map<StateKey, double, StateHash> seen;
     for (NodeId n : nodes) {
       if (!Usable(n)) continue;
       const NodeFree f = View(n);
       if (Fit(n, f) < 1) continue;
       const NodeSpec& node = s_.node(n);
+      StateKey key{.cpu = f.cpu, .memory = f.memory, .model = node.gpu_model, .count = node.gpus};
+      for (int g = 0; g < node.gpus; ++g) key.gpus[g] = {f.milli[g], f.mem[g]};
+      std::sort(key.gpus.begin(), key.gpus.begin() + node.gpus);
       NodeFree a = f;
       int need = t_.gpus;
       int64_t room = 0;
@@ -221,8 +246,12 @@ class Placer {
       // A GPU-less task goes where GPUs are gone (least free GPU milli, then least CPU): CPU on
       // a node whose free GPUs need it strands them. Steps of the delta only for GPU tasks.
       if (t_.gpus == 0) room = room * 1'000'000 + a.cpu;
-      double delta = FragmentationOf(node, a.milli.data(), a.mem.data(), a.cpu, a.memory, w) -
+      auto [it, fresh] = seen.try_emplace(key, 0.0);
+      if (fresh) {
+        it->second = FragmentationOf(node, a.milli.data(), a.mem.data(), a.cpu, a.memory, w) -
                      FragmentationOf(node, f.milli.data(), f.mem.data(), f.cpu, f.memory, w);
+      }
+      double delta = it->second;
       if (t_.gpus > 0) delta = std::floor(delta / kFragStepMilli);
       const bool better = !best.valid() || delta < best_delta - 1e-9 ||
                           (delta <= best_delta + 1e-9 && room < best_room);
