@@ -463,11 +463,15 @@ Status RunSim(const SimFlags& f) {
   if (f.output == "json") {
     std::puts(sim::MetricsDocument(info, metrics).dump(2).c_str());
   } else {
-    std::printf("%-9s %11s %11s %11s %9s %9s %12s %8s %11s\n", "policy", "avg_jct_s", "p50_jct_s",
+    std::printf("%-10s %11s %11s %11s %9s %9s %12s %8s %11s\n", "policy", "avg_jct_s", "p50_jct_s",
                 "p99_jct_s", "unalloc", "alloc", "makespan_s", "preempt", "energy_kwh");
     for (const auto& m : metrics) {
-      std::printf("%-9s %11.0f %11.0f %11.0f %9.1f %9.3f %12.0f %8lld %11.0f\n", m.policy.c_str(),
-                  m.avg_jct_s, m.p50_jct_s, m.p99_jct_s, m.unallocated_gpus, m.allocation_rate,
+      // A measure with nothing to measure (no failed placement, no finished job) is undefined.
+      std::printf("%-10s %11s %11s %11s %9s %9.3f %12.0f %8lld %11.0f\n", m.policy.c_str(),
+                  sim::FormatMetric(m.avg_jct_s, "{:.0f}").c_str(),
+                  sim::FormatMetric(m.p50_jct_s, "{:.0f}").c_str(),
+                  sim::FormatMetric(m.p99_jct_s, "{:.0f}").c_str(),
+                  sim::FormatMetric(m.unallocated_gpus, "{:.1f}").c_str(), m.allocation_rate,
                   m.makespan_s, static_cast<long long>(m.preemptions), m.energy_kwh);
     }
     std::printf("wrote %s/metrics.json, timeline.csv, jobs.csv, report.html\n", f.out.c_str());
