@@ -163,12 +163,14 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
   int32_t max_gpus = 0;
   for (const auto& h : cluster.hosts) max_gpus = std::max(max_gpus, h.gpus);
   std::vector<sched::JobSpec> specs;
+  std::vector<uint8_t> never_fits;  // per job: no node of its models can ever hold it
   specs.reserve(one_tenant.jobs.size());
   for (const SimJob& j : one_tenant.jobs) {
     GPOOL_ASSIGN_OR_RETURN(sched::JobSpec s, ToJobSpec(j, spec, queues, max_gpus));
     s.priority = 0;
     s.est_runtime_s = 0;
     s.submit_ns = 0;
+    never_fits.push_back(FitsEmptyCluster(s, spec).ok() ? 0 : 1);
     specs.push_back(std::move(s));
   }
   GPOOL_ASSIGN_OR_RETURN(FillWorkload fw,
@@ -222,7 +224,10 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
     arrived += job.total_milli_gpus();
     const int cls = PodRes::Of(job).gpu_class();
     bool bound = false;
-    if (fast && job.num_tasks == 1 && !job.locality.required) {
+    if (never_fits[fw.order[k]]) {
+      // Fails wherever it arrives (a replay rejects such a job): recorded, not submitted, since
+      // a policy may refuse it as invalid input.
+    } else if (fast && job.num_tasks == 1 && !job.locality.required) {
       const PodRes pod = PodRes::Of(job);
       SplitMix rng(ScorePolicy::TieSeed(options.seed, k));
       if (auto pick = cache->Pick(res, schedulable, pod, &rng)) {

@@ -213,6 +213,20 @@ TEST(Fill, GoesOnAfterAFailedPlacement) {
   }
 }
 
+TEST(Fill, APodNoNodeCanEverHoldFailsAndTheRunGoesOn) {
+  // 8 GPUs; a 16-GPU pod can never fit (gpool's policy refuses it as input): it is recorded as
+  // failed, its request counts as arrived, and the 1-GPU pods are placed.
+  const SimCluster c = OneLeaf(1);
+  Workload w = Jobs({{16, 1000}, {1, 1000}, {1, 1000}});
+  for (SimJob& j : w.jobs) j.cpu_milli = 1000;
+  for (const std::string& p : FillPolicyNames()) {
+    StatusOr<FillResult> r = FgdFill(c, w, p, 18000.0 / 8000);
+    ASSERT_TRUE(r.ok()) << p << ": " << r.status().ToString();
+    EXPECT_EQ(r->failed, 1) << p;
+    EXPECT_EQ(r->placed, 2) << p;
+  }
+}
+
 TEST(Fill, ReportsAllocationAgainstTheArrivedLoad) {
   // 8 one-GPU pods on 8 GPUs (ratio 1: no copies). After pod k, k/8 of the GPUs have arrived
   // and k GPUs are allocated. Percents (rounded half to even): 12, 25, 38, 50, 62, 75, 88, 100.
