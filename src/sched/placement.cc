@@ -16,6 +16,10 @@ namespace {
 // steps of 40 395, 100 370 (with GPU-less tasks sent where GPUs are gone: 318), 200 285,
 // 300-500 283 (one seed); docs/simulator.md.
 constexpr double kFragStepMilli = 200;
+// A single task's fragmentation scan covers every leaf on clusters of at most this many nodes;
+// larger clusters place single tasks like gangs (leaf first), which keeps a 10,000-job cycle on
+// 10,000 nodes within its 100 ms (scanning 128 nodes a task took it to 130-200 ms).
+constexpr size_t kFragScanMaxNodes = 2048;
 
 // Free resources of one node as the gang being placed sees them: the state minus what earlier
 // tasks of the same gang took. Only nodes the gang touches get an entry.
@@ -685,7 +689,8 @@ std::optional<Placement> PlaceGangNow(const ClusterState& state, const JobSpec& 
   // the fullest leaf instead stranded 1.6 times as many GPUs in FGD's fill experiment on the
   // openb trace (docs/simulator.md, "Fill"). The scan covers every leaf whose bound holds the task: when it
   // finds no node, neither would the levels below.
-  if (n == 1 && options.workload != nullptr && !options.workload->empty()) {
+  if (n == 1 && options.workload != nullptr && !options.workload->empty() &&
+      state.num_nodes() <= kFragScanMaxNodes) {
     std::vector<NodeId> nodes;
     for_each_fitting(Level::kLeaf, [&](DomainId d) {
       const auto& ln = state.leaf_nodes(d);
