@@ -1,5 +1,6 @@
 // `gpool sim`: replays a trace or a synthetic workload on a cluster under gpool's policy and the
 // baselines, and writes metrics.json, timeline.csv, jobs.csv and report.html (docs/simulator.md).
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
@@ -45,8 +47,11 @@ struct SimFlags {
   double min_cycle_s = 0;
   double arrival_scale = 1;
   bool quiet = false;
-  bool fill = false;   // FGD's fill-until-first-failure experiment instead of a time replay
-  int fill_runs = 1;   // fill repetitions (seeds seed, seed+1, ...)
+  bool seed_given = false;
+  bool fill = false;   // FGD's fill experiment (sim/fill.h) instead of a time replay
+  bool fill_first_failure = false;  // the older variant: fill until the first failed placement
+  int fill_runs = -1;  // fill repetitions (seeds seed, seed+1, ...); unset: 10 (FGD's), 1 (first failure)
+  double fill_load = 1.3;  // fill: GPU request of the workload, x the cluster's GPUs
   std::vector<std::string> argv;
 };
 
@@ -73,6 +78,11 @@ StatusOr<sim::Workload> LoadWorkload(const SimFlags& f, const sim::SimCluster& c
     }
   }
   GPOOL_ASSIGN_OR_RETURN(sim::TraceFormat tf, sim::ParseTraceFormat(format));
+  if (f.fill && !f.fill_first_failure && tf == sim::TraceFormat::kOpenb) {
+    // FGD's workload: every pod of the list, times or not (sim/fill.h).
+    GPOOL_ASSIGN_OR_RETURN(std::string text, ReadFile(f.trace));
+    return sim::ParseOpenbPodList(text, f.trace);
+  }
   return sim::ReadTrace(f.trace, tf);
 }
 
@@ -131,15 +141,15 @@ StatusOr<std::vector<std::string>> PolicyList(const SimFlags& f) {
     return Status::InvalidArgument("give --policy or --compare, not both");
   }
   if (f.compare.empty()) return std::vector<std::string>{f.policy.empty() ? "gpool" : f.policy};
-  if (f.compare == "all") return sim::PolicyNames();
+  if (f.compare == "all") return f.fill ? sim::FillPolicyNames() : sim::ReplayPolicyNames();
   std::vector<std::string> out;
   for (auto p : Split(f.compare, ',')) {
     std::string name(Trim(p));
     if (name.empty()) continue;
     const auto& known = sim::PolicyNames();
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      return Status::InvalidArgument(fmt::format(
-          "--compare: unknown policy '{}' (expected gpool, fifo, slurm, tiresias or fgd)", name));
+      return Status::InvalidArgument(fmt::format("--compare: unknown policy '{}' (expected all or {})",
+                                                 name, fmt::join(known, ", ")));
     }
     out.push_back(name);
   }
@@ -147,18 +157,19 @@ StatusOr<std::vector<std::string>> PolicyList(const SimFlags& f) {
   return out;
 }
 
-// --fill: FGD's experiment (sim/fill.h), per policy over `fill_runs` seeds; writes fill.json.
-Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
+// --fill --fill-until-first-failure: the older variant (sim/fill.h), per policy over
+// `fill_runs` seeds; writes fill.json.
+Status RunFirstFailureMode(const SimFlags& f, const std::vector<std::string>& policies,
                    const sim::SimCluster& cluster, const sim::Workload& work, sim::PolicyContext ctx) {
-  if (f.fill_runs < 1 || f.fill_runs > 1000) return Status::InvalidArgument("--fill-runs: must be 1..1000");
+  const int fill_runs = f.fill_runs;
   // Nothing ends in a fill, so nodes never idle out: power management has nothing to do.
   ctx.gpool_config = ctx.gpool_config.empty() ? "power.enabled=false" : "power.enabled=false," + ctx.gpool_config;
   nlohmann::json doc;
-  doc["mode"] = "fill";
+  doc["mode"] = "fill-until-first-failure";
   doc["workload"] = work.description;
   doc["cluster"] = cluster.description;
   doc["seed"] = f.seed;
-  doc["runs"] = f.fill_runs;
+  doc["runs"] = fill_runs;
   std::string command;
   for (size_t i = 0; i < f.argv.size(); ++i) command += (i ? " " : "") + f.argv[i];
   doc["command"] = command;
@@ -174,16 +185,17 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
     nlohmann::json runs = nlohmann::json::array();
     double sum = 0, lo = 1e300, hi = -1e300, placed = 0, cpu = 0, total = 0;
     int64_t by_preemption = 0;
-    for (int k = 0; k < f.fill_runs; ++k) {
-      sim::FillOptions o;
+    for (int k = 0; k < fill_runs; ++k) {
+      sim::FirstFailureOptions o;
       o.seed = f.seed + static_cast<uint64_t>(k);
       if (!f.quiet) {
-        o.progress = [&name, k, &f](int64_t placed_now, double gpus) {
+        o.progress = [&name, k, fill_runs](int64_t placed_now, double gpus) {
           std::fprintf(stderr, "sim[%s]: fill run %d/%d: %lld jobs placed, %.1f GPUs allocated\n",
-                       name.c_str(), k + 1, f.fill_runs, static_cast<long long>(placed_now), gpus);
+                       name.c_str(), k + 1, fill_runs, static_cast<long long>(placed_now), gpus);
         };
       }
-      GPOOL_ASSIGN_OR_RETURN(sim::FillResult r, sim::RunFill(cluster, work, *policy, o));
+      GPOOL_ASSIGN_OR_RETURN(sim::FirstFailureResult r,
+                             sim::RunFillUntilFirstFailure(cluster, work, *policy, o));
       if (!left_out_counted) {
         skipped.insert(skipped.end(), r.left_out.begin(), r.left_out.end());
         left_out_counted = true;
@@ -200,7 +212,7 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
                       {"failed_job", r.failed_job}, {"ended_by_preemption", r.ended_by_preemption},
                       {"hit_max_jobs", r.hit_max_jobs}, {"cpu_s", r.cpu_s}, {"wall_s", r.wall_s}});
     }
-    const double n = f.fill_runs;
+    const double n = fill_runs;
     doc["policies"][name] = {{"avg_unallocated_gpus", sum / n}, {"min_unallocated_gpus", lo},
                              {"max_unallocated_gpus", hi}, {"total_gpus", total},
                              {"avg_placed_jobs", placed / n}, {"ended_by_preemption", by_preemption},
@@ -221,6 +233,133 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
     }
   }
   doc["skipped_rows"] = skipped_rows;
+  std::error_code ec;
+  std::filesystem::create_directories(f.out, ec);
+  if (ec) return Status::IoError(fmt::format("{}: cannot create directory: {}", f.out, ec.message()));
+  GPOOL_RETURN_IF_ERROR(WriteFileAtomic(f.out + "/fill.json", doc.dump(2) + "\n"));
+  if (f.output == "json") {
+    std::puts(doc.dump(2).c_str());
+  } else {
+    std::printf("wrote %s/fill.json\n", f.out.c_str());
+  }
+  return Status::Ok();
+}
+
+// A number, or "undefined" (a measure with no data: no pod arrived at that load).
+std::string Num(double v, const char* spec = "{:.1f}") {
+  return std::isnan(v) ? std::string("undefined") : fmt::format(fmt::runtime(spec), v);
+}
+
+// --fill: FGD's experiment as its artifact runs it (sim/fill.h), per policy over `fill_runs`
+// seeds; prints the unallocated GPUs at 100% arrived and against the arrived load; writes
+// fill.json.
+Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
+                   const sim::SimCluster& cluster, const sim::Workload& work, sim::PolicyContext ctx) {
+  const int fill_runs = f.fill_runs;
+  // Nothing ends in a fill, so nodes never idle out: power management has nothing to do.
+  ctx.gpool_config = ctx.gpool_config.empty() ? "power.enabled=false" : "power.enabled=false," + ctx.gpool_config;
+  nlohmann::json doc;
+  doc["mode"] = "fill";
+  doc["workload"] = work.description;
+  doc["cluster"] = cluster.description;
+  doc["seed"] = f.seed;
+  doc["runs"] = fill_runs;
+  doc["load_ratio"] = f.fill_load;
+  std::string command;
+  for (size_t i = 0; i < f.argv.size(); ++i) command += (i ? " " : "") + f.argv[i];
+  doc["command"] = command;
+  const size_t buckets = sim::kFillMaxPct + 1;
+  std::vector<std::vector<double>> curves;  // per policy: mean unallocated GPUs per arrived %
+  std::string table;
+  for (const auto& name : policies) {
+    GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy, sim::MakePolicy(name, ctx));
+    nlohmann::json runs = nlohmann::json::array();
+    double sum = 0, lo = 1e300, hi = -1e300, failed = 0, cpu = 0, total = 0, frag100 = 0;
+    int64_t submitted = 0, copies = 0;
+    std::vector<double> unalloc(buckets, 0), frag(buckets, 0);
+    for (int k = 0; k < fill_runs; ++k) {
+      sim::FillOptions o;
+      o.seed = f.seed + static_cast<uint64_t>(k);
+      o.tune_ratio = f.fill_load;
+      if (!f.quiet) {
+        o.progress = [&name, k, fill_runs](int64_t done, double gpus) {
+          std::fprintf(stderr, "sim[%s]: fill run %d/%d: %lld pods submitted, %.1f GPUs allocated\n",
+                       name.c_str(), k + 1, fill_runs, static_cast<long long>(done), gpus);
+        };
+      }
+      GPOOL_ASSIGN_OR_RETURN(sim::FillResult r, sim::RunFill(cluster, work, *policy, o));
+      total = r.total_gpus;
+      submitted = r.submitted;
+      copies = r.copies;
+      sum += r.unallocated_at_100;
+      lo = std::min(lo, r.unallocated_at_100);
+      hi = std::max(hi, r.unallocated_at_100);
+      failed += static_cast<double>(r.failed);
+      cpu += r.cpu_s;
+      frag100 += r.frag_rate_at_pct[100];
+      for (size_t b = 0; b < buckets; ++b) {
+        unalloc[b] += r.total_gpus - r.allocated_at_pct[b];
+        frag[b] += r.frag_rate_at_pct[b];
+      }
+      runs.push_back({{"seed", o.seed}, {"unallocated_gpus", r.unallocated_at_100},
+                      {"frag_rate", r.frag_rate_at_pct[100]}, {"submitted_pods", r.submitted},
+                      {"copies", r.copies}, {"placed_pods", r.placed}, {"failed_pods", r.failed},
+                      {"failed_gpu_pods", r.failed_gpu_pods}, {"preemptions", r.preemptions},
+                      {"allocated_gpus_at_end", r.allocated_end}, {"cpu_s", r.cpu_s},
+                      {"wall_s", r.wall_s}});
+    }
+    const double n = fill_runs;
+    for (size_t b = 0; b < buckets; ++b) {
+      unalloc[b] /= n;  // NaN stays NaN: a percent no pod reached in some run is undefined
+      frag[b] /= n;
+    }
+    nlohmann::json pct = nlohmann::json::array();
+    for (size_t b = 0; b < buckets; ++b) pct.push_back(b);
+    auto arr = [](const std::vector<double>& v) {
+      nlohmann::json a = nlohmann::json::array();
+      for (double x : v) a.push_back(std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x));
+      return a;
+    };
+    auto num = [](double x) { return std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x); };
+    doc["policies"][name] = {{"avg_unallocated_gpus", num(sum / n)},
+                             {"min_unallocated_gpus", num(lo)},
+                             {"max_unallocated_gpus", num(hi)},
+                             {"total_gpus", total},
+                             {"avg_unallocated_share", num(total > 0 ? sum / n / total : std::nan(""))},
+                             {"avg_frag_rate", num(frag100 / n)},
+                             {"avg_failed_pods", failed / n},
+                             {"submitted_pods", submitted},
+                             {"copies", copies},
+                             {"cpu_s", cpu},
+                             {"curve", {{"arrived_pct", pct}, {"unallocated_gpus", arr(unalloc)},
+                                        {"frag_rate", arr(frag)}}},
+                             {"runs", runs}};
+    curves.push_back(unalloc);
+    if (f.output != "json") {
+      table += fmt::format("{:<11} {:>12} {:>15} {:>9} {:>10} {:>12} {:>8.2f}\n", name, Num(sum / n),
+                           Num(lo) + ".." + Num(hi), Num(total > 0 ? 100 * sum / n / total : std::nan(""), "{:.2f}%"),
+                           Num(100 * frag100 / n, "{:.1f}%"), Num(failed / n, "{:.0f}"), cpu);
+      if (policies.size() > 1 && !f.quiet) std::fprintf(stderr, "sim[%s]: fill done\n", name.c_str());
+    }
+  }
+  if (f.output != "json") {
+    std::printf("fill (FGD's method): %lld pods (every pod of the trace, plus random copies to %.2f x "
+                "the GPUs), shuffled; %d seed(s) from %llu; %s\n",
+                static_cast<long long>(doc["policies"][policies[0]]["submitted_pods"].get<int64_t>()),
+                f.fill_load, fill_runs, static_cast<unsigned long long>(f.seed), cluster.description.c_str());
+    std::printf("%-11s %12s %15s %9s %10s %12s %8s\n", "policy", "unalloc@100%", "(min..max)",
+                "unalloc%", "frag_rate", "failed_pods", "cpu_s");
+    std::fputs(table.c_str(), stdout);
+    std::printf("unallocated GPUs against the arrived GPU request (%% of the cluster's GPUs), mean of "
+                "the seeds:\n%-8s", "arrived");
+    for (const auto& name : policies) std::printf(" %11s", name.c_str());
+    std::printf("\n");
+    for (size_t b = 0; b < buckets; b += 10) {
+      std::printf("%-8s", fmt::format("{}%", b).c_str());
+      for (const auto& c : curves) std::printf(" %11s", Num(c[b]).c_str());
+      std::printf("\n");
+    }
+  }
   std::error_code ec;
   std::filesystem::create_directories(f.out, ec);
   if (ec) return Status::IoError(fmt::format("{}: cannot create directory: {}", f.out, ec.message()));
@@ -274,8 +413,14 @@ Status RunSim(const SimFlags& f) {
     if (!f.queues.empty()) {
       return Status::InvalidArgument("--queues: not used by --fill (a fill has one queue)");
     }
+    if (f.fill_runs < 1 || f.fill_runs > 1000) return Status::InvalidArgument("--fill-runs: must be 1..1000");
+    if (!(f.fill_load > 0 && f.fill_load <= 100)) {
+      return Status::InvalidArgument(fmt::format("--fill-load: must be in (0, 100], got {}", f.fill_load));
+    }
+    if (f.fill_first_failure) return RunFirstFailureMode(f, policies, cluster, work, ctx);
     return RunFillMode(f, policies, cluster, work, ctx);
   }
+  if (f.fill_first_failure) return Status::InvalidArgument("--fill-until-first-failure needs --fill");
   std::optional<sim::TenantQueues> queues;
   if (!f.queues.empty()) {
     GPOOL_ASSIGN_OR_RETURN(sim::QueueConfig qc, sim::ReadQueueConfig(f.queues));
@@ -318,11 +463,15 @@ Status RunSim(const SimFlags& f) {
   if (f.output == "json") {
     std::puts(sim::MetricsDocument(info, metrics).dump(2).c_str());
   } else {
-    std::printf("%-9s %11s %11s %11s %9s %9s %12s %8s %11s\n", "policy", "avg_jct_s", "p50_jct_s",
+    std::printf("%-10s %11s %11s %11s %9s %9s %12s %8s %11s\n", "policy", "avg_jct_s", "p50_jct_s",
                 "p99_jct_s", "unalloc", "alloc", "makespan_s", "preempt", "energy_kwh");
     for (const auto& m : metrics) {
-      std::printf("%-9s %11.0f %11.0f %11.0f %9.1f %9.3f %12.0f %8lld %11.0f\n", m.policy.c_str(),
-                  m.avg_jct_s, m.p50_jct_s, m.p99_jct_s, m.unallocated_gpus, m.allocation_rate,
+      // A measure with nothing to measure (no failed placement, no finished job) is undefined.
+      std::printf("%-10s %11s %11s %11s %9s %9.3f %12.0f %8lld %11.0f\n", m.policy.c_str(),
+                  sim::FormatMetric(m.avg_jct_s, "{:.0f}").c_str(),
+                  sim::FormatMetric(m.p50_jct_s, "{:.0f}").c_str(),
+                  sim::FormatMetric(m.p99_jct_s, "{:.0f}").c_str(),
+                  sim::FormatMetric(m.unallocated_gpus, "{:.1f}").c_str(), m.allocation_rate,
                   m.makespan_s, static_cast<long long>(m.preemptions), m.energy_kwh);
     }
     std::printf("wrote %s/metrics.json, timeline.csv, jobs.csv, report.html\n", f.out.c_str());
@@ -338,10 +487,12 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "openb | jobs-csv | jobs-jsonl | synthetic:key=value,... (default: sniffed)");
   cmd->add_option("--nodes", f->nodes, "node file: openb node list or Clos CSV (ip,DSW,PSW,ASW)");
   cmd->add_option("--fabric", f->fabric, "fabric file (any format gpool fabric load reads)");
-  cmd->add_option("--policy", f->policy, "gpool | fifo | slurm | tiresias | fgd (default gpool)");
+  cmd->add_option("--policy", f->policy,
+                  "gpool | fifo | slurm | tiresias | random | dotprod | clustering | packing | bestfit | fgd "
+                  "(default gpool)");
   cmd->add_option("--compare", f->compare, "all, or a comma-separated list of policies");
   cmd->add_option("--policy-config", f->policy_config, "gpool policy config, key=value,...");
-  cmd->add_option("--seed", f->seed, "seed (synthetic workloads, policies)");
+  cmd->add_option("--seed", f->seed, "seed (synthetic workloads, policies; --fill: the first seed, default 42)");
   cmd->add_option("--gpus-per-host", f->gpus_per_host, "GPUs per host for Clos CSV and fabrics (default 8)");
   cmd->add_option("--host-gbps", f->host_gbps, "host NIC bandwidth for node files (default 1600)");
   cmd->add_option("--min-cycle-s", f->min_cycle_s, "merge scheduling cycles closer than this (default 0)");
@@ -354,9 +505,15 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
   cmd->add_option("-o,--output", f->output, "json: print metrics.json to stdout");
   cmd->add_flag("-q,--quiet", f->quiet, "no progress on stderr");
   cmd->add_flag("--fill", f->fill,
-                "FGD's fragmentation experiment: submit jobs sampled from the trace, never ending, "
-                "until the first placement fails; writes fill.json");
-  cmd->add_option("--fill-runs", f->fill_runs, "with --fill: repetitions over seeds seed.. (default 1)");
+                "FGD's fragmentation experiment: every pod of the trace plus random copies up to "
+                "--fill-load x the GPUs, shuffled, arriving one by one and never leaving; reports "
+                "unallocated GPUs against the arrived load; writes fill.json");
+  cmd->add_option("--fill-runs", f->fill_runs,
+                  "with --fill: repetitions over seeds seed.. (default 10; 1 with --fill-until-first-failure)");
+  cmd->add_option("--fill-load", f->fill_load,
+                  "with --fill: the workload's GPU request, x the cluster's GPUs (default 1.3)");
+  cmd->add_flag("--fill-until-first-failure", f->fill_first_failure,
+                "with --fill: the older variant: GPU jobs only, until the first failed placement");
   cmd->add_option("--net-model", f->net_model,
                   "route (follow the fabric's routes; default with --fabric) or aggregate (pipes per "
                   "leaf/pod; default with --nodes)");
@@ -366,7 +523,8 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "Clos CSV fabrics: parallel links from each ToR to its aggregation switch (default 1)");
   cmd->add_option("--clos-agg-uplinks", f->clos_agg_uplinks,
                   "Clos CSV fabrics: parallel links from each aggregation switch to each core (default 1)");
-  cmd->callback([f, exit_code, &app] {
+  cmd->callback([f, exit_code, &app, cmd] {
+    f->seed_given = cmd->count("--seed") > 0;
     f->argv = {"gpool", "sim"};
     for (const auto& [flag, val] : std::vector<std::pair<std::string, std::string>>{
              {"--trace", f->trace}, {"--trace-format", f->trace_format}, {"--nodes", f->nodes},
@@ -389,7 +547,17 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
     }
     if (f->clos_tor_uplinks != 1) f->argv.push_back(fmt::format("--clos-tor-uplinks {}", f->clos_tor_uplinks));
     if (f->clos_agg_uplinks != 1) f->argv.push_back(fmt::format("--clos-agg-uplinks {}", f->clos_agg_uplinks));
-    if (f->fill) f->argv.push_back(fmt::format("--fill --fill-runs {}", f->fill_runs));
+    if (f->fill) {
+      // FGD's seeds are 42..51 (the artifact's run scripts); the replay's default seed stays 1.
+      if (!f->seed_given) f->seed = f->fill_first_failure ? 1 : 42;
+      if (f->fill_runs < 0) f->fill_runs = f->fill_first_failure ? 1 : 10;
+      f->argv.push_back(fmt::format("--fill --fill-runs {}", f->fill_runs));
+      if (f->fill_first_failure) {
+        f->argv.push_back("--fill-until-first-failure");
+      } else {
+        f->argv.push_back(fmt::format("--fill-load {}", f->fill_load));
+      }
+    }
     f->argv.push_back(fmt::format("--seed {}", f->seed));
     (void)app;
     Status s = RunSim(*f);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <map>
+#include <unordered_map>
 #include <tuple>
 
 namespace gpool::sched {
@@ -13,9 +13,12 @@ namespace {
 constexpr size_t kMaxClasses = 64;
 
 // Fragmentation of one node state for one task shape (milli-GPU).
+// `whole` and `partial`: the node's wholly free GPUs and the free milli of the others, which
+// every whole-GPU class needs: counted once per node state, not once per class (placement
+// evaluates this for every candidate node of every task).
 double ClassFragmentation(const NodeSpec& node, const int32_t* free_milli, const uint64_t* free_mem,
-                          int64_t free_cpu, uint64_t free_memory, int64_t total_free,
-                          const WorkloadClass& c) {
+                          int64_t free_cpu, uint64_t free_memory, int64_t total_free, int whole,
+                          int64_t partial, const WorkloadClass& c) {
   const TaskRequest& t = c.task;
   if (t.gpus > 0 && (node.gpu_model < 0 || !(c.models & (ModelMask{1} << node.gpu_model)))) {
     return static_cast<double>(total_free);
@@ -33,15 +36,6 @@ double ClassFragmentation(const NodeSpec& node, const int32_t* free_milli, const
       }
     }
     return static_cast<double>(fits ? frag : total_free);
-  }
-  int whole = 0;
-  int64_t partial = 0;
-  for (int g = 0; g < node.gpus; ++g) {
-    if (free_milli[g] == 1000) {
-      ++whole;
-    } else {
-      partial += free_milli[g];
-    }
   }
   return static_cast<double>(whole >= t.gpus ? partial : total_free);
 }
@@ -68,7 +62,22 @@ WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& 
 WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& jobs,
                                                     const ClusterState* running_of) {
   using Key = std::tuple<int32_t, int32_t, uint64_t, int64_t, uint64_t, ModelMask>;
-  std::map<Key, double> counts;  // ordered: deterministic class order
+  // Counted in a hash map, then put in key order (the order a std::map gave, which fixes the
+  // class order and so the decisions): policies call this every cycle over every running job,
+  // and a tree insert per job was most of a fill's time.
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      uint64_t h = 0x9E3779B97F4A7C15ull;
+      auto mix = [&h](uint64_t v) { h = (h ^ v) * 0xBF58476D1CE4E5B9ull; h ^= h >> 31; };
+      mix(static_cast<uint64_t>(std::get<0>(k)) << 32 | static_cast<uint32_t>(std::get<1>(k)));
+      mix(std::get<2>(k));
+      mix(static_cast<uint64_t>(std::get<3>(k)));
+      mix(std::get<4>(k));
+      mix(static_cast<uint64_t>(std::get<5>(k)));
+      return static_cast<size_t>(h);
+    }
+  };
+  std::unordered_map<Key, double, KeyHash> counts;
   auto count = [&](const JobSpec& j) {
     const TaskRequest& t = j.task;
     counts[{t.gpus, t.fractional() ? t.gpu_milli : 0, t.fractional() ? t.gpu_memory_bytes : 0,
@@ -78,8 +87,12 @@ WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& 
   if (running_of != nullptr) {
     for (const RunningJob& r : running_of->running()) count(r.spec);
   }
+  std::vector<std::pair<Key, double>> sorted(counts.begin(), counts.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<WorkloadClass> classes;
-  for (const auto& [k, n] : counts) {
+  classes.reserve(sorted.size());
+  for (const auto& [k, n] : sorted) {
     WorkloadClass c;
     c.task.gpus = std::get<0>(k);
     c.task.gpu_milli = std::get<1>(k);
@@ -96,13 +109,21 @@ WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& 
 double FragmentationOf(const NodeSpec& node, const int32_t* gpu_free_milli,
                        const uint64_t* gpu_free_mem, int64_t free_cpu, uint64_t free_mem,
                        const WorkloadDistribution& w) {
-  int64_t total_free = 0;
-  for (int g = 0; g < node.gpus; ++g) total_free += gpu_free_milli[g];
+  int64_t total_free = 0, partial = 0;
+  int whole = 0;
+  for (int g = 0; g < node.gpus; ++g) {
+    total_free += gpu_free_milli[g];
+    if (gpu_free_milli[g] == 1000) {
+      ++whole;
+    } else {
+      partial += gpu_free_milli[g];
+    }
+  }
   if (total_free == 0) return 0;
   double f = 0;
   for (const WorkloadClass& c : w.classes()) {
     f += c.weight * ClassFragmentation(node, gpu_free_milli, gpu_free_mem, free_cpu, free_mem,
-                                       total_free, c);
+                                       total_free, whole, partial, c);
   }
   return f;
 }

@@ -185,5 +185,56 @@ TEST(Placement, SameInputSamePlacement) {
   EXPECT_TRUE(ClusterState(s).Bind(j, *a, 0).ok());
 }
 
+
+// ---- Single tasks by fragmentation (PlaceOneByFragmentation) --------------------------------
+
+// Two one-node leaves of 2 GPUs and 16 CPUs. Node 0 keeps both GPUs free; node 1's GPUs are
+// taken. The target workload is 1-GPU tasks of 6 CPUs.
+ClusterState TwoLeavesOneBusy() {
+  ClusterState s = MakeCluster({.nodes = 2, .gpus_per_node = 2, .nodes_per_leaf = 1, .cpu_milli = 16000});
+  JobSpec busy = Job(100, 1, 2);
+  EXPECT_TRUE(s.Bind(busy, {.tasks = {{.node = NodeId(1), .gpu_mask = 3, .gpu_milli = 1000}}}, 0).ok());
+  return s;
+}
+
+TEST(PlacementByFragmentation, ACpuTaskGoesWhereTheGpusAreGone) {
+  // Node 0 also runs a 2-CPU task: 14 CPUs free, node 1 15. A 12-CPU task on node 0 would leave
+  // 2 CPUs: its two free GPUs could no longer take a 6-CPU GPU task (2,000 milli fragmented).
+  // On node 1 it strands nothing. Best fit by free CPU would take node 0; the task goes to 1.
+  ClusterState s = TwoLeavesOneBusy();
+  JobSpec side = Job(101, 1, 0);
+  side.task.cpu_milli = 2000;
+  ASSERT_TRUE(s.Bind(side, {.tasks = {{.node = NodeId(0)}}}, 0).ok());
+  JobSpec gpu_task = Job(50, 1, 1);
+  gpu_task.task.cpu_milli = 6000;
+  const WorkloadDistribution w = WorkloadDistribution::FromJobs({gpu_task});
+  JobSpec cpu = Job(1, 1, 0);
+  cpu.task.cpu_milli = 12000;
+  std::optional<Placement> p = PlaceGang(s, cpu, {.workload = &w});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(Nodes(*p), (std::set<uint32_t>{1}));
+}
+
+TEST(PlacementByFragmentation, LooksAcrossLeaves) {
+  // Leaf 0: node 0 with 8 free GPUs. Leaf 1: node 1 with 4 free GPUs and 4 GPUs at 500 milli
+  // used. Target: 4-GPU tasks. A 1-GPU task on node 1 leaves 3 whole GPUs: the 4-GPU task no
+  // longer fits there, and all 5,000 free milli become fragments (from 2,000); on node 0 it
+  // leaves 7 whole GPUs, still room for one 4-GPU task: fragmentation unchanged. Best fit by
+  // free whole GPUs (node 1's leaf has 4 < 8) would take node 1.
+  ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 1});
+  for (int g = 4; g < 8; ++g) {
+    JobSpec half = Fractional(200 + static_cast<uint64_t>(g), 500);
+    ASSERT_TRUE(s.Bind(half, {.tasks = {{.node = NodeId(1), .gpu_mask = 1u << g, .gpu_milli = 500}}}, 0).ok());
+  }
+  const WorkloadDistribution w = WorkloadDistribution::FromJobs({Job(50, 1, 4)});
+  std::optional<Placement> p = PlaceGang(s, Job(1, 1, 1), {.workload = &w});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(Nodes(*p), (std::set<uint32_t>{0}));
+  // Without a workload: best fit in the fullest leaf, as before.
+  std::optional<Placement> q = PlaceGang(s, Job(1, 1, 1), {});
+  ASSERT_TRUE(q);
+  EXPECT_EQ(Nodes(*q), (std::set<uint32_t>{1}));
+}
+
 }  // namespace
 }  // namespace gpool::sched

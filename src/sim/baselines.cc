@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sched/backfill.h"
 #include "sched/fairshare.h"
@@ -307,116 +308,28 @@ class TiresiasPolicy final : public sched::Policy {
   const SimFeedback* fb_;
 };
 
-// ---------------------------------------------------------------------------------------------
-class FgdPolicy final : public sched::Policy {
- public:
-  explicit FgdPolicy(std::shared_ptr<const sched::WorkloadDistribution> w) : target_(std::move(w)) {}
-  std::string_view name() const override { return "fgd"; }
-
-  StatusOr<Decisions> Schedule(const SchedulingInput& in) const override {
-    Decisions d;
-    ClusterState work = *in.state;
-    FailedShapes failed;
-    for (size_t i : ByArrival(*in.pending)) {
-      const JobSpec& job = (*in.pending)[i];
-      if (job.total_milli_gpus() > FreeMilli(work) || failed.Has(job)) continue;
-      auto p = Place(work, job);
-      if (p) {
-        Bind(&work, job, std::move(*p), in.now_ns, &d);
-      } else {
-        failed.Add(job);
-      }
-    }
-    return d;
-  }
-
- private:
-  // Each task in turn on the binding whose fragmentation increase is least. A job with a
-  // required locality is placed so inside each domain of its level in turn, keeping the first
-  // placement that holds it.
-  std::optional<Placement> Place(const ClusterState& s, const JobSpec& job) const {
-    auto p = PlaceIn(s, job, DomainId());
-    if (!p || KeepsLocality(s, job, *p)) return p;
-    if (job.locality.level == Level::kNode) return std::nullopt;
-    for (DomainId dom : s.domains_at(job.locality.level)) {
-      auto q = PlaceIn(s, job, dom);
-      if (q && KeepsLocality(s, job, *q)) return q;
-    }
-    return std::nullopt;
-  }
-
-  // Place on nodes under `within` (invalid: anywhere).
-  std::optional<Placement> PlaceIn(const ClusterState& s, const JobSpec& job, DomainId within) const {
-    ClusterState trial = s;
-    Placement p;
-    const Level wl = within.valid() ? s.domain(within).level : Level::kFabric;
-    for (int32_t t = 0; t < job.num_tasks; ++t) {
-      std::optional<TaskBinding> best;
-      double best_delta = 0;
-      for (size_t n = 0; n < trial.num_nodes(); ++n) {
-        NodeId id(static_cast<uint32_t>(n));
-        if (within.valid() && trial.ancestor(id, wl) != within) continue;
-        if (trial.TasksThatFit(id, job.task, job.gpu_models) < 1) continue;
-        for (const TaskBinding& b : Candidates(trial, id, job)) {
-          if (!trial.CheckBinding(b, job.task).ok()) continue;
-          double delta = sched::FragmentationDelta(trial, b, job.task, *target_);
-          if (!best || delta < best_delta) {
-            best = b;
-            best_delta = delta;
-          }
-        }
-      }
-      if (!best) return std::nullopt;
-      trial.Apply(*best, job.task, +1, 0);
-      p.tasks.push_back(*best);
-    }
-    return p;
-  }
-
-  static std::vector<TaskBinding> Candidates(const ClusterState& s, NodeId n, const JobSpec& job) {
-    std::vector<TaskBinding> out;
-    const auto& node = s.node(n);
-    if (job.task.gpus == 0) {
-      out.push_back({.node = n});
-    } else if (job.task.fractional()) {
-      // GPUs with the same free share give the same fragmentation: try one of each.
-      std::vector<int32_t> seen;
-      for (int g = 0; g < node.gpus; ++g) {
-        int32_t free = s.gpu_free_milli(n, g);
-        if (std::find(seen.begin(), seen.end(), free) != seen.end()) continue;
-        seen.push_back(free);
-        if (free >= job.task.gpu_milli) {
-          out.push_back({.node = n, .gpu_mask = 1u << g, .gpu_milli = job.task.gpu_milli,
-                         .gpu_memory_bytes = job.task.gpu_memory_bytes});
-        }
-      }
-    } else {
-      uint32_t mask = s.free_whole_mask(n), pick = 0;
-      for (int g = 0, k = 0; g < node.gpus && k < job.task.gpus; ++g) {
-        if (mask & (1u << g)) {
-          pick |= 1u << g;
-          ++k;
-        }
-      }
-      if (std::popcount(pick) == job.task.gpus) {
-        out.push_back({.node = n, .gpu_mask = pick, .gpu_milli = 1000});
-      }
-    }
-    return out;
-  }
-
-  std::shared_ptr<const sched::WorkloadDistribution> target_;
-};
-
 }  // namespace
 
 const std::vector<std::string>& PolicyNames() {
+  static const std::vector<std::string> names = {"gpool",  "fifo",    "slurm",      "tiresias",
+                                                 "random", "dotprod", "clustering", "packing",
+                                                 "bestfit", "fgd"};
+  return names;
+}
+
+const std::vector<std::string>& ReplayPolicyNames() {
   static const std::vector<std::string> names = {"gpool", "fifo", "slurm", "tiresias", "fgd"};
   return names;
 }
 
-StatusOr<std::shared_ptr<const sched::WorkloadDistribution>> TargetWorkload(
-    const SimCluster& cluster, const Workload& workload) {
+const std::vector<std::string>& FillPolicyNames() {
+  static const std::vector<std::string> names = {"gpool",   "random",  "dotprod", "clustering",
+                                                 "packing", "bestfit", "fgd"};
+  return names;
+}
+
+StatusOr<std::shared_ptr<const TypicalPods>> TargetWorkload(const SimCluster& cluster,
+                                                            const Workload& workload) {
   sched::ClusterSpec spec = ToClusterSpec(cluster);
   TenantQueues q = MakeTenantQueues(workload, cluster.total_gpus());
   int32_t max_gpus = 0;
@@ -425,14 +338,9 @@ StatusOr<std::shared_ptr<const sched::WorkloadDistribution>> TargetWorkload(
   jobs.reserve(workload.jobs.size());
   for (const auto& j : workload.jobs) {
     GPOOL_ASSIGN_OR_RETURN(JobSpec s, ToJobSpec(j, spec, q, max_gpus));
-    // Classes by GPU shape only: CPU and memory shapes multiply the classes (150 on openb) and
-    // the cost of every fragmentation evaluation, for little change in where GPUs go.
-    s.task.cpu_milli = 0;
-    s.task.memory_bytes = 0;
     jobs.push_back(std::move(s));
   }
-  return std::make_shared<const sched::WorkloadDistribution>(
-      sched::WorkloadDistribution::FromJobs(jobs));
+  return std::make_shared<const TypicalPods>(MakeTypicalPods(jobs));
 }
 
 StatusOr<std::unique_ptr<sched::Policy>> MakePolicy(std::string_view name, const PolicyContext& ctx) {
@@ -448,10 +356,17 @@ StatusOr<std::unique_ptr<sched::Policy>> MakePolicy(std::string_view name, const
   if (name == "tiresias") return std::unique_ptr<sched::Policy>(new TiresiasPolicy(ctx.feedback));
   if (name == "fgd") {
     if (!ctx.target) return Status::InvalidArgument("policy 'fgd' needs a target workload");
-    return std::unique_ptr<sched::Policy>(new FgdPolicy(ctx.target));
+    return std::unique_ptr<sched::Policy>(new ScorePolicy(ScoreKind::kFgd, ctx.target));
   }
-  return Status::InvalidArgument(
-      fmt::format("unknown policy '{}' (expected gpool, fifo, slurm, tiresias or fgd)", name));
+  static const std::pair<const char*, ScoreKind> kScore[] = {
+      {"random", ScoreKind::kRandom},   {"dotprod", ScoreKind::kDotProd},
+      {"clustering", ScoreKind::kClustering}, {"packing", ScoreKind::kPacking},
+      {"bestfit", ScoreKind::kBestFit}};
+  for (const auto& [n, kind] : kScore) {
+    if (name == n) return std::unique_ptr<sched::Policy>(new ScorePolicy(kind, ctx.target));
+  }
+  return Status::InvalidArgument(fmt::format("unknown policy '{}' (expected one of {})", name,
+                                             fmt::join(PolicyNames(), ", ")));
 }
 
 }  // namespace gpool::sim

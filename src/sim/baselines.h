@@ -12,8 +12,9 @@
 //             engine's SimFeedback gives service from earlier runs), FIFO within a queue,
 //             starving jobs promoted, preemption of jobs in the lower queue for jobs in the
 //             higher one, first-fit placement.
-//   fgd       FGD-like: arrival order; each task goes where the FGD fragmentation of the target
-//             workload (the whole trace's task shapes) grows least (sched/fragmentation.h).
+//   random, dotprod, clustering, packing, bestfit, fgd
+//             the FGD paper's baselines and FGD, as its artifact defines them
+//             (score_policies.h).
 //   gpool     sched::MakeDefaultPolicy (with power management on unless configured off).
 //
 // Thread safety: Schedule is const and reentrant, as sched::Policy requires.
@@ -26,6 +27,7 @@
 
 #include "common/status.h"
 #include "sched/fragmentation.h"
+#include "sim/score_policies.h"
 #include "sched/scheduler.h"
 #include "sim/cluster.h"
 #include "sim/engine.h"
@@ -35,16 +37,20 @@ namespace gpool::sim {
 // What a policy may need beyond the per-cycle snapshot.
 struct PolicyContext {
   const SimFeedback* feedback = nullptr;             // tiresias: attained service
-  // fgd: the target workload (task shapes of the whole trace); see TargetWorkload.
-  std::shared_ptr<const sched::WorkloadDistribution> target;
+  // fgd: the target workload (the trace's typical pods); see TargetWorkload.
+  std::shared_ptr<const TypicalPods> target;
   std::string gpool_config;                          // "key=value,..." for sched::ParsePolicyConfig
 };
 
 // Names accepted by MakePolicy, in comparison order.
 const std::vector<std::string>& PolicyNames();
-// The task-shape distribution of a workload on a cluster (for FGD).
-StatusOr<std::shared_ptr<const sched::WorkloadDistribution>> TargetWorkload(
-    const SimCluster& cluster, const Workload& workload);
+// `--compare all` in a time replay: gpool, fifo, slurm, tiresias, fgd.
+const std::vector<std::string>& ReplayPolicyNames();
+// `--compare all` in a fill: gpool and the FGD paper's six (random .. fgd).
+const std::vector<std::string>& FillPolicyNames();
+// FGD's target workload: the typical pods of a workload on a cluster.
+StatusOr<std::shared_ptr<const TypicalPods>> TargetWorkload(const SimCluster& cluster,
+                                                            const Workload& workload);
 
 StatusOr<std::unique_ptr<sched::Policy>> MakePolicy(std::string_view name, const PolicyContext& ctx);
 

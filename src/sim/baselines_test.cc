@@ -259,45 +259,7 @@ TEST(TiresiasBaseline, DoesNotPreemptForAJobInTheLowerQueue) {
   EXPECT_TRUE(d.binds.empty());
 }
 
-// ---- FGD-like -------------------------------------------------------------------------------
-
-TEST(FgdBaseline, PlacesAFractionWhereFragmentationGrowsLeast) {
-  // Two one-GPU nodes; node 1's GPU is half used. The target workload is half-GPU tasks and
-  // whole-GPU tasks: a half on node 0 would leave a half GPU that whole tasks can't use, on
-  // node 1 it fills the GPU. First fit would take node 0.
-  ClusterState s = MakeCluster({.nodes = 2, .gpus_per_node = 1});
-  JobSpec half = sched::testing::Fractional(100, 500);
-  ASSERT_TRUE(s.Bind(half, {.tasks = {{.node = NodeId(1), .gpu_mask = 1, .gpu_milli = 500,
-                                       .gpu_memory_bytes = 1ull << 30}}},
-                     0)
-                  .ok());
-  sched::TaskRequest whole{.gpus = 1};
-  sched::TaskRequest frac = half.task;
-  PolicyContext ctx;
-  ctx.target = std::make_shared<const sched::WorkloadDistribution>(std::vector<sched::WorkloadClass>{
-      {.task = whole, .weight = 1}, {.task = frac, .weight = 1}});
-  Decisions d = Decide(*Make("fgd", ctx), s, {sched::testing::Fractional(1, 500)}, Sec(1));
-  ASSERT_EQ(d.binds.size(), 1u);
-  EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(1));
-}
-
-TEST(FgdBaseline, KeepsWholeGpusFreeForWholeGpuTasks) {
-  // Node 0: 8 free GPUs. Node 1: 7 free GPUs and one GPU with 700 milli free. A 300-milli task
-  // goes to the partial GPU (fragmentation falls), not onto a whole GPU (it would rise).
-  ClusterState s = MakeCluster({.nodes = 2});
-  JobSpec used = sched::testing::Fractional(100, 300);
-  ASSERT_TRUE(s.Bind(used, {.tasks = {{.node = NodeId(1), .gpu_mask = 1u << 3, .gpu_milli = 300,
-                                       .gpu_memory_bytes = 1ull << 30}}},
-                     0)
-                  .ok());
-  PolicyContext ctx;
-  ctx.target = std::make_shared<const sched::WorkloadDistribution>(std::vector<sched::WorkloadClass>{
-      {.task = {.gpus = 1}, .weight = 1}, {.task = {.gpus = 1, .gpu_milli = 300}, .weight = 1}});
-  Decisions d = Decide(*Make("fgd", ctx), s, {sched::testing::Fractional(1, 300)}, Sec(1));
-  ASSERT_EQ(d.binds.size(), 1u);
-  EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(1));
-  EXPECT_EQ(d.binds[0].placement.tasks[0].gpu_mask, 1u << 3);
-}
+// ---- FGD (score_policies_test.cc has the score policies) ---------------------------------
 
 TEST(FgdBaseline, NeedsATargetWorkload) {
   auto p = MakePolicy("fgd", {});

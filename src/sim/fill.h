@@ -1,25 +1,32 @@
 // Fill mode: the FGD paper's fragmentation experiment (`gpool sim --fill`).
 //
-// FGD (Weng et al., "Beware of Fragmentation", USENIX ATC '23) measures fragmentation by filling
-// an empty cluster: tasks sampled from the trace arrive one by one and never leave, and the
-// cluster is filled until a placement fails. The metric is the GPU capacity left unallocated at
-// that first failure: the less a policy leaves stranded in crumbs no arriving task can use, the
-// better it packs. A time replay rarely reaches that point (openb's own run times keep its
-// cluster nearly empty), hence this separate mode.
+// FGD (Weng et al., "Beware of Fragmentation", USENIX ATC '23) measures how much GPU capacity a
+// policy strands by loading an empty cluster with pods that never leave. Its artifact
+// (hkust-adsl/kubernetes-scheduler-simulator: pkg/simulator/core.go, simulator.go) builds the
+// workload and runs it this way, which RunFill follows:
+//   - every pod of the trace is used, CPU-only pods and pods that never ran in production
+//     included; timestamps play no part;
+//   - the pods are shuffled (seeded), then random copies of trace pods are appended until the
+//     GPU request would pass `tune_ratio` (1.3) x the cluster's GPUs (tuneUpPods; a trace that
+//     asks for more loses random pods instead, tuneDownPods);
+//   - the pods arrive one at a time and never leave; a pod the policy can't place is recorded
+//     as failed and the run goes on (SchedulePods).
+// After every pod the run records the GPU request that has arrived (failed pods included) and
+// the GPUs allocated. The result is the allocation against the arrived load, in whole percent
+// of the cluster's GPUs from 0 to 130 (the mean over the pods at that percent, as the artifact's
+// merge_alloc_discrete.py takes it), and the same for the fragmentation rate (fragmented over
+// free GPU milli, NodeFrag in score_policies.h against the trace's typical pods). The paper's
+// headline is the unallocated GPUs at 100% arrived, averaged over 10 seeds (42-51).
 //
-// How: the trace's jobs that fit the empty cluster are taken in a seeded random order (cycling
-// through a fresh permutation if all of them fit); each is submitted alone to the policy on the
-// current state (one Policy::Schedule per job, at a fixed instant, so no idle timeout or
-// starvation age ever passes) and, if bound, stays bound forever. The first job the policy leaves
-// pending ends the run. Every job gets priority 0 and no run-time estimate, since in this
-// experiment nothing ends and no job outranks another; a policy that still preempts has its
-// victims counted (a preempted job is a departure the experiment doesn't allow, so the run ends
-// there too, with `ended_by_preemption`).
+// Each pod is submitted alone to the policy on the current state (one Policy::Schedule per pod,
+// at a fixed instant, so no idle timeout or starvation age ever passes), with priority 0 and no
+// run-time estimate. The paper's score policies (ScorePolicy) take a faster path with the same
+// decisions: a node's score is cached per pod shape until that node changes.
 //
-// Jobs the experiment can't use (CPU-only, or too big for the empty cluster) are left out and
-// counted in FillResult::left_out, never dropped silently.
+// The older variant, RunFillUntilFirstFailure, fills with GPU pods only until the first
+// placement fails and reports what is left then (`--fill-until-first-failure`).
 //
-// Thread safety: RunFill is reentrant.
+// Thread safety: reentrant.
 #pragma once
 
 #include <cstdint>
@@ -34,37 +41,81 @@
 
 namespace gpool::sim {
 
+// The pods of one fill, in arrival order: indices into the workload's jobs (copies repeat one).
+struct FillWorkload {
+  std::vector<uint32_t> order;
+  int64_t trace_pods = 0;      // pods of the trace (all of them are in `order`, unless tuned down)
+  int64_t copies = 0;          // random copies appended
+  int64_t removed = 0;         // pods taken out (a trace asking for more than the ratio)
+  int64_t gpu_milli = 0;       // GPU request of `order`
+};
+// Seeded: the same seed gives the same order. Fails on an empty workload or a cluster without
+// GPUs.
+StatusOr<FillWorkload> BuildFillWorkload(const Workload& w, int64_t cluster_gpus, double tune_ratio,
+                                         uint64_t seed);
+
 struct FillOptions {
-  uint64_t seed = 1;
-  // Stop after this many placed jobs even without a failure (a guard: a workload of CPU-only or
-  // tiny jobs could otherwise run for a very long time). 0 = 20 x the cluster's GPUs.
-  int64_t max_jobs = 0;
-  // Called about every `progress_every_s` of wall time (checked after each placement) with
-  // (jobs placed, GPUs allocated): openb fills of gpool take a minute. Wall time only drives
-  // these calls, never the result.
+  uint64_t seed = 42;
+  double tune_ratio = 1.3;
+  // Called about every `progress_every_s` of wall time with (pods submitted, GPUs allocated).
+  // Wall time only drives these calls, never the result.
   std::function<void(int64_t, double)> progress;
   double progress_every_s = 2;
 };
 
+inline constexpr int kFillMaxPct = 130;
+
 struct FillResult {
+  std::string policy;
+  double total_gpus = 0;
+  int64_t submitted = 0;       // pods submitted (the workload's length)
+  int64_t placed = 0;
+  int64_t failed = 0;          // pods the policy could not place
+  int64_t failed_gpu_pods = 0;
+  int64_t copies = 0;          // of `submitted`, random copies of trace pods
+  // Per arrived percent 0..kFillMaxPct: mean allocated GPUs and fragmentation rate (0..1) over
+  // the pods at that percent; NaN where no pod arrived at (or next to) that percent.
+  std::vector<double> allocated_at_pct;
+  std::vector<double> frag_rate_at_pct;
+  double unallocated_at_100 = 0;  // total - allocated_at_pct[100] (NaN when undefined)
+  double allocated_end = 0;       // after the last pod
+  int64_t preemptions = 0;        // victims a policy named (applied: the experiment allows no
+                                  // departures, so a preempted pod counts as failed)
+  double wall_s = 0;
+  double cpu_s = 0;
+};
+
+StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload,
+                             const sched::Policy& policy, const FillOptions& options);
+
+// --- The first-failure variant ---------------------------------------------------------------
+// GPU jobs that fit the empty cluster, in a seeded random order (a fresh permutation each time
+// the list runs out), until the policy leaves one pending; CPU-only jobs and jobs too big for
+// the empty cluster are left out and counted.
+struct FirstFailureOptions {
+  uint64_t seed = 1;
+  int64_t max_jobs = 0;  // stop after this many placed jobs; 0 = 20 x the cluster's GPUs
+  std::function<void(int64_t, double)> progress;
+  double progress_every_s = 2;
+};
+
+struct FirstFailureResult {
   std::string policy;
   int64_t placed_jobs = 0;
   double allocated_gpus = 0;      // GPU capacity allocated at the first failure
   double unallocated_gpus = 0;    // total GPUs - allocated, at the first failure
   double total_gpus = 0;
-  std::string failed_job;         // "source: N GPUs x milli" of the job that failed; empty = none
+  std::string failed_job;         // "name: N GPU x milli, T task(s)"; empty = none
   bool ended_by_preemption = false;
   bool hit_max_jobs = false;
   double wall_s = 0;
-  double cpu_s = 0;               // CPU time of the run (thread)
-  // Jobs of the workload the experiment never submits, by reason, with the first one's
-  // "file:line": CPU-only jobs (they take no GPU, so have no bearing on the metric) and jobs
-  // that can't fit even the empty cluster (a replay rejects them too). The same for every
-  // policy and seed.
+  double cpu_s = 0;
   std::vector<SkippedRows> left_out;
 };
 
-StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload,
-                             const sched::Policy& policy, const FillOptions& options);
+StatusOr<FirstFailureResult> RunFillUntilFirstFailure(const SimCluster& cluster,
+                                                      const Workload& workload,
+                                                      const sched::Policy& policy,
+                                                      const FirstFailureOptions& options);
 
 }  // namespace gpool::sim

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace gpool::sim {
 
 double Percentile(std::vector<double>* v, double p) {
@@ -69,8 +71,8 @@ Metrics ComputeMetrics(const RunResult& r) {
     m.wait_by_gang.push_back(std::move(g));
   }
   m.first_failed_placement_s = r.first_fail_s;
-  m.unallocated_gpus = r.first_fail_s >= 0 ? r.unallocated_gpus_at_first_fail : 0;
-  m.avg_unallocated_gpus_blocked = r.blocked_s > 0 ? r.blocked_unallocated_gpu_s / r.blocked_s : 0;
+  m.unallocated_gpus = r.first_fail_s >= 0 ? r.unallocated_gpus_at_first_fail : kUndefined;
+  m.avg_unallocated_gpus_blocked = r.blocked_s > 0 ? r.blocked_unallocated_gpu_s / r.blocked_s : kUndefined;
   m.makespan_s = std::max(0.0, r.end_s - r.start_s);
   // Allocation rate: integrate the timeline's step function over [start, end].
   if (m.makespan_s > 0 && r.total_gpu_milli > 0) {
@@ -99,20 +101,28 @@ Metrics ComputeMetrics(const RunResult& r) {
   return m;
 }
 
+std::string FormatMetric(double v, const char* spec) {
+  return std::isnan(v) ? std::string("undefined") : fmt::format(fmt::runtime(spec), v);
+}
+
+namespace {
+nlohmann::json Defined(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+}  // namespace
+
 nlohmann::json MetricsToJson(const Metrics& m) {
   nlohmann::json j;
   j["jobs"] = m.jobs;
   j["finished"] = m.finished;
   j["rejected"] = m.rejected;
   j["unfinished"] = m.unfinished;
-  j["avg_jct_s"] = m.avg_jct_s;
-  j["p50_jct_s"] = m.p50_jct_s;
-  j["p99_jct_s"] = m.p99_jct_s;
-  j["avg_wait_s"] = m.avg_wait_s;
-  j["avg_slowdown"] = m.avg_slowdown;
-  j["unallocated_gpus"] = m.unallocated_gpus;
+  j["avg_jct_s"] = Defined(m.avg_jct_s);
+  j["p50_jct_s"] = Defined(m.p50_jct_s);
+  j["p99_jct_s"] = Defined(m.p99_jct_s);
+  j["avg_wait_s"] = Defined(m.avg_wait_s);
+  j["avg_slowdown"] = Defined(m.avg_slowdown);
+  j["unallocated_gpus"] = Defined(m.unallocated_gpus);
   j["first_failed_placement_s"] = m.first_failed_placement_s;
-  j["avg_unallocated_gpus_while_blocked"] = m.avg_unallocated_gpus_blocked;
+  j["avg_unallocated_gpus_while_blocked"] = Defined(m.avg_unallocated_gpus_blocked);
   j["allocation_rate"] = m.allocation_rate;
   j["makespan_s"] = m.makespan_s;
   j["preemptions"] = m.preemptions;

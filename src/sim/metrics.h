@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -35,15 +36,22 @@ struct TenantShare {
   double gpu_hours = 0;
 };
 
+inline constexpr double kUndefined = std::numeric_limits<double>::quiet_NaN();
+// "undefined" for NaN, else the value in `spec` ("{:.1f}").
+std::string FormatMetric(double v, const char* spec);
+
 struct Metrics {
   std::string policy;
   int64_t jobs = 0, finished = 0, rejected = 0, unfinished = 0;
-  double avg_jct_s = 0, p50_jct_s = 0, p99_jct_s = 0;
-  double avg_wait_s = 0;
-  double avg_slowdown = 1;
-  double unallocated_gpus = 0;          // at the first failed placement (0 if none)
+  // A measure with nothing to measure is NaN (undefined): no finished job for the JCT figures,
+  // no failed placement for unallocated_gpus, no blocked time for its average. metrics.json
+  // writes it as null and the tables as "undefined", never as 0.
+  double avg_jct_s = kUndefined, p50_jct_s = kUndefined, p99_jct_s = kUndefined;
+  double avg_wait_s = kUndefined;
+  double avg_slowdown = kUndefined;
+  double unallocated_gpus = kUndefined;  // at the first failed placement
   double first_failed_placement_s = -1;
-  double avg_unallocated_gpus_blocked = 0;
+  double avg_unallocated_gpus_blocked = kUndefined;
   double allocation_rate = 0;
   double makespan_s = 0;
   int64_t preemptions = 0;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "sim/report.h"
 
 namespace gpool::sim {
@@ -60,6 +62,29 @@ TEST(Metrics, ComputedFromRun) {
                         "allocation_rate", "makespan_s", "preemptions", "energy_kwh"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
+}
+
+TEST(Metrics, UndefinedMeasuresAreNullNotZero) {
+  // No job finished and no placement failed: the JCT figures and the unallocated GPUs at the
+  // first failure have nothing to measure. They are NaN, null in JSON, "undefined" in tables.
+  RunResult r;
+  r.policy = "p";
+  r.jobs.resize(1);  // one job that never finished
+  r.unfinished = 1;
+  Metrics m = ComputeMetrics(r);
+  EXPECT_TRUE(std::isnan(m.avg_jct_s));
+  EXPECT_TRUE(std::isnan(m.p99_jct_s));
+  EXPECT_TRUE(std::isnan(m.unallocated_gpus));
+  EXPECT_TRUE(std::isnan(m.avg_unallocated_gpus_blocked));
+  auto j = MetricsToJson(m);
+  EXPECT_TRUE(j["avg_jct_s"].is_null());
+  EXPECT_TRUE(j["unallocated_gpus"].is_null());
+  EXPECT_EQ(FormatMetric(m.unallocated_gpus, "{:.1f}"), "undefined");
+  EXPECT_EQ(FormatMetric(2.25, "{:.1f}"), "2.2");
+  // A failure defines it, 0 included.
+  r.first_fail_s = 5;
+  r.unallocated_gpus_at_first_fail = 0;
+  EXPECT_DOUBLE_EQ(ComputeMetrics(r).unallocated_gpus, 0);
 }
 
 TEST(Report, HtmlHasPlotsAndCsvIsThinned) {

@@ -235,11 +235,12 @@ std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
        "<th>makespan (s)</th><th>preemptions</th><th>energy (kWh)</th><th>finished</th>"
        "<th>rejected</th><th>unfinished</th></tr>";
   for (const auto& m : metrics) {
-    h += fmt::format("<tr><td>{}</td><td>{:.0f}</td><td>{:.0f}</td><td>{:.0f}</td><td>{:.0f}</td>"
-                     "<td>{:.1f}</td><td>{:.3f}</td><td>{:.0f}</td><td>{}</td><td>{:.0f}</td>"
+    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                     "<td>{}</td><td>{:.3f}</td><td>{:.0f}</td><td>{}</td><td>{:.0f}</td>"
                      "<td>{}</td><td>{}</td><td>{}</td></tr>",
-                     Esc(m.policy), m.avg_jct_s, m.p50_jct_s, m.p99_jct_s, m.avg_wait_s,
-                     m.unallocated_gpus, m.allocation_rate, m.makespan_s, m.preemptions,
+                     Esc(m.policy), FormatMetric(m.avg_jct_s, "{:.0f}"), FormatMetric(m.p50_jct_s, "{:.0f}"),
+                     FormatMetric(m.p99_jct_s, "{:.0f}"), FormatMetric(m.avg_wait_s, "{:.0f}"),
+                     FormatMetric(m.unallocated_gpus, "{:.1f}"), m.allocation_rate, m.makespan_s, m.preemptions,
                      m.energy_kwh, m.finished, m.rejected, m.unfinished);
   }
   h += "</table>";

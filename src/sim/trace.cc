@@ -106,6 +106,55 @@ std::string GpuSpec(std::string_view cell) {
 
 }  // namespace
 
+StatusOr<Workload> ParseOpenbPodList(std::string_view text, std::string_view filename) {
+  Workload w;
+  LineReader lines(text);
+  std::string_view line;
+  if (!lines.Next(&line)) {
+    return Status::InvalidArgument(fmt::format("{}: empty file, expected an openb header", filename));
+  }
+  std::string hwhere = fmt::format("{}:1", filename);
+  GPOOL_ASSIGN_OR_RETURN(CsvHeader h, CsvHeader::Parse(line, hwhere));
+  GPOOL_RETURN_IF_ERROR(h.Require({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}, hwhere));
+  const int c_name = h.Find("name"), c_cpu = h.Find("cpu_milli"), c_mem = h.Find("memory_mib"),
+            c_ngpu = h.Find("num_gpu"), c_milli = h.Find("gpu_milli"), c_spec = h.Find("gpu_spec");
+  while (lines.Next(&line)) {
+    std::string where = fmt::format("{}:{}", filename, lines.line_number());
+    if (Trim(line).empty()) continue;
+    GPOOL_ASSIGN_OR_RETURN(auto cells, Cells(line, h.size(), where));
+    SimJob j;
+    j.name = std::string(Trim(cells[c_name]));
+    j.source = where;
+    GPOOL_ASSIGN_OR_RETURN(j.cpu_milli, ParseIntField(cells[c_cpu], "cpu_milli", where));
+    GPOOL_ASSIGN_OR_RETURN(j.mem_mib, ParseIntField(cells[c_mem], "memory_mib", where));
+    GPOOL_ASSIGN_OR_RETURN(int64_t ngpu, ParseIntField(cells[c_ngpu], "num_gpu", where));
+    GPOOL_ASSIGN_OR_RETURN(int64_t milli, ParseIntField(cells[c_milli], "gpu_milli", where));
+    if (ngpu < 0 || ngpu > 1'000'000) {
+      return Status::InvalidArgument(fmt::format("{}: field 'num_gpu': out of range ({})", where, ngpu));
+    }
+    j.num_gpus = static_cast<int32_t>(ngpu);
+    if (ngpu == 0) {
+      if (milli != 0) {
+        return Status::InvalidArgument(fmt::format(
+            "{}: field 'gpu_milli': {} with num_gpu 0 (a CPU task has no GPU share)", where, milli));
+      }
+      j.gpu_milli = 1000;
+    } else {
+      if (milli < 1 || milli > 1000) {
+        return Status::InvalidArgument(
+            fmt::format("{}: field 'gpu_milli': out of range 1..1000 ({})", where, milli));
+      }
+      j.gpu_milli = static_cast<int32_t>(milli);
+    }
+    if (c_spec >= 0) j.gpu_model = GpuSpec(cells[c_spec]);
+    GPOOL_RETURN_IF_ERROR(ValidateJob(j, where));
+    w.jobs.push_back(std::move(j));
+  }
+  w.Finalize();  // every submit time is 0: the file's order is kept
+  w.description = fmt::format("openb pod list {} ({} pods)", filename, w.jobs.size());
+  return w;
+}
+
 StatusOr<Workload> ParseOpenbTrace(std::string_view text, std::string_view filename) {
   Workload w;
   LineReader lines(text);

@@ -45,6 +45,10 @@ std::string_view TraceFormatName(TraceFormat f);
 // time is deletion_time - scheduled_time (what it held in production). Pods without a
 // scheduled_time (pending, never ran) are skipped and counted. gpu_spec "nan" or empty = any.
 StatusOr<Workload> ParseOpenbTrace(std::string_view text, std::string_view filename);
+// The same file as a pod list for the fill experiment (fill.h): every row is a pod, pods that
+// never ran included; the time columns, when present, are ignored, and a list without them
+// (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]) is valid. Order kept, submit times 0.
+StatusOr<Workload> ParseOpenbPodList(std::string_view text, std::string_view filename);
 StatusOr<Workload> ParseJobsCsv(std::string_view text, std::string_view filename);
 StatusOr<Workload> ParseJobsJsonl(std::string_view text, std::string_view filename);
 

@@ -47,17 +47,18 @@ class SimCliTest : public gpool::clitest::CliTest {
   }
 };
 
+// The first-failure variant (--fill-until-first-failure).
 // 3-GPU jobs on two 8-GPU hosts: two fit per host, the fifth finds 2 + 2 GPUs and fails, so every
 // policy leaves exactly 4 GPUs unallocated after 4 placements, whatever the order.
 TEST_F(SimCliTest, FillLeavesTheCrumbsNoJobFits) {
   Write("g3.csv", "name,submit_s,run_s,gpus,cpu_milli,mem_mib\na,0,100,3,1000,1024\nb,5,100,3,1000,1024\n");
   Json doc = RunJson("sim --trace " + Path("g3.csv") + " --nodes " + Path("nodes.csv") +
-                     " --compare all --fill --fill-runs 3 --seed 7 -q -o json --out " + Path("out"));
-  EXPECT_EQ(doc["mode"], "fill");
+                     " --compare all --fill --fill-until-first-failure --fill-runs 3 --seed 7 -q -o json --out " + Path("out"));
+  EXPECT_EQ(doc["mode"], "fill-until-first-failure");
   EXPECT_EQ(doc["runs"], 3);
   // The file says the same as stdout.
   EXPECT_EQ(Json::parse(Slurp(Path("out/fill.json"))), doc);
-  ASSERT_EQ(doc["policies"].size(), 5u);
+  ASSERT_EQ(doc["policies"].size(), 7u);  // gpool and the FGD paper's six
   for (const auto& [name, p] : doc["policies"].items()) {
     CheckConsistent(name, p, 16);
     EXPECT_EQ(p["avg_unallocated_gpus"].get<double>(), 4.0) << name;
@@ -80,7 +81,7 @@ TEST_F(SimCliTest, FillShowsExclusiveGresStranding) {
   Write("half.csv", "name,submit_s,run_s,gpus,gpu_milli,cpu_milli,mem_mib\n"
                     "a,0,100,1,500,1000,1024\nb,5,100,1,500,1000,1024\n");
   Json doc = RunJson("sim --trace " + Path("half.csv") + " --nodes " + Path("nodes.csv") +
-                     " --compare gpool,slurm --fill -q -o json --out " + Path("out"));
+                     " --compare gpool,slurm --fill --fill-until-first-failure -q -o json --out " + Path("out"));
   ASSERT_EQ(doc["policies"].size(), 2u);
   CheckConsistent("gpool", doc["policies"]["gpool"], 16);
   CheckConsistent("slurm", doc["policies"]["slurm"], 16);
@@ -93,7 +94,8 @@ TEST_F(SimCliTest, FillShowsExclusiveGresStranding) {
 // The human table names each policy with the same numbers as fill.json.
 TEST_F(SimCliTest, FillTableMatchesTheJson) {
   Result r = Run("sim --trace testdata/sim/openb_pods_sample.csv --nodes "
-                 "testdata/sim/openb_nodes_sample.csv --compare gpool,fifo --fill --fill-runs 2 -q --out " +
+                 "testdata/sim/openb_nodes_sample.csv --compare gpool,fifo --fill --fill-until-first-failure "
+                 "--fill-runs 2 -q --out " +
                  Path("out"));
   ASSERT_EQ(r.code, 0) << r.err;
   Json doc = Json::parse(Slurp(Path("out/fill.json")));
@@ -118,6 +120,61 @@ TEST_F(SimCliTest, FillTableMatchesTheJson) {
             std::string::npos) << r.out;
   // -q: no progress (nor anything else) on stderr.
   EXPECT_EQ(r.err, "");
+}
+
+// FGD's method (the default --fill) on a pod list without timestamps: 3-GPU pods and a CPU-only
+// pod. Copies of the 3-GPU pod bring the request to 21 GPUs (7 pods; 1.3 x 16 = 20.8, checked
+// per GPU as the artifact does); two fit per host, so after 12 GPUs every later 3-GPU pod fails
+// and the run goes on. The pods arrive at 19, 38, 56, 75, 94, 112 and 131% of the GPUs: none
+// at 99..101%, so the figure at 100% is undefined, printed so and null in fill.json.
+TEST_F(SimCliTest, FillFollowsFgdsMethodOnAPodList) {
+  Write("pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,3,1000\np1,1000,1024,0,0\n");
+  Result r = Run("sim --trace " + Path("pods.csv") + " --nodes " + Path("nodes.csv") +
+                 " --compare all --fill -q --out " + Path("out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json doc = Json::parse(Slurp(Path("out/fill.json")));
+  EXPECT_EQ(doc["mode"], "fill");
+  EXPECT_EQ(doc["runs"], 10);  // FGD's 10 seeds, 42..51
+  EXPECT_EQ(doc["load_ratio"], 1.3);
+  ASSERT_EQ(doc["policies"].size(), 7u);
+  for (const char* name : {"gpool", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"}) {
+    SCOPED_TRACE(name);
+    const Json& p = doc["policies"][name];
+    EXPECT_TRUE(p["avg_unallocated_gpus"].is_null());
+    ASSERT_EQ(p["runs"].size(), 10u);
+    EXPECT_EQ(p["runs"][0]["seed"], 42);
+    EXPECT_EQ(p["runs"][9]["seed"], 51);
+    for (const Json& run : p["runs"]) {
+      // Every pod of the list (the CPU-only one too) plus the copies; the CPU-only pod and
+      // copies of it place, and 3 of the 7 three-GPU pods fail.
+      EXPECT_EQ(run["submitted_pods"].get<int>(), 2 + run["copies"].get<int>());
+      EXPECT_EQ(run["failed_gpu_pods"], 3);
+      EXPECT_EQ(run["allocated_gpus_at_end"].get<double>(), 12.0);
+    }
+    const Json& curve = p["curve"];
+    ASSERT_EQ(curve["arrived_pct"].size(), 131u);
+    EXPECT_DOUBLE_EQ(curve["unallocated_gpus"][75].get<double>(), 4.0);   // 12 of 16 allocated
+    EXPECT_DOUBLE_EQ(curve["unallocated_gpus"][112].get<double>(), 4.0);  // the run went on
+    EXPECT_TRUE(curve["unallocated_gpus"][100].is_null());
+  }
+  EXPECT_NE(r.out.find("undefined"), std::string::npos) << r.out;
+}
+
+// 1-GPU pods: the 16th arrives at exactly 100% and fills the cluster; the table names each
+// policy with fill.json's figure.
+TEST_F(SimCliTest, FillTableShowsTheFigureAt100Percent) {
+  Write("pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np0,1000,1024,1,1000,G2\n");
+  Result r = Run("sim --trace " + Path("pods.csv") + " --nodes " + Path("nodes.csv") +
+                 " --compare gpool,fgd,bestfit --fill --fill-runs 2 -q --out " + Path("out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json doc = Json::parse(Slurp(Path("out/fill.json")));
+  for (const char* name : {"gpool", "fgd", "bestfit"}) {
+    EXPECT_EQ(doc["policies"][name]["avg_unallocated_gpus"].get<double>(), 0.0) << name;
+    EXPECT_NE(r.out.find(std::string(name) + std::string(11 - std::string(name).size(), ' ') +
+                         "          0.0"),
+              std::string::npos)
+        << name << "\n" << r.out;
+  }
 }
 
 TEST_F(SimCliTest, FillBadInputFailsWithAClearMessage) {
