@@ -10,7 +10,10 @@
 #             every job and allocation is intact.
 #   pause:    with the shortest node timeout the controller accepts on etcd (4000 ms), SIGSTOP
 #             the leader with every GPU busy: the agent finds the new leader within its grace,
-#             and no job is requeued.
+#             and no job is requeued. (The end-to-end check of the timing contract in
+#             agent_timing.h; whether the old 5 s call deadline lost nodes here depended on where
+#             the lease expiry fell, so the parts are pinned by ControllerEndpointsTest and
+#             NodeTimeoutTest.)
 # Usage: ha_test.sh PATH/TO/gpool failover|fencing|restart
 set -euo pipefail
 GPOOL=${1:?usage: ha_test.sh GPOOL_BINARY MODE}
