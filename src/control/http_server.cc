@@ -251,7 +251,10 @@ HttpServer::Framing HttpServer::Frame(std::string_view buf, const HttpLimits& li
 }
 
 std::string HttpServer::ErrorResponse(int status, const std::string& why) {
-  std::string body = nlohmann::json({{"error", why}}).dump();
+  // `why` may quote the client's bytes: invalid UTF-8 is replaced, not thrown on (dump's
+  // default would throw, and on the gate thread that ends the process).
+  std::string body =
+      nlohmann::json({{"error", why}}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
       "Connection: close\r\n{}\r\n{}",

@@ -268,6 +268,11 @@ TEST(HttpServerFramingTest, BodiesOverTheLimitOrChunkedAreRefusedPipelinedReques
 
   std::string bad_length = http.HandleBytes("POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n");
   EXPECT_NE(bad_length.find("HTTP/1.1 400"), std::string::npos) << bad_length;
+  // The error quotes the value; bytes that are not UTF-8 must not break the JSON writer (found
+  // by http_api_fuzz: it threw, which on the gate thread would end the controller).
+  std::string not_utf8 =
+      http.HandleBytes("POST /x HTTP/1.1\r\nContent-Length: 5\xb4\xb4\r\n\r\nhello");
+  EXPECT_NE(not_utf8.find("HTTP/1.1 400"), std::string::npos) << not_utf8;
   std::string two_lengths = http.HandleBytes(
       "POST /x HTTP/1.1\r\nContent-Length: 1\r\ncontent-length: 2\r\n\r\nab");
   EXPECT_NE(two_lengths.find("conflicting Content-Length"), std::string::npos) << two_lengths;
