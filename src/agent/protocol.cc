@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/log.h"
+#include "control/agent_timing.h"
 #include "control/api.h"
 #include "control/auth.h"
 #include "control/controller_endpoints.h"
@@ -35,7 +36,9 @@ Status RunNodeLoop(const LoopOptions& options, const std::vector<NodeDriver*>& n
   // operator needs (when the agent lost the controller and for how long), not one line per try.
   int failing = 0;
   auto lost_since = std::chrono::steady_clock::now();
-  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(5); };
+  // Short, so that a leader that stopped answering costs little before the agent looks for the
+  // new one; the controller refuses node timeouts that do not leave room for it (agent_timing.h).
+  auto deadline = [] { return std::chrono::system_clock::now() + control::kAgentCallTimeout; };
   while (!stop->load()) {
     auto round_start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < nodes.size(); ++i) {

@@ -70,6 +70,7 @@ struct ClusterFlags {
   std::vector<std::string> max_gpus;  // --max-gpus TENANT=GPUS (tenant_limits.h)
   int interval_ms = 200;
   int node_timeout_ms = 10000;
+  int http_request_timeout_ms = 10000, http_max_connections = 512, http_max_per_peer = 64;
   // agent
   int hollow = 0, gpus_per_node = 8, heartbeat_ms = 500, boot_ms = 2000;
   std::string prefix = "hollow", gpu_model = "H100";
@@ -236,6 +237,14 @@ Status RunController(const ClusterFlags& f) {
   ao.http_listen = f.http;
   ao.auth = auth ? &*auth : nullptr;
   ao.metrics_public = f.metrics_public;
+  if (f.http_request_timeout_ms < 1 || f.http_max_connections < 1 || f.http_max_per_peer < 1) {
+    return Status::InvalidArgument(
+        "--http-request-timeout-ms, --http-max-connections, --http-max-connections-per-peer: "
+        "must be >= 1");
+  }
+  ao.http_limits.request_timeout = std::chrono::milliseconds(f.http_request_timeout_ms);
+  ao.http_limits.max_connections = static_cast<size_t>(f.http_max_connections);
+  ao.http_limits.max_connections_per_peer = static_cast<size_t>(f.http_max_per_peer);
   ao.tls_cert_file = f.tls_cert;
   ao.tls_key_file = f.tls_key;
   if (!auth) GPOOL_LOG_WARN("no --auth-tokens: the gRPC and HTTP APIs are open to anyone who can reach them");
@@ -795,6 +804,14 @@ void RegisterCluster(CLI::App& app, const GlobalFlags&, int* exit_code) {
   ctl->add_option("--lease-ttl-s", f->lease_ttl_s, "HA: leader lease TTL in seconds (default 2)");
   ctl->add_option("--listen", f->listen, "gRPC HOST:PORT (default 127.0.0.1:7070; port 0 = any)");
   ctl->add_option("--http", f->http, "HTTP HOST:PORT for /metrics and /api/state");
+  ctl->add_option("--http-request-timeout-ms", f->http_request_timeout_ms,
+                  "HTTP: a request must arrive whole, and its response be read, within this "
+                  "(also the keep-alive idle limit; default 10000)");
+  ctl->add_option("--http-max-connections", f->http_max_connections,
+                  "HTTP: open connections in total (default 512)");
+  ctl->add_option("--http-max-connections-per-peer", f->http_max_per_peer,
+                  "HTTP: open connections per client address; the oldest idle one makes room "
+                  "(default 64)");
   AddControllerFabricFlags(ctl, &f->fabric_flags);
   ctl->add_option("--quota", f->quotas, "TENANT=GPUS guaranteed quota (repeatable)");
   ctl->add_option("--max-gpus", f->max_gpus,

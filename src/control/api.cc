@@ -10,6 +10,7 @@
 #include "control/dashboard.h"
 #include "control/fabric_api.h"
 #include "control/http_auth.h"
+#include "control/http_server.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
 namespace gpool::control {
@@ -358,7 +359,7 @@ Status ApiServer::Start(const ApiOptions& options) {
   }
   if (!options.http_listen.empty()) {
     GPOOL_RETURN_IF_ERROR(ParseHostPort("--http", options.http_listen, &host, &port));
-    http_ = std::make_unique<httplib::Server>();
+    http_ = std::make_unique<HttpServer>(options.http_limits);  // bounded clients (http_server.h)
     // The same tokens as gRPC (http_auth.h): tenants see their own jobs only.
     http_auth_ = std::make_unique<HttpAuth>(
         HttpAuthOptions{.auth = options.auth, .metrics_public = options.metrics_public});
@@ -388,7 +389,7 @@ Status ApiServer::Start(const ApiOptions& options) {
       }
       res.set_content(*json, "application/json");
     });
-    http_port_ = port == 0 ? http_->bind_to_any_port(host) : (http_->bind_to_port(host, port) ? port : -1);
+    http_port_ = http_->Bind(host, port);
     if (http_port_ <= 0) {
       return Status::Unavailable(fmt::format("--http: cannot listen on {}", options.http_listen));
     }

@@ -18,19 +18,17 @@
 #include "common/status.h"
 #include "control/auth.h"
 #include "control/controller.h"
+#include "control/http_limits.h"
 
 namespace grpc {
 class Server;
 class Status;
 }  // namespace grpc
-namespace httplib {
-class Server;
-}
-
 namespace gpool::control {
 
 class Dashboard;
 class HttpAuth;
+class HttpServer;
 
 // Maps a gpool Status to the gRPC status with the same meaning.
 grpc::Status ToGrpc(const Status& s);
@@ -43,6 +41,7 @@ struct ApiOptions {
   const TokenAuth* auth = nullptr;              // nullptr = no authentication (open API)
   bool metrics_public = false;                  // HTTP /metrics without a token (http_auth.h)
   std::string tls_cert_file, tls_key_file;      // PEM; both or neither
+  HttpLimits http_limits;                       // slow and numerous clients (http_server.h)
 };
 
 class ApiServer {
@@ -53,6 +52,8 @@ class ApiServer {
   void Shutdown();
   int grpc_port() const { return grpc_port_; }
   int http_port() const { return http_port_; }
+  // The HTTP endpoint (nullptr without one): for the fuzz target's HandleBytes.
+  HttpServer* http() { return http_.get(); }
 
  private:
   struct Services;
@@ -60,7 +61,7 @@ class ApiServer {
   std::unique_ptr<Services> services_;
   const TokenAuth* auth_ = nullptr;
   std::unique_ptr<grpc::Server> grpc_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
   std::unique_ptr<HttpAuth> http_auth_;    // authorizes the HTTP endpoint (http_auth.h)
   std::unique_ptr<Dashboard> dashboard_;  // the web UI on the HTTP endpoint (dashboard.h)
   std::thread http_thread_;

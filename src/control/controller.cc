@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/names.h"
+#include "control/agent_timing.h"
 #include "control/etcd_store.h"
 #include "control/records.h"
 #include "remote/lease/lease.h"
@@ -83,6 +84,24 @@ Status SplitGpus(int32_t gpus, int32_t* num_tasks, int32_t* gpus_per_task) {
   return Status::Ok();
 }
 
+Status CheckNodeTimeout(const ControllerOptions& options, bool ha) {
+  // After a silent controller (paused, partitioned, restarted) an agent's next heartbeat can be
+  // as far away as its call deadline (a call hanging on it) plus, with several controllers, the
+  // time to find the new leader (agent_timing.h), plus one heartbeat interval. A node timeout
+  // under that declares live nodes lost and requeues their jobs at every change of leader.
+  const auto need = kAgentCallTimeout + (ha ? kAgentAvoidSilent : std::chrono::milliseconds(0)) +
+                    options.heartbeat_interval;
+  if (options.node_timeout >= need) return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "--node-timeout-ms {}: too short; an agent may wait {} ms on a controller that stopped "
+      "answering (its call deadline){} and {} ms between heartbeats, so live nodes would be "
+      "declared lost{}; use at least {}",
+      options.node_timeout.count(), kAgentCallTimeout.count(),
+      ha ? fmt::format(", {} ms more to find the new leader", kAgentAvoidSilent.count()) : "",
+      options.heartbeat_interval.count(),
+      ha ? " and their jobs requeued at every change of leader" : "", need.count()));
+}
+
 Controller::Controller(const ControllerOptions& options)
     : options_(options),
       clock_(options.clock ? options.clock : remote::UnixClock::Default()),
@@ -118,7 +137,9 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& 
   GPOOL_RETURN_IF_ERROR(ValidateTenantLimits(options.tenant_quotas, options.tenant_max_gpus));
   GPOOL_ASSIGN_OR_RETURN(c->store_, OpenStore(options.store_url));
   // On etcd several controllers may share the store: start as a standby until elected.
-  if (dynamic_cast<EtcdStore*>(c->store_.get()) != nullptr) c->leading_ = false;
+  const bool ha = dynamic_cast<EtcdStore*>(c->store_.get()) != nullptr;
+  if (ha) c->leading_ = false;
+  GPOOL_RETURN_IF_ERROR(CheckNodeTimeout(options, ha));
   GPOOL_ASSIGN_OR_RETURN(sched::PolicyConfig pc, sched::ParsePolicyConfig(options.policy_config));
   c->power_ = NodePower(pc.power, options.node_timeout.count());
   pc.power.enabled = false;  // the controller plans power itself (node_power.h): it knows idle times
@@ -261,8 +282,14 @@ Status Controller::WaitDurable(uint64_t seq) {
     if (s.ok()) {
       durable_seq_ = last;
     } else {
-      broken_ = s.WithContext("controller store commit failed; restart the controller");
-      GPOOL_LOG_ERROR("{}", broken_.ToString());
+      if (election_ != nullptr) {
+        // HA: FencedCommitFailed stepped down; OnLeadership re-reads the store and clears this.
+        broken_ = s.WithContext("controller store commit failed; stepping down");
+        GPOOL_LOG_WARN("{}", broken_.ToString());
+      } else {
+        broken_ = s.WithContext("controller store commit failed; restart the controller");
+        GPOOL_LOG_ERROR("{}", broken_.ToString());
+      }
     }
     commit_cv_.notify_all();
   }
@@ -823,7 +850,8 @@ StatusOr<std::vector<v1::Job>> Controller::WaitJobEvents(const v1::WatchJobsRequ
 
 // ---- Scheduling ----
 
-std::vector<v1::Job> Controller::HandleLostNodesLocked(int64_t now_ms) {
+std::vector<v1::Job> Controller::HandleLostNodesLocked(int64_t now_ms,
+                                                       std::vector<std::string>* log) {
   std::vector<v1::Job> changed;
   std::set<std::string> victims;
   for (const auto& [name, n] : nodes_) {
@@ -855,7 +883,7 @@ std::vector<v1::Job> Controller::HandleLostNodesLocked(int64_t now_ms) {
       j.set_requeues(j.requeues() + 1);
       j.set_message(fmt::format("requeued: node {} was lost", lost));
     }
-    GPOOL_LOG_WARN("job {}: node {} lost, job {}", id, lost, j.state());
+    log->push_back(fmt::format("job {}: node {} lost, job {}", id, lost, j.state()));
     SetJobLocked(j);
     changed.push_back(std::move(j));
   }
@@ -867,6 +895,7 @@ Status Controller::ScheduleOnce() {
   uint64_t seq = 0;
   // First binds of this cycle: accepted-submit time (ns) and whether the job waited a cycle.
   std::vector<std::pair<int64_t, bool>> first_binds;
+  std::vector<std::string> lost_log;  // logged once committed: a refused commit never happened
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!leading_) return Status::Ok();  // standbys do not schedule
@@ -874,7 +903,7 @@ Status Controller::ScheduleOnce() {
     int64_t now_ns = now_ms * 1000000;
     RefreshNodeStates(now_ms);
     std::map<std::string, v1::Job> changed;
-    for (v1::Job& j : HandleLostNodesLocked(now_ms)) changed[j.id()] = std::move(j);
+    for (v1::Job& j : HandleLostNodesLocked(now_ms, &lost_log)) changed[j.id()] = std::move(j);
 
     sched::ClusterSpec spec;
     std::map<std::string, int> node_index;
@@ -1093,6 +1122,9 @@ Status Controller::ScheduleOnce() {
     GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, power_changed));
   }
   Status s = WaitDurable(seq);
+  if (s.ok()) {
+    for (const std::string& line : lost_log) GPOOL_LOG_WARN("{}", line);
+  }
   if (s.ok() && !first_binds.empty()) {  // the binds are committed now
     const int64_t now_ns = clock_->NowNanos();
     for (const auto& [submit_ns, waited] : first_binds) {

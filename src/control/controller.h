@@ -32,7 +32,9 @@
 // heartbeats again is "settling" for node_settle before it is schedulable again, so a flapping
 // node does not attract, lose and requeue jobs at every flap. Every bind bumps the job's
 // `attempt`; finished reports carry it, so a late report about an earlier placement is ignored.
-// After a restart every recovered node gets a fresh grace period.
+// After a restart every recovered node gets a fresh grace period, and so after a change of
+// leader: node_timeout from the takeover, which CheckNodeTimeout keeps long enough for agents to
+// find the new leader.
 //
 // High availability (controller_ha.cc, leader.h): on an etcd store several controllers run; the
 // one holding the leader key leads. Only the leader changes state and schedules; every commit
@@ -106,6 +108,10 @@ struct ControllerOptions {
   // API and the fabric monitor share it.
   std::shared_ptr<FabricView> fabric;
 };
+
+// InvalidArgument when node_timeout leaves agents too little time to reach a controller after
+// the one they talk to went silent (agent_timing.h); `ha`: several controllers (etcd store).
+Status CheckNodeTimeout(const ControllerOptions& options, bool ha);
 
 class Controller {
  public:
@@ -192,8 +198,9 @@ class Controller {
   uint64_t LastEnqueuedLocked() const { return enqueued_seq_; }
   std::string NodeStateLocked(const v1::Node& n, int64_t now_ms) const;
   void RefreshNodeStates(int64_t now_ms);
-  // Applies the lost-node policy to jobs on down nodes; returns the changed jobs.
-  std::vector<v1::Job> HandleLostNodesLocked(int64_t now_ms);
+  // Applies the lost-node policy to jobs on down nodes; returns the changed jobs. `log` gets a
+  // line per job, to be logged once the change is committed.
+  std::vector<v1::Job> HandleLostNodesLocked(int64_t now_ms, std::vector<std::string>* log);
   v1::ListTenantsResponse ListTenantsLocked();
   StatusOr<v1::Job> NewJobFromRequest(const v1::SubmitJobRequest& req) const;
 

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "control/agent_timing.h"
 #include "control/api.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
@@ -42,31 +43,38 @@ StatusOr<std::shared_ptr<grpc::Channel>> ControllerEndpoints::Channel() {
   return ch;
 }
 
-bool ControllerEndpoints::Failed(const grpc::Status& s) {
+bool ControllerEndpoints::Failed(const grpc::Status& s, std::chrono::steady_clock::time_point now) {
   if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
       s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
     return false;
   }
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    silent_ = current();
+    silent_until_ = now + kAgentAvoidSilent;
+  }
+  auto avoid = [&](size_t i) {
+    return addresses_.size() > 1 && addresses_[i] == silent_ && now < silent_until_;
+  };
   constexpr std::string_view kHint = "the leader is at ";
   size_t at = s.error_message().find(kHint);
   if (at != std::string::npos) {
     std::string leader = s.error_message().substr(at + kHint.size());
     leader = leader.substr(0, leader.find_first_of(" ;,)"));
-    for (size_t i = 0; i < addresses_.size(); ++i) {
-      if (addresses_[i] == leader) {
-        current_ = i;
-        return true;
-      }
-    }
+    size_t i = 0;
+    while (i < addresses_.size() && addresses_[i] != leader) ++i;
     std::string h;
     int p = 0;
-    if (ParseHostPort("leader", leader, &h, &p).ok()) {
+    if (i == addresses_.size() && ParseHostPort("leader", leader, &h, &p).ok()) {
       addresses_.push_back(leader);
-      current_ = addresses_.size() - 1;
+    }
+    if (i < addresses_.size() && !avoid(i)) {
+      current_ = i;
       return true;
     }
   }
+  // The next endpoint, past the silent one while it is avoided (with two or more, one is not).
   current_ = (current_ + 1) % addresses_.size();
+  if (avoid(current_)) current_ = (current_ + 1) % addresses_.size();
   return true;
 }
 

@@ -4,7 +4,10 @@
 // A controller that is not the leader answers UNAVAILABLE "not the leader; the leader is at
 // HOST:PORT": Failed() switches to that address (the leader advertises its own address, so it
 // is followed even when it is not in the list), else to the next endpoint. A dead controller
-// (connection refused, deadline) also moves the client to the next endpoint.
+// (connection refused, deadline) also moves the client to the next endpoint. After a call to an
+// endpoint ran out its deadline, redirects back to it are not followed for kAgentAvoidSilent
+// (agent_timing.h) while there is another endpoint to try: standbys name a paused leader until
+// its lease expires, and each return to it would cost a whole call deadline.
 //
 // FindLeader probes with a cancel of job "j00000000", which never exists (ids start at 1): the
 // leader answers NOT_FOUND, a standby UNAVAILABLE naming the leader. It has no side effect.
@@ -35,8 +38,9 @@ class ControllerEndpoints {
   const std::string& current() const { return addresses_[current_]; }
   size_t size() const { return addresses_.size(); }
   // Moves on after a failed call; returns whether another try may succeed (UNAVAILABLE or
-  // DEADLINE_EXCEEDED: a dead, starting or non-leading controller).
-  bool Failed(const grpc::Status& s);
+  // DEADLINE_EXCEEDED: a dead, starting or non-leading controller). `now`: for tests.
+  bool Failed(const grpc::Status& s,
+              std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   // Probes until a controller answers as the leader, for up to `patience`; a controller that
   // answers anything but UNAVAILABLE/DEADLINE_EXCEEDED counts. Unavailable when none did.
   StatusOr<std::shared_ptr<grpc::Channel>> FindLeader(std::chrono::milliseconds patience);
@@ -45,6 +49,8 @@ class ControllerEndpoints {
   ClientOptions base_;
   std::vector<std::string> addresses_;
   size_t current_ = 0;
+  std::string silent_;  // the endpoint whose call last ran out its deadline
+  std::chrono::steady_clock::time_point silent_until_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;
 };
 
