@@ -24,6 +24,7 @@
 #include "fabric/failure.h"
 #include "fabric/generators.h"
 #include "fabric/lft_dump.h"
+#include "fabric/node_name_map.h"
 #include "fabric/load.h"
 #include "fabric/routing.h"
 #include "fabric/writers.h"
@@ -657,6 +658,7 @@ struct ExportFlags {
   InputFlags in;
   std::string format;
   std::string out;
+  std::string node_name_map;  // slurm: site names by GUID (ibnetdiscover --node-name-map format)
 };
 
 int RunExport(const ExportFlags& e) {
@@ -666,7 +668,17 @@ int RunExport(const ExportFlags& e) {
   StatusOr<std::string> text = Status::Internal("no format");
   if (e.format == "ibsim") text = WriteIbsimNet(f);
   else if (e.format == "ibnetdiscover") text = WriteIbnetdiscover(f);
-  else if (e.format == "slurm") text = WriteSlurmTopology(f);
+  else if (e.format == "slurm") {
+    NodeNameMap names;
+    if (!e.node_name_map.empty()) {
+      StatusOr<std::string> map_text = ReadFile(e.node_name_map);
+      if (!map_text.ok()) return FabricFail("export", map_text.status());
+      StatusOr<NodeNameMap> m = ParseNodeNameMap(*map_text, e.node_name_map);
+      if (!m.ok()) return FabricFail("export", m.status());
+      names = std::move(*m);
+    }
+    text = WriteSlurmTopology(f, {.node_names = &names});
+  }
   else if (e.format == "dot") text = WriteDot(f);
   else text = WriteJson(f);
   if (!text.ok()) return FabricFail("export", text.status());
@@ -804,6 +816,8 @@ void RegisterFabric(CLI::App& app, const GlobalFlags&, int* exit_code) {
   ex->add_option("--format", ef->format, "ibsim, ibnetdiscover, slurm, dot or json")
       ->required()->check(CLI::IsMember({"ibsim", "ibnetdiscover", "slurm", "dot", "json"}));
   ex->add_option("--out", ef->out, "write here (default stdout)");
+  ex->add_option("--node-name-map", ef->node_name_map,
+                 "slurm: host and switch names by node GUID (ibnetdiscover's --node-name-map file)");
   ex->callback([ef, exit_code] { *exit_code = RunExport(*ef); });
 
   // discover, port (live fabric through libibnetdisc/libibmad): fabric_ib_cmd.cc

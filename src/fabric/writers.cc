@@ -284,8 +284,14 @@ StatusOr<std::string> WriteSlurmTopology(const Fabric& f, const SlurmWriteOption
   // Switch names, checked for collisions after making them Slurm-safe.
   std::vector<std::string> sw_name(n);
   std::unordered_map<std::string, NodeId> taken;
+  auto mapped = [&](NodeId id) -> const std::string* {
+    if (options.node_names == nullptr) return nullptr;
+    auto it = options.node_names->find(f.node(id).guid);
+    return it == options.node_names->end() ? nullptr : &it->second;
+  };
   for (NodeId s : f.switches()) {
-    sw_name[s.value()] = SlurmSafe(options.switch_prefix + f.node(s).name);
+    const std::string* site = mapped(s);
+    sw_name[s.value()] = SlurmSafe(options.switch_prefix + (site ? *site : f.node(s).name));
     auto [it, ok] = taken.emplace(sw_name[s.value()], s);
     if (!ok)
       return Status::InvalidArgument(fmt::format("switches '{}' and '{}' both become Slurm name '{}'",
@@ -297,7 +303,12 @@ StatusOr<std::string> WriteSlurmTopology(const Fabric& f, const SlurmWriteOption
   std::unordered_set<std::string> placed;
   std::vector<std::string> unplaced;
   for (NodeId c : f.cas()) {
-    std::string host = SlurmHostName(f.node(c));
+    const std::string* site = mapped(c);
+    std::string host = site ? SlurmSafe(FirstWord(*site)) : SlurmHostName(f.node(c));
+    if (host.empty()) {
+      return Status::InvalidArgument(fmt::format("CA '{}': its node-name map entry gives no host name",
+                                                 f.node(c).name));
+    }
     if (placed.count(host)) continue;
     std::optional<NodeId> sw;
     for (const Adjacent* a = f.adj_begin(c); a != f.adj_end(c) && !sw; ++a)

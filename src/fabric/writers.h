@@ -26,6 +26,7 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -57,10 +58,17 @@ struct SlurmWriteOptions {
   // Prefix for every switch name (Slurm switch names share one namespace with nothing else, but
   // a prefix helps when several fabrics are merged). Empty by default.
   std::string switch_prefix;
+  // Site names by node GUID (node_name_map.h, `--node-name-map`): a CA found here gives its host
+  // name (the first word of its mapped name: "gpu001 mlx5_0" -> gpu001), a switch its switch
+  // name; nodes not in the map keep the names below.
+  const std::unordered_map<uint64_t, std::string>* node_names = nullptr;
 };
 // Levels: ComputeSwitchLevels (levels.h), the switches' own levels when every switch has one
 // (generators, Clos CSV, files gpool wrote), else inferred from the switch graph.
-// A switch lists as Switches= its neighbours one level down, and a leaf its hosts as Nodes=. A
+// Every switch-to-switch link is listed once, from its upper end: a switch lists as Switches= all
+// its neighbours one level down (a leaf under each of its spines), and a leaf its hosts as Nodes=.
+// Slurm 22.05's topology/tree refuses the upward direction ("switch ... has both child switches
+// and nodes", "Switch configuration is not a tree"), so links are not listed from both ends. A
 // host sits under the leaf of its first CA (lowest node id): topology/tree has one leaf per node,
 // so a rail-optimised host whose CAs reach several leaves cannot be described exactly. Switches
 // with no host below them are left out with a comment.

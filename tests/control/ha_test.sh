@@ -255,7 +255,7 @@ pause)
   # for scheduling cycles) with the old leader still paused.
   sleep $((NODE_TIMEOUT_MS / 1000 + 2))
   J=$(jobs_json)
-  python3 - "$J" <<'PY' || fail "a leader change requeued jobs: $(grep -h 'lost' "$TMP"/ctl*.log | head -5)"
+  python3 - "$J" <<'PY' || fail "a leader change requeued jobs: $(grep -h 'lost' "$TMP"/ctl*.log | sed -n 1,5p)"
 import json,sys
 jobs=json.loads(sys.argv[1])["jobs"]
 assert len(jobs)==4, len(jobs)

@@ -3,7 +3,7 @@
 # ../shared/notes/slurm-peer.md says why each setting is there. Needs root (CI runs as root) and
 # Debian's slurmctld, slurmd, slurm-client and munge (scripts/setup.sh).
 # Usage: in_netns "$@" first (re-execs the caller under `unshare -n`), then SLURM_DIR=DIR
-# [SLURM_NODES=N SLURM_GPUS_PER_NODE=G] start_slurm [extra slurm.conf lines...]; stop_slurm in
+# [SLURM_NODES=N | SLURM_NODE_NAMES="a b ..."] [SLURM_GPUS_PER_NODE=G] start_slurm [extra slurm.conf lines...]; stop_slurm in
 # the caller's cleanup.
 
 # in_netns ARGS...: re-exec the calling script in a new network namespace with loopback up and
@@ -25,10 +25,16 @@ slurm_fail() {
   exit 1
 }
 
-# SLURM_NODES (default 1) slurmd processes, nodes n001..nNNN on loopback, each with
-# SLURM_GPUS_PER_NODE (default 0) fake GPUs: character devices that are never opened, as gres.
+# SLURM_NODES (default 1) slurmd processes, nodes n001..nNNN (or the names in SLURM_NODE_NAMES)
+# on loopback, each with SLURM_GPUS_PER_NODE (default 0) fake GPUs: character devices that are
+# never opened, as gres.
 start_slurm() {
-  local d=$SLURM_DIR nodes=${SLURM_NODES:-1} gpus=${SLURM_GPUS_PER_NODE:-0}
+  local d=$SLURM_DIR nodes=${SLURM_NODES:-1} gpus=${SLURM_GPUS_PER_NODE:-0} names=() i
+  if [ -n "${SLURM_NODE_NAMES:-}" ]; then
+    read -r -a names <<<"$SLURM_NODE_NAMES"
+  else
+    for i in $(seq 1 "$nodes"); do names+=("n$(printf '%03d' "$i")"); done
+  fi
   mkdir -p "$d/state" "$d/spool" "$d/munge" "$d/dev"
   chmod 700 "$d/munge"
   head -c 1024 /dev/urandom >"$d/munge/munge.key"
@@ -37,16 +43,14 @@ start_slurm() {
     --pid-file="$d/munge/munged.pid" --log-file="$d/munge.log" --seed-file="$d/munge/seed" ||
     slurm_fail "munged did not start"
   SLURM_PIDS="$(cat "$d/munge/munged.pid")"
-  local ctl_port=$((20000 + RANDOM % 20000)) last
-  last=$(printf '%03d' "$nodes")
+  local ctl_port=$((20000 + RANDOM % 20000))
   local gres_line="" node_gres=""
   if [ "$gpus" -gt 0 ]; then
-    local i
     for i in $(seq 0 $((gpus - 1))); do mknod "$d/dev/nvidia$i" c 195 "$i"; done
     gres_line="GresTypes=gpu"
     node_gres="Gres=gpu:$gpus"
-    echo "AutoDetect=off" >"$d/gres.conf"
-    echo "NodeName=n[001-$last] Name=gpu File=$d/dev/nvidia[0-$((gpus - 1))]" >>"$d/gres.conf"
+    # A line without NodeName= applies to every node.
+    printf 'AutoDetect=off\nName=gpu File=%s/dev/nvidia[0-%d]\n' "$d" $((gpus - 1)) >"$d/gres.conf"
   fi
   cat >"$d/slurm.conf" <<CONF
 ClusterName=gpooltest
@@ -76,19 +80,20 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 MessageTimeout=30
 $gres_line
-NodeName=n[001-$last] NodeAddr=127.0.0.1 Port=[$((ctl_port + 1))-$((ctl_port + nodes))] CPUs=2 $node_gres State=UNKNOWN
-PartitionName=debug Nodes=n[001-$last] Default=YES MaxTime=INFINITE State=UP
 CONF
+  for i in "${!names[@]}"; do
+    echo "NodeName=${names[$i]} NodeAddr=127.0.0.1 Port=$((ctl_port + 1 + i)) CPUs=2 $node_gres State=UNKNOWN" >>"$d/slurm.conf"
+  done
+  echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$d/slurm.conf"
   local line
   for line in "$@"; do echo "$line" >>"$d/slurm.conf"; done
   export SLURM_CONF=$d/slurm.conf
   slurmctld -i -f "$SLURM_CONF" || slurm_fail "slurmctld did not start"
-  local n name
-  for n in $(seq 1 "$nodes"); do
-    name=n$(printf '%03d' "$n")
+  local name
+  for name in "${names[@]}"; do
     slurmd -f "$SLURM_CONF" -N "$name" || slurm_fail "slurmd $name did not start"
   done
-  local end=$((SECONDS + 30 + nodes / 4))
+  local end=$((SECONDS + 30 + ${#names[@]} / 4))
   while [ $SECONDS -lt $end ]; do
     if [ "$(sinfo -h -o %t 2>/dev/null)" = "idle" ]; then
       SLURM_PIDS="$SLURM_PIDS $(cat "$d/slurmctld.pid") $(cat "$d"/slurmd.*.pid)"
