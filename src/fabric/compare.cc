@@ -50,9 +50,21 @@ Status SameFabric(const Fabric& a, const Fabric& b, const CompareOptions& o) {
       };
       std::string peer_a = PeerText(a, pa), peer_b = PeerText(b, pb);
       if (peer_a != peer_b) return port_diff("linked to", peer_a, peer_b);
-      if (o.rates && pa.link.valid() && (pa.width != pb.width || pa.speed != pb.speed))
-        return port_diff("rate", fmt::format("{}x{}", pa.width, LinkSpeedName(pa.speed)),
-                         fmt::format("{}x{}", pb.width, LinkSpeedName(pb.speed)));
+      if (o.rates && pa.link.valid()) {
+        // Each end's own rate, or (negotiated_rates) the lower of the link's two ends.
+        auto rate = [&](const Fabric& f, const Port& pt) {
+          if (!o.negotiated_rates) return std::pair(pt.width, pt.speed);
+          const Link& l = f.link(pt.link);
+          const Port& x = f.port(l.a);
+          const Port& y = f.port(l.b);
+          return std::pair(std::min(x.width, y.width), std::min(x.speed, y.speed));
+        };
+        auto [wa, sa] = rate(a, pa);
+        auto [wb, sb] = rate(b, pb);
+        if (wa != wb || sa != sb)
+          return port_diff("rate", fmt::format("{}x{}", wa, LinkSpeedName(sa)),
+                           fmt::format("{}x{}", wb, LinkSpeedName(sb)));
+      }
       if (na.type == NodeType::kSwitch) continue;
       if (o.guids && pa.guid != pb.guid) return port_diff("GUID", FormatGuid(pa.guid), FormatGuid(pb.guid));
       if (o.lids && pa.lid != pb.lid) return port_diff("LID", pa.lid, pb.lid);

@@ -20,7 +20,11 @@ namespace gpool::fabric {
 struct CompareOptions {
   bool guids = true;         // node GUIDs, system image GUIDs and CA port GUIDs
   bool lids = true;          // switch LIDs, CA port LIDs and LMCs
-  bool rates = true;         // link widths and speeds
+  bool rates = true;         // link widths and speeds, each end's own
+  // With rates: compare what each link runs at (the lower width and speed of its two ends)
+  // rather than each end's own. A live fabric (or ibsim) reports the negotiated rate at both ends
+  // of a link whose ends a dump lists differently.
+  bool negotiated_rates = false;
   bool descriptions = false; // node descriptions
   bool levels = false;       // switch levels (formats such as ibnetdiscover do not carry them)
   // A system image GUID of 0 (unknown: a dump without `sysimgguid=` lines, a generated switch)
