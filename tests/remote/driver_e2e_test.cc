@@ -3,6 +3,7 @@
 // which puts gpool's libcuda.so.1 stand-in first, against gpu-server processes over TCP and UCX,
 // on the emulated backend and on the cuda backend over the emulated CUDA driver. Its module comes
 // from driver_kernels.cu as a cubin, a fatbin and PTX; the kernels run from the example CPU plugin.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -157,6 +158,20 @@ TEST_P(DriverE2E, AnUnimplementedCallFailsNamingItself) {
   EXPECT_TRUE(Has(out, "cuGraphCreate through cuGetProcAddress returned 801")) << out;
 }
 
+// NVIDIA's runtime runs in programs that are not built with ASan; in the sanitizer tree gpool's
+// libcuda.so.1 brings the ASan runtime in late (verify_asan_link_order=0), and over UCX
+// LeakSanitizer's exit-time tracer crashed there (SEGV inside the tracer, after the program had
+// passed). Those children run without the leak check; gpool's own code keeps it in every other
+// test, the driver stand-in's included.
+std::vector<std::string> NoLeakCheckUnderAsan() {
+#if defined(__SANITIZE_ADDRESS__)
+  const char* o = std::getenv("ASAN_OPTIONS");
+  return {std::string("ASAN_OPTIONS=") + (o ? o : "") + ":detect_leaks=0"};
+#else
+  return {};
+#endif
+}
+
 // NVIDIA's own runtime over the stand-in: vector_add as plain nvcc builds it (libcudart_static.a
 // linked in) runs through `gpool run` and passes. The runtime needs the private export tables
 // (driver_export_tables.cc), the integrity check among them: with a wrong value it refuses the
@@ -173,7 +188,8 @@ TEST_P(DriverE2E, PlainNvccProgramRunsOnNvidiasStaticRuntime) {
   EXPECT_FALSE(Has(deps, "libcudart")) << deps;  // the runtime is inside the program
   auto [rc, out] = gpool::testing::Run({GPOOL_BIN, "run", "--devices", server_->address() + "/0",
                                         "--transport", GetParam().transport, "--",
-                                        Built("vector_add_static")});
+                                        Built("vector_add_static")},
+                                       NoLeakCheckUnderAsan());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS vector_add n=1048576")) << out;
   EXPECT_FALSE(Has(out, "gpool:")) << out;  // no table, slot or call was missing
@@ -188,10 +204,11 @@ TEST_P(DriverE2E, SharedBuildRunsOnNvidiasLibcudart) {
     // server asks for and fails the others loudly; NVIDIA's runtime asks for about 110.
     GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
   }
-  auto [rc, out] = gpool::testing::Run(
-      {Built("vector_add")},
-      {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR,
-       "GPOOL_DEVICES=" + server_->address() + "/0", "GPOOL_TRANSPORT=" + GetParam().transport});
+  std::vector<std::string> env = {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR,
+                                   "GPOOL_DEVICES=" + server_->address() + "/0",
+                                   "GPOOL_TRANSPORT=" + GetParam().transport};
+  for (std::string& e : NoLeakCheckUnderAsan()) env.push_back(std::move(e));
+  auto [rc, out] = gpool::testing::Run({Built("vector_add")}, env);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS vector_add n=1048576")) << out;
   EXPECT_FALSE(Has(out, "gpool:")) << out;

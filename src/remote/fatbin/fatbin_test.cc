@@ -277,7 +277,8 @@ TEST(ImageTest, EveryFormFindsItsLengthAndParses) {
     ExpectFixtureKernels(module->kernels);
   }
   // PTX text: the entry of the plain PTX fatbin, as a C string.
-  auto entries = ListEntries(Fixture("kernel_ptx_plain.fatbin"));
+  const std::vector<std::byte> ptx_fatbin = Fixture("kernel_ptx_plain.fatbin");  // entries point in
+  auto entries = ListEntries(ptx_fatbin);
   ASSERT_TRUE(entries.ok());
   auto payload = EntryPayload(entries->front());
   ASSERT_TRUE(payload.ok());
@@ -291,7 +292,8 @@ TEST(ImageTest, EveryFormFindsItsLengthAndParses) {
   EXPECT_EQ(module->source, EntryKind::kPtx);
   ExpectFixtureKernels(module->kernels);
   // A cubin's variables come from its symbol table, as from a fatbin's cubin.
-  auto globals = ListEntries(Fixture("globals_sm90.fatbin"));
+  const std::vector<std::byte> globals_fatbin = Fixture("globals_sm90.fatbin");
+  auto globals = ListEntries(globals_fatbin);
   ASSERT_TRUE(globals.ok());
   for (const Entry& e : *globals) {
     if (e.kind != EntryKind::kCubin) continue;
