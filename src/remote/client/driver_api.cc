@@ -207,48 +207,52 @@ CUresult CreateCtx(const char* call, CUcontext* pctx, unsigned flags, CUdevice d
   return CUDA_SUCCESS;
 }
 
-// Host-to-device bytes to `dst` (its device's server; the current device's if unknown).
-CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUstream s) {
+// Where an operation on device memory at `ptr`, ordered on stream `s`, goes: the server link of
+// the pointer's device (the stream's device when the pointer is not one gpool allocated), and the
+// stream there (the device's default stream when `s` belongs to another device).
+struct Route {
+  ServerLink* link = nullptr;
+  uint64_t stream = 0;
+};
+CUresult RouteTo(const char* call, uint64_t ptr, CUstream s, Route* out) {
   int sdev;
   uint64_t sid;
   if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
   int dev;
   {
     std::lock_guard<std::mutex> lk(D().mu);
-    dev = D().DeviceOfLocked(dst);
+    dev = D().DeviceOfLocked(ptr);
   }
   if (dev < 0) dev = sdev;
   CUresult err;
-  ServerLink* l = D().Link(dev, &err, call);
-  if (!l) return err;
-  std::lock_guard<std::mutex> lk(l->mu());
-  return FromStatus(l->CopyToDevice(dst, wire::ByteSpan(static_cast<const std::byte*>(src), n),
-                                    dev == sdev ? sid : 0), call);
+  out->link = D().Link(dev, &err, call);
+  if (!out->link) return err;
+  out->stream = dev == sdev ? sid : 0;
+  return CUDA_SUCCESS;
+}
+
+// Host-to-device bytes to `dst` (its device's server; the current device's if unknown).
+CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUstream s) {
+  Route r;
+  if (CUresult e = RouteTo(call, dst, s, &r)) return e;
+  std::lock_guard<std::mutex> lk(r.link->mu());
+  return FromStatus(
+      r.link->CopyToDevice(dst, wire::ByteSpan(static_cast<const std::byte*>(src), n), r.stream),
+      call);
 }
 
 // Device-to-host: complete when the call returns (also the Async forms: a stronger order than
 // CUDA's, which the program cannot tell from a fast copy).
 CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s) {
-  int sdev;
-  uint64_t sid;
-  if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
-  int dev;
-  {
-    std::lock_guard<std::mutex> lk(D().mu);
-    dev = D().DeviceOfLocked(src);
-  }
-  if (dev < 0) dev = sdev;
-  CUresult err;
-  ServerLink* l = D().Link(dev, &err, call);
-  if (!l) return err;
+  Route r;
+  if (CUresult e = RouteTo(call, src, s, &r)) return e;
   proto::ReplyHead h;
-  std::lock_guard<std::mutex> lk(l->mu());
-  if (Status st = l->CopyFromDevice(static_cast<std::byte*>(dst), src, n, dev == sdev ? sid : 0,
-                                    &h, false);
+  std::lock_guard<std::mutex> lk(r.link->mu());
+  if (Status st = r.link->CopyFromDevice(static_cast<std::byte*>(dst), src, n, r.stream, &h, false);
       !st.ok()) {
     return FromStatus(st, call);
   }
-  return FromReply(h, l, call);
+  return FromReply(h, r.link, call);
 }
 
 CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s) {
@@ -286,27 +290,16 @@ CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstrea
 // differ is written as host-to-device data (the protocol's Memset sets bytes).
 CUresult MemsetD(const char* call, uint64_t dst, uint32_t value, size_t count, unsigned width,
                  CUstream s) {
-  int sdev;
-  uint64_t sid;
-  if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
   const uint8_t byte = value & 0xff;
   const bool bytewise = width == 1 || value == 0x01010101u * byte;
   if (!bytewise) {
     std::vector<uint32_t> pattern(count, value);
     return CopyH2D(call, dst, pattern.data(), count * 4, s);
   }
-  int dev;
-  {
-    std::lock_guard<std::mutex> lk(D().mu);
-    dev = D().DeviceOfLocked(dst);
-  }
-  if (dev < 0) dev = sdev;
-  CUresult err;
-  ServerLink* l = D().Link(dev, &err, call);
-  if (!l) return err;
-  proto::Memset m{.dst = dst, .value = byte, .size = count * width,
-                  .stream = dev == sdev ? sid : 0};
-  return Post(l, m, call);
+  Route r;
+  if (CUresult e = RouteTo(call, dst, s, &r)) return e;
+  proto::Memset m{.dst = dst, .value = byte, .size = count * width, .stream = r.stream};
+  return Post(r.link, m, call);
 }
 
 }  // namespace
