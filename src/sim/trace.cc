@@ -104,6 +104,46 @@ std::string GpuSpec(std::string_view cell) {
   return std::string(t);
 }
 
+// The columns an openb pod list and trace share: what a pod asks for.
+struct PodColumns {
+  int name, cpu, mem, ngpu, milli, spec;  // spec: -1 when the file has no gpu_spec
+  static PodColumns Of(const CsvHeader& h) {
+    return {h.Find("name"),    h.Find("cpu_milli"), h.Find("memory_mib"),
+            h.Find("num_gpu"), h.Find("gpu_milli"), h.Find("gpu_spec")};
+  }
+};
+
+// A pod's name and resources from its row: CPU, memory, GPUs (a CPU-only pod has num_gpu 0 and
+// gpu_milli 0) and the GPU models it may use.
+Status ParsePodResources(const std::vector<std::string_view>& cells, const PodColumns& c,
+                         const std::string& where, SimJob* j) {
+  j->name = std::string(Trim(cells[c.name]));
+  j->source = where;
+  GPOOL_ASSIGN_OR_RETURN(j->cpu_milli, ParseIntField(cells[c.cpu], "cpu_milli", where));
+  GPOOL_ASSIGN_OR_RETURN(j->mem_mib, ParseIntField(cells[c.mem], "memory_mib", where));
+  GPOOL_ASSIGN_OR_RETURN(int64_t ngpu, ParseIntField(cells[c.ngpu], "num_gpu", where));
+  GPOOL_ASSIGN_OR_RETURN(int64_t milli, ParseIntField(cells[c.milli], "gpu_milli", where));
+  if (ngpu < 0 || ngpu > 1'000'000) {
+    return Status::InvalidArgument(fmt::format("{}: field 'num_gpu': out of range ({})", where, ngpu));
+  }
+  j->num_gpus = static_cast<int32_t>(ngpu);
+  if (ngpu == 0) {
+    if (milli != 0) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: field 'gpu_milli': {} with num_gpu 0 (a CPU task has no GPU share)", where, milli));
+    }
+    j->gpu_milli = 1000;
+  } else {
+    if (milli < 1 || milli > 1000) {
+      return Status::InvalidArgument(
+          fmt::format("{}: field 'gpu_milli': out of range 1..1000 ({})", where, milli));
+    }
+    j->gpu_milli = static_cast<int32_t>(milli);
+  }
+  if (c.spec >= 0) j->gpu_model = GpuSpec(cells[c.spec]);
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<Workload> ParseOpenbPodList(std::string_view text, std::string_view filename) {
@@ -116,37 +156,13 @@ StatusOr<Workload> ParseOpenbPodList(std::string_view text, std::string_view fil
   std::string hwhere = fmt::format("{}:1", filename);
   GPOOL_ASSIGN_OR_RETURN(CsvHeader h, CsvHeader::Parse(line, hwhere));
   GPOOL_RETURN_IF_ERROR(h.Require({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}, hwhere));
-  const int c_name = h.Find("name"), c_cpu = h.Find("cpu_milli"), c_mem = h.Find("memory_mib"),
-            c_ngpu = h.Find("num_gpu"), c_milli = h.Find("gpu_milli"), c_spec = h.Find("gpu_spec");
+  const PodColumns cols = PodColumns::Of(h);
   while (lines.Next(&line)) {
     std::string where = fmt::format("{}:{}", filename, lines.line_number());
     if (Trim(line).empty()) continue;
     GPOOL_ASSIGN_OR_RETURN(auto cells, Cells(line, h.size(), where));
     SimJob j;
-    j.name = std::string(Trim(cells[c_name]));
-    j.source = where;
-    GPOOL_ASSIGN_OR_RETURN(j.cpu_milli, ParseIntField(cells[c_cpu], "cpu_milli", where));
-    GPOOL_ASSIGN_OR_RETURN(j.mem_mib, ParseIntField(cells[c_mem], "memory_mib", where));
-    GPOOL_ASSIGN_OR_RETURN(int64_t ngpu, ParseIntField(cells[c_ngpu], "num_gpu", where));
-    GPOOL_ASSIGN_OR_RETURN(int64_t milli, ParseIntField(cells[c_milli], "gpu_milli", where));
-    if (ngpu < 0 || ngpu > 1'000'000) {
-      return Status::InvalidArgument(fmt::format("{}: field 'num_gpu': out of range ({})", where, ngpu));
-    }
-    j.num_gpus = static_cast<int32_t>(ngpu);
-    if (ngpu == 0) {
-      if (milli != 0) {
-        return Status::InvalidArgument(fmt::format(
-            "{}: field 'gpu_milli': {} with num_gpu 0 (a CPU task has no GPU share)", where, milli));
-      }
-      j.gpu_milli = 1000;
-    } else {
-      if (milli < 1 || milli > 1000) {
-        return Status::InvalidArgument(
-            fmt::format("{}: field 'gpu_milli': out of range 1..1000 ({})", where, milli));
-      }
-      j.gpu_milli = static_cast<int32_t>(milli);
-    }
-    if (c_spec >= 0) j.gpu_model = GpuSpec(cells[c_spec]);
+    GPOOL_RETURN_IF_ERROR(ParsePodResources(cells, cols, where, &j));
     GPOOL_RETURN_IF_ERROR(ValidateJob(j, where));
     w.jobs.push_back(std::move(j));
   }
@@ -167,40 +183,15 @@ StatusOr<Workload> ParseOpenbTrace(std::string_view text, std::string_view filen
   GPOOL_RETURN_IF_ERROR(h.Require({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli",
                                    "creation_time", "deletion_time", "scheduled_time"},
                                   hwhere));
-  const int c_name = h.Find("name"), c_cpu = h.Find("cpu_milli"), c_mem = h.Find("memory_mib"),
-            c_ngpu = h.Find("num_gpu"), c_milli = h.Find("gpu_milli"), c_spec = h.Find("gpu_spec"),
-            c_create = h.Find("creation_time"), c_delete = h.Find("deletion_time"),
+  const PodColumns cols = PodColumns::Of(h);
+  const int c_create = h.Find("creation_time"), c_delete = h.Find("deletion_time"),
             c_sched = h.Find("scheduled_time"), c_qos = h.Find("qos");
   while (lines.Next(&line)) {
     std::string where = fmt::format("{}:{}", filename, lines.line_number());
     if (Trim(line).empty()) continue;
     GPOOL_ASSIGN_OR_RETURN(auto cells, Cells(line, h.size(), where));
     SimJob j;
-    j.name = std::string(Trim(cells[c_name]));
-    j.source = where;
-    GPOOL_ASSIGN_OR_RETURN(j.cpu_milli, ParseIntField(cells[c_cpu], "cpu_milli", where));
-    GPOOL_ASSIGN_OR_RETURN(j.mem_mib, ParseIntField(cells[c_mem], "memory_mib", where));
-    GPOOL_ASSIGN_OR_RETURN(int64_t ngpu, ParseIntField(cells[c_ngpu], "num_gpu", where));
-    GPOOL_ASSIGN_OR_RETURN(int64_t milli, ParseIntField(cells[c_milli], "gpu_milli", where));
-    if (ngpu < 0 || ngpu > 1'000'000) {
-      return Status::InvalidArgument(
-          fmt::format("{}: field 'num_gpu': out of range ({})", where, ngpu));
-    }
-    j.num_gpus = static_cast<int32_t>(ngpu);
-    if (ngpu == 0) {
-      if (milli != 0) {
-        return Status::InvalidArgument(fmt::format(
-            "{}: field 'gpu_milli': {} with num_gpu 0 (a CPU task has no GPU share)", where, milli));
-      }
-      j.gpu_milli = 1000;
-    } else {
-      if (milli < 1 || milli > 1000) {
-        return Status::InvalidArgument(
-            fmt::format("{}: field 'gpu_milli': out of range 1..1000 ({})", where, milli));
-      }
-      j.gpu_milli = static_cast<int32_t>(milli);
-    }
-    if (c_spec >= 0) j.gpu_model = GpuSpec(cells[c_spec]);
+    GPOOL_RETURN_IF_ERROR(ParsePodResources(cells, cols, where, &j));
     if (c_qos >= 0) j.priority = Trim(cells[c_qos]) == "BE" ? 0 : 1;
     GPOOL_ASSIGN_OR_RETURN(double create, ParseDoubleField(cells[c_create], "creation_time", where));
     GPOOL_ASSIGN_OR_RETURN(double del, ParseDoubleField(cells[c_delete], "deletion_time", where));
