@@ -157,22 +157,30 @@ StatusOr<std::vector<std::string>> PolicyList(const SimFlags& f) {
   return out;
 }
 
+// What both fill modes share: power management off (nothing ends in a fill, so nodes never idle
+// out) and fill.json's head (mode, workload, cluster, seed, runs, the command line).
+nlohmann::json StartFill(const char* mode, const SimFlags& f, const sim::SimCluster& cluster,
+                         const sim::Workload& work, sim::PolicyContext* ctx) {
+  ctx->gpool_config = ctx->gpool_config.empty() ? "power.enabled=false"
+                                                : "power.enabled=false," + ctx->gpool_config;
+  nlohmann::json doc;
+  doc["mode"] = mode;
+  doc["workload"] = work.description;
+  doc["cluster"] = cluster.description;
+  doc["seed"] = f.seed;
+  doc["runs"] = f.fill_runs;
+  std::string command;
+  for (size_t i = 0; i < f.argv.size(); ++i) command += (i ? " " : "") + f.argv[i];
+  doc["command"] = command;
+  return doc;
+}
+
 // --fill --fill-until-first-failure: the older variant (sim/fill.h), per policy over
 // `fill_runs` seeds; writes fill.json.
 Status RunFirstFailureMode(const SimFlags& f, const std::vector<std::string>& policies,
                    const sim::SimCluster& cluster, const sim::Workload& work, sim::PolicyContext ctx) {
   const int fill_runs = f.fill_runs;
-  // Nothing ends in a fill, so nodes never idle out: power management has nothing to do.
-  ctx.gpool_config = ctx.gpool_config.empty() ? "power.enabled=false" : "power.enabled=false," + ctx.gpool_config;
-  nlohmann::json doc;
-  doc["mode"] = "fill-until-first-failure";
-  doc["workload"] = work.description;
-  doc["cluster"] = cluster.description;
-  doc["seed"] = f.seed;
-  doc["runs"] = fill_runs;
-  std::string command;
-  for (size_t i = 0; i < f.argv.size(); ++i) command += (i ? " " : "") + f.argv[i];
-  doc["command"] = command;
+  nlohmann::json doc = StartFill("fill-until-first-failure", f, cluster, work, &ctx);
   if (f.output != "json") {
     std::printf("%-9s %14s %14s %9s %9s %12s %8s\n", "policy", "unalloc_gpus", "(min..max)",
                 "unalloc%", "placed", "preempt_end", "cpu_s");
@@ -256,18 +264,8 @@ std::string Num(double v, const char* spec = "{:.1f}") {
 Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
                    const sim::SimCluster& cluster, const sim::Workload& work, sim::PolicyContext ctx) {
   const int fill_runs = f.fill_runs;
-  // Nothing ends in a fill, so nodes never idle out: power management has nothing to do.
-  ctx.gpool_config = ctx.gpool_config.empty() ? "power.enabled=false" : "power.enabled=false," + ctx.gpool_config;
-  nlohmann::json doc;
-  doc["mode"] = "fill";
-  doc["workload"] = work.description;
-  doc["cluster"] = cluster.description;
-  doc["seed"] = f.seed;
-  doc["runs"] = fill_runs;
+  nlohmann::json doc = StartFill("fill", f, cluster, work, &ctx);
   doc["load_ratio"] = f.fill_load;
-  std::string command;
-  for (size_t i = 0; i < f.argv.size(); ++i) command += (i ? " " : "") + f.argv[i];
-  doc["command"] = command;
   const size_t buckets = sim::kFillMaxPct + 1;
   std::vector<std::vector<double>> curves;  // per policy: mean unallocated GPUs per arrived %
   std::string table;
