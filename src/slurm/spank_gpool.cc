@@ -51,20 +51,21 @@ using gpool::StatusOr;
 namespace gs = gpool::slurm;
 
 // One slurmstepd serves one step, and SPANK calls a plugin from one thread: plain statics.
-std::string g_option;         // the --gpool-gpus value, if given
+std::string g_option;         // the --gpool-gpus value as given ("" = not given)
+gs::GpuRequest g_request;     // ... and as parsed
 std::string g_job;            // the gpool job holding this step's GPUs, once submitted
 gs::PluginConfig g_config;
 constexpr double kCliTimeoutS = 30;
 
-int OnGpusOption(int, const char* optarg, int remote) {
+int OnGpusOption(int, const char* optarg, int) {
   StatusOr<gs::GpuRequest> r = gs::ParseGpusOption(optarg ? optarg : "");
   if (!r.ok()) {
-    // Checked in srun too (remote == 0), so a bad value fails before anything is allocated.
+    // Checked in srun too (the local context), so a bad value fails before anything is allocated.
     slurm_error("gpool: %s", r.status().message().c_str());
     return -1;
   }
-  (void)remote;
   g_option = optarg;
+  g_request = *r;
   return 0;
 }
 
@@ -123,14 +124,12 @@ Status WaitRunning() {
 }
 
 Status Acquire(spank_t sp) {
-  StatusOr<gs::GpuRequest> req = gs::ParseGpusOption(g_option);
-  if (!req.ok()) return req.status();
   uint32_t job_id = 0, step_id = 0;
   if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
       spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS) {
     return Status::Internal("cannot read the Slurm job and step ids");
   }
-  StatusOr<std::string> out = Cli(gs::SubmitArgv(g_config, *req, job_id, step_id));
+  StatusOr<std::string> out = Cli(gs::SubmitArgv(g_config, g_request, job_id, step_id));
   if (!out.ok()) return out.status();
   StatusOr<std::string> id = gs::ParseSubmitOutput(*out);
   if (!id.ok()) return id.status();
