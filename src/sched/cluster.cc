@@ -292,6 +292,23 @@ int32_t ClusterState::TasksThatFit(NodeId n, const TaskRequest& t, ModelMask mod
   return static_cast<int32_t>(std::min<int64_t>(fit, free_whole_[i] / t.gpus));
 }
 
+Status ClusterState::CheckGpus(NodeId n, uint32_t mask, const TaskRequest& t) const {
+  const size_t i = n.value();
+  const NodeSpec& node = spec_->nodes[i];
+  auto err = [&](const std::string& what) {
+    return Status::FailedPrecondition(fmt::format("GPUs of node {} ({}): {}", i, node.name, what));
+  };
+  if (node.gpus < 32 && (mask >> node.gpus) != 0) return err("GPU mask names GPUs the node lacks");
+  if (t.fractional()) {
+    const int g = std::countr_zero(mask);
+    if (gpu_free_milli_[topo_->gpu_offset[i] + g] < t.gpu_milli) return err(fmt::format("GPU {} lacks {} milli", g, t.gpu_milli));
+    if (gpu_free_mem_[topo_->gpu_offset[i] + g] < t.gpu_memory_bytes) return err(fmt::format("GPU {} lacks memory", g));
+    return Status::Ok();
+  }
+  if ((mask & ~free_whole_mask(n)) != 0) return err("a named GPU is not wholly free");
+  return Status::Ok();
+}
+
 Status ClusterState::CheckBinding(const TaskBinding& b, const TaskRequest& t) const {
   if (!b.node.valid() || b.node.value() >= spec_->nodes.size()) {
     return Status::InvalidArgument(fmt::format("binding: no node {}", b.node.value()));
@@ -301,36 +318,51 @@ Status ClusterState::CheckBinding(const TaskBinding& b, const TaskRequest& t) co
   auto err = [&](const std::string& what) {
     return Status::FailedPrecondition(fmt::format("binding on node {} ({}): {}", i, node.name, what));
   };
-  if (!schedulable(b.node)) {
-    return err(fmt::format("not schedulable (health {}, power {})",
-                           node.health == Health::kHealthy ? "healthy" : "unhealthy",
-                           PowerStateName(node.power)));
-  }
+  auto unschedulable = [&](const NodeSpec& n) {
+    return fmt::format("not schedulable (health {}, power {})",
+                       n.health == Health::kHealthy ? "healthy" : "unhealthy",
+                       PowerStateName(n.power));
+  };
+  if (!schedulable(b.node)) return err(unschedulable(node));
   if (free_cpu_[i] < t.cpu_milli) return err(fmt::format("{} milli-CPU free, {} asked", free_cpu_[i], t.cpu_milli));
   if (free_mem_[i] < t.memory_bytes) return err(fmt::format("{} bytes free, {} asked", free_mem_[i], t.memory_bytes));
-  if (node.gpus < 32 && (b.gpu_mask >> node.gpus) != 0) return err("GPU mask names GPUs the node lacks");
-  const int bits = std::popcount(b.gpu_mask);
+  const int bits = b.gpu_count();
   if (t.gpus == 0) {
     if (bits != 0) return err("a GPU-less task names GPUs");
     return Status::Ok();
   }
+  if (!b.remote.empty() && !b.via_server) return err("remote GPUs without via_server");
+  if (b.via_server && b.gpu_mask != 0 && !node.serves_gpus) {
+    return err("its own GPUs through a GPU server, but the node serves none");
+  }
   if (t.fractional()) {
     if (bits != 1) return err("a fractional task must name exactly one GPU");
-    const int g = std::countr_zero(b.gpu_mask);
-    if (gpu_free_milli_[topo_->gpu_offset[i] + g] < t.gpu_milli) return err(fmt::format("GPU {} lacks {} milli", g, t.gpu_milli));
-    if (gpu_free_mem_[topo_->gpu_offset[i] + g] < t.gpu_memory_bytes) return err(fmt::format("GPU {} lacks memory", g));
-    return Status::Ok();
+  } else if (bits != t.gpus) {
+    return err(fmt::format("{} GPUs named, {} asked", bits, t.gpus));
   }
-  if (bits != t.gpus) return err(fmt::format("{} GPUs named, {} asked", bits, t.gpus));
-  if ((b.gpu_mask & ~free_whole_mask(b.node)) != 0) return err("a named GPU is not wholly free");
+  if (b.gpu_mask != 0) GPOOL_RETURN_IF_ERROR(CheckGpus(b.node, b.gpu_mask, t));
+  for (size_t k = 0; k < b.remote.size(); ++k) {
+    const RemoteGpus& r = b.remote[k];
+    if (!r.node.valid() || r.node.value() >= spec_->nodes.size()) {
+      return err(fmt::format("remote GPUs on no node {}", r.node.value()));
+    }
+    const NodeSpec& gn = spec_->nodes[r.node.value()];
+    if (r.node == b.node) return err("remote GPUs on the task's own node (use gpu_mask)");
+    for (size_t j = 0; j < k; ++j) {
+      if (b.remote[j].node == r.node) return err(fmt::format("node {} listed twice in remote", gn.name));
+    }
+    if (r.gpu_mask == 0) return err(fmt::format("remote GPUs on {}: empty mask", gn.name));
+    if (!schedulable(r.node)) return err(fmt::format("remote GPUs on {}: {}", gn.name, unschedulable(gn)));
+    if (!gn.serves_gpus) return err(fmt::format("remote GPUs on {}, which serves none", gn.name));
+    GPOOL_RETURN_IF_ERROR(CheckGpus(r.node, r.gpu_mask, t));
+  }
   return Status::Ok();
 }
 
-void ClusterState::Apply(const TaskBinding& b, const TaskRequest& t, int sign, int64_t now_ns) {
-  const size_t i = b.node.value();
+void ClusterState::ApplyGpus(NodeId n, uint32_t mask, const TaskRequest& t, int sign) {
+  const size_t i = n.value();
   const NodeSpec& node = spec_->nodes[i];
-  Contribute(b.node, -1);
-  for (uint32_t m = b.gpu_mask; m != 0; m &= m - 1) {
+  for (uint32_t m = mask; m != 0; m &= m - 1) {
     const size_t gi = topo_->gpu_offset[i] + static_cast<size_t>(std::countr_zero(m));
     const int32_t milli = t.fractional() ? t.gpu_milli : 1000;
     const uint64_t mem = t.fractional() ? t.gpu_memory_bytes : node.gpu_memory_bytes;
@@ -344,6 +376,12 @@ void ClusterState::Apply(const TaskBinding& b, const TaskRequest& t, int sign, i
   int32_t whole = 0;
   for (int g = 0; g < node.gpus; ++g) whole += gpu_free_milli_[topo_->gpu_offset[i] + g] == 1000 ? 1 : 0;
   free_whole_[i] = whole;
+}
+
+void ClusterState::Apply(const TaskBinding& b, const TaskRequest& t, int sign, int64_t now_ns) {
+  const size_t i = b.node.value();
+  Contribute(b.node, -1);
+  ApplyGpus(b.node, b.gpu_mask, t, sign);
   free_cpu_[i] -= sign * t.cpu_milli;
   if (sign > 0) {
     free_mem_[i] -= t.memory_bytes;
@@ -353,6 +391,15 @@ void ClusterState::Apply(const TaskBinding& b, const TaskRequest& t, int sign, i
   alloc_count_[i] += sign;
   idle_since_[i] = alloc_count_[i] == 0 ? now_ns : -1;
   Contribute(b.node, +1);
+  // A lent GPU is allocated on its own node, which is then not idle (power management).
+  for (const RemoteGpus& r : b.remote) {
+    const size_t ri = r.node.value();
+    Contribute(r.node, -1);
+    ApplyGpus(r.node, r.gpu_mask, t, sign);
+    alloc_count_[ri] += sign;
+    idle_since_[ri] = alloc_count_[ri] == 0 ? now_ns : -1;
+    Contribute(r.node, +1);
+  }
 }
 
 Status ClusterState::Bind(const JobSpec& job, const Placement& p, int64_t now_ns) {

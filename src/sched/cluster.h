@@ -156,7 +156,8 @@ class ClusterState {
   // ---- Fit checks ----
   // How many tasks of `t` fit on node n now (0 when unschedulable or the model doesn't match).
   int32_t TasksThatFit(NodeId n, const TaskRequest& t, ModelMask models) const;
-  // Whether `b` (for task `t`) can be applied now.
+  // Whether `b` (for task `t`) can be applied now: the task's node, its own GPUs and its remote
+  // GPUs (each on a schedulable node that serves GPUs, never the task's own).
   Status CheckBinding(const TaskBinding& b, const TaskRequest& t) const;
 
   // ---- Bookkeeping ----
@@ -166,7 +167,8 @@ class ClusterState {
   // Frees a running job's resources. NotFound when it isn't running.
   Status Release(JobId job, int64_t now_ns);
   // Takes or returns resources without a job (reservations, what-if copies). `sign` +1 takes,
-  // -1 returns. No checks beyond bounds: callers use CheckBinding first.
+  // -1 returns; remote GPUs are taken on their own nodes. No checks beyond bounds: callers use
+  // CheckBinding first.
   void Apply(const TaskBinding& b, const TaskRequest& t, int sign, int64_t now_ns);
 
   void SetHealth(NodeId n, Health h);
@@ -191,6 +193,9 @@ class ClusterState {
  private:
   ClusterState() = default;
   size_t gpu_index(NodeId n, int gpu) const { return topo_->gpu_offset[n.value()] + gpu; }
+  // CheckBinding's and Apply's GPU part for one node's GPUs in `mask`.
+  Status CheckGpus(NodeId n, uint32_t mask, const TaskRequest& t) const;
+  void ApplyGpus(NodeId n, uint32_t mask, const TaskRequest& t, int sign);
   // Removes (sign -1) or adds (+1) node n's current contribution to its ancestors' aggregates.
   void Contribute(NodeId n, int sign);
   void RecomputeNode(NodeId n);

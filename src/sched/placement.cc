@@ -1,4 +1,5 @@
 #include "sched/placement.h"
+#include "sched/remote_placement.h"
 
 #include <algorithm>
 #include <array>
@@ -776,7 +777,9 @@ bool WaitForResume(const ClusterState& state, const JobSpec& job, const Placemen
 std::optional<Placement> PlaceGang(const ClusterState& state, const JobSpec& job,
                                    const PlacementOptions& options, bool* waits_for_resume) {
   if (waits_for_resume != nullptr) *waits_for_resume = false;
+  if (job.remote.source == GpuSource::kRemote) return PlaceRemote(state, job, options);
   std::optional<Placement> p = PlaceGangNow(state, job, options);
+  if (!p && job.remote.source == GpuSource::kPooled) return PlaceRemote(state, job, options);
   // Checked before counting leaves: without a view or power management this costs nothing.
   if (p && options.resume_latency_s > 0 && state.fabric_load() != nullptr &&
       WaitForResume(state, job, options, CountLeaves(state, *p))) {

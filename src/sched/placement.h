@@ -32,6 +32,7 @@
 
 #include "sched/cluster.h"
 #include "sched/fragmentation.h"
+#include "sched/remote_cost.h"
 #include "sched/types.h"
 
 namespace gpool::sched {
@@ -55,6 +56,8 @@ struct PlacementOptions {
   // caller counts it as demand, resumes nodes, and places it whole a boot later (WaitForResume).
   double resume_latency_s = 0;
   int64_t now_ns = 0;  // the cycle's time, for that bound
+  // Remote attachment's cost model (remote_cost.h); null = the defaults.
+  const RemoteCostModel* remote_cost = nullptr;
 };
 
 // PlaceGang waits for resumes at most this many resume latencies after a job's submission.

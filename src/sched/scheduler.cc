@@ -28,6 +28,7 @@ Status ValidatePolicyConfig(const PolicyConfig& c) {
   if (!(c.fairshare_half_life_s > 0) || !std::isfinite(c.fairshare_half_life_s)) {
     return err("fairshare_half_life_s", fmt::format("must be > 0, got {}", c.fairshare_half_life_s));
   }
+  GPOOL_RETURN_IF_ERROR(ValidateRemoteCostModel(c.remote_cost).WithContext("policy"));
   if (!(c.starvation_age_s > 0)) {
     return err("starvation_age_s", fmt::format("must be > 0, got {}", c.starvation_age_s));
   }
@@ -172,6 +173,16 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.power.resume_timeout_s, ParseSeconds(k, v));
     } else if (k == "power.resume_retries") {
       GPOOL_ASSIGN_OR_RETURN(c.power.resume_retries, ParseInt<int>(k, v));
+    } else if (k == "remote.call_overhead") {
+      GPOOL_ASSIGN_OR_RETURN(c.remote_cost.call_overhead, ParseDouble(k, v));
+    } else if (k == "remote.transfer_share") {
+      GPOOL_ASSIGN_OR_RETURN(c.remote_cost.transfer_share, ParseDouble(k, v));
+    } else if (k == "remote.host_link_gbps") {
+      GPOOL_ASSIGN_OR_RETURN(c.remote_cost.host_link_gbps, ParseDouble(k, v));
+    } else if (k == "remote.node_link_gbps") {
+      GPOOL_ASSIGN_OR_RETURN(c.remote_cost.node_link_gbps, ParseDouble(k, v));
+    } else if (k == "remote.copy_efficiency") {
+      GPOOL_ASSIGN_OR_RETURN(c.remote_cost.copy_efficiency, ParseDouble(k, v));
     } else {
       return Status::InvalidArgument(fmt::format("policy: unknown key '{}'", k));
     }
@@ -217,12 +228,15 @@ class GpoolPolicy final : public Policy {
 // Jobs of the same shape fail alike within a cycle (capacity only shrinks until a preemption):
 // remember the shapes that didn't fit. The queue is part of the key only where it changes
 // placement (guaranteed domains).
+// Everything placement looks at: jobs with equal keys fit or fail alike within a cycle.
 using ShapeKey = std::tuple<int32_t, int32_t, uint64_t, int64_t, uint64_t, ModelMask, int32_t,
-                            uint8_t, bool, bool, uint32_t>;
+                            uint8_t, bool, bool, uint32_t, uint8_t, uint8_t, double>;
 ShapeKey KeyOf(const JobSpec& j, bool queue_matters) {
   return {j.task.gpus, j.task.gpu_milli, j.task.gpu_memory_bytes, j.task.cpu_milli,
           j.task.memory_bytes, j.gpu_models, j.num_tasks, static_cast<uint8_t>(j.locality.level),
-          j.locality.required, j.allow_split, queue_matters ? j.queue.value() : ~0u};
+          j.locality.required, j.allow_split, queue_matters ? j.queue.value() : ~0u,
+          static_cast<uint8_t>(j.remote.source), static_cast<uint8_t>(j.remote.within),
+          j.remote.max_slowdown};
 }
 
 // ---- Wait reasons (Decisions::waits) ----
@@ -395,7 +409,8 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     PlacementOptions popts{.workload = c_.fragmentation_aware ? &workload : nullptr,
                            .preferred_domains = queue_matters ? &queue.guaranteed_domains : nullptr,
                            .resume_latency_s = c_.power.enabled ? c_.power.boot_latency_s : 0,
-                           .now_ns = now};
+                           .now_ns = now,
+                           .remote_cost = &c_.remote_cost};
     const ShapeKey key = KeyOf(job, queue_matters);
     std::optional<Placement> placement;
     if (!failed.count(key)) {

@@ -36,6 +36,7 @@
 #include "common/status.h"
 #include "sched/cluster.h"
 #include "sched/fairshare.h"
+#include "sched/remote_cost.h"
 #include "sched/short_job_preemption.h"
 #include "sched/types.h"
 
@@ -126,6 +127,8 @@ struct PolicyConfig {
   // to Tiresias under overload (docs/simulator.md).
   ShortJobPreemptionConfig short_preempt;
   PowerConfig power;
+  // Remote attachment's cost model (remote_cost.h); keys remote.*.
+  RemoteCostModel remote_cost;
 };
 
 // Errors name the field: "policy.power.idle_timeout_s: must be > 0, got -1".

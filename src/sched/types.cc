@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 
@@ -77,6 +78,30 @@ StatusOr<JobKind> ParseJobKind(std::string_view s) {
   if (l == "interactive") return JobKind::kInteractive;
   return Status::InvalidArgument(
       fmt::format("job kind '{}': expected training, inference or interactive", s));
+}
+
+std::string_view GpuSourceName(GpuSource s) {
+  switch (s) {
+    case GpuSource::kLocal: return "local";
+    case GpuSource::kPooled: return "pooled";
+    case GpuSource::kRemote: return "remote";
+  }
+  return "?";
+}
+
+StatusOr<GpuSource> ParseGpuSource(std::string_view s) {
+  std::string l = Lower(Trim(s));
+  if (l.empty() || l == "local") return GpuSource::kLocal;
+  if (l == "pooled") return GpuSource::kPooled;
+  if (l == "remote") return GpuSource::kRemote;
+  return Status::InvalidArgument(
+      fmt::format("GPU source '{}': expected local, pooled or remote", s));
+}
+
+int TaskBinding::gpu_count() const {
+  int n = std::popcount(gpu_mask);
+  for (const RemoteGpus& r : remote) n += std::popcount(r.gpu_mask);
+  return n;
 }
 
 Status BuildUniformTopology(const UniformTopologyOptions& o, ClusterSpec* spec) {
@@ -179,17 +204,37 @@ Status ValidateJob(const JobSpec& job, const ClusterSpec& cluster, size_t num_qu
   if (!std::isfinite(job.min_runtime_s) || job.min_runtime_s < 0) {
     return err("min_runtime_s", fmt::format("must be >= 0, got {}", job.min_runtime_s));
   }
-  // A task must fit on some node of an allowed model, or it would wait forever.
-  if (t.gpus > 0) {
-    bool any = false;
-    for (const NodeSpec& n : cluster.nodes) {
-      if (n.gpus < t.gpus || n.gpu_model < 0) continue;
-      if (!(job.gpu_models & (ModelMask{1} << n.gpu_model))) continue;
-      if (t.fractional() && t.gpu_memory_bytes > n.gpu_memory_bytes) continue;
-      if (t.cpu_milli > n.cpu_milli || t.memory_bytes > n.memory_bytes) continue;
-      any = true;
-      break;
+  const RemoteGpuRequest& r = job.remote;
+  if (r.source != GpuSource::kLocal) {
+    if (t.gpus == 0) {
+      return err("remote.source", fmt::format("'{}' for a task with no GPUs",
+                                              GpuSourceName(r.source)));
     }
+    if (!std::isfinite(r.max_slowdown) || (r.max_slowdown != 0 && r.max_slowdown < 1)) {
+      return err("remote.max_slowdown",
+                 fmt::format("must be 0 (any) or a factor >= 1, got {}", r.max_slowdown));
+    }
+  }
+  // A task must fit on some node of an allowed model, or it would wait forever. With remote
+  // attachment it may instead run on any node with its CPU and memory and draw its GPUs from
+  // the serving nodes (an upper bound: distance and slowdown limits are the placement's).
+  if (t.gpus > 0) {
+    auto model_ok = [&](const NodeSpec& n) {
+      return n.gpus > 0 && n.gpu_model >= 0 && (job.gpu_models & (ModelMask{1} << n.gpu_model)) &&
+             !(t.fractional() && t.gpu_memory_bytes > n.gpu_memory_bytes);
+    };
+    bool any = false;
+    bool host = false;
+    int64_t lendable = 0;
+    for (const NodeSpec& n : cluster.nodes) {
+      const bool fits_host = t.cpu_milli <= n.cpu_milli && t.memory_bytes <= n.memory_bytes;
+      host = host || fits_host;
+      if (model_ok(n) && n.serves_gpus) lendable += t.fractional() ? 1 : n.gpus;
+      if (r.source != GpuSource::kRemote && model_ok(n) && n.gpus >= t.gpus && fits_host) {
+        any = true;
+      }
+    }
+    if (r.source != GpuSource::kLocal && host && lendable >= t.gpus) any = true;
     if (!any) {
       return err("task", fmt::format("no node of an allowed GPU model can ever hold one task "
                                      "({} GPUs, {} milli-CPU, {} bytes)",

@@ -52,6 +52,18 @@ enum class JobKind : uint8_t { kTraining, kInference, kInteractive };
 std::string_view JobKindName(JobKind k);
 StatusOr<JobKind> ParseJobKind(std::string_view s);
 
+// Where a task's GPUs may come from (docs/scheduler.md, "Remote GPUs").
+//   kLocal:  GPUs of the node the task's process runs on, used directly (CUDA_VISIBLE_DEVICES).
+//   kPooled: local when the whole gang fits that way; else its GPUs may come from GPU servers on
+//            other nodes (remote attachment through the remoting runtime), several per task
+//            when needed (aggregation).
+//   kRemote: always through the remoting runtime: the task runs on a node with the CPU and
+//            memory it asks for (a CPU-only node is fine) and its GPUs come from GPU servers,
+//            its own node's included when that node serves them.
+enum class GpuSource : uint8_t { kLocal, kPooled, kRemote };
+std::string_view GpuSourceName(GpuSource s);  // "local", "pooled", "remote"
+StatusOr<GpuSource> ParseGpuSource(std::string_view s);  // "" = local
+
 // One fabric domain. Domains form a tree: every node's leaf has a pod parent, every pod has a
 // fabric parent, fabrics have no parent. Two fabrics are not connected to each other.
 struct DomainSpec {
@@ -72,6 +84,9 @@ struct NodeSpec {
   uint64_t memory_bytes = 0;
   Health health = Health::kHealthy;
   PowerState power = PowerState::kOn;
+  // The node runs a GPU server that the scheduler may lend its GPUs through (remote
+  // attachment). Without one its GPUs serve only tasks running on it.
+  bool serves_gpus = false;
 };
 
 struct ClusterSpec {
@@ -118,6 +133,18 @@ struct Locality {
   bool required = false;         // true: never place outside one domain of `level`
 };
 
+// Remote attachment of a job's GPUs (GpuSource). Ignored for kLocal.
+struct RemoteGpuRequest {
+  GpuSource source = GpuSource::kLocal;
+  // The farthest a task's GPU may be from the node its process runs on: kNode (its own node,
+  // through the remoting runtime: fractions enforced by the GPU server), kLeaf, kPod or
+  // kFabric (any).
+  Level within = Level::kFabric;
+  // The estimated slowdown (remote_cost.h) the job accepts, as a factor >= 1 (1.1 = 10% slower
+  // than on local GPUs); 0 = any.
+  double max_slowdown = 0;
+};
+
 struct JobSpec {
   JobId id;
   std::string name;
@@ -128,6 +155,7 @@ struct JobSpec {
   TaskRequest task;           // every task of the gang asks the same
   ModelMask gpu_models = kAnyModel;
   Locality locality;
+  RemoteGpuRequest remote;
   // A gang is always placed inside one fabric (connected) domain. allow_split lets it span
   // several fabrics when none fits it alone (tasks that don't talk to each other).
   bool allow_split = false;
@@ -155,13 +183,34 @@ struct QueueSpec {
 };
 Status ValidateQueue(const QueueSpec& q, const ClusterSpec& cluster);
 
+// GPUs of another node that a task uses through that node's GPU server.
+struct RemoteGpus {
+  NodeId node;
+  uint32_t gpu_mask = 0;  // bit i = GPU i of `node`
+  bool operator==(const RemoteGpus&) const = default;
+};
+
 // Where one task runs. Whole-GPU tasks name their GPUs in gpu_mask; a fractional task names one
 // GPU in gpu_mask (one bit) and carries its milli and GPU memory.
+//
+// Remote attachment (JobSpec::remote): `node` is where the task's process runs and gives its CPU
+// and memory; its GPUs are `gpu_mask` (the node's own, served by its GPU server) plus `remote`
+// (other nodes'), each GPU at gpu_milli / gpu_memory_bytes. A local binding has `remote` empty
+// and `via_server` false.
 struct TaskBinding {
   NodeId node;
   uint32_t gpu_mask = 0;      // bit i = GPU i of the node
   int32_t gpu_milli = 0;      // per GPU in the mask (1000 for whole GPUs)
   uint64_t gpu_memory_bytes = 0;  // per GPU in the mask
+  std::vector<RemoteGpus> remote;  // in the order the task sees them, after gpu_mask's
+  // The task reaches its GPUs through the remoting runtime (always true when `remote` is not
+  // empty; also for a kRemote task whose GPUs all happen to be its own node's).
+  bool via_server = false;
+  // Estimated slowdown of the task from remote attachment (remote_cost.h); 1 when local.
+  double slowdown = 1;
+
+  // GPUs the task uses, local and remote.
+  int gpu_count() const;
 };
 
 struct Placement {
