@@ -33,7 +33,7 @@ constexpr int kGpusPerNode = 8;
 constexpr int kNodesPerLeaf = 16;
 constexpr int kLeavesPerPod = 16;
 
-ClusterState MakeCluster(int nodes) {
+ClusterState MakeCluster(int nodes, bool serve = false) {
   ClusterSpec spec;
   spec.gpu_models = {"H100"};
   for (int i = 0; i < nodes; ++i) {
@@ -42,16 +42,18 @@ ClusterState MakeCluster(int nodes) {
                           .gpu_model = 0,
                           .gpu_memory_bytes = 80ull << 30,
                           .cpu_milli = 128000,
-                          .memory_bytes = 2048ull << 30});
+                          .memory_bytes = 2048ull << 30,
+                          .serves_gpus = serve});
   }
   (void)BuildUniformTopology({.nodes_per_leaf = kNodesPerLeaf, .leaves_per_pod = kLeavesPerPod}, &spec);
   return *ClusterState::Create(std::move(spec));
 }
 
 // 70% of GPUs busy: `free_share` of nodes wholly free at random, the rest with 1-3 GPUs free,
-// tuned so the total free is 30%.
-ClusterState MakeBusy(int nodes, uint64_t seed) {
-  ClusterState s = MakeCluster(nodes);
+// tuned so the total free is 30%. `fragmented`: no node wholly free (every node 1-3 GPUs free),
+// so an 8-GPU task fits nowhere locally. `serve`: every node lends its GPUs (remote attachment).
+ClusterState MakeBusy(int nodes, uint64_t seed, bool serve = false, bool fragmented = false) {
+  ClusterState s = MakeCluster(nodes, serve);
   std::mt19937_64 rng(seed);
   const int64_t target_free = static_cast<int64_t>(nodes) * kGpusPerNode * 3 / 10;
   std::vector<int> free(nodes, 0);
@@ -59,7 +61,7 @@ ClusterState MakeBusy(int nodes, uint64_t seed) {
   std::vector<int> order(nodes);
   for (int i = 0; i < nodes; ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), rng);
-  const int whole = nodes * 16 / 100;
+  const int whole = fragmented ? 0 : nodes * 16 / 100;
   int64_t left = target_free;
   for (int i = 0; i < whole; ++i) {
     free[order[i]] = kGpusPerNode;
@@ -124,10 +126,12 @@ double ThreadCpuUs() {
 }
 
 template <typename Fn>
-void TimePlacements(benchmark::State& state, int nodes, Fn place) {
+void TimePlacements(benchmark::State& state, int nodes, Fn place, bool serve = false,
+                    bool fragmented = false, GpuSource source = GpuSource::kLocal) {
   std::vector<ClusterState> clusters;
-  for (uint64_t seed = 1; seed <= 32; ++seed) clusters.push_back(MakeBusy(nodes, seed));
-  const JobSpec gang = Gang128();
+  for (uint64_t seed = 1; seed <= 32; ++seed) clusters.push_back(MakeBusy(nodes, seed, serve, fragmented));
+  JobSpec gang = Gang128();
+  gang.remote.source = source;
   std::vector<double> us, cpu_us;
   int64_t leaves = 0, min_leaves = 0, min_pod = 0, pod_placed = 0, placed = 0;
   size_t i = 0;
@@ -179,6 +183,20 @@ void BM_FirstFitScan128(benchmark::State& state) {
                  [](const ClusterState& s, const JobSpec& j) { return PlaceFirstFit(s, j, {}); });
 }
 BENCHMARK(BM_FirstFitScan128)->Arg(256)->Arg(12500)->Unit(benchmark::kMicrosecond);
+
+// The 128-GPU gang with remote attachment (remote_placement.h) on clusters whose nodes all lend
+// their GPUs. Arg 1 = 0: the usual busy cluster (16% of nodes wholly free: most tasks find their
+// 8 GPUs on their own node); 1: fragmented (no node has 8 free, every task aggregates GPUs of
+// several nodes). Same time targets as BM_PlaceGang128.
+void BM_PlaceRemoteGang128(benchmark::State& state) {
+  TimePlacements(
+      state, static_cast<int>(state.range(0)),
+      [](const ClusterState& s, const JobSpec& j) { return PlaceGang(s, j, {}); },
+      /*serve=*/true, /*fragmented=*/state.range(1) != 0, GpuSource::kRemote);
+}
+BENCHMARK(BM_PlaceRemoteGang128)
+    ->Args({256, 0})->Args({256, 1})->Args({12500, 0})->Args({12500, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 // One full cycle of the default policy: 10,000 nodes (80,000 GPUs), 10,000 pending jobs of
 // mixed shapes (1, 2, 4, 8 GPUs, fractions, gangs of 2-16 nodes), 4 queues. Arg 0: 70% busy

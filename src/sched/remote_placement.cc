@@ -49,18 +49,18 @@ class RemotePlacer {
   };
 
   const Overlay* Find(NodeId n) const {
+    if (taken_.empty()) return nullptr;  // the first task: no lookup at all
     auto it = taken_.find(n.value());
     return it == taken_.end() ? nullptr : &it->second;
   }
   bool Excluded(NodeId n) const {
     return o_.excluded_nodes && n.value() < o_.excluded_nodes->size() && (*o_.excluded_nodes)[n.value()];
   }
-  int32_t FreeMilli(NodeId n, int g) const {
-    const Overlay* t = Find(n);
+  int32_t FreeMilli(NodeId n, int g) const { return FreeMilli(n, g, Find(n)); }
+  int32_t FreeMilli(NodeId n, int g, const Overlay* t) const {
     return s_.gpu_free_milli(n, g) - (t ? t->milli[g] : 0);
   }
-  uint64_t FreeGpuMem(NodeId n, int g) const {
-    const Overlay* t = Find(n);
+  uint64_t FreeGpuMem(NodeId n, int g, const Overlay* t) const {
     return s_.gpu_free_memory(n, g) - (t ? t->mem[g] : 0);
   }
   bool HostFits(NodeId n) const {
@@ -68,14 +68,19 @@ class RemotePlacer {
     return s_.free_cpu(n) - (t ? t->cpu : 0) >= t_.cpu_milli &&
            s_.free_memory(n) - (t ? t->memory : 0) >= t_.memory_bytes;
   }
-  bool GpuFits(NodeId n, int g) const {
-    if (t_.fractional()) return FreeMilli(n, g) >= t_.gpu_milli && FreeGpuMem(n, g) >= t_.gpu_memory_bytes;
-    return FreeMilli(n, g) == 1000;
+  bool GpuFits(NodeId n, int g) const { return GpuFits(n, g, Find(n)); }
+  bool GpuFits(NodeId n, int g, const Overlay* t) const {
+    if (t_.fractional()) {
+      return FreeMilli(n, g, t) >= t_.gpu_milli && FreeGpuMem(n, g, t) >= t_.gpu_memory_bytes;
+    }
+    return FreeMilli(n, g, t) == 1000;
   }
   // GPUs of n this task could use now.
   int Units(NodeId n) const {
+    const Overlay* t = Find(n);
+    if (t == nullptr && !t_.fractional()) return s_.free_whole_gpus(n);
     int u = 0;
-    for (int g = 0; g < s_.node(n).gpus; ++g) u += GpuFits(n, g) ? 1 : 0;
+    for (int g = 0; g < s_.node(n).gpus; ++g) u += GpuFits(n, g, t) ? 1 : 0;
     return u;
   }
   bool Lends(NodeId n) const {
@@ -88,6 +93,7 @@ class RemotePlacer {
   // Lending nodes by leaf, and the units under every leaf, pod and fabric. Leaves whose
   // aggregates show no free GPU capacity of an allowed model are skipped unread.
   void FindLenders() {
+    units_.assign(s_.num_domains(), 0);
     for (DomainId leaf : s_.domains_at(Level::kLeaf)) {
       int64_t free_milli = 0;
       for (size_t m = 0; m < s_.num_models(); ++m) {
@@ -112,18 +118,16 @@ class RemotePlacer {
       units_[leaf.value()] += units;
       units_[l.pod.value()] += units;
       units_[l.fabric.value()] += units;
+      lending_units_ += units;
       lenders_.push_back(std::move(l));
     }
   }
-  int64_t UnitsIn(DomainId d) const {
-    auto it = units_.find(d.value());
-    return it == units_.end() ? 0 : it->second;
-  }
+  int64_t UnitsIn(DomainId d) const { return units_[d.value()]; }
 
   // The smallest distance at which host h could find the task's GPUs (kFabric + 1: none).
   int Reach(NodeId h, int need) const {
     const int within = static_cast<int>(job_.remote.within);
-    if (s_.node(h).serves_gpus && Lends(h) && Units(h) >= need) return static_cast<int>(Level::kNode);
+    if (Lends(h) && Units(h) >= need) return static_cast<int>(Level::kNode);
     for (int l = static_cast<int>(Level::kLeaf); l <= within; ++l) {
       if (UnitsIn(s_.ancestor(h, static_cast<Level>(l))) >= need) return l;
     }
@@ -149,11 +153,20 @@ class RemotePlacer {
 
   std::optional<TaskBinding> PlaceTask() {
     const int need = t_.fractional() ? 1 : t_.gpus;
+    if (lending_units_ < need) return std::nullopt;
     struct Cand {
       int reach;
+      int near;  // distance to the gang's first host: keeps a gang's tasks together
       int free_gpus;
       int64_t cpu_left;
       NodeId node;
+      bool operator<(const Cand& b) const {
+        if (reach != b.reach) return reach < b.reach;
+        if (near != b.near) return near < b.near;
+        if (free_gpus != b.free_gpus) return free_gpus < b.free_gpus;
+        if (cpu_left != b.cpu_left) return cpu_left < b.cpu_left;
+        return node < b.node;
+      }
     };
     std::vector<Cand> cands;
     for (size_t i = 0; i < s_.num_nodes(); ++i) {
@@ -162,18 +175,17 @@ class RemotePlacer {
       const int reach = Reach(h, need);
       if (reach > static_cast<int>(job_.remote.within)) continue;
       const Overlay* t = Find(h);
-      cands.push_back({reach, s_.free_whole_gpus(h), s_.free_cpu(h) - (t ? t->cpu : 0) - t_.cpu_milli, h});
+      Level near = Level::kNode;
+      if (first_host_.valid() && !s_.Distance(h, first_host_, &near)) near = Level::kFabric;
+      cands.push_back({reach, static_cast<int>(near), s_.free_whole_gpus(h), s_.free_cpu(h) - (t ? t->cpu : 0) - t_.cpu_milli, h});
     }
-    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
-      if (a.reach != b.reach) return a.reach < b.reach;
-      if (a.free_gpus != b.free_gpus) return a.free_gpus < b.free_gpus;
-      if (a.cpu_left != b.cpu_left) return a.cpu_left < b.cpu_left;
-      return a.node < b.node;
-    });
     // A host whose supply is all over its slowdown limit fails in Gather; the next one is
-    // tried. Bounded so that a job that fits nowhere costs a bounded number of gathers.
+    // tried. Bounded so that a job that fits nowhere costs a bounded number of gathers; only
+    // those are ordered.
     constexpr size_t kMaxHostsTried = 64;
-    for (size_t i = 0; i < cands.size() && i < kMaxHostsTried; ++i) {
+    const size_t tried = std::min(cands.size(), kMaxHostsTried);
+    std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(tried), cands.end());
+    for (size_t i = 0; i < tried; ++i) {
       if (std::optional<TaskBinding> b = Gather(cands[i].node, need)) return b;
     }
     return std::nullopt;
@@ -277,6 +289,7 @@ class RemotePlacer {
       if (had && !GpuFits(n, g)) {
         // One unit fewer under the node's leaf, pod and fabric.
         for (Level l : {Level::kLeaf, Level::kPod, Level::kFabric}) --units_[s_.ancestor(n, l).value()];
+        --lending_units_;
       }
     }
   }
@@ -294,7 +307,8 @@ class RemotePlacer {
   const PlacementOptions& o_;
   const RemoteCostModel cost_;
   std::vector<Lenders> lenders_;
-  std::unordered_map<uint32_t, int64_t> units_;  // by domain id: GPUs this task could use
+  std::vector<int64_t> units_;  // by domain id: GPUs this task could use
+  int64_t lending_units_ = 0;
   std::unordered_map<uint32_t, Overlay> taken_;  // by node id: what earlier tasks took
   NodeId first_host_;
 };

@@ -8,7 +8,8 @@
 //   1. Hosts: schedulable nodes with the task's CPU and memory free. For each, the smallest
 //      distance (node, leaf, pod, fabric; at most remote.within) at which lending nodes hold
 //      its GPUs, and whose estimated slowdown (EstimateSlowdown) is within remote.max_slowdown.
-//      The host with the smallest such distance wins; ties go to the host with the fewest free
+//      The host with the smallest such distance wins; ties go to the host nearest the gang's
+//      first task's host (a gang stays together), then to the host with the fewest free
 //      GPUs (a CPU-only node, or one whose GPUs are taken, so no GPU is stranded by using its
 //      CPU), then the least free CPU after the task (best fit), then the lowest node id.
 //   2. GPUs, nearest first: the host's own (when it serves them), then its leaf, its pod, the

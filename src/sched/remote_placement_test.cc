@@ -15,6 +15,7 @@ using testing::ClusterShape;
 using testing::Fill;
 using testing::Job;
 using testing::MakeSpec;
+using testing::Sec;
 
 // n0..n7, 8 GPUs each, 4 nodes per leaf, 2 leaves per pod; every GPU node serves its GPUs.
 // `cpu_only` more nodes without GPUs are appended (in a leaf of their own, same pod).
@@ -282,6 +283,129 @@ TEST(RemoteJobs, ValidateJobAcceptsAggregationBeyondOneNode) {
   for (NodeSpec& n : spec.nodes) n.serves_gpus = false;
   j.remote.max_slowdown = 0;
   EXPECT_FALSE(ValidateJob(j, spec, 1).ok()) << "no node lends GPUs";
+}
+
+// ---- The policy over remote placements: quotas, preemption, reclaim, power ----
+
+Decisions Decide(const ClusterState& s, const std::vector<JobSpec>& pending,
+                 const std::vector<QueueSpec>& queues, int64_t now, PolicyConfig c = {}) {
+  SchedulingInput in{.state = &s, .pending = &pending, .queues = &queues, .now_ns = now};
+  StatusOr<Decisions> d = testing::MakePolicy(c)->Schedule(in);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? std::move(d).value() : Decisions{};
+}
+
+// Every GPU node's CPU taken by a CPU-only job of queue q (ids 100..), so that only the CPU-only
+// nodes can host; the GPUs stay free.
+void StrandAllGpus(ClusterState& s, uint32_t q = 0) {
+  for (uint32_t n = 0; n < 8; ++n) {
+    JobSpec j = Job(100 + n, 1, 0, q);
+    j.task.cpu_milli = s.free_cpu(NodeId(n));
+    j.task.memory_bytes = 0;
+    ASSERT_TRUE(s.Bind(j, {.tasks = {{.node = NodeId(n)}}}, 0).ok());
+  }
+}
+
+TEST(RemotePolicy, LentGpusCountAgainstTheQueueAndItsCap) {
+  ClusterState s = PoolCluster(2);
+  StrandAllGpus(s);
+  std::vector<QueueSpec> queues = {{.name = "a", .tenant = "a", .max_gpus = 6}};
+  std::vector<JobSpec> pending = {RemoteJob(1, 1, 4, GpuSource::kPooled),
+                                  RemoteJob(2, 1, 4, GpuSource::kPooled)};
+  pending[1].submit_ns = 1;
+  Decisions d = Decide(s, pending, queues, Sec(10));
+  ASSERT_EQ(d.binds.size(), 1u) << "the cap of 6 GPUs admits one 4-GPU job";
+  EXPECT_EQ(d.binds[0].job, JobId(1));
+  EXPECT_EQ(d.binds[0].placement.tasks[0].gpu_count(), 4);
+  EXPECT_GE(d.binds[0].placement.tasks[0].node, NodeId(8)) << "only the CPU-only nodes host";
+  ASSERT_TRUE(s.Bind(pending[0], d.binds[0].placement, Sec(10)).ok());
+  EXPECT_EQ(s.queue_used_milli(QueueId(0)), 4000);
+}
+
+TEST(RemotePolicy, PriorityPreemptsForARemoteJob) {
+  ClusterState s = PoolCluster(1);
+  // Low-priority remote jobs on n8 use every GPU (8 jobs x 8 GPUs from the 8 servers).
+  std::vector<QueueSpec> queues = {{.name = "a", .tenant = "a"}};
+  StrandAllGpus(s);
+  for (uint64_t i = 0; i < 8; ++i) {
+    JobSpec low = RemoteJob(10 + i, 1, 8);
+    std::optional<Placement> p = PlaceGang(s, low, {});
+    ASSERT_TRUE(p.has_value()) << i;
+    ASSERT_TRUE(s.Bind(low, *p, 0).ok());
+  }
+  JobSpec high = RemoteJob(1, 1, 8);
+  high.priority = 10;
+  high.submit_ns = Sec(100);
+  Decisions d = Decide(s, {high}, queues, Sec(100));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_GE(d.preemptions[0].victim, JobId(10));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(1));
+}
+
+TEST(RemotePolicy, AnOwnerReclaimsGpusLentToABorrowersRemoteTasks) {
+  ClusterState s = PoolCluster(1);
+  // a is guaranteed 16 GPUs; b borrows all 64 through remote tasks hosted on n8.
+  std::vector<QueueSpec> queues = {{.name = "a", .tenant = "a", .guaranteed_gpus = 16},
+                                   {.name = "b", .tenant = "b"}};
+  StrandAllGpus(s, 1);
+  for (uint64_t i = 0; i < 8; ++i) {
+    JobSpec borrow = RemoteJob(10 + i, 1, 8);
+    borrow.queue = QueueId(1);
+    std::optional<Placement> p = PlaceGang(s, borrow, {});
+    ASSERT_TRUE(p.has_value()) << i;
+    ASSERT_TRUE(s.Bind(borrow, *p, 0).ok());
+  }
+  JobSpec own = RemoteJob(1, 1, 8);
+  own.submit_ns = Sec(100);
+  Decisions d = Decide(s, {own}, queues, Sec(100));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].reason, "reclaim");
+  ASSERT_EQ(d.binds.size(), 1u);
+}
+
+TEST(RemotePolicy, ANodeLendingGpusIsNotIdle) {
+  ClusterState s = PoolCluster(1);
+  StrandAllGpus(s);
+  // Free n3's CPU job: n3 idles. A remote task then borrows its GPUs.
+  ASSERT_TRUE(s.Release(JobId(103), Sec(1)).ok());
+  EXPECT_TRUE(s.idle(NodeId(3)));
+  JobSpec j = RemoteJob(1, 1, 8);
+  TaskBinding b{.node = NodeId(8), .via_server = true};
+  b.remote = {{NodeId(3), 0xFF}};
+  ASSERT_TRUE(s.Bind(j, {.tasks = {b}}, Sec(2)).ok());
+  EXPECT_FALSE(s.idle(NodeId(3)));
+  ASSERT_TRUE(s.Release(JobId(1), Sec(3)).ok());
+  EXPECT_TRUE(s.idle(NodeId(3)));
+  EXPECT_EQ(s.free_whole_gpus(NodeId(3)), 8);
+}
+
+TEST(RemotePolicy, SameInputSameDecisions) {
+  auto run = [] {
+    ClusterState s = PoolCluster(3);
+    for (uint32_t n = 0; n < 8; ++n) Fill(s, n, n % 5 + 3, 100 + n);
+    std::vector<QueueSpec> queues = {{.name = "a"}};
+    std::vector<JobSpec> pending;
+    for (uint64_t i = 0; i < 12; ++i) {
+      JobSpec j = RemoteJob(1 + i, 1 + static_cast<int>(i % 2), 1 + static_cast<int>(i % 4),
+                            i % 3 == 0 ? GpuSource::kRemote : GpuSource::kPooled);
+      j.submit_ns = static_cast<int64_t>(i);
+      pending.push_back(j);
+    }
+    return Decide(s, pending, queues, Sec(5));
+  };
+  Decisions a = run();
+  Decisions b = run();
+  ASSERT_EQ(a.binds.size(), b.binds.size());
+  ASSERT_GT(a.binds.size(), 0u);
+  for (size_t i = 0; i < a.binds.size(); ++i) {
+    EXPECT_EQ(a.binds[i].job, b.binds[i].job);
+    ASSERT_EQ(a.binds[i].placement.tasks.size(), b.binds[i].placement.tasks.size());
+    for (size_t t = 0; t < a.binds[i].placement.tasks.size(); ++t) {
+      EXPECT_EQ(a.binds[i].placement.tasks[t].node, b.binds[i].placement.tasks[t].node);
+      EXPECT_EQ(a.binds[i].placement.tasks[t].remote, b.binds[i].placement.tasks[t].remote);
+    }
+  }
 }
 
 }  // namespace
