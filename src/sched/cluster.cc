@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <climits>
@@ -426,12 +427,42 @@ Status ClusterState::Bind(const JobSpec& job, const Placement& p, int64_t now_ns
   }
   running_index_.Set(job.id, static_cast<uint32_t>(running_.size()));
   running_.push_back(std::make_shared<const RunningJob>(RunningJob{.spec = job, .placement = p, .start_ns = now_ns}));
-  if (job.queue.valid()) {
-    if (queue_used_milli_.size() <= job.queue.value()) queue_used_milli_.resize(job.queue.value() + 1, 0);
-    queue_used_milli_[job.queue.value()] += job.total_milli_gpus();
-  }
-  used_milli_ += job.total_milli_gpus();
+  Account(job, +1);
   return Status::Ok();
+}
+
+TaskShape TaskShape::Of(const JobSpec& j) {
+  const TaskRequest& t = j.task;
+  return {.gpus = t.gpus,
+          .gpu_milli = t.fractional() ? t.gpu_milli : 0,
+          .gpu_memory_bytes = t.fractional() ? t.gpu_memory_bytes : 0,
+          .cpu_milli = t.cpu_milli,
+          .memory_bytes = t.memory_bytes,
+          .models = j.gpu_models};
+}
+
+void ClusterState::Account(const JobSpec& job, int sign) {
+  if (job.queue.valid()) {
+    const size_t q = job.queue.value();
+    if (queue_used_milli_.size() <= q) {
+      queue_used_milli_.resize(q + 1, 0);
+      queue_used_cpu_.resize(q + 1, 0);
+      queue_used_mem_.resize(q + 1, 0);
+      queue_jobs_.resize(q + 1, 0);
+    }
+    queue_used_milli_[q] += sign * job.total_milli_gpus();
+    queue_used_cpu_[q] += sign * job.task.cpu_milli * job.num_tasks;
+    const uint64_t mem = job.task.memory_bytes * static_cast<uint64_t>(job.num_tasks);
+    queue_used_mem_[q] = sign > 0 ? queue_used_mem_[q] + mem : queue_used_mem_[q] - mem;
+    queue_jobs_[q] += sign;
+  }
+  used_milli_ += sign * job.total_milli_gpus();
+  const TaskShape shape = TaskShape::Of(job);
+  auto it = std::lower_bound(shapes_.begin(), shapes_.end(), shape,
+                             [](const ShapeCount& c, const TaskShape& k) { return c.shape < k; });
+  if (it == shapes_.end() || it->shape != shape) it = shapes_.insert(it, {shape, 0});
+  it->tasks += sign * job.num_tasks;
+  if (it->tasks == 0) shapes_.erase(it);
 }
 
 Status ClusterState::Release(JobId job, int64_t now_ns) {
@@ -442,10 +473,7 @@ Status ClusterState::Release(JobId job, int64_t now_ns) {
   const size_t idx = static_cast<size_t>(found);
   const RunningJob& r = *running_[idx];
   for (const TaskBinding& b : r.placement.tasks) Apply(b, r.spec.task, -1, now_ns);
-  if (r.spec.queue.valid() && r.spec.queue.value() < queue_used_milli_.size()) {
-    queue_used_milli_[r.spec.queue.value()] -= r.spec.total_milli_gpus();
-  }
-  used_milli_ -= r.spec.total_milli_gpus();
+  Account(r.spec, -1);
   running_index_.Erase(job);
   if (idx + 1 != running_.size()) {
     running_[idx] = std::move(running_.back());

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -74,6 +75,25 @@ class RunningList {
 
  private:
   const std::vector<Ptr>* v_;
+};
+
+// A task's shape as workload statistics see it (fragmentation.h's WorkloadDistribution): GPUs,
+// a fraction's milli and GPU memory (0 for whole GPUs), CPU, memory and the allowed models.
+struct TaskShape {
+  int32_t gpus = 0;
+  int32_t gpu_milli = 0;
+  uint64_t gpu_memory_bytes = 0;
+  int64_t cpu_milli = 0;
+  uint64_t memory_bytes = 0;
+  ModelMask models = kAnyModel;
+  static TaskShape Of(const JobSpec& j);
+  auto operator<=>(const TaskShape&) const = default;
+};
+
+// How many running tasks have one shape.
+struct ShapeCount {
+  TaskShape shape;
+  int64_t tasks = 0;
 };
 
 // Free capacity aggregate of one domain for one GPU model.
@@ -180,8 +200,15 @@ class ClusterState {
   int64_t queue_used_milli(QueueId q) const {
     return q.value() < queue_used_milli_.size() ? queue_used_milli_[q.value()] : 0;
   }
+  // CPU, memory and running jobs per queue index, kept like queue_used_milli so that a cycle
+  // needs no pass over the running jobs for them.
+  int64_t queue_used_cpu(QueueId q) const { return At(queue_used_cpu_, q); }
+  uint64_t queue_used_memory(QueueId q) const { return At(queue_used_mem_, q); }
+  int32_t queue_running_jobs(QueueId q) const { return At(queue_jobs_, q); }
   // Cluster-wide allocated totals.
   int64_t used_milli() const { return used_milli_; }
+  // Running tasks by shape, in shape order (one entry per shape present).
+  const std::vector<ShapeCount>& running_shapes() const { return shapes_; }
 
   // ---- Fabric load (optional) ----
   // The caller's view of uplink load (fabric_load.h), shared by copies. Null (the default, and
@@ -226,6 +253,10 @@ class ClusterState {
     std::vector<Cell> cells_;  // size 0 or a power of two, at most half full
     size_t size_ = 0;
   };
+  template <typename T>
+  static T At(const std::vector<T>& v, QueueId q) { return q.value() < v.size() ? v[q.value()] : T{}; }
+  // Adds (sign +1) or removes (-1) a running job's per-queue and per-shape bookkeeping.
+  void Account(const JobSpec& job, int sign);
   // Copy on write: clones the spec first when another copy of the state shares it.
   NodeSpec& MutableNode(NodeId n);
 
@@ -251,6 +282,10 @@ class ClusterState {
   std::vector<RunningList::Ptr> running_;  // immutable records, shared between copies
   JobIndex running_index_;
   std::vector<int64_t> queue_used_milli_;
+  std::vector<int64_t> queue_used_cpu_;
+  std::vector<uint64_t> queue_used_mem_;
+  std::vector<int32_t> queue_jobs_;
+  std::vector<ShapeCount> shapes_;  // sorted by shape
   int64_t used_milli_ = 0;
   std::shared_ptr<const FabricLoad> load_;
 };

@@ -69,6 +69,42 @@ TEST(ClusterState, AggregatesFollowBindAndRelease) {
   EXPECT_FALSE(s.Release(JobId(1), 9).ok());
 }
 
+// The per-queue sums and the shape histogram follow Bind and Release, and agree with a pass over
+// the running jobs (which is what the policy did every cycle before they were kept).
+TEST(ClusterState, QueueSumsAndShapesFollowBindAndRelease) {
+  ClusterState s = MakeCluster({.nodes = 4});
+  JobSpec a = Job(1, 2, 2, /*queue=*/0);
+  JobSpec b = Job(2, 1, 2, /*queue=*/1);  // same task shape as a
+  JobSpec c = Job(3, 1, 1, /*queue=*/1);
+  c.task.gpu_milli = 500;
+  c.task.gpu_memory_bytes = 1ull << 30;
+  ASSERT_TRUE(s.Bind(a, {.tasks = {{.node = NodeId(0), .gpu_mask = 0b11}, {.node = NodeId(1), .gpu_mask = 0b11}}}, 0).ok());
+  ASSERT_TRUE(s.Bind(b, {.tasks = {{.node = NodeId(2), .gpu_mask = 0b11}}}, 0).ok());
+  ASSERT_TRUE(s.Bind(c, {.tasks = {{.node = NodeId(3), .gpu_mask = 0b1}}}, 0).ok());
+  EXPECT_EQ(s.queue_used_cpu(QueueId(0)), 2000);
+  EXPECT_EQ(s.queue_used_memory(QueueId(0)), 2ull << 30);
+  EXPECT_EQ(s.queue_running_jobs(QueueId(0)), 1);
+  EXPECT_EQ(s.queue_used_cpu(QueueId(1)), 2000);
+  EXPECT_EQ(s.queue_running_jobs(QueueId(1)), 2);
+  EXPECT_EQ(s.queue_running_jobs(QueueId(7)), 0);
+  ASSERT_EQ(s.running_shapes().size(), 2u);
+  const ShapeCount& whole = s.running_shapes()[1];  // gpus 2 sorts after gpus 1
+  EXPECT_EQ(whole.shape, TaskShape::Of(a));
+  EXPECT_EQ(whole.tasks, 3);
+  EXPECT_EQ(s.running_shapes()[0].shape, TaskShape::Of(c));
+  ASSERT_TRUE(s.Release(JobId(1), 1).ok());
+  EXPECT_EQ(s.queue_used_cpu(QueueId(0)), 0);
+  EXPECT_EQ(s.queue_running_jobs(QueueId(0)), 0);
+  ASSERT_EQ(s.running_shapes().size(), 2u);
+  EXPECT_EQ(s.running_shapes()[1].tasks, 1);
+  ASSERT_TRUE(s.Release(JobId(2), 1).ok());
+  ASSERT_EQ(s.running_shapes().size(), 1u) << "a shape with no task left is dropped";
+  ClusterState copy = s;
+  ASSERT_TRUE(copy.Release(JobId(3), 2).ok());
+  EXPECT_TRUE(copy.running_shapes().empty());
+  EXPECT_EQ(s.running_shapes().size(), 1u) << "copies keep their own";
+}
+
 TEST(ClusterState, BindIsAllOrNothing) {
   ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
   JobSpec j = Job(7, 2, 8);

@@ -19,14 +19,14 @@ struct Held {
   double memory = 0;
 };
 
+// From the state's per-queue sums (ClusterState keeps them as jobs start and end).
 std::vector<Held> HeldByQueue(const ClusterState& state, size_t num_queues) {
   std::vector<Held> held(num_queues);
-  for (const RunningJob& r : state.running()) {
-    if (!r.spec.queue.valid() || r.spec.queue.value() >= num_queues) continue;
-    Held& h = held[r.spec.queue.value()];
-    h.gpu_milli += static_cast<double>(r.spec.total_milli_gpus());
-    h.cpu_milli += static_cast<double>(r.spec.task.cpu_milli) * r.spec.num_tasks;
-    h.memory += static_cast<double>(r.spec.task.memory_bytes) * r.spec.num_tasks;
+  for (size_t i = 0; i < num_queues; ++i) {
+    const QueueId q(static_cast<uint32_t>(i));
+    held[i] = {.gpu_milli = static_cast<double>(state.queue_used_milli(q)),
+               .cpu_milli = static_cast<double>(state.queue_used_cpu(q)),
+               .memory = static_cast<double>(state.queue_used_memory(q))};
   }
   return held;
 }

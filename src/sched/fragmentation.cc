@@ -85,7 +85,11 @@ WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& 
   };
   for (const JobSpec& j : jobs) count(j);
   if (running_of != nullptr) {
-    for (const RunningJob& r : running_of->running()) count(r.spec);
+    for (const ShapeCount& c : running_of->running_shapes()) {
+      const TaskShape& k = c.shape;
+      counts[{k.gpus, k.gpu_milli, k.gpu_memory_bytes, k.cpu_milli, k.memory_bytes, k.models}] +=
+          static_cast<double>(c.tasks);
+    }
   }
   std::vector<std::pair<Key, double>> sorted(counts.begin(), counts.end());
   std::sort(sorted.begin(), sorted.end(),

@@ -329,21 +329,28 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   if (c_.fragmentation_aware) workload = WorkloadDistribution::FromJobs(pending, &work);
 
   std::vector<int32_t> running_jobs(queues.size(), 0);
-  for (const RunningJob& r : work.running()) {
-    if (r.spec.queue.value() < queues.size()) ++running_jobs[r.spec.queue.value()];
+  for (size_t q = 0; q < queues.size(); ++q) {
+    running_jobs[q] = work.queue_running_jobs(QueueId(static_cast<uint32_t>(q)));
   }
   std::set<ShapeKey> failed;
   std::set<std::tuple<ShapeKey, int32_t, uint32_t>> failed_preempt;
   // Cheap gates before PlanPreemption, which copies the state: the lowest priority among jobs
   // that may be preempted now, and whether any queue runs over its quota (reclaim needs one).
   // Priority preemption stays inside a queue (preemption.h), so the gate is per queue.
-  std::vector<int32_t> min_victim_priority(queues.size(), INT32_MAX);
-  for (const RunningJob& r : work.running()) {
-    const size_t rq = r.spec.queue.value();
-    if (rq < queues.size() && PastMinRuntime(r, now)) {
-      min_victim_priority[rq] = std::min(min_victim_priority[rq], r.spec.priority);
+  // Computed on first need (a job that did not fit), from the cycle's input state.
+  std::vector<int32_t> min_victim_priority;
+  auto min_victim_priority_of = [&](size_t q) {
+    if (min_victim_priority.empty()) {
+      min_victim_priority.assign(queues.size(), INT32_MAX);
+      for (const RunningJob& r : in.state->running()) {
+        const size_t rq = r.spec.queue.value();
+        if (rq < queues.size() && PastMinRuntime(r, now)) {
+          min_victim_priority[rq] = std::min(min_victim_priority[rq], r.spec.priority);
+        }
+      }
     }
-  }
+    return min_victim_priority[q];
+  };
   bool any_over_quota = false;
   for (size_t q = 0; q < queues.size(); ++q) {
     any_over_quota |= work.queue_used_milli(QueueId(static_cast<uint32_t>(q))) > QueueQuotaMilli(work, queues[q]);
@@ -361,11 +368,16 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
   std::optional<ClusterState> preempt_scratch;  // PlanPreemption's trial copy, reused per call
   // Short-job preemption: the longest remaining time any running job may be preempted for,
   // and per (shape, priority, queue) the shortest estimate that found no victims.
-  double sjp_max_remaining_s =
-      c_.short_preempt.enabled ? MaxPreemptibleRemainingS(work, now, c_.short_preempt) : 0;
+  // Both are computed when first needed (a job with an estimate that did not fit), from the
+  // cycle's input state, which is what `work` was when the cycle began: most cycles never need
+  // them, and each costs a pass (and a sort) over every running job.
+  std::optional<double> sjp_max_remaining;
+  auto sjp_max_remaining_s = [&] {
+    if (!sjp_max_remaining) sjp_max_remaining = MaxPreemptibleRemainingS(*in.state, now, c_.short_preempt);
+    return *sjp_max_remaining;
+  };
   std::map<std::tuple<ShapeKey, int32_t, uint32_t>, double> failed_short_preempt;
-  ReleaseProfile release;
-  if (c_.short_preempt.enabled) release = ReleaseProfile(work, now, c_.assumed_runtime_s);
+  std::optional<ReleaseProfile> release;
   int preemptions = 0;
   int64_t demand_gpus = 0;
   int64_t bound_milli = 0;  // taken by this cycle's binds
@@ -375,7 +387,8 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     if (in.explain) out.waits.push_back({.job = job.id, .kind = kind, .text = text()});
   };
 
-  for (size_t idx : order) {
+  for (size_t oi = 0; oi < order.size(); ++oi) {
+    const size_t idx = order[oi];
     const JobSpec& job = pending[idx];
     const size_t q = job.queue.value();
     const QueueSpec& queue = queues[q];
@@ -428,12 +441,13 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       unheld = placement.has_value();
       if (!placement) failed_short.insert(key);
     }
-    const bool may_preempt =
-        (c_.priority_preemption && job.priority > min_victim_priority[q]) ||
-        (c_.reclaim && any_over_quota &&
-         work.queue_used_milli(job.queue) + job.total_milli_gpus() <= QueueQuotaMilli(work, queue));
+    auto may_preempt = [&] {
+      return (c_.priority_preemption && job.priority > min_victim_priority_of(q)) ||
+             (c_.reclaim && any_over_quota &&
+              work.queue_used_milli(job.queue) + job.total_milli_gpus() <= QueueQuotaMilli(work, queue));
+    };
     const auto pkey = std::make_tuple(key, job.priority, job.queue.value());
-    if (!placement && may_preempt && preemptions < c_.max_preemptions_per_cycle &&
+    if (!placement && may_preempt() && preemptions < c_.max_preemptions_per_cycle &&
         !failed_preempt.count(pkey)) {
       PreemptionOptions po{.priority = c_.priority_preemption,
                            .reclaim = c_.reclaim,
@@ -465,8 +479,9 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     // none with a longer one either (fewer victims qualify): the cache keeps the shortest.
     if (!placement && c_.short_preempt.enabled && job.est_runtime_s > 0 &&
         preemptions < c_.max_preemptions_per_cycle &&
-        c_.short_preempt.ratio * job.est_runtime_s <= sjp_max_remaining_s) {
-      const double wait_s = release.WaitS(bound_milli + demand_gpus * 1000 + job.total_milli_gpus());
+        c_.short_preempt.ratio * job.est_runtime_s <= sjp_max_remaining_s()) {
+      if (!release) release = ReleaseProfile(*in.state, now, c_.assumed_runtime_s);
+      const double wait_s = release->WaitS(bound_milli + demand_gpus * 1000 + job.total_milli_gpus());
       auto it = failed_short_preempt.find(pkey);
       const bool cached_fail = it != failed_short_preempt.end() && job.est_runtime_s >= it->second;
       if (wait_s >= job.est_runtime_s + c_.short_preempt.restart_cost_s && !cached_fail) {
@@ -484,7 +499,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
           placement = std::move(plan->placement);
           failed.clear();  // room was freed: earlier failures may fit now
           failed_short.clear();
-          sjp_max_remaining_s = MaxPreemptibleRemainingS(work, now, c_.short_preempt);
+          sjp_max_remaining = MaxPreemptibleRemainingS(work, now, c_.short_preempt);
         } else {
           failed_short_preempt[pkey] = job.est_runtime_s;
         }
@@ -520,7 +535,12 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       continue;
     }
     bool reserved = false;
-    if (static_cast<int>(out.reservations.size()) < c_.max_reservations &&
+    // A reservation holds nodes against the jobs after this one, keeps its nodes powered on,
+    // and is a wait reason. For the last job of a cycle without power management or
+    // explanations it would change nothing, and computing it walks every running job's end: a
+    // cycle with one pending job that does not fit (every arrival in a full cluster) skips it.
+    const bool reservation_matters = oi + 1 < order.size() || c_.power.enabled || in.explain;
+    if (reservation_matters && static_cast<int>(out.reservations.size()) < c_.max_reservations &&
         static_cast<double>(now - job.submit_ns) >= c_.reserve_after_s * 1e9) {
       if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now, c_.assumed_runtime_s)) {
         reserved = true;

@@ -81,6 +81,37 @@ TEST(Policy, BindsInOrderAndKeepsGangsWhole) {
   EXPECT_TRUE(RunPolicy(*Make(no_assume), s, pending, queues, Sec(1)).reservations.empty());
 }
 
+// The last job of a cycle gets its reservation only where one can matter: explanations or power
+// management (no later job can be held off the nodes). Binds are the same either way.
+TEST(Policy, TheLastJobsReservationIsMadeOnlyWhereItMatters) {
+  ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
+  JobSpec ends = Job(50, 1, 8);
+  ends.est_runtime_s = 100;
+  ASSERT_TRUE(s.Bind(ends, {.tasks = {{.node = NodeId(0), .gpu_mask = 0xFF}}}, 0).ok());
+  ASSERT_TRUE(s.Bind(Job(51, 1, 4), {.tasks = {{.node = NodeId(1), .gpu_mask = 0x0F}}}, 0).ok());
+  std::vector<QueueSpec> queues = {{.name = "q"}};
+  std::vector<JobSpec> pending = {Job(1, 2, 8)};
+  auto policy = Make({.least_work_first = false});  // age order: job 1 first below
+  SchedulingInput in{.state = &s, .pending = &pending, .queues = &queues, .now_ns = Sec(10)};
+  StatusOr<Decisions> quiet = policy->Schedule(in);
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_TRUE(quiet->reservations.empty());
+  EXPECT_TRUE(quiet->binds.empty());
+  in.explain = true;
+  StatusOr<Decisions> told = policy->Schedule(in);
+  ASSERT_TRUE(told.ok());
+  ASSERT_EQ(told->reservations.size(), 1u);
+  ASSERT_EQ(told->waits.size(), 1u);
+  EXPECT_EQ(told->waits[0].kind, WaitKind::kReserved);
+  EXPECT_TRUE(told->binds.empty());
+  in.explain = false;
+  pending.push_back(Job(2, 1, 4));  // a later job: the reservation holds node 1 against it
+  pending[1].submit_ns = 1;
+  StatusOr<Decisions> two = policy->Schedule(in);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->reservations.size(), 1u);
+}
+
 TEST(Policy, BackfillDoesNotDelayTheReservation) {
   // 4 nodes. Node 0 runs a job ending at t=100, node 1 a job with no estimate, node 3 half used
   // by a job with no estimate. Head: a 2-node gang -> reserved on nodes 0 and 2 from t=100.
