@@ -10,7 +10,7 @@
 namespace gpool::sched {
 namespace {
 
-bool ModelAllowed(ModelMask models, int model) {
+bool RemoteModelAllowed(ModelMask models, int model) {
   return model >= 0 && (models & (ModelMask{1} << model)) != 0;
 }
 
@@ -85,7 +85,7 @@ class RemotePlacer {
   }
   bool Lends(NodeId n) const {
     const NodeSpec& spec = s_.node(n);
-    return spec.serves_gpus && spec.gpus > 0 && ModelAllowed(job_.gpu_models, spec.gpu_model) &&
+    return spec.serves_gpus && spec.gpus > 0 && RemoteModelAllowed(job_.gpu_models, spec.gpu_model) &&
            s_.schedulable(n) && !Excluded(n) &&
            !(t_.fractional() && t_.gpu_memory_bytes > spec.gpu_memory_bytes);
   }
@@ -97,7 +97,7 @@ class RemotePlacer {
     for (DomainId leaf : s_.domains_at(Level::kLeaf)) {
       int64_t free_milli = 0;
       for (size_t m = 0; m < s_.num_models(); ++m) {
-        if (ModelAllowed(job_.gpu_models, static_cast<int>(m))) {
+        if (RemoteModelAllowed(job_.gpu_models, static_cast<int>(m))) {
           free_milli += s_.aggregate(leaf, static_cast<int>(m)).free_milli;
         }
       }
