@@ -102,6 +102,10 @@ function derive(st) {
     for (const a of j.allocations || []) {
       if (a.finished) continue;
       for (let g = 0; g < 32; g++) if ((num(a.gpu_mask) >>> g) & 1) gpuOwner.set(a.node + "/" + g, j);
+      // Remote attachment: GPUs of other nodes, used through their GPU servers, are the job's too.
+      for (const r of a.remote || []) {
+        for (let g = 0; g < 32; g++) if ((num(r.gpu_mask) >>> g) & 1) gpuOwner.set(r.node + "/" + g, j);
+      }
     }
   }
   const m = {nodes, jobs, tenants, gpuOwner, jobsById, total: 0, alloc: 0, down: 0, downNodes: 0,
@@ -225,6 +229,7 @@ function renderGroupedFabric(m) {
   const top = 34, bandH = leafH + 30;
   const height = top + rows * bandH;
   const selNodes = selectedNodes(m);
+  const at = new Map();  // node -> centre of its GPU row, for the remote arcs
   let h = `<rect class=spine x="0" y="2" width="${width}" height="16" rx="3"/>` +
           `<text class=sw-label x="8" y="14">spine layer (no fabric data: uniform tree of ${LEAF_SIZE}-node leaves, as the controller places)</text>`;
   leaves.forEach((leaf, li) => {
@@ -233,12 +238,17 @@ function renderGroupedFabric(m) {
     h += `<line class=uplink x1="${x + leafW / 2}" y1="18" x2="${x + leafW / 2}" y2="${y}"/>`;
     h += `<rect class="leaf-box${hit ? " hit" : ""}" x="${x}" y="${y}" width="${leafW}" height="${leafH}" rx="4"/>`;
     h += `<text class=leaf-label x="${x + pad}" y="${y + 12}">leaf ${li}</text>`;
-    leaf.forEach((n, ni) => { h += nodeCells(m, n, x + pad, y + 18 + ni * rowH, cell, rowH); });
+    leaf.forEach((n, ni) => {
+      h += nodeCells(m, n, x + pad, y + 18 + ni * rowH, cell, rowH);
+      at.set(n.name, {x: x + pad + (gpn * cell) / 2, y: y + 18 + ni * rowH + rowH / 2});
+    });
     const used = leaf.reduce((a, n) => a + num(n.gpus_allocated), 0);
     const all = leaf.reduce((a, n) => a + num(n.gpus), 0);
     h += `<text class=leaf-label x="${x + pad}" y="${y + leafH - 6}">${used}/${all}</text>`;
   });
-  return {svg: `<svg viewBox="0 -1 ${width} ${height}" preserveAspectRatio="xMinYMin meet">${h}</svg>`,
+  const arcs = remoteArcs(m, at);
+  return {svg: `<svg viewBox="0 -1 ${width} ${height}" preserveAspectRatio="xMinYMin meet">${h}${arcs.svg}</svg>`,
+          arcs: arcs.count,
           source: `${fmt(m.nodes.length)} nodes in ${leaves.length} leaves (controller grouping)`};
 }
 
@@ -322,6 +332,7 @@ function renderRealFabric(m, fab, topo) {
   const hostTop = top + maxLevel * layerGap + swH + 56;
   let cells = "", frames = "", ups = "", maxRows = 0;
   const selNodes = selectedNodes(m);
+  const at = new Map();  // host -> centre of its GPU row, for the remote arcs
   domains.forEach((d, di) => {
     const list = hosts.filter((h) => (h.leaf || "?") === d).sort((a, b) => natural(a.name, b.name));
     const x0 = di * (blockW + gap) + gap / 2, rows = Math.ceil(list.length / cols);
@@ -336,6 +347,7 @@ function renderRealFabric(m, fab, topo) {
     list.forEach((h, i) => {
       const x = x0 + 4 + Math.floor(i / rows) * (gpn * cell + 4), y = hostTop + 2 + (i % rows) * rowH;
       const node = nodeByName.get(h.name);
+      at.set(h.name, {x: x + (gpn * cell) / 2, y: y + rowH / 2});
       if (node) cells += nodeCells(m, node, x, y, cell, rowH);
       else cells += `<rect class="gpu idle" x="${x}" y="${y}" width="${gpn * cell - 1}" height="${rowH - 1}"><title>${esc(h.name)}: no agent registered</title></rect>`;
       if (h.reachable === false) cells += `<rect class=node-down x="${x - 0.5}" y="${y - 0.5}" width="${gpn * cell}" height="${rowH}"><title>${esc(h.name)}: unreachable</title></rect>`;
@@ -361,13 +373,57 @@ function renderRealFabric(m, fab, topo) {
     src += ` · <b class=bad>jobs on broken routes: ${affected.slice(0, 6).map((a) => esc(a.id)).join(" ")}` +
            `${affected.length > 6 ? ` +${affected.length - 6}` : ""}</b>`;
   }
-  return {svg: `<svg viewBox="0 0 ${W} ${height}" preserveAspectRatio="xMinYMin meet">${idle}${ups}${loaded}${selected}${sws}${frames}${cells}</svg>`,
-          html: true, source: src};
+  const arcs = remoteArcs(m, at);
+  return {svg: `<svg viewBox="0 0 ${W} ${height}" preserveAspectRatio="xMinYMin meet">${idle}${ups}${loaded}${selected}${sws}${frames}${cells}${arcs.svg}</svg>`,
+          html: true, source: src, arcs: arcs.count};
+}
+
+// Remote attachment (Allocation.remote): a dashed arc, in the tenant's colour, from the host a
+// running task's process runs on to each node lending it GPUs through its GPU server; one arc
+// per (host, lender) pair of a job, its title naming the job, the tasks and the GPUs. `at`: node
+// name -> {x, y}, the centre of its GPU row; a node not drawn (no agent, not a fabric host) gets
+// no arc. The traffic itself is on the fabric's links (/api/fabric counts it as flows).
+function remoteArcs(m, at) {
+  const pairs = new Map();  // job id + host + lender -> {j, host, lender, tasks, gpus}
+  for (const j of m.jobs) {
+    if (j.state !== "running") continue;
+    for (const a of j.allocations || []) {
+      if (a.finished) continue;
+      for (const r of a.remote || []) {
+        if (!r.node || r.node === a.node) continue;  // its own node's server: no fabric hop
+        const k = j.id + "\n" + a.node + "\n" + r.node;
+        if (!pairs.has(k)) pairs.set(k, {j, host: a.node, lender: r.node, tasks: [], gpus: 0});
+        const p = pairs.get(k);
+        p.tasks.push(num(a.task));
+        p.gpus += popcount(num(r.gpu_mask));
+      }
+    }
+  }
+  let svg = "", count = 0;
+  for (const {j, host, lender, tasks, gpus} of pairs.values()) {
+    const p = at.get(host), q = at.get(lender);
+    if (!p || !q) continue;
+    // Bow the arc upwards (sideways when the two rows are stacked) so it clears the GPU rows.
+    const dx = q.x - p.x, near = Math.abs(dx) < 20;
+    const cx = (p.x + q.x) / 2 + (near ? 40 : 0), cy = Math.min(p.y, q.y) - (near ? 0 : Math.min(60, 12 + Math.abs(dx) / 6));
+    const d = `M${p.x.toFixed(1)},${p.y.toFixed(1)} Q${cx.toFixed(1)},${cy.toFixed(1)} ${q.x.toFixed(1)},${q.y.toFixed(1)}`;
+    const tip = `job ${j.id} (${j.tenant}): task${tasks.length > 1 ? "s" : ""} ${tasks.join(", ")} on ${host} ` +
+                `use${tasks.length > 1 ? "" : "s"} ${gpus} GPU${gpus === 1 ? "" : "s"} of ${lender} through its GPU server`;
+    svg += `<path class="remote${j.id === ui.selected ? " sel" : ""}" d="${d}" stroke="${colorOf(j.tenant)}" ` +
+           `data-job="${esc(j.id)}" data-host="${esc(host)}" data-lender="${esc(lender)}"><title>${esc(tip)}</title></path>`;
+    count++;
+  }
+  return {svg, count};
 }
 
 function selectedNodes(m) {
   const j = ui.selected && m.jobsById.get(ui.selected);
-  return new Set(j ? (j.allocations || []).map((a) => a.node) : []);
+  const out = new Set();
+  for (const a of (j && j.allocations) || []) {
+    out.add(a.node);
+    for (const r of a.remote || []) out.add(r.node);  // lenders hold its GPUs too
+  }
+  return out;
 }
 
 function renderFabric(m) {
@@ -386,6 +442,7 @@ function renderFabric(m) {
     lg += "<span><i style='background:hsl(200,75%,45%)'></i>link lightly loaded</span><span><i style='background:hsl(0,75%,57%)'></i>most loaded</span>" +
           "<span><i style='background:#ff4d57'></i>link down (dashed)</span><span><i style='background:#f0a030'></i>held by damping</span>";
   }
+  if (r.arcs) lg += "<span><i class=dash></i>remote GPUs: task's host to lending node (dashed)</span>";
   $("fabric-legend").innerHTML = lg;
 }
 
@@ -455,6 +512,15 @@ function renderDetail(m, now) {
   const leaves = new Set([...per.keys()].map((n) => Math.floor(m.nodes.findIndex((x) => x.name === n) / LEAF_SIZE)));
   const shown = [...per].slice(0, 8).map(([n, g]) => `${esc(n)}&times;${g}`).join(", ");
   const place = per.size > 8 ? `${shown} and ${fmt(per.size - 8)} more` : shown;
+  // Remote attachment: which hosts use which lenders' GPUs (through their GPU servers).
+  const lent = new Map();  // "host <- lender" -> GPUs
+  for (const a of j.allocations || []) {
+    for (const r of a.remote || []) {
+      const k = `${esc(a.node)} &larr; ${esc(r.node)}`;
+      lent.set(k, (lent.get(k) || 0) + popcount(num(r.gpu_mask)));
+    }
+  }
+  const remote = [...lent].slice(0, 8).map(([k, g]) => `${k}&times;${g}`).join(", ") + (lent.size > 8 ? ` and ${fmt(lent.size - 8)} more` : "");
   const submit = num(j.submit_ms), start = num(j.start_ms), end = num(j.end_ms);
   $("job-detail").innerHTML = `<dl>
     <dt>job</dt><dd id=detail-id><b>${esc(j.id)}</b> <span class="state ${esc(j.state)}">${esc(j.state)}</span></dd>
@@ -466,6 +532,7 @@ function renderDetail(m, now) {
     ${j.state === "pending" && (j.pending_reason || j.message) ? `<dt>waiting</dt><dd id=detail-why>${esc(j.pending_reason || j.message)}</dd>` : ""}
     <dt>preempted</dt><dd>${num(j.preemptions)} time(s)</dd>
     <dt>placement</dt><dd id=detail-placement>${per.size ? `${per.size} node(s) in ${ui.fabric ? "" : leaves.size + " leaf/leaves: "}${place}` : "&ndash;"}</dd>
+    ${lent.size ? `<dt>remote GPUs</dt><dd id=detail-remote title="host &larr; node lending GPUs through its GPU server">${remote}</dd>` : ""}
   </dl>`;
 }
 

@@ -1,5 +1,7 @@
 #include "control/fabric_api.h"
 
+#include <algorithm>
+
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
@@ -95,17 +97,26 @@ class FabricServiceImpl final : public v1::FabricService::Service {
 
 }  // namespace
 
+JobNodes JobNodesOf(const v1::Job& j) {
+  JobNodes n{.id = j.id(), .tenant = j.tenant(), .nodes = {}, .remote = {}};
+  for (const v1::Allocation& a : j.allocations()) {
+    n.nodes.push_back(a.node());
+    for (const v1::RemoteGpus& r : a.remote()) {
+      if (r.node().empty() || r.node() == a.node()) continue;  // its own node: no fabric flow
+      RemoteFlow f{.host = a.node(), .lender = r.node()};
+      if (std::find(n.remote.begin(), n.remote.end(), f) == n.remote.end()) n.remote.push_back(std::move(f));
+    }
+  }
+  return n;
+}
+
 std::vector<JobNodes> RunningJobNodes(Controller* c) {
   v1::ListJobsRequest req;
   req.set_state("running");
   v1::ListJobsResponse jobs = c->ListJobs(req);
   std::vector<JobNodes> out;
   out.reserve(jobs.jobs_size());
-  for (const v1::Job& j : jobs.jobs()) {
-    JobNodes n{.id = j.id(), .tenant = j.tenant(), .nodes = {}};
-    for (const v1::Allocation& a : j.allocations()) n.nodes.push_back(a.node());
-    out.push_back(std::move(n));
-  }
+  for (const v1::Job& j : jobs.jobs()) out.push_back(JobNodesOf(j));
   return out;
 }
 

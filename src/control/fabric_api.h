@@ -24,7 +24,10 @@ class Status;
 
 namespace gpool::control {
 
-// Running jobs with their nodes in task order.
+// A job record as the fabric view needs it: its allocations' nodes in task order, and one
+// RemoteFlow per distinct (task node, lending node) pair of the allocations' `remote` GPUs.
+JobNodes JobNodesOf(const v1::Job& j);
+// Running jobs (JobNodesOf each).
 std::vector<JobNodes> RunningJobNodes(Controller* c);
 
 // Authorizes one call: OK and *tenant = the caller's tenant ("" = sees every job), or the gRPC

@@ -15,6 +15,16 @@
 
 namespace gpool::control {
 
+std::map<std::string, std::set<std::string>> TenantNodes(const std::vector<JobNodes>& jobs) {
+  std::map<std::string, std::set<std::string>> out;
+  for (const JobNodes& j : jobs) {
+    std::set<std::string>& s = out[j.tenant];
+    s.insert(j.nodes.begin(), j.nodes.end());
+    for (const RemoteFlow& f : j.remote) s.insert(f.lender);
+  }
+  return out;
+}
+
 FabricMonitor::FabricMonitor(Controller* controller, FabricMonitorOptions options)
     : controller_(controller), options_(std::move(options)) {
   if (!options_.partitions_path.empty()) {
@@ -85,8 +95,7 @@ Status FabricMonitor::SyncPartitionsOnce(bool* changed) {
   if (options_.partitions_path.empty()) return Status::Ok();
   FabricView* view = controller_->fabric().get();
   if (view == nullptr) return Status::FailedPrecondition("partitions: the controller has no --fabric");
-  std::map<std::string, std::set<std::string>> nodes_of;
-  for (const JobNodes& j : RunningJobNodes(controller_)) nodes_of[j.tenant].insert(j.nodes.begin(), j.nodes.end());
+  std::map<std::string, std::set<std::string>> nodes_of = TenantNodes(RunningJobNodes(controller_));
   // Tenants with quotas get their (possibly empty) partition too, so their P_Key exists.
   const v1::ListTenantsResponse known = controller_->ListTenants();
   for (const v1::Tenant& t : known.tenants()) nodes_of[t.name()];

@@ -9,7 +9,8 @@
 //      in the view). A sweep that fails (exit status, parse error) changes nothing and is logged:
 //      an unreachable SM port must not look like a dead fabric;
 //   3. with partitions on: generates partitions.conf, the QoS policy and opensm.conf's QoS keys
-//      from the tenants of the running jobs and their nodes' port GUIDs (partitions.h), and when
+//      from the tenants of the running jobs and their nodes' port GUIDs (partitions.h; a job's
+//      nodes include those lending it GPUs, whose GPU servers its tasks talk to), and when
 //      they changed writes them atomically (WriteFileAtomic) and sends SIGHUP to OpenSM (its pid
 //      given directly or read from a pid file), so membership follows job start and end within
 //      one interval.
@@ -21,10 +22,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/status.h"
 #include "control/controller.h"
@@ -32,6 +36,10 @@
 #include "control/partitions.h"
 
 namespace gpool::control {
+
+// Tenant -> the nodes its running jobs hold: their tasks' nodes and the nodes lending them GPUs
+// (remote attachment). What the partitions are made of.
+std::map<std::string, std::set<std::string>> TenantNodes(const std::vector<JobNodes>& jobs);
 
 struct FabricMonitorOptions {
   std::chrono::milliseconds interval{1000};

@@ -604,39 +604,56 @@ void FabricView::FillLink(LinkId l, v1::FabricLink* out) const {
   out->set_state(state);
 }
 
-std::vector<LinkId> FabricView::JobLinksLocked(const std::vector<std::string>& nodes) {
-  std::vector<size_t> hs;
-  for (const std::string& n : nodes) {
+void FabricView::RailFlowsLocked(const FabricHost& src, const FabricHost& dst, std::vector<LinkId>* out) {
+  size_t rails = std::min(src.cas.size(), dst.cas.size());
+  for (size_t r = 0; r < rails; ++r) {
+    PortId sp = CaPort(src.cas[r]), dp = CaPort(dst.cas[r]);
+    if (!sp.valid() || !dp.valid()) continue;
+    auto path = fabric::TracePath(fabric_, tables_, sp, fabric_.lid_of_port(dp));
+    if (!path.ok()) continue;  // no route now: the health report shows why
+    out->insert(out->end(), path->begin(), path->end());
+  }
+}
+
+std::vector<LinkId> FabricView::JobLinksLocked(const JobNodes& job) {
+  auto host_of = [&](const std::string& n) -> std::optional<size_t> {
     auto it = host_index_.find(n);
-    if (it == host_index_.end()) continue;
-    if (std::find(hs.begin(), hs.end(), it->second) == hs.end()) hs.push_back(it->second);
+    if (it == host_index_.end()) return std::nullopt;  // not a fabric host: no flows to trace
+    return it->second;
+  };
+  std::vector<size_t> hs;
+  for (const std::string& n : job.nodes) {
+    auto h = host_of(n);
+    if (h && std::find(hs.begin(), hs.end(), *h) == hs.end()) hs.push_back(*h);
+  }
+  // Remote attachment: host <-> lender pairs, each once, in the job's order.
+  std::vector<std::pair<size_t, size_t>> lent;
+  for (const RemoteFlow& rf : job.remote) {
+    auto h = host_of(rf.host), l = host_of(rf.lender);
+    if (!h || !l || *h == *l) continue;
+    std::pair<size_t, size_t> p(std::min(*h, *l), std::max(*h, *l));
+    if (std::find(lent.begin(), lent.end(), p) == lent.end()) lent.push_back(p);
   }
   std::vector<LinkId> out;
+  for (const auto& [a, b] : lent) {
+    RailFlowsLocked(hosts_[a], hosts_[b], &out);
+    RailFlowsLocked(hosts_[b], hosts_[a], &out);
+  }
   if (hs.size() == 1) {
-    for (NodeId ca : hosts_[hs[0]].cas) {
-      for (auto* a = fabric_.adj_begin(ca); a != fabric_.adj_end(ca); ++a) out.push_back(a->link);
+    // One host and no remote GPUs: no flow leaves it, but its HCA links are what it depends on
+    // (a dead one is reported against it). With remote GPUs those flows already cross them.
+    if (lent.empty()) {
+      for (NodeId ca : hosts_[hs[0]].cas) {
+        for (auto* a = fabric_.adj_begin(ca); a != fabric_.adj_end(ca); ++a) out.push_back(a->link);
+      }
     }
     return out;
   }
   for (size_t i = 0; i + 1 < hs.size() || (hs.size() > 2 && i + 1 == hs.size()); ++i) {
     const FabricHost& src = hosts_[hs[i]];
     const FabricHost& dst = hosts_[hs[(i + 1) % hs.size()]];
-    size_t rails = std::min(src.cas.size(), dst.cas.size());
-    for (size_t r = 0; r < rails; ++r) {
-      PortId sp = CaPort(src.cas[r]), dp = CaPort(dst.cas[r]);
-      if (!sp.valid() || !dp.valid()) continue;
-      auto path = fabric::TracePath(fabric_, tables_, sp, fabric_.lid_of_port(dp));
-      if (!path.ok()) continue;  // no route now: the health report shows why
-      out.insert(out.end(), path->begin(), path->end());
-    }
-    if (hs.size() == 2) {  // a pair: both directions
-      for (size_t r = 0; r < rails; ++r) {
-        PortId sp = CaPort(dst.cas[r]), dp = CaPort(src.cas[r]);
-        if (!sp.valid() || !dp.valid()) continue;
-        auto path = fabric::TracePath(fabric_, tables_, sp, fabric_.lid_of_port(dp));
-        if (path.ok()) out.insert(out.end(), path->begin(), path->end());
-      }
-    }
+    RailFlowsLocked(src, dst, &out);
+    if (hs.size() == 2) RailFlowsLocked(dst, src, &out);  // a pair: both directions
   }
   return out;
 }
@@ -651,7 +668,7 @@ void FabricView::TrackJobsLocked(const std::vector<JobNodes>& jobs) {
   for (const JobNodes& j : jobs) {
     live.insert(j.id);
     if (job_links_.count(j.id)) continue;
-    std::vector<LinkId> links = JobLinksLocked(j.nodes);
+    std::vector<LinkId> links = JobLinksLocked(j);
     std::sort(links.begin(), links.end());
     links.erase(std::unique(links.begin(), links.end()), links.end());
     job_links_[j.id] = std::move(links);
@@ -693,7 +710,7 @@ v1::GetFabricResponse FabricView::Get(const v1::GetFabricRequest& req,
   std::vector<int32_t> flows(fabric_.num_links(), 0);
   std::vector<std::vector<std::string>> on(fabric_.num_links());
   for (const JobNodes& j : jobs) {
-    for (LinkId lk : JobLinksLocked(j.nodes)) {
+    for (LinkId lk : JobLinksLocked(j)) {
       ++flows[lk.value()];
       auto& v = on[lk.value()];
       if (v.empty() || v.back() != j.id) v.push_back(j.id);

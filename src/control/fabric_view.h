@@ -21,7 +21,12 @@
 // came back at once.
 //
 // Job routes: a running job's flows are a ring over its nodes in task order on every rail (node
-// i's HCA r -> node i+1's HCA r), traced over the LFTs. The links a job's flows crossed are
+// i's HCA r -> node i+1's HCA r), traced over the LFTs. A task with remote GPUs (remote
+// attachment: its process on one host, GPUs of another host's GPU server) adds flows between
+// its host and each lending host, both directions on every rail, like a two-node gang: the
+// remoting runtime's copies and calls cross the fabric between them. (A limit of the model: the
+// runtime's transport may use fewer rails than the host has; every rail is counted.) The links a
+// job's flows crossed are
 // remembered from when the view first saw it running, so that after a failure and re-route the
 // job is still reported as affected by the element its traffic was on; the load (flows per
 // link) uses the current routes.
@@ -87,11 +92,21 @@ struct FabricViewOptions {
   const Clock* clock = nullptr;       // nullptr: SystemClock::Default()
 };
 
-// A running job as the view needs it: its nodes in task order.
+// A task of a running job that uses GPUs of another host: its process runs on `host`, the GPUs
+// are `lender`'s, reached through that host's GPU server.
+struct RemoteFlow {
+  std::string host;
+  std::string lender;
+  bool operator==(const RemoteFlow&) const = default;
+};
+
+// A running job as the view needs it: its nodes in task order, and its tasks' remote GPUs (one
+// entry per distinct host/lender pair; a pair with host == lender adds nothing).
 struct JobNodes {
   std::string id;
   std::string tenant;
   std::vector<std::string> nodes;
+  std::vector<RemoteFlow> remote;
 };
 
 class FabricView {
@@ -173,8 +188,12 @@ class FabricView {
   // Leaf switch -> Gb/s of its uplinks that the routes to CAs off that leaf use.
   double RoutedUplinkGbpsLocked(fabric::NodeId leaf) const;
   const Domains& DomainsLocked();
-  // Traces the ring flows of `nodes` over the current tables (links, each once per flow).
-  std::vector<fabric::LinkId> JobLinksLocked(const std::vector<std::string>& nodes);
+  // Traces the job's ring flows and remote flows over the current tables (links, each once per
+  // flow).
+  std::vector<fabric::LinkId> JobLinksLocked(const JobNodes& job);
+  // One flow per rail from `src` to `dst` (rail r to rail r), appended to `out`. A rail without
+  // a route now adds nothing (Health reports why).
+  void RailFlowsLocked(const FabricHost& src, const FabricHost& dst, std::vector<fabric::LinkId>* out);
   void FillLink(fabric::LinkId l, v1::FabricLink* out) const;
   std::string LinkLabel(fabric::LinkId l) const;
   fabric::PortId CaPort(fabric::NodeId ca) const;  // first connected port
