@@ -568,8 +568,11 @@ void Describe(const v1::Job& j) {
               j.memory_bytes() ? FormatBytes(j.memory_bytes()).c_str() : "any");
   std::string source = SourceText(j);
   if (source != "local") {
-    source += fmt::format(" (GPUs within {} of the task's node, max slowdown {})",
-                          j.gpu_within().empty() ? "any" : j.gpu_within(),
+    const std::string within = j.gpu_within().empty() ? "any" : j.gpu_within();
+    source += fmt::format(" (GPUs from {}, max slowdown {})",
+                          within == "any"    ? "any node"
+                          : within == "node" ? "the task's own node"
+                                             : "the task's " + within,
                           j.max_slowdown() > 0 ? fmt::format("{:g}", j.max_slowdown()) : "any");
   }
   std::printf("GPU source:  %s\n", source.c_str());

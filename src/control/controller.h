@@ -22,13 +22,15 @@
 // preemptions (the victim goes back to pending) and binds. Jobs carry the sched::JobSpec shape:
 // whole GPUs (up to 8 is one task, more is a gang of 8-GPU tasks) or a fraction of one GPU
 // (milli-GPU + GPU memory), a GPU model constraint, locality, preemptibility, min run time and
-// kind. With options.fabric the domains come from the fabric (fabric_view.h);
-// without it nodes are laid out in a uniform tree of 16-node leaves in name order
-// (docs/control-plane.md).
+// kind, and where its GPUs may come from (gpu_source: local, or pooled/remote: GPUs of other
+// nodes' GPU servers, allocations.h). With options.fabric the domains come from the fabric
+// (fabric_view.h); without it nodes are laid out in a uniform tree of 16-node leaves in name
+// order (docs/control-plane.md). The cycle is controller_schedule.cc; what a task's host is told
+// (assignments, devices, leases) is controller_leases.cc.
 //
 // Liveness: a node that has not heartbeated for node_timeout is "down" (unschedulable). The
 // scheduling cycle that first sees it down applies the lost-node policy to the jobs that had an
-// unfinished task on it: requeue (back to pending, `requeues` + 1) or fail. A down node that
+// unfinished task on it, or GPUs lent to one: requeue (back to pending, `requeues` + 1) or fail. A down node that
 // heartbeats again is "settling" for node_settle before it is schedulable again, so a flapping
 // node does not attract, lose and requeue jobs at every flap. Every bind bumps the job's
 // `attempt`; finished reports carry it, so a late report about an earlier placement is ignored.
