@@ -10,7 +10,7 @@
 namespace gpool::sched {
 namespace {
 
-bool ModelAllowed(ModelMask models, int model) {
+bool LenderModelAllowed(ModelMask models, int model) {
   return model >= 0 && (models & (ModelMask{1} << model)) != 0;
 }
 
@@ -80,7 +80,7 @@ class RemotePlacer {
   }
   bool Lends(NodeId n) const {
     const NodeSpec& spec = s_.node(n);
-    return spec.serves_gpus && spec.gpus > 0 && ModelAllowed(job_.gpu_models, spec.gpu_model) &&
+    return spec.serves_gpus && spec.gpus > 0 && LenderModelAllowed(job_.gpu_models, spec.gpu_model) &&
            s_.schedulable(n) && !Excluded(n) &&
            !(t_.fractional() && t_.gpu_memory_bytes > spec.gpu_memory_bytes);
   }
@@ -91,7 +91,7 @@ class RemotePlacer {
     for (DomainId leaf : s_.domains_at(Level::kLeaf)) {
       int64_t free_milli = 0;
       for (size_t m = 0; m < s_.num_models(); ++m) {
-        if (ModelAllowed(job_.gpu_models, static_cast<int>(m))) {
+        if (LenderModelAllowed(job_.gpu_models, static_cast<int>(m))) {
           free_milli += s_.aggregate(leaf, static_cast<int>(m)).free_milli;
         }
       }
