@@ -52,6 +52,13 @@ struct SimFlags {
   bool fill_first_failure = false;  // the older variant: fill until the first failed placement
   int fill_runs = -1;  // fill repetitions (seeds seed, seed+1, ...); unset: 10 (FGD's), 1 (first failure)
   double fill_load = 1.3;  // fill: GPU request of the workload, x the cluster's GPUs
+  // Remote attachment (sim/adapter.h RemoteAttach; policy gpool+remote): --remote-attach[=MODE]
+  // (given: remote_attach_given; a bare flag means pooled), --remote-within, --max-slowdown.
+  bool remote_attach_given = false;
+  std::string remote_attach;
+  std::string remote_within;
+  double max_slowdown = 0;
+  bool max_slowdown_given = false;
   std::vector<std::string> argv;
 };
 
@@ -155,6 +162,49 @@ StatusOr<std::vector<std::string>> PolicyList(const SimFlags& f) {
   }
   if (out.empty()) return Status::InvalidArgument("--compare: no policies named");
   return out;
+}
+
+// Remote attachment: --remote-attach turns gpool's runs into gpool+remote (one row each);
+// --remote-within and --max-slowdown set how gpool+remote's jobs ask. Each flag is an error
+// when no gpool+remote run would read it.
+StatusOr<std::vector<std::string>> ApplyRemoteFlags(const SimFlags& f, std::vector<std::string> policies,
+                                                    sim::RemoteAttach* out) {
+  const std::string remote(sim::kGpoolRemote);
+  if (f.remote_attach_given) {
+    GPOOL_ASSIGN_OR_RETURN(sched::GpuSource src, sched::ParseGpuSource(f.remote_attach.empty() ? "pooled" : f.remote_attach));
+    if (src == sched::GpuSource::kLocal) {
+      return Status::InvalidArgument(
+          fmt::format("--remote-attach '{}': expected pooled or remote", f.remote_attach));
+    }
+    out->source = src;
+    std::vector<std::string> renamed;
+    for (const auto& p : policies) {
+      const std::string name = p == "gpool" ? remote : p;
+      if (std::find(renamed.begin(), renamed.end(), name) == renamed.end()) renamed.push_back(name);
+    }
+    policies = std::move(renamed);
+  }
+  if (!f.remote_within.empty()) {
+    StatusOr<sched::Level> l = sched::ParseLevel(f.remote_within);
+    if (!l.ok()) return l.status().WithContext("--remote-within");
+    out->within = *l;
+  }
+  if (f.max_slowdown_given) out->max_slowdown = f.max_slowdown;
+  const bool runs_remote = std::find(policies.begin(), policies.end(), remote) != policies.end();
+  for (const auto& [given, flag] : {std::pair{f.remote_attach_given, "--remote-attach"},
+                                    std::pair{!f.remote_within.empty(), "--remote-within"},
+                                    std::pair{f.max_slowdown_given, "--max-slowdown"}}) {
+    if (given && !runs_remote) {
+      return Status::InvalidArgument(fmt::format(
+          "{} configures remote attachment, which only gpool runs use (--policy gpool or "
+          "gpool+remote, or --compare with either)", flag));
+    }
+  }
+  sim::RemoteAttach check = *out;
+  check.enabled = true;
+  Status ok = sim::ValidateRemoteAttach(check);
+  if (!ok.ok()) return ok.WithContext("--max-slowdown");
+  return policies;
 }
 
 // What both fill modes share: power management off (nothing ends in a fill, so nodes never idle
@@ -269,12 +319,19 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
   const size_t buckets = sim::kFillMaxPct + 1;
   std::vector<std::vector<double>> curves;  // per policy: mean unallocated GPUs per arrived %
   std::string table;
+  std::vector<std::string> remote_rows;  // policies with remote attachment
   for (const auto& name : policies) {
     GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy, sim::MakePolicy(name, ctx));
     nlohmann::json runs = nlohmann::json::array();
     double sum = 0, lo = 1e300, hi = -1e300, failed = 0, cpu = 0, total = 0, frag100 = 0;
     int64_t submitted = 0, copies = 0;
     std::vector<double> unalloc(buckets, 0), frag(buckets, 0);
+    // Remote attachment (gpool+remote): sums over the seeds; slowdowns over the seeds that
+    // placed a remote pod by 100% arrived.
+    const sim::RemoteAttach* attach = sim::RemoteAttachOf(*policy);
+    const sim::RemoteAttach r_remote = attach ? *attach : sim::RemoteAttach{};
+    double remote_gpus = 0, recovered = 0, remote_share = 0, slow_avg = 0, slow_p99 = 0;
+    int64_t remote_pods = 0, slow_n = 0;
     for (int k = 0; k < fill_runs; ++k) {
       sim::FillOptions o;
       o.seed = f.seed + static_cast<uint64_t>(k);
@@ -305,6 +362,25 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
                       {"failed_gpu_pods", r.failed_gpu_pods}, {"preemptions", r.preemptions},
                       {"allocated_gpus_at_end", r.allocated_end}, {"cpu_s", r.cpu_s},
                       {"wall_s", r.wall_s}});
+      if (r.remote_attach) {
+        auto jnum = [](double x) { return std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x); };
+        runs.back()["remote_gpus"] = jnum(r.remote_gpus_at_100);
+        runs.back()["recovered_gpus"] = jnum(r.recovered_gpus_at_100);
+        runs.back()["remote_pod_share"] = jnum(r.remote_pod_share_at_100);
+        runs.back()["remote_pods_by_100"] = r.remote_pods_by_100;
+        runs.back()["remote_pods"] = r.remote_pods;
+        runs.back()["avg_remote_slowdown"] = jnum(r.avg_remote_slowdown_at_100);
+        runs.back()["p99_remote_slowdown"] = jnum(r.p99_remote_slowdown_at_100);
+        remote_gpus += r.remote_gpus_at_100;
+        recovered += r.recovered_gpus_at_100;
+        remote_share += r.remote_pod_share_at_100;
+        remote_pods += r.remote_pods_by_100;
+        if (!std::isnan(r.avg_remote_slowdown_at_100)) {
+          slow_avg += r.avg_remote_slowdown_at_100;
+          slow_p99 += r.p99_remote_slowdown_at_100;
+          ++slow_n;
+        }
+      }
     }
     const double n = fill_runs;
     for (size_t b = 0; b < buckets; ++b) {
@@ -332,9 +408,22 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
                              {"curve", {{"arrived_pct", pct}, {"unallocated_gpus", arr(unalloc)},
                                         {"frag_rate", arr(frag)}}},
                              {"runs", runs}};
+    if (r_remote.enabled) {
+      nlohmann::json rj = {{"source", sched::GpuSourceName(r_remote.source)},
+                           {"within", sched::LevelName(r_remote.within)},
+                           {"max_slowdown", r_remote.max_slowdown},
+                           {"avg_remote_gpus", num(remote_gpus / n)},
+                           {"avg_recovered_gpus", num(recovered / n)},
+                           {"avg_remote_pod_share", num(remote_share / n)},
+                           {"avg_remote_pods", static_cast<double>(remote_pods) / n},
+                           {"avg_remote_slowdown", num(slow_n > 0 ? slow_avg / slow_n : std::nan(""))},
+                           {"p99_remote_slowdown", num(slow_n > 0 ? slow_p99 / slow_n : std::nan(""))}};
+      doc["policies"][name]["remote_attach"] = rj;
+      remote_rows.push_back(name);
+    }
     curves.push_back(unalloc);
     if (f.output != "json") {
-      table += fmt::format("{:<11} {:>12} {:>15} {:>9} {:>10} {:>12} {:>8.2f}\n", name, Num(sum / n),
+      table += fmt::format("{:<12} {:>12} {:>15} {:>9} {:>10} {:>12} {:>8.2f}\n", name, Num(sum / n),
                            Num(lo) + ".." + Num(hi), Num(total > 0 ? 100 * sum / n / total : std::nan(""), "{:.2f}%"),
                            Num(100 * frag100 / n, "{:.1f}%"), Num(failed / n, "{:.0f}"), cpu);
       if (policies.size() > 1 && !f.quiet) std::fprintf(stderr, "sim[%s]: fill done\n", name.c_str());
@@ -345,18 +434,46 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
                 "the GPUs), shuffled; %d seed(s) from %llu; %s\n",
                 static_cast<long long>(doc["policies"][policies[0]]["submitted_pods"].get<int64_t>()),
                 f.fill_load, fill_runs, static_cast<unsigned long long>(f.seed), cluster.description.c_str());
-    std::printf("%-11s %12s %15s %9s %10s %12s %8s\n", "policy", "unalloc@100%", "(min..max)",
+    std::printf("%-12s %12s %15s %9s %10s %12s %8s\n", "policy", "unalloc@100%", "(min..max)",
                 "unalloc%", "frag_rate", "failed_pods", "cpu_s");
     std::fputs(table.c_str(), stdout);
     std::printf("unallocated GPUs against the arrived GPU request (%% of the cluster's GPUs), mean of "
                 "the seeds:\n%-8s", "arrived");
-    for (const auto& name : policies) std::printf(" %11s", name.c_str());
+    for (const auto& name : policies) std::printf(" %12s", name.c_str());
     std::printf("\n");
     for (size_t b = 0; b < buckets; b += 10) {
       std::printf("%-8s", fmt::format("{}%", b).c_str());
-      for (const auto& c : curves) std::printf(" %11s", Num(c[b]).c_str());
+      for (const auto& c : curves) std::printf(" %12s", Num(c[b]).c_str());
       std::printf("\n");
     }
+  }
+  // Remote attachment's own figures; against gpool's row when the run has one.
+  for (const auto& name : remote_rows) {
+    nlohmann::json& rj = doc["policies"][name]["remote_attach"];
+    if (doc["policies"].contains("gpool")) {
+      const auto& g = doc["policies"]["gpool"]["avg_unallocated_gpus"];
+      const auto& mine = doc["policies"][name]["avg_unallocated_gpus"];
+      rj["unallocated_reduction_vs_gpool"] =
+          g.is_number() && mine.is_number() ? nlohmann::json(g.get<double>() - mine.get<double>()) : nlohmann::json(nullptr);
+    }
+    if (f.output == "json") continue;
+    auto get = [&rj](const char* key, const char* spec) {
+      return rj[key].is_number() ? fmt::format(fmt::runtime(spec), rj[key].get<double>()) : std::string("undefined");
+    };
+    std::printf("%s (remote attachment %s, within %s, max slowdown %s), at 100%% arrived, mean of the "
+                "seeds: %s GPUs on remote nodes, %s of them stranded GPUs recovered (lent by nodes "
+                "short of the pod's CPU or memory)%s; %s of the placed pods remote; estimated "
+                "slowdown of remote pods (cost model, not measured) mean %s, p99 %s\n",
+                name.c_str(), rj["source"].get<std::string>().c_str(), rj["within"].get<std::string>().c_str(),
+                rj["max_slowdown"].get<double>() > 0 ? fmt::format("{}", rj["max_slowdown"].get<double>()).c_str() : "any",
+                get("avg_remote_gpus", "{:.1f}").c_str(), get("avg_recovered_gpus", "{:.1f}").c_str(),
+                rj.contains("unallocated_reduction_vs_gpool")
+                    ? fmt::format("; {} fewer unallocated than gpool", get("unallocated_reduction_vs_gpool", "{:.1f}")).c_str()
+                    : "",
+                rj["avg_remote_pod_share"].is_number()
+                    ? fmt::format("{:.2f}%", 100 * rj["avg_remote_pod_share"].get<double>()).c_str()
+                    : "undefined",
+                get("avg_remote_slowdown", "{:.4f}").c_str(), get("p99_remote_slowdown", "{:.4f}").c_str());
   }
   std::error_code ec;
   std::filesystem::create_directories(f.out, ec);
@@ -376,7 +493,8 @@ Status CheckPolicyConfig(const SimFlags& f, const std::vector<std::string>& poli
   if (f.policy_config.empty()) return Status::Ok();
   StatusOr<sched::PolicyConfig> c = sched::ParsePolicyConfig(f.policy_config);
   if (!c.ok()) return c.status().WithContext("--policy-config");
-  if (std::find(policies.begin(), policies.end(), "gpool") == policies.end()) {
+  if (std::find(policies.begin(), policies.end(), "gpool") == policies.end() &&
+      std::find(policies.begin(), policies.end(), sim::kGpoolRemote) == policies.end()) {
     return Status::InvalidArgument(
         "--policy-config configures the gpool policy, which this run doesn't include (add it with "
         "--policy gpool or --compare ...,gpool, or drop --policy-config)");
@@ -386,6 +504,8 @@ Status CheckPolicyConfig(const SimFlags& f, const std::vector<std::string>& poli
 
 Status RunSim(const SimFlags& f) {
   GPOOL_ASSIGN_OR_RETURN(std::vector<std::string> policies, PolicyList(f));
+  sim::RemoteAttach remote;
+  GPOOL_ASSIGN_OR_RETURN(policies, ApplyRemoteFlags(f, std::move(policies), &remote));
   GPOOL_RETURN_IF_ERROR(CheckPolicyConfig(f, policies));
   GPOOL_ASSIGN_OR_RETURN(sim::SimCluster cluster, LoadCluster(f));
   GPOOL_ASSIGN_OR_RETURN(sim::Workload work, LoadWorkload(f, cluster));
@@ -402,6 +522,7 @@ Status RunSim(const SimFlags& f) {
   sim::PolicyContext ctx;
   ctx.feedback = &feedback;
   ctx.gpool_config = f.policy_config;
+  ctx.remote = remote;
   for (const auto& p : policies) {
     if (p == "fgd") {
       GPOOL_ASSIGN_OR_RETURN(ctx.target, sim::TargetWorkload(cluster, work));
@@ -472,6 +593,14 @@ Status RunSim(const SimFlags& f) {
                   sim::FormatMetric(m.unallocated_gpus, "{:.1f}").c_str(), m.allocation_rate,
                   m.makespan_s, static_cast<long long>(m.preemptions), m.energy_kwh);
     }
+    for (const auto& m : metrics) {
+      if (!m.remote_attach) continue;
+      std::printf("%s: %lld jobs with remote GPUs (%.2f%% of the GPU jobs started, %.2f%% of their "
+                  "GPUs); estimated slowdown of those jobs (cost model, not measured): mean %s, p99 %s\n",
+                  m.policy.c_str(), static_cast<long long>(m.remote_jobs), 100 * m.remote_job_share,
+                  100 * m.remote_gpu_share, sim::FormatMetric(m.avg_remote_slowdown, "{:.4f}").c_str(),
+                  sim::FormatMetric(m.p99_remote_slowdown, "{:.4f}").c_str());
+    }
     std::printf("wrote %s/metrics.json, timeline.csv, jobs.csv, report.html\n", f.out.c_str());
   }
   return Status::Ok();
@@ -487,7 +616,7 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
   cmd->add_option("--fabric", f->fabric, "fabric file (any format gpool fabric load reads)");
   cmd->add_option("--policy", f->policy,
                   "gpool | fifo | slurm | tiresias | random | dotprod | clustering | packing | bestfit | fgd "
-                  "(default gpool)");
+                  "| gpool+remote (default gpool)");
   cmd->add_option("--compare", f->compare, "all, or a comma-separated list of policies");
   cmd->add_option("--policy-config", f->policy_config, "gpool policy config, key=value,...");
   cmd->add_option("--seed", f->seed, "seed (synthetic workloads, policies; --fill: the first seed, default 42)");
@@ -512,6 +641,18 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "with --fill: the workload's GPU request, x the cluster's GPUs (default 1.3)");
   cmd->add_flag("--fill-until-first-failure", f->fill_first_failure,
                 "with --fill: the older variant: GPU jobs only, until the first failed placement");
+  auto* remote_opt = cmd->add_option("--remote-attach", f->remote_attach,
+                                     "gpool runs with remote attachment (reported as gpool+remote): GPU "
+                                     "hosts serve their GPUs and GPU jobs take them from other nodes "
+                                     "when they don't fit locally (pooled, the default) or always "
+                                     "(remote); give the mode as --remote-attach=remote")
+                         ->expected(0, 1);
+  cmd->add_option("--remote-within", f->remote_within,
+                  "gpool+remote: the farthest a task's GPU may be from its node: node, leaf, pod, "
+                  "fabric (default fabric)");
+  auto* slowdown_opt = cmd->add_option("--max-slowdown", f->max_slowdown,
+                                       "gpool+remote: the estimated slowdown a job accepts, a factor "
+                                       ">= 1 (default 0 = any)");
   cmd->add_option("--net-model", f->net_model,
                   "route (follow the fabric's routes; default with --fabric) or aggregate (pipes per "
                   "leaf/pod; default with --nodes)");
@@ -521,8 +662,10 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "Clos CSV fabrics: parallel links from each ToR to its aggregation switch (default 1)");
   cmd->add_option("--clos-agg-uplinks", f->clos_agg_uplinks,
                   "Clos CSV fabrics: parallel links from each aggregation switch to each core (default 1)");
-  cmd->callback([f, exit_code, &app, cmd] {
+  cmd->callback([f, exit_code, &app, cmd, remote_opt, slowdown_opt] {
     f->seed_given = cmd->count("--seed") > 0;
+    f->remote_attach_given = remote_opt->count() > 0;
+    f->max_slowdown_given = slowdown_opt->count() > 0;
     f->argv = {"gpool", "sim"};
     for (const auto& [flag, val] : std::vector<std::pair<std::string, std::string>>{
              {"--trace", f->trace}, {"--trace-format", f->trace_format}, {"--nodes", f->nodes},
@@ -556,6 +699,11 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
         f->argv.push_back(fmt::format("--fill-load {}", f->fill_load));
       }
     }
+    if (f->remote_attach_given) {
+      f->argv.push_back("--remote-attach=" + (f->remote_attach.empty() ? std::string("pooled") : f->remote_attach));
+    }
+    if (!f->remote_within.empty()) f->argv.push_back("--remote-within " + f->remote_within);
+    if (f->max_slowdown_given) f->argv.push_back(fmt::format("--max-slowdown {}", f->max_slowdown));
     f->argv.push_back(fmt::format("--seed {}", f->seed));
     (void)app;
     Status s = RunSim(*f);

@@ -1,6 +1,7 @@
 #include "sim/adapter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -10,7 +11,25 @@
 
 namespace gpool::sim {
 
-sched::ClusterSpec ToClusterSpec(const SimCluster& c) {
+Status ValidateRemoteAttach(const RemoteAttach& r) {
+  if (!r.enabled) return Status::Ok();
+  if (r.source != sched::GpuSource::kPooled && r.source != sched::GpuSource::kRemote) {
+    return Status::InvalidArgument(fmt::format("remote attach: source must be pooled or remote, got {}",
+                                               sched::GpuSourceName(r.source)));
+  }
+  if (!std::isfinite(r.max_slowdown) || (r.max_slowdown != 0 && r.max_slowdown < 1)) {
+    return Status::InvalidArgument(fmt::format(
+        "remote attach: max_slowdown must be 0 (any) or >= 1, got {}", r.max_slowdown));
+  }
+  return Status::Ok();
+}
+
+void ApplyRemoteAttach(const RemoteAttach& remote, sched::JobSpec* job) {
+  if (!remote.enabled || job->task.gpus == 0) return;
+  job->remote = {.source = remote.source, .within = remote.within, .max_slowdown = remote.max_slowdown};
+}
+
+sched::ClusterSpec ToClusterSpec(const SimCluster& c, const RemoteAttach& remote) {
   sched::ClusterSpec s;
   std::map<std::string, int> models;
   for (const auto& h : c.hosts) {
@@ -45,6 +64,7 @@ sched::ClusterSpec ToClusterSpec(const SimCluster& c) {
     n.gpu_memory_bytes = 80 * kGiB;
     n.cpu_milli = h.cpu_milli;
     n.memory_bytes = static_cast<uint64_t>(h.mem_mib) * kMiB;
+    n.serves_gpus = remote.enabled && h.gpus > 0;
     s.nodes.push_back(std::move(n));
   }
   return s;
@@ -127,16 +147,23 @@ StatusOr<sched::JobSpec> ToJobSpec(const SimJob& j, const sched::ClusterSpec& sp
 Status FitsEmptyCluster(const sched::JobSpec& job, const sched::ClusterSpec& spec) {
   int64_t gpus = 0;
   bool host_fits = false;
+  // Remote attachment: any node with the task's CPU and memory can host it, its GPUs lent by
+  // serving nodes of its models.
+  const bool remote = job.task.gpus > 0 && job.remote.source != sched::GpuSource::kLocal &&
+                      job.remote.within != sched::Level::kNode;
+  int64_t lendable = 0;
   for (const auto& n : spec.nodes) {
+    const bool cpu_mem = n.cpu_milli >= job.task.cpu_milli && n.memory_bytes >= job.task.memory_bytes;
+    if (remote && cpu_mem) host_fits = true;
     bool model_ok = job.task.gpus == 0 ||
                     (n.gpu_model >= 0 && ((job.gpu_models >> n.gpu_model) & 1) != 0);
     if (!model_ok) continue;
     gpus += n.gpus;
-    if (n.gpus >= job.task.gpus && n.cpu_milli >= job.task.cpu_milli &&
-        n.memory_bytes >= job.task.memory_bytes) {
-      host_fits = true;
-    }
+    if (n.serves_gpus) lendable += n.gpus;
+    if (n.gpus >= job.task.gpus && cpu_mem) host_fits = true;
   }
+  // kRemote draws every GPU through a server; kPooled may also use its hosts' own.
+  if (remote && job.remote.source == sched::GpuSource::kRemote) gpus = lendable;
   if (!host_fits) {
     return Status::ResourceExhausted(fmt::format(
         "no host can hold one task ({} GPUs, {} milli-CPU, {} MiB)", job.task.gpus,

@@ -308,12 +308,29 @@ class TiresiasPolicy final : public sched::Policy {
   const SimFeedback* fb_;
 };
 
+// ---------------------------------------------------------------------------------------------
+// gpool's policy under its own name, carrying the remote attachment the harness applies to the
+// cluster and the jobs (the policy itself only reads JobSpec::remote and NodeSpec::serves_gpus).
+class RemoteAttachPolicy final : public sched::Policy {
+ public:
+  RemoteAttachPolicy(std::unique_ptr<sched::Policy> gpool, const RemoteAttach& attach)
+      : gpool_(std::move(gpool)), attach_(attach) {}
+  std::string_view name() const override { return kGpoolRemote; }
+  StatusOr<Decisions> Schedule(const SchedulingInput& in) const override { return gpool_->Schedule(in); }
+  double usage_half_life_s() const override { return gpool_->usage_half_life_s(); }
+  const RemoteAttach& attach() const { return attach_; }
+
+ private:
+  std::unique_ptr<sched::Policy> gpool_;
+  RemoteAttach attach_;
+};
+
 }  // namespace
 
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> names = {"gpool",  "fifo",    "slurm",      "tiresias",
                                                  "random", "dotprod", "clustering", "packing",
-                                                 "bestfit", "fgd"};
+                                                 "bestfit", "fgd",    std::string(kGpoolRemote)};
   return names;
 }
 
@@ -324,7 +341,7 @@ const std::vector<std::string>& ReplayPolicyNames() {
 
 const std::vector<std::string>& FillPolicyNames() {
   static const std::vector<std::string> names = {"gpool",   "random",  "dotprod", "clustering",
-                                                 "packing", "bestfit", "fgd"};
+                                                 "packing", "bestfit", "fgd",     std::string(kGpoolRemote)};
   return names;
 }
 
@@ -343,7 +360,19 @@ StatusOr<std::shared_ptr<const TypicalPods>> TargetWorkload(const SimCluster& cl
   return std::make_shared<const TypicalPods>(MakeTypicalPods(jobs));
 }
 
+const RemoteAttach* RemoteAttachOf(const sched::Policy& policy) {
+  const auto* r = dynamic_cast<const RemoteAttachPolicy*>(&policy);
+  return r ? &r->attach() : nullptr;
+}
+
 StatusOr<std::unique_ptr<sched::Policy>> MakePolicy(std::string_view name, const PolicyContext& ctx) {
+  if (name == kGpoolRemote) {
+    RemoteAttach attach = ctx.remote;
+    attach.enabled = true;
+    GPOOL_RETURN_IF_ERROR(ValidateRemoteAttach(attach));
+    GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> gpool, MakePolicy("gpool", ctx));
+    return std::unique_ptr<sched::Policy>(new RemoteAttachPolicy(std::move(gpool), attach));
+  }
   if (name == "gpool") {
     // The simulator runs gpool with power management on: it is part of the default policy's job.
     std::string text = "power.enabled=true";

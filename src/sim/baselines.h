@@ -16,6 +16,11 @@
 //             the FGD paper's baselines and FGD, as its artifact defines them
 //             (score_policies.h).
 //   gpool     sched::MakeDefaultPolicy (with power management on unless configured off).
+//   gpool+remote
+//             gpool's policy with remote attachment (adapter.h, RemoteAttach): the engine and
+//             the fill see it (RemoteAttachOf), mark every GPU host as serving its GPUs and submit
+//             GPU jobs with JobSpec::remote; the policy's decisions are gpool's own (PlaceGang
+//             places kPooled jobs locally when they fit, remotely otherwise).
 //
 // Thread safety: Schedule is const and reentrant, as sched::Policy requires.
 #pragma once
@@ -29,6 +34,7 @@
 #include "sched/fragmentation.h"
 #include "sim/score_policies.h"
 #include "sched/scheduler.h"
+#include "sim/adapter.h"
 #include "sim/cluster.h"
 #include "sim/engine.h"
 
@@ -40,7 +46,11 @@ struct PolicyContext {
   // fgd: the target workload (the trace's typical pods); see TargetWorkload.
   std::shared_ptr<const TypicalPods> target;
   std::string gpool_config;                          // "key=value,..." for sched::ParsePolicyConfig
+  // gpool+remote: how GPU jobs ask for remote GPUs (`enabled` is implied by the name).
+  RemoteAttach remote;
 };
+
+inline constexpr std::string_view kGpoolRemote = "gpool+remote";
 
 // Names accepted by MakePolicy, in comparison order.
 const std::vector<std::string>& PolicyNames();
@@ -53,5 +63,8 @@ StatusOr<std::shared_ptr<const TypicalPods>> TargetWorkload(const SimCluster& cl
                                                             const Workload& workload);
 
 StatusOr<std::unique_ptr<sched::Policy>> MakePolicy(std::string_view name, const PolicyContext& ctx);
+
+// The remote attachment a policy made by MakePolicy runs with (gpool+remote), else null.
+const RemoteAttach* RemoteAttachOf(const sched::Policy& policy);
 
 }  // namespace gpool::sim

@@ -10,7 +10,9 @@
 #include "sched/cluster.h"
 #include "sched/fairshare.h"
 #include "sched/placement.h"
+#include "sched/remote_placement.h"
 #include "sim/adapter.h"
+#include "sim/baselines.h"
 #include "sim/load_view.h"
 #include "sim/perf_model.h"
 
@@ -186,10 +188,16 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
     run.hosts.erase(std::unique(run.hosts.begin(), run.hosts.end()), run.hosts.end());
     net_.AddRing(run.hosts, +1);
     load_dirty_ |= run.hosts.size() > 1;
-    run.slowdown = net_.Slowdown(work_.jobs[id].comm_fraction, run.hosts);
+    // Remote attachment stretches the whole run by its estimate (remote_cost.h), on top of the
+    // network model's stretch of the communication share.
+    double remote_slowdown = 1;
+    for (const auto& task : b.placement.tasks) remote_slowdown = std::max(remote_slowdown, task.slowdown);
+    run.slowdown = net_.Slowdown(work_.jobs[id].comm_fraction, run.hosts) * remote_slowdown;
     JobOutcome& o = r_.jobs[id];
     if (o.start_s < 0) o.start_s = t;
     o.slowdown = run.slowdown;
+    o.remote_slowdown = remote_slowdown;
+    o.remote_gpus = sched::CountRemoteGpus(b.placement);
     std::vector<int32_t> leaves;
     for (uint32_t h : run.hosts) leaves.push_back(cluster_.hosts[h].leaf);
     std::sort(leaves.begin(), leaves.end());
@@ -240,7 +248,11 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
 StatusOr<RunResult> Engine::Run() {
   auto wall0 = std::chrono::steady_clock::now();
   GPOOL_RETURN_IF_ERROR(cluster_.Validate());
-  sched::ClusterSpec spec = ToClusterSpec(cluster_);
+  const RemoteAttach* attach = RemoteAttachOf(policy_);
+  const RemoteAttach remote = attach ? *attach : RemoteAttach{};
+  GPOOL_RETURN_IF_ERROR(ValidateRemoteAttach(remote));
+  r_.remote_attach = remote.enabled;
+  sched::ClusterSpec spec = ToClusterSpec(cluster_, remote);
   int32_t max_gpus = 0;
   for (const auto& h : cluster_.hosts) max_gpus = std::max(max_gpus, h.gpus);
   GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state, sched::ClusterState::Create(spec));
@@ -263,6 +275,7 @@ StatusOr<RunResult> Engine::Run() {
     const SimJob& j = work_.jobs[i];
     if (j.id != i) return Status::Internal("workload not finalized (job ids out of order)");
     GPOOL_ASSIGN_OR_RETURN(sched::JobSpec s, ToJobSpec(j, spec, queues_, max_gpus));
+    ApplyRemoteAttach(remote, &s);
     JobOutcome& o = r_.jobs[i];
     o.submit_s = j.submit_s;
     o.gpus = j.num_gpus;

@@ -9,7 +9,11 @@
 // fit, a suspend of a busy node) is an error naming the policy and the job or node: policies are
 // checked, never trusted.
 //
-// Run times come from the performance model (perf_model.h), fixed at each start. Energy comes
+// Run times come from the performance model (perf_model.h), fixed at each start, times the
+// placement's estimated remote-attachment slowdown (the worst task's TaskBinding::slowdown,
+// sched/remote_cost.h; 1 for local GPUs). A policy with remote attachment (baselines.h,
+// gpool+remote) runs on a cluster whose GPU hosts serve their GPUs, its GPU jobs submitted with
+// JobSpec::remote (adapter.h, RemoteAttach). Energy comes
 // from a node power model (idle, busy per GPU, off). No job is lost: every job ends finished,
 // or is reported as rejected (it can never fit the cluster) or unfinished (a policy left it
 // waiting with nothing left to happen).
@@ -72,7 +76,9 @@ struct JobOutcome {
   double submit_s = 0;
   double start_s = -1;     // first start; -1 never started
   double finish_s = -1;    // -1 not finished
-  double slowdown = 1;     // of its last run
+  double slowdown = 1;     // of its last run (network model x remote_slowdown)
+  double remote_slowdown = 1;  // of its last placement: the worst task's estimated slowdown
+  int32_t remote_gpus = 0;     // of its last placement: GPUs on nodes other than their task's
   double base_run_s = 0;   // the job's run time on an ideal placement (SimJob::run_s)
   int32_t gpus = 0;
   int32_t gpu_milli = 1000;
@@ -116,6 +122,7 @@ struct RunResult {
   std::vector<std::string> rejected_examples;  // "source: why" for the first few
   int64_t rejected = 0, unfinished = 0;
   double start_s = 0, end_s = 0;         // first submit, last finish
+  bool remote_attach = false;            // the policy ran with remote attachment
   double wall_s = 0;
 };
 

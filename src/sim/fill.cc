@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -13,6 +14,8 @@
 
 #include "sched/cluster.h"
 #include "sim/adapter.h"
+#include "sim/baselines.h"
+#include "sim/metrics.h"
 #include "sim/score_policies.h"
 
 namespace gpool::sim {
@@ -153,7 +156,10 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
   const auto wall0 = std::chrono::steady_clock::now();
   const double cpu0 = ThreadCpuSeconds();
   GPOOL_RETURN_IF_ERROR(cluster.Validate());
-  const sched::ClusterSpec spec = ToClusterSpec(cluster);
+  const RemoteAttach* attach = RemoteAttachOf(policy);
+  const RemoteAttach remote = attach ? *attach : RemoteAttach{};
+  GPOOL_RETURN_IF_ERROR(ValidateRemoteAttach(remote));
+  const sched::ClusterSpec spec = ToClusterSpec(cluster, remote);
   GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state, sched::ClusterState::Create(spec));
   // One queue for everything: tenants and their quotas are not part of the experiment.
   Workload one_tenant;
@@ -167,6 +173,7 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
   specs.reserve(one_tenant.jobs.size());
   for (const SimJob& j : one_tenant.jobs) {
     GPOOL_ASSIGN_OR_RETURN(sched::JobSpec s, ToJobSpec(j, spec, queues, max_gpus));
+    ApplyRemoteAttach(remote, &s);
     s.priority = 0;
     s.est_runtime_s = 0;
     s.submit_ns = 0;
@@ -178,6 +185,7 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
 
   FillResult r;
   r.policy = std::string(policy.name());
+  r.remote_attach = remote.enabled;
   r.total_gpus = static_cast<double>(state.total_gpus());
   r.submitted = static_cast<int64_t>(fw.order.size());
   r.copies = fw.copies;
@@ -212,6 +220,15 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
   const size_t buckets = kFillMaxPct + 1;
   std::vector<double> alloc_sum(buckets, 0), frag_rate_sum(buckets, 0);
   std::vector<int64_t> count(buckets, 0);
+  // Remote attachment: running totals (milli), their per-percent sums, and per pod what it
+  // added (a preempted pod takes it back). See fill.h for the definitions.
+  int64_t remote_milli = 0, recovered_milli = 0, remote_pods = 0;
+  std::vector<double> remote_sum(buckets, 0), recovered_sum(buckets, 0), remote_share_sum(buckets, 0);
+  struct RemoteTake {
+    int64_t remote_milli = 0, recovered_milli = 0;
+  };
+  std::vector<RemoteTake> took(remote.enabled ? fw.order.size() : 0);
+  std::vector<double> slowdown_by_100;  // remote pods placed up to 100% arrived
   const double total_milli = r.total_gpus * 1000;
   int64_t arrived = 0;
   std::vector<sched::JobSpec> pending(1);
@@ -255,7 +272,16 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
         }
         const sched::Placement where = v->placement;
         GPOOL_RETURN_IF_ERROR(state.Release(p.victim, 0));
-        for (const auto& t : where.tasks) refresh(t.node, 0);
+        for (const auto& t : where.tasks) {
+          refresh(t.node, 0);
+          for (const auto& g : t.remote) refresh(g.node, 0);
+        }
+        if (const uint64_t vk = p.victim.value(); vk < took.size() && took[vk].remote_milli > 0) {
+          remote_milli -= took[vk].remote_milli;
+          recovered_milli -= took[vk].recovered_milli;
+          --remote_pods;
+          took[vk] = {};
+        }
         ++r.preemptions;
         ++r.failed;
         --r.placed;
@@ -265,9 +291,38 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
           return Status::Internal(fmt::format("fill: policy '{}' bound job {}, which is not pending",
                                               policy.name(), b.job.value()));
         }
+        // Remote GPUs, and those of them whose node could not have hosted the pod itself (its
+        // CPU or memory short of the pod's), measured before the bind takes anything.
+        RemoteTake take;
+        double slowdown = 1;
+        const int64_t per_gpu = job.task.fractional() ? job.task.gpu_milli : 1000;
+        for (const auto& t : b.placement.tasks) {
+          slowdown = std::max(slowdown, t.slowdown);
+          for (const auto& g : t.remote) {
+            const int64_t milli = std::popcount(g.gpu_mask) * per_gpu;
+            take.remote_milli += milli;
+            if (state.free_cpu(g.node) < job.task.cpu_milli ||
+                state.free_memory(g.node) < job.task.memory_bytes) {
+              take.recovered_milli += milli;
+            }
+          }
+        }
         GPOOL_RETURN_IF_ERROR(state.Bind(job, b.placement, 0).WithContext(
             fmt::format("fill: policy '{}': bind of pod {}", policy.name(), job.name)));
-        for (const auto& t : b.placement.tasks) refresh(t.node, cls);
+        for (const auto& t : b.placement.tasks) {
+          refresh(t.node, cls);
+          for (const auto& g : t.remote) refresh(g.node, cls);
+        }
+        if (take.remote_milli > 0) {
+          if (k < took.size()) took[k] = take;
+          remote_milli += take.remote_milli;
+          recovered_milli += take.recovered_milli;
+          ++remote_pods;
+          ++r.remote_pods;
+          if (std::nearbyint(static_cast<double>(arrived) / total_milli * 100) <= 100) {
+            slowdown_by_100.push_back(slowdown);
+          }
+        }
         bound = true;
       }
     }
@@ -285,6 +340,11 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
       alloc_sum[b] += used / 1000;
       const double idle = total_milli - used;
       frag_rate_sum[b] += idle > 0 ? frag_sum / idle : 0;
+      if (remote.enabled) {
+        remote_sum[b] += static_cast<double>(remote_milli) / 1000;
+        recovered_sum[b] += static_cast<double>(recovered_milli) / 1000;
+        remote_share_sum[b] += r.placed > 0 ? static_cast<double>(remote_pods) / static_cast<double>(r.placed) : 0;
+      }
       ++count[b];
     }
     if (options.progress) {
@@ -298,6 +358,18 @@ StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload
   r.allocated_at_pct = PerPct(alloc_sum, count);
   r.frag_rate_at_pct = PerPct(frag_rate_sum, count);
   r.unallocated_at_100 = r.total_gpus - r.allocated_at_pct[100];
+  if (remote.enabled) {
+    r.remote_gpus_at_100 = PerPct(remote_sum, count)[100];
+    r.recovered_gpus_at_100 = PerPct(recovered_sum, count)[100];
+    r.remote_pod_share_at_100 = PerPct(remote_share_sum, count)[100];
+    r.remote_pods_by_100 = static_cast<int64_t>(slowdown_by_100.size());
+    if (!slowdown_by_100.empty()) {
+      double sum = 0;
+      for (double x : slowdown_by_100) sum += x;
+      r.avg_remote_slowdown_at_100 = sum / static_cast<double>(slowdown_by_100.size());
+      r.p99_remote_slowdown_at_100 = Percentile(&slowdown_by_100, 99);
+    }
+  }
   r.allocated_end = static_cast<double>(state.used_milli()) / 1000;
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   r.cpu_s = ThreadCpuSeconds() - cpu0;
@@ -311,7 +383,10 @@ StatusOr<FirstFailureResult> RunFillUntilFirstFailure(const SimCluster& cluster,
   const auto wall0 = std::chrono::steady_clock::now();
   const double cpu0 = ThreadCpuSeconds();
   GPOOL_RETURN_IF_ERROR(cluster.Validate());
-  const sched::ClusterSpec spec = ToClusterSpec(cluster);
+  const RemoteAttach* attach = RemoteAttachOf(policy);
+  const RemoteAttach remote = attach ? *attach : RemoteAttach{};
+  GPOOL_RETURN_IF_ERROR(ValidateRemoteAttach(remote));
+  const sched::ClusterSpec spec = ToClusterSpec(cluster, remote);
   GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state, sched::ClusterState::Create(spec));
   // One queue for everything: tenants and their quotas are not part of the experiment (and
   // quota reclaim would be a departure).
@@ -327,6 +402,7 @@ StatusOr<FirstFailureResult> RunFillUntilFirstFailure(const SimCluster& cluster,
   pool.reserve(one_tenant.jobs.size());
   for (const SimJob& j : one_tenant.jobs) {
     GPOOL_ASSIGN_OR_RETURN(sched::JobSpec s, ToJobSpec(j, spec, queues, max_gpus));
+    ApplyRemoteAttach(remote, &s);
     // Rejected in a replay too: such a job never "fails" a placement.
     if (Status fits = FitsEmptyCluster(s, spec); !fits.ok()) {
       LeaveOut(&r.left_out, "can't fit the empty cluster", fmt::format("{} ({})", j.source, fits.message()));

@@ -23,6 +23,16 @@
 // run-time estimate. The paper's score policies (ScorePolicy) take a faster path with the same
 // decisions: a node's score is cached per pod shape until that node changes.
 //
+// Remote attachment (a policy RemoteAttachOf names, baselines.h: gpool+remote): every GPU host
+// serves its GPUs and GPU pods are submitted with JobSpec::remote, so a GPU whose host has no CPU
+// or memory left for a pod ("stranded": no local placement could ever use it for that pod) can
+// serve the pod running on another host. The run then also reports, at 100% arrived and by the
+// same per-percent mean as the allocation: the GPUs allocated to tasks from nodes other than
+// their own ("remote GPUs"), the part of them lent by a node that could not have hosted the pod
+// itself when it was placed (short of the pod's CPU or memory: "recovered" stranded GPUs), the
+// share of placed pods that have a remote GPU, and the mean and p99 of those pods' estimated
+// slowdown (sched/remote_cost.h; a model's estimate, not a measurement).
+//
 // The older variant, RunFillUntilFirstFailure, fills with GPU pods only until the first
 // placement fails and reports what is left then (`--fill-until-first-failure`).
 //
@@ -31,6 +41,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -83,6 +94,16 @@ struct FillResult {
                                   // departures, so a preempted pod counts as failed)
   double wall_s = 0;
   double cpu_s = 0;
+  // Remote attachment (see the top); zero, or NaN for the slowdowns, without it. The *_at_100
+  // figures are NaN where unallocated_at_100 is.
+  bool remote_attach = false;
+  double remote_gpus_at_100 = 0;
+  double recovered_gpus_at_100 = 0;
+  double remote_pod_share_at_100 = 0;
+  int64_t remote_pods_by_100 = 0;   // pods placed with a remote GPU up to 100% arrived
+  double avg_remote_slowdown_at_100 = std::numeric_limits<double>::quiet_NaN();  // of those pods
+  double p99_remote_slowdown_at_100 = std::numeric_limits<double>::quiet_NaN();
+  int64_t remote_pods = 0;          // over the whole run
 };
 
 StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload,

@@ -70,6 +70,29 @@ Metrics ComputeMetrics(const RunResult& r) {
     g.p99_wait_s = Percentile(&w, 99);
     m.wait_by_gang.push_back(std::move(g));
   }
+  m.remote_attach = r.remote_attach;
+  if (r.remote_attach) {
+    int64_t started = 0;
+    double milli = 0, remote_milli = 0;
+    std::vector<double> slow_remote;
+    for (const auto& j : r.jobs) {
+      if (j.start_s < 0 || j.gpus == 0) continue;
+      ++started;
+      milli += static_cast<double>(j.gpus) * j.gpu_milli;
+      if (j.remote_gpus == 0) continue;
+      remote_milli += static_cast<double>(j.remote_gpus) * j.gpu_milli;
+      slow_remote.push_back(j.remote_slowdown);
+    }
+    m.remote_jobs = static_cast<int64_t>(slow_remote.size());
+    m.remote_job_share = started > 0 ? static_cast<double>(m.remote_jobs) / static_cast<double>(started) : 0;
+    m.remote_gpu_share = milli > 0 ? remote_milli / milli : 0;
+    if (!slow_remote.empty()) {
+      double sum = 0;
+      for (double x : slow_remote) sum += x;
+      m.avg_remote_slowdown = sum / static_cast<double>(slow_remote.size());
+      m.p99_remote_slowdown = Percentile(&slow_remote, 99);
+    }
+  }
   m.first_failed_placement_s = r.first_fail_s;
   m.unallocated_gpus = r.first_fail_s >= 0 ? r.unallocated_gpus_at_first_fail : kUndefined;
   m.avg_unallocated_gpus_blocked = r.blocked_s > 0 ? r.blocked_unallocated_gpu_s / r.blocked_s : kUndefined;
@@ -142,6 +165,13 @@ nlohmann::json MetricsToJson(const Metrics& m) {
                        {"gpu_hours", t.gpu_hours}});
   }
   j["tenants"] = tenants;
+  if (m.remote_attach) {
+    j["remote_attach"] = {{"remote_jobs", m.remote_jobs},
+                          {"remote_job_share", m.remote_job_share},
+                          {"remote_gpu_share", m.remote_gpu_share},
+                          {"avg_remote_slowdown", Defined(m.avg_remote_slowdown)},
+                          {"p99_remote_slowdown", Defined(m.p99_remote_slowdown)}};
+  }
   return j;
 }
 

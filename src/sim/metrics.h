@@ -6,7 +6,10 @@
 // Fragmentation as in FGD: unallocated GPUs at the first failed placement (the first cycle that
 // left a job waiting); also their time-average while jobs wait. Energy = integral of the node
 // power model. Tenant share = a tenant's GPU-seconds over all GPU-seconds, against its
-// entitlement.
+// entitlement. Remote attachment (a run with it only): over GPU jobs that started, by their last
+// placement, the share of jobs with a GPU on a node other than their task's ("remote jobs"), the
+// share of GPU capacity (milli) on such nodes, and the mean and p99 estimated slowdown of the
+// remote jobs (remote_cost.h: a model's estimate, not a measurement).
 //
 // Thread safety: pure functions.
 #pragma once
@@ -61,6 +64,12 @@ struct Metrics {
   double wall_s = 0;
   std::vector<GangBucket> wait_by_gang;
   std::vector<TenantShare> tenants;
+  // Remote attachment (RunResult::remote_attach); the rest undefined without remote jobs.
+  bool remote_attach = false;
+  int64_t remote_jobs = 0;
+  double remote_job_share = 0;   // of the GPU jobs that started
+  double remote_gpu_share = 0;   // of their GPU capacity
+  double avg_remote_slowdown = kUndefined, p99_remote_slowdown = kUndefined;
 };
 
 // Nearest-rank percentile of `v` (sorted in place); 0 for an empty vector.

@@ -110,14 +110,19 @@ TEST(Report, JobsCsvHasOneRowPerJobWithItsTimes) {
   RunResult r = Handmade();
   r.jobs[1].preemptions = 2;
   r.jobs[1].base_run_s = 8;
+  r.jobs[0].remote_gpus = 1;
+  r.jobs[0].remote_slowdown = 1.25;
   const std::string csv = JobsCsv({r});
   EXPECT_EQ(csv.rfind("policy,job,tenant,gpus,gpu_milli,submit_s,start_s,finish_s,wait_s,jct_s,", 0), 0u);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4);  // header + 3 jobs
-  EXPECT_NE(csv.find("\np,1,0,2,1000,0.000,50.000,60.000,50.000,60.000,8.000,1.0000,2,0\n"),
+  EXPECT_NE(csv.find("\np,1,0,2,1000,0.000,50.000,60.000,50.000,60.000,8.000,1.0000,2,0,0,1.0000\n"),
             std::string::npos)
       << csv;
   // The rejected job never started: no wait, no JCT.
-  EXPECT_NE(csv.find("\np,2,0,0,1000,0.000,-1.000,-1.000,,,0.000,1.0000,0,0\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\np,2,0,0,1000,0.000,-1.000,-1.000,,,0.000,1.0000,0,0,0,1.0000\n"), std::string::npos) << csv;
+  // Remote attachment's columns: GPUs on other nodes and the estimated slowdown.
+  EXPECT_NE(csv.find(",1,1.2500\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",leaves,remote_gpus,remote_slowdown\n"), std::string::npos) << csv;
 }
 
 }  // namespace

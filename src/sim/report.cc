@@ -199,15 +199,16 @@ std::string TimelineCsv(const std::vector<RunResult>& runs, size_t max_rows) {
 std::string JobsCsv(const std::vector<RunResult>& runs) {
   std::string out =
       "policy,job,tenant,gpus,gpu_milli,submit_s,start_s,finish_s,wait_s,jct_s,base_run_s,slowdown,"
-      "preemptions,leaves\n";
+      "preemptions,leaves,remote_gpus,remote_slowdown\n";
   for (const auto& r : runs) {
     for (size_t i = 0; i < r.jobs.size(); ++i) {
       const JobOutcome& o = r.jobs[i];
       const std::string wait = o.start_s >= 0 ? fmt::format("{:.3f}", o.wait_s()) : "";
       const std::string jct = o.finish_s >= 0 ? fmt::format("{:.3f}", o.jct_s()) : "";
-      out += fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{:.4f},{},{}\n", r.policy, i,
+      out += fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{:.4f},{},{},{},{:.4f}\n", r.policy, i,
                          o.tenant, o.gpus, o.gpu_milli, o.submit_s, o.start_s, o.finish_s, wait, jct,
-                         o.base_run_s, o.slowdown, o.preemptions, o.leaves);
+                         o.base_run_s, o.slowdown, o.preemptions, o.leaves, o.remote_gpus,
+                         o.remote_slowdown);
     }
   }
   return out;
@@ -244,6 +245,19 @@ std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
                      m.energy_kwh, m.finished, m.rejected, m.unfinished);
   }
   h += "</table>";
+  if (std::any_of(metrics.begin(), metrics.end(), [](const Metrics& m) { return m.remote_attach; })) {
+    h += "<h2>Remote attachment</h2><p>Slowdown: the cost model's estimate (sched/remote_cost.h), "
+         "not a measurement.</p><table><tr><th>policy</th><th>remote jobs</th><th>share of GPU "
+         "jobs</th><th>share of GPUs</th><th>mean slowdown</th><th>p99 slowdown</th></tr>";
+    for (const auto& m : metrics) {
+      if (!m.remote_attach) continue;
+      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.4f}</td><td>{:.4f}</td><td>{}</td><td>{}</td></tr>",
+                       Esc(m.policy), m.remote_jobs, m.remote_job_share, m.remote_gpu_share,
+                       FormatMetric(m.avg_remote_slowdown, "{:.4f}"),
+                       FormatMetric(m.p99_remote_slowdown, "{:.4f}"));
+    }
+    h += "</table>";
+  }
   h += "<h2>GPU allocation over time</h2>" + AllocationPlot(runs);
   h += "<h2>JCT CDF</h2>" + JctCdfPlot(runs);
   // Wait per gang size.

@@ -29,7 +29,9 @@ nlohmann::json MetricsDocument(const RunInfo& info, const std::vector<Metrics>& 
 std::string TimelineCsv(const std::vector<RunResult>& runs, size_t max_rows = 2000);
 // One row per job and policy, in job id order, for per-job comparisons between policies:
 // policy,job,tenant,gpus,gpu_milli,submit_s,start_s,finish_s,wait_s,jct_s,base_run_s,slowdown,
-// preemptions,leaves (start/finish -1 and wait/jct empty when the job never started/finished).
+// preemptions,leaves,remote_gpus,remote_slowdown (start/finish -1 and wait/jct empty when the job
+// never started/finished; remote_gpus: GPUs of its last placement on nodes other than their
+// task's, remote_slowdown: that placement's estimated slowdown, 1 when local).
 std::string JobsCsv(const std::vector<RunResult>& runs);
 std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
                        const std::vector<Metrics>& metrics);

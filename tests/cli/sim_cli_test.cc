@@ -58,11 +58,14 @@ TEST_F(SimCliTest, FillLeavesTheCrumbsNoJobFits) {
   EXPECT_EQ(doc["runs"], 3);
   // The file says the same as stdout.
   EXPECT_EQ(Json::parse(Slurp(Path("out/fill.json"))), doc);
-  ASSERT_EQ(doc["policies"].size(), 7u);  // gpool and the FGD paper's six
+  ASSERT_EQ(doc["policies"].size(), 8u);  // gpool, the FGD paper's six, gpool+remote
   for (const auto& [name, p] : doc["policies"].items()) {
     CheckConsistent(name, p, 16);
-    EXPECT_EQ(p["avg_unallocated_gpus"].get<double>(), 4.0) << name;
-    EXPECT_EQ(p["avg_placed_jobs"].get<double>(), 4.0) << name;
+    // gpool+remote gathers a fifth job from the 2 + 2 GPUs left (remote attachment); the sixth
+    // finds one GPU.
+    const bool remote = name == "gpool+remote";
+    EXPECT_EQ(p["avg_unallocated_gpus"].get<double>(), remote ? 1.0 : 4.0) << name;
+    EXPECT_EQ(p["avg_placed_jobs"].get<double>(), remote ? 5.0 : 4.0) << name;
     EXPECT_EQ(p["ended_by_preemption"].get<int>(), 0) << name;
     for (const Json& r : p["runs"]) {
       EXPECT_NE(r["failed_job"].get<std::string>().find("3 GPU"), std::string::npos) << r.dump();
@@ -136,7 +139,7 @@ TEST_F(SimCliTest, FillFollowsFgdsMethodOnAPodList) {
   EXPECT_EQ(doc["mode"], "fill");
   EXPECT_EQ(doc["runs"], 10);  // FGD's 10 seeds, 42..51
   EXPECT_EQ(doc["load_ratio"], 1.3);
-  ASSERT_EQ(doc["policies"].size(), 7u);
+  ASSERT_EQ(doc["policies"].size(), 8u);
   for (const char* name : {"gpool", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"}) {
     SCOPED_TRACE(name);
     const Json& p = doc["policies"][name];
@@ -158,6 +161,17 @@ TEST_F(SimCliTest, FillFollowsFgdsMethodOnAPodList) {
     EXPECT_TRUE(curve["unallocated_gpus"][100].is_null());
   }
   EXPECT_NE(r.out.find("undefined"), std::string::npos) << r.out;
+  // gpool+remote: the 2 GPUs left on each host make one more 3-GPU pod, gathered from both hosts
+  // (remote GPUs, not stranded ones: both hosts had the CPU for it).
+  const Json& remote = doc["policies"]["gpool+remote"];
+  ASSERT_EQ(remote["runs"].size(), 10u);
+  for (const Json& run : remote["runs"]) {
+    EXPECT_EQ(run["failed_gpu_pods"], 2);
+    EXPECT_EQ(run["allocated_gpus_at_end"].get<double>(), 15.0);
+    EXPECT_EQ(run["remote_pods"], 1);
+  }
+  EXPECT_EQ(remote["remote_attach"]["source"], "pooled");
+  EXPECT_TRUE(remote["remote_attach"]["avg_recovered_gpus"].is_null());  // 100% undefined
 }
 
 // 1-GPU pods: the 16th arrives at exactly 100% and fills the cluster; the table names each
@@ -170,11 +184,58 @@ TEST_F(SimCliTest, FillTableShowsTheFigureAt100Percent) {
   Json doc = Json::parse(Slurp(Path("out/fill.json")));
   for (const char* name : {"gpool", "fgd", "bestfit"}) {
     EXPECT_EQ(doc["policies"][name]["avg_unallocated_gpus"].get<double>(), 0.0) << name;
-    EXPECT_NE(r.out.find(std::string(name) + std::string(11 - std::string(name).size(), ' ') +
+    EXPECT_NE(r.out.find(std::string(name) + std::string(12 - std::string(name).size(), ' ') +
                          "          0.0"),
               std::string::npos)
         << name << "\n" << r.out;
   }
+}
+
+// Remote attachment: host n0 has CPU for two 1-GPU pods only, so without it 6 of its GPUs are
+// stranded at 100% arrived (16 pods on 16 GPUs); --remote-attach turns gpool into gpool+remote,
+// which runs those pods on n1 with n0's GPUs, and says so in fill.json and the table.
+TEST_F(SimCliTest, RemoteAttachRecoversStrandedGpusInAFill) {
+  Write("nodes2.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,2000,262144,8,G2\nn1,64000,262144,8,G2\n");
+  Write("pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np0,1000,1024,1,1000,G2\n");
+  const std::string base = "sim --trace " + Path("pods.csv") + " --nodes " + Path("nodes2.csv") +
+                           " --fill --fill-runs 2 -q";
+  Result r = Run(base + " --remote-attach --out " + Path("out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json doc = Json::parse(Slurp(Path("out/fill.json")));
+  ASSERT_EQ(doc["policies"].size(), 1u);  // gpool ran as gpool+remote
+  const Json& p = doc["policies"]["gpool+remote"];
+  EXPECT_EQ(p["avg_unallocated_gpus"].get<double>(), 0.0);
+  EXPECT_EQ(p["remote_attach"]["avg_recovered_gpus"].get<double>(), 6.0);
+  EXPECT_EQ(p["remote_attach"]["avg_remote_gpus"].get<double>(), 6.0);
+  EXPECT_EQ(p["remote_attach"]["source"], "pooled");
+  EXPECT_EQ(p["remote_attach"]["within"], "fabric");
+  EXPECT_GT(p["remote_attach"]["avg_remote_slowdown"].get<double>(), 1.0);
+  EXPECT_NE(doc["command"].get<std::string>().find("--remote-attach=pooled"), std::string::npos);
+  EXPECT_NE(r.out.find("stranded GPUs recovered"), std::string::npos) << r.out;
+
+  r = Run(base + " --compare gpool,gpool+remote --out " + Path("both"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  doc = Json::parse(Slurp(Path("both/fill.json")));
+  EXPECT_EQ(doc["policies"]["gpool"]["avg_unallocated_gpus"].get<double>(), 6.0);
+  EXPECT_EQ(doc["policies"]["gpool+remote"]["remote_attach"]["unallocated_reduction_vs_gpool"].get<double>(), 6.0);
+  EXPECT_FALSE(doc["policies"]["gpool"].contains("remote_attach"));
+
+  // A slowdown limit below every remote pair's estimate keeps gpool+remote local.
+  r = Run(base + " --remote-attach --max-slowdown 1.001 --out " + Path("strict"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  doc = Json::parse(Slurp(Path("strict/fill.json")));
+  EXPECT_EQ(doc["policies"]["gpool+remote"]["avg_unallocated_gpus"].get<double>(), 6.0);
+
+  // Flags that no run would read, and bad values, are errors naming the flag.
+  r = Run(base + " --policy fifo --remote-within leaf --out " + Path("e"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--remote-within"), std::string::npos) << r.err;
+  r = Run(base + " --remote-attach=local --out " + Path("e"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--remote-attach"), std::string::npos) << r.err;
+  r = Run(base + " --remote-attach --max-slowdown 0.5 --out " + Path("e"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--max-slowdown"), std::string::npos) << r.err;
 }
 
 TEST_F(SimCliTest, FillBadInputFailsWithAClearMessage) {
