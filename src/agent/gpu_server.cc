@@ -158,6 +158,7 @@ bool GpuServerSupervisor::ReadAddress() {
                    "registers again)", addr, address_);
   }
   address_ = addr;
+  GPOOL_LOG_INFO("gpu-server: pid {} listening on {}", pid_, address_);
   // Pin a picked port: the restarted server must be where the controller's leases point.
   if (listen_.size() >= 2 && listen_.compare(listen_.size() - 2, 2, ":0") == 0) listen_ = addr;
   return true;
@@ -182,7 +183,6 @@ Status GpuServerSupervisor::Start(std::chrono::milliseconds timeout) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  GPOOL_LOG_INFO("gpu-server: pid {} listening on {}", pid_, address_);
   return Status::Ok();
 }
 
