@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "common/units.h"
+#include "control/allocations.h"
 #include "control/api.h"
 #include "control/auth.h"
 #include "control/controller.h"
@@ -59,6 +60,7 @@ struct ClusterFlags {
   std::string task_cpus, task_mem;  // submit --cpus / --mem (per task)
   std::string spec_file, gpu_fraction, gpu_mem, job_gpu_model, locality = "any", min_runtime, kind;
   bool locality_required = false, non_preemptible = false;
+  std::string gpu_source, gpu_within, max_slowdown;  // remote attachment ("" = not given)
   // top / watch
   int refresh_ms = 1000, iterations = 0;
   double ttl_s = 3600;
@@ -430,6 +432,24 @@ Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
     if (!b.ok()) return b.status().WithContext("--mem");
     req.set_memory_bytes(*b);
   }
+  // Remote attachment (flags override the file); the controller checks the values.
+  if (!f.gpu_source.empty()) req.set_gpu_source(f.gpu_source);
+  if (!f.gpu_within.empty()) req.set_gpu_within(f.gpu_within);
+  if (!f.max_slowdown.empty()) {
+    double x = -1;
+    size_t used = 0;
+    try {
+      x = std::stod(f.max_slowdown, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != f.max_slowdown.size() || !std::isfinite(x) ||
+        (x != 0 && !(x >= 1))) {
+      return Status::InvalidArgument(fmt::format(
+          "--max-slowdown: want 0 (any) or a factor >= 1 such as 1.1, got '{}'", f.max_slowdown));
+    }
+    req.set_max_slowdown(x);
+  }
   for (const auto& c : f.command) req.add_command(c);
   // One id for all retries of this invocation, so a retried submit is not a second job.
   if (!f.request_id.empty()) req.set_client_request_id(f.request_id);
@@ -471,6 +491,7 @@ Status Submit(const ClusterFlags& f, bool gpus_given, bool tenant_given) {
   return Status::Ok();
 }
 
+// Local tasks as NODE:MASK; tasks on GPU servers as "HOST <- NODE/GPU,... (remote, ...)".
 std::string Placement(const v1::Job& j) {
   std::string out;
   int shown = 0;
@@ -479,12 +500,14 @@ std::string Placement(const v1::Job& j) {
       out += fmt::format(",+{} more", j.allocations_size() - shown);
       break;
     }
-    if (!out.empty()) out += ",";
-    out += fmt::format("{}:{:#x}", a.node(), a.gpu_mask());
+    if (!out.empty()) out += a.via_server() ? "; " : ",";
+    out += a.via_server() ? control::AllocationText(a) : fmt::format("{}:{:#x}", a.node(), a.gpu_mask());
     ++shown;
   }
   return out.empty() ? "-" : out;
 }
+
+std::string SourceText(const v1::Job& j) { return j.gpu_source().empty() ? "local" : j.gpu_source(); }
 
 std::string GpuText(const v1::Job& j) {
   if (j.gpu_milli() > 0) return fmt::format("{:.3g}", j.gpu_milli() / 1000.0);
@@ -506,8 +529,8 @@ Status JobsList(const ClusterFlags& f) {
   std::map<std::string, int> by_state;
   // PLACEMENT: where a running job runs; for a pending job, why it waits (the scheduler's
   // reason, or a validation message).
-  std::printf("%-10s %-10s %5s %4s %-9s %8s  %s\n", "ID", "TENANT", "GPUS", "PRIO", "STATE",
-              "DURATION", "PLACEMENT / WHY PENDING");
+  std::printf("%-10s %-10s %5s %-6s %4s %-9s %8s  %s\n", "ID", "TENANT", "GPUS", "SOURCE", "PRIO",
+              "STATE", "DURATION", "PLACEMENT / WHY PENDING");
   for (const v1::Job& j : resp.jobs()) {
     ++by_state[j.state()];
     std::string where = Placement(j);
@@ -515,8 +538,9 @@ Status JobsList(const ClusterFlags& f) {
       const std::string& why = j.pending_reason().empty() ? j.message() : j.pending_reason();
       where = why.empty() ? "(not yet scheduled)" : "(" + why + ")";
     }
-    std::printf("%-10s %-10s %5s %4d %-9s %7.0fs  %s\n", j.id().c_str(), j.tenant().c_str(),
-                GpuText(j).c_str(), j.priority(), j.state().c_str(), j.duration_s(), where.c_str());
+    std::printf("%-10s %-10s %5s %-6s %4d %-9s %7.0fs  %s\n", j.id().c_str(), j.tenant().c_str(),
+                GpuText(j).c_str(), SourceText(j).c_str(), j.priority(), j.state().c_str(),
+                j.duration_s(), where.c_str());
   }
   std::string summary;
   for (const auto& [st, n] : by_state) summary += fmt::format(" {} {}", n, st);
@@ -551,6 +575,16 @@ void Describe(const v1::Job& j) {
   std::printf("CPU, memory: %s, %s per task\n",
               j.cpu_milli() ? fmt::format("{:g} CPUs", j.cpu_milli() / 1000.0).c_str() : "any",
               j.memory_bytes() ? FormatBytes(j.memory_bytes()).c_str() : "any");
+  std::string source = SourceText(j);
+  if (source != "local") {
+    const std::string within = j.gpu_within().empty() ? "any" : j.gpu_within();
+    source += fmt::format(" (GPUs from {}, max slowdown {})",
+                          within == "any"    ? "any node"
+                          : within == "node" ? "the task's own node"
+                                             : "the task's " + within,
+                          j.max_slowdown() > 0 ? fmt::format("{:g}", j.max_slowdown()) : "any");
+  }
+  std::printf("GPU source:  %s\n", source.c_str());
   std::printf("GPU model:   %s\nLocality:    %s (%s)\nKind:        %s\nPriority:    %d\n",
               j.gpu_model().empty() ? "any" : j.gpu_model().c_str(), j.locality().c_str(),
               j.locality_required() ? "required" : "preferred", j.kind().c_str(), j.priority());
@@ -560,16 +594,12 @@ void Describe(const v1::Job& j) {
   std::printf("Submitted:   %s\nStarted:     %s\nEnded:       %s\n", Ms(j.submit_ms()).c_str(),
               Ms(j.start_ms()).c_str(), Ms(j.end_ms()).c_str());
   if (j.allocations_size() > 0) {
-    std::printf("Tasks (attempt %d):\n  %-5s %-20s %-8s %s\n", j.attempt(), "TASK", "NODE",
-                "GPUS", "STATE");
+    // Each task's host and its GPUs as NODE/GPU (lent ones on their own nodes).
+    std::printf("Tasks (attempt %d):\n  %-5s %-8s %s\n", j.attempt(), "TASK", "STATE",
+                "HOST <- GPUS");
     for (const auto& a : j.allocations()) {
-      std::string gpus;
-      for (int g = 0; g < 32; ++g) {
-        if (a.gpu_mask() >> g & 1) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
-      }
-      if (a.gpu_milli() > 0) gpus += fmt::format(" ({}m)", a.gpu_milli());
-      std::printf("  %-5d %-20s %-8s %s\n", a.task(), a.node().c_str(), gpus.c_str(),
-                  a.finished() ? "finished" : "running");
+      std::printf("  %-5d %-8s %s\n", a.task(), a.finished() ? "finished" : "running",
+                  control::AllocationText(a).c_str());
     }
   }
 }
@@ -902,6 +932,13 @@ void RegisterCluster(CLI::App& app, const GlobalFlags&, int* exit_code) {
   sub->add_flag("--locality-required", f->locality_required,
                 "never place outside one --locality domain (default: preferred)");
   sub->add_flag("--non-preemptible", f->non_preemptible, "never preempt this job");
+  sub->add_option("--gpu-source", f->gpu_source,
+                  "local (default), pooled (local if the gang fits so, else GPUs of other nodes' "
+                  "GPU servers) or remote (always through GPU servers)");
+  sub->add_option("--gpu-within", f->gpu_within,
+                  "pooled/remote: how far a task's GPUs may be: node, leaf, pod or any (default)");
+  sub->add_option("--max-slowdown", f->max_slowdown,
+                  "pooled/remote: largest estimated slowdown accepted, e.g. 1.1 (default any)");
   sub->add_option("--min-runtime", f->min_runtime, "not preempted before running this long");
   sub->add_option("--kind", f->kind, "training (default), inference or interactive");
   sub->add_option("--priority", f->priority, "priority class (higher first)");

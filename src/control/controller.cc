@@ -9,6 +9,8 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "control/agent_timing.h"
+#include "control/controller_internal.h"
+#include "control/allocations.h"
 #include "control/etcd_store.h"
 #include "control/records.h"
 #include "remote/lease/lease.h"
@@ -32,10 +34,6 @@ Status FromJson(const std::string& json, google::protobuf::Message* m, const std
   return Status::Ok();
 }
 
-uint64_t JobNumber(const std::string& id) { return std::stoull(id.substr(1)); }
-std::string JobIdOf(uint64_t n) { return fmt::format("j{:08d}", n); }
-
-bool Active(const v1::Job& j) { return j.state() == "pending" || j.state() == "running"; }
 
 const std::vector<double> kLatencyBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                              0.05,   0.1,   0.25,   0.5,   1,    2.5, 10, 60};
@@ -192,12 +190,14 @@ void Controller::SetJobLocked(v1::Job j) {
     submit_ns_.erase(j.id());
     waited_.erase(j.id());
   }
+  // node_jobs_ indexes a running job under every node it holds something on: the hosts of its
+  // tasks and the nodes lending them GPUs.
   auto it = jobs_.find(j.id());
   if (it != jobs_.end()) {
-    for (const auto& a : it->second.allocations()) node_jobs_[a.node()].erase(j.id());
+    for (const std::string& n : JobNodeNames(it->second)) node_jobs_[n].erase(j.id());
   }
   if (j.state() == "running") {
-    for (const auto& a : j.allocations()) node_jobs_[a.node()].insert(j.id());
+    for (const std::string& n : JobNodeNames(j)) node_jobs_[n].insert(j.id());
   }
   std::string id = j.id();
   jobs_[id] = std::move(j);
@@ -328,7 +328,9 @@ StatusOr<v1::RegisterNodeResponse> Controller::RegisterNode(const v1::RegisterNo
     if (old != nodes_.end() && in.gpus() < old->second.gpus()) {
       for (const std::string& id : node_jobs_[in.name()]) {
         for (const auto& a : jobs_.at(id).allocations()) {
-          if (a.node() == in.name() && !a.finished() && (a.gpu_mask() >> in.gpus()) != 0) {
+          uint32_t mask = a.node() == in.name() ? a.gpu_mask() : 0;
+          for (const auto& r : a.remote()) mask |= r.node() == in.name() ? r.gpu_mask() : 0;
+          if (!a.finished() && (mask >> in.gpus()) != 0) {
             return Status::FailedPrecondition(fmt::format(
                 "node.gpus: {} re-registers with {} GPUs but job {} holds GPUs above that",
                 in.name(), in.gpus(), id));
@@ -368,6 +370,7 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
   if (req.node().empty()) return Status::InvalidArgument("node: must not be empty");
   v1::HeartbeatResponse resp;
   uint64_t seq = 0;
+  std::vector<std::string> fail_log;  // logged once committed
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!leading_) return NotLeader();
@@ -426,32 +429,20 @@ StatusOr<v1::HeartbeatResponse> Controller::Heartbeat(const v1::HeartbeatRequest
       SetJobLocked(j);
       changed.push_back(std::move(j));
     }
+    // Tasks this node hosts whose GPU servers cannot serve them (a lending node that now
+    // advertises none): failed here, never started on GPUs they were not placed on.
+    for (v1::Job& j : FailUnservedLocked(node_jobs_[req.node()], now, &fail_log)) {
+      changed.push_back(std::move(j));
+    }
     std::vector<const v1::Job*> ptrs;
     for (const auto& j : changed) ptrs.push_back(&j);
     GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, node_changed));
-
-    for (const std::string& id : node_jobs_[req.node()]) {
-      const v1::Job& j = jobs_.at(id);
-      for (const v1::Allocation& a : j.allocations()) {
-        if (a.node() != req.node() || a.finished()) continue;
-        v1::TaskAssignment* t = resp.add_tasks();
-        t->set_job_id(id);
-        t->set_task(a.task());
-        t->set_gpu_mask(a.gpu_mask());
-        t->set_duration_s(j.duration_s());
-        *t->mutable_command() = j.command();
-        t->set_attempt(j.attempt());
-        t->set_gpu_milli(a.gpu_milli());
-        t->set_gpu_memory_bytes(a.gpu_memory_bytes());
-        t->set_tenant(j.tenant());
-        t->set_num_tasks(j.num_tasks());
-        FillTaskLeaseLocked(node, j, a, t);
-      }
-    }
+    AddAssignmentsLocked(node, &resp);
     power_.FillHeartbeatResponse(node, nodes_, &resp);
   }
   // The task list may include binds still being committed: answer once they are durable.
   GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
+  for (const std::string& line : fail_log) GPOOL_LOG_WARN("{}", line);
   return resp;
 }
 
@@ -467,14 +458,15 @@ void Controller::RefreshNodeStates(int64_t now_ms) {
       node_life_[name].was_down = false;
     }
     n.set_state(st);
+    // Lent GPUs count on the node that lends them (remote attachment).
     int32_t used = 0;
-    for (const std::string& id : node_jobs_[name]) {
-      for (const auto& a : jobs_.at(id).allocations()) {
-        if (a.node() == name) used += __builtin_popcount(a.gpu_mask());
-      }
+    const std::set<std::string>& on_node = node_jobs_[name];
+    for (const std::string& id : on_node) {
+      for (const auto& a : jobs_.at(id).allocations()) used += GpusOn(a, name);
     }
     n.set_gpus_allocated(used);
-    power_.Refresh(&n, used > 0, now_ms);  // powered-off nodes show their power state
+    // Busy: it hosts a task (a CPU-only host of a remote-attached task too) or lends GPUs.
+    power_.Refresh(&n, !on_node.empty(), now_ms);  // powered-off nodes show their power state
   }
 }
 
@@ -582,6 +574,7 @@ StatusOr<v1::Job> Controller::NewJobFromRequest(const v1::SubmitJobRequest& req)
   j.set_preemptible(req.has_preemptible() ? req.preemptible() : true);
   j.set_min_runtime_s(req.min_runtime_s());
   j.set_kind(std::string(sched::JobKindName(*k)));
+  GPOOL_RETURN_IF_ERROR(SetGpuSource(req, &j));
   j.set_state("pending");
   // More than the tenant may ever hold could never start: refused now, not left pending.
   GPOOL_RETURN_IF_ERROR(CheckTenantCap(j, options_.tenant_max_gpus));
@@ -724,98 +717,6 @@ v1::ListTenantsResponse Controller::ListTenants() {
   return ListTenantsLocked();
 }
 
-// ---- Leases ----
-
-void Controller::FillTaskLeaseLocked(const v1::Node& node, const v1::Job& j,
-                                     const v1::Allocation& a, v1::TaskAssignment* t) {
-  // A fraction of a GPU on a node that serves its GPUs (`gpool agent --gpu-server`): the task
-  // runs through the remoting runtime with a lease for its share, which the GPU server
-  // enforces. Without a server or a lease key the agent runs it on the whole device, told its
-  // share only. A fresh token per heartbeat (an HMAC, cheap); the agent uses the first it sees.
-  if (a.gpu_milli() <= 0 || a.gpu_milli() >= 1000 || node.gpu_server().empty() ||
-      options_.lease_key.empty()) {
-    return;
-  }
-  auto auth = remote::LeaseAuthority::Create(options_.lease_key);
-  if (!auth.ok()) return;  // the key was checked at Open
-  std::string devices, leases;
-  for (int g = 0; g < sched::kMaxGpusPerNode; ++g) {
-    if (!(a.gpu_mask() >> g & 1)) continue;
-    remote::LeaseRequest lr;
-    lr.gpu = fmt::format("{}/{}", node.gpu_server(), g);
-    lr.memory_bytes = a.gpu_memory_bytes();
-    lr.compute_milli = a.gpu_milli();
-    lr.tenant = j.tenant();
-    lr.job = j.id();
-    lr.ttl_seconds = 3600;  // checked when the task connects, which is at its start
-    auto token = auth->Issue(lr, *clock_);
-    if (!token.ok()) {
-      GPOOL_LOG_WARN("lease for job {} task {}: {}", j.id(), a.task(), token.status().ToString());
-      return;
-    }
-    devices += (devices.empty() ? "" : ",") + lr.gpu;
-    leases += (leases.empty() ? "" : ",") + *token;
-  }
-  t->set_devices(devices);
-  t->set_lease(leases);
-}
-
-StatusOr<v1::IssueLeasesResponse> Controller::IssueLeases(const v1::IssueLeasesRequest& req) {
-  if (req.job_id().empty()) return Status::InvalidArgument("job_id: must not be empty");
-  if (!(req.ttl_s() >= 0) || req.ttl_s() > 7 * 24 * 3600) {
-    return Status::InvalidArgument(fmt::format("ttl_s: must be 0..604800, got {}", req.ttl_s()));
-  }
-  if (options_.lease_key.empty()) {
-    return Status::FailedPrecondition(
-        "leases: the controller was started without a lease key (--lease-key FILE)");
-  }
-  GPOOL_ASSIGN_OR_RETURN(remote::LeaseAuthority auth,
-                         remote::LeaseAuthority::Create(options_.lease_key));
-  v1::Job j;
-  std::map<std::string, std::string> servers;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = jobs_.find(req.job_id());
-    if (it == jobs_.end()) return Status::NotFound(fmt::format("job {} not found", req.job_id()));
-    j = it->second;
-    for (const auto& a : j.allocations()) {
-      auto n = nodes_.find(a.node());
-      servers[a.node()] = n == nodes_.end() ? "" : n->second.gpu_server();
-    }
-  }
-  if (j.state() != "running") {
-    return Status::FailedPrecondition(
-        fmt::format("job {} is {}, leases are for running jobs", j.id(), j.state()));
-  }
-  v1::IssueLeasesResponse resp;
-  double ttl = req.ttl_s() > 0 ? req.ttl_s() : 3600;
-  for (const auto& a : j.allocations()) {
-    if (a.finished()) continue;
-    const std::string& server = servers[a.node()];
-    if (server.empty()) {
-      return Status::FailedPrecondition(
-          fmt::format("node {} advertises no gpu_server: no leases for job {}", a.node(), j.id()));
-    }
-    for (int g = 0; g < sched::kMaxGpusPerNode; ++g) {
-      if (!(a.gpu_mask() >> g & 1)) continue;
-      remote::LeaseRequest lr;
-      lr.gpu = fmt::format("{}/{}", server, g);
-      lr.memory_bytes = a.gpu_memory_bytes();
-      lr.compute_milli = a.gpu_milli() > 0 ? a.gpu_milli() : 1000;
-      lr.tenant = j.tenant();
-      lr.job = j.id();
-      lr.ttl_seconds = ttl;
-      GPOOL_ASSIGN_OR_RETURN(std::string token, auth.Issue(lr, *clock_));
-      v1::GpuLease* out = resp.add_leases();
-      out->set_task(a.task());
-      out->set_gpu(lr.gpu);
-      out->set_token(token);
-      out->set_expires_ms(NowMs() + static_cast<int64_t>(ttl * 1000));
-    }
-  }
-  return resp;
-}
-
 // ---- Watch ----
 
 std::vector<v1::Job> Controller::SnapshotJobs(const v1::WatchJobsRequest& filter,
@@ -846,296 +747,6 @@ StatusOr<std::vector<v1::Job>> Controller::WaitJobEvents(const v1::WatchJobsRequ
   }
   *cursor = next_event_;
   return out;
-}
-
-// ---- Scheduling ----
-
-std::vector<v1::Job> Controller::HandleLostNodesLocked(int64_t now_ms,
-                                                       std::vector<std::string>* log) {
-  std::vector<v1::Job> changed;
-  std::set<std::string> victims;
-  for (const auto& [name, n] : nodes_) {
-    if (n.state() != "down") continue;
-    for (const std::string& id : node_jobs_[name]) {
-      for (const auto& a : jobs_.at(id).allocations()) {
-        if (a.node() == name && !a.finished()) victims.insert(id);
-      }
-    }
-  }
-  for (const std::string& id : victims) {
-    v1::Job j = jobs_.at(id);
-    std::string lost;
-    for (const auto& a : j.allocations()) {
-      if (!a.finished() && nodes_.at(a.node()).state() == "down") {
-        lost = a.node();
-        break;
-      }
-    }
-    if (options_.lost_node_policy == LostNodePolicy::kFail) {
-      j.set_state("failed");
-      j.set_end_ms(now_ms);
-      j.set_message(fmt::format("node {} was lost (no heartbeat for {} ms)", lost,
-                                options_.node_timeout.count()));
-    } else {
-      j.set_state("pending");
-      j.clear_allocations();
-      j.set_start_ms(0);
-      j.set_requeues(j.requeues() + 1);
-      j.set_message(fmt::format("requeued: node {} was lost", lost));
-    }
-    log->push_back(fmt::format("job {}: node {} lost, job {}", id, lost, j.state()));
-    SetJobLocked(j);
-    changed.push_back(std::move(j));
-  }
-  return changed;
-}
-
-Status Controller::ScheduleOnce() {
-  auto start = std::chrono::steady_clock::now();
-  uint64_t seq = 0;
-  // First binds of this cycle: accepted-submit time (ns) and whether the job waited a cycle.
-  std::vector<std::pair<int64_t, bool>> first_binds;
-  std::vector<std::string> lost_log;  // logged once committed: a refused commit never happened
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!leading_) return Status::Ok();  // standbys do not schedule
-    int64_t now_ms = NowMs();
-    int64_t now_ns = now_ms * 1000000;
-    RefreshNodeStates(now_ms);
-    std::map<std::string, v1::Job> changed;
-    for (v1::Job& j : HandleLostNodesLocked(now_ms, &lost_log)) changed[j.id()] = std::move(j);
-
-    sched::ClusterSpec spec;
-    std::map<std::string, int> node_index;
-    for (const auto& [name, n] : nodes_) {
-      int model = n.gpus() == 0 ? -1 : sched::FindGpuModel(spec, n.gpu_model());
-      if (model < 0 && n.gpus() > 0) {
-        spec.gpu_models.push_back(n.gpu_model());
-        model = static_cast<int>(spec.gpu_models.size()) - 1;
-      }
-      sched::NodeSpec ns;
-      ns.name = name;
-      ns.gpus = n.gpus();
-      ns.gpu_model = model;
-      ns.gpu_memory_bytes = n.gpu_memory_bytes();
-      ns.cpu_milli = n.cpu_milli();
-      ns.memory_bytes = n.memory_bytes();
-      ns.power = NodePower::SchedState(n);
-      node_index[name] = static_cast<int>(spec.nodes.size());
-      spec.nodes.push_back(std::move(ns));
-    }
-    bool any_pending = std::any_of(jobs_.begin(), jobs_.end(),
-                                   [](const auto& kv) { return kv.second.state() == "pending"; });
-    std::vector<const v1::Node*> power_changed;
-    if (!spec.nodes.empty() && (any_pending || power_.enabled())) {
-      if (options_.fabric) {
-        GPOOL_RETURN_IF_ERROR(options_.fabric->BuildDomains(&spec));  // domains from the fabric
-      } else {
-        GPOOL_RETURN_IF_ERROR(sched::BuildUniformTopology({}, &spec));
-      }
-      GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state,
-                             sched::ClusterState::Create(std::move(spec)));
-
-      // Queues: one per tenant, each at its index in tenant_queue_ (new tenants are appended).
-      auto make_queue = [&](const std::string& tenant) {
-        sched::QueueSpec q;
-        q.name = tenant;
-        q.tenant = tenant;
-        auto qt = options_.tenant_quotas.find(tenant);
-        q.guaranteed_gpus = qt == options_.tenant_quotas.end() ? 0 : qt->second;
-        auto cap = options_.tenant_max_gpus.find(tenant);
-        if (cap != options_.tenant_max_gpus.end()) q.max_gpus = cap->second;
-        return q;
-      };
-      std::vector<sched::QueueSpec> queues(tenant_queue_.size());
-      for (const auto& [tenant, i] : tenant_queue_) queues[static_cast<size_t>(i)] = make_queue(tenant);
-      auto queue = [&](const std::string& tenant) {
-        auto [it, added] = tenant_queue_.emplace(tenant, static_cast<int>(queues.size()));
-        if (added) queues.push_back(make_queue(tenant));
-        return it->second;
-      };
-      for (const auto& [name, q] : options_.tenant_quotas) queue(name);
-
-      auto to_spec = [&](const v1::Job& j) -> StatusOr<sched::JobSpec> {
-        sched::JobSpec s;
-        s.id = sched::JobId(JobNumber(j.id()));
-        s.name = j.id();
-        s.tenant = j.tenant();
-        s.queue = sched::QueueId(queue(j.tenant()));
-        s.priority = j.priority();
-        s.num_tasks = j.num_tasks();
-        s.task.gpus = j.gpus_per_task();
-        s.task.gpu_milli = j.gpu_milli();
-        s.task.gpu_memory_bytes = j.gpu_memory_bytes();
-        s.task.cpu_milli = j.cpu_milli();
-        s.task.memory_bytes = j.memory_bytes();
-        GPOOL_ASSIGN_OR_RETURN(s.gpu_models, sched::ParseGpuModels(state.spec(), j.gpu_model()));
-        GPOOL_ASSIGN_OR_RETURN(s.locality.level,
-                               sched::ParseLevel(j.locality().empty() ? "any" : j.locality()));
-        s.locality.required = j.locality_required();
-        s.est_runtime_s = j.duration_s();
-        s.preemptible = j.preemptible();
-        s.min_runtime_s = j.min_runtime_s();
-        GPOOL_ASSIGN_OR_RETURN(s.kind, sched::ParseJobKind(j.kind().empty() ? "training" : j.kind()));
-        s.submit_ns = j.submit_ms() * 1000000;
-        return s;
-      };
-      std::vector<sched::JobSpec> pending;
-      // Jobs that ended (finished, failed, cancelled) since the ledger's last advance: the
-      // advance below sees only the jobs running now, so their stretch from then (or from their
-      // start) to their end is charged here, or it would never count.
-      std::vector<std::pair<sched::QueueId, sched::QueueUsage>> ended_usage;
-      for (const auto& [id, j0] : jobs_) {
-        const v1::Job& j = changed.count(id) ? changed.at(id) : j0;
-        if (j.state() == "pending") {
-          auto s = to_spec(j);
-          Status ok = s.ok() ? sched::ValidateJob(*s, state.spec(), queues.size()) : s.status();
-          if (!ok.ok()) {
-            // E.g. its GPU model's nodes are all gone: it waits, saying why.
-            if (submit_ns_.count(id) > 0) waited_.insert(id);
-            if (j.message() != ok.message()) {
-              v1::Job w = j;
-              w.set_message(ok.message());
-              SetJobLocked(w);
-              changed[id] = std::move(w);
-            }
-            continue;
-          }
-          pending.push_back(std::move(*s));
-        } else if (j.state() == "running") {
-          GPOOL_ASSIGN_OR_RETURN(sched::JobSpec s, to_spec(j));
-          sched::Placement p;
-          for (const auto& a : j.allocations()) {
-            auto ni = node_index.find(a.node());
-            if (ni == node_index.end()) {
-              return Status::Internal(
-                  fmt::format("job {}: allocated on unknown node {}", id, a.node()));
-            }
-            p.tasks.push_back({.node = sched::NodeId(ni->second), .gpu_mask = a.gpu_mask(),
-                               .gpu_milli = a.gpu_milli() > 0 ? a.gpu_milli() : 1000,
-                               .gpu_memory_bytes = a.gpu_memory_bytes()});
-          }
-          Status s2 = state.Bind(s, p, j.start_ms() * 1000000);
-          if (!s2.ok()) return s2.WithContext(fmt::format("re-binding running job {}", id));
-        } else if (!Active(j) && j.start_ms() > 0 && ledger_.last_ns() >= 0 &&
-                   j.end_ms() * 1000000 > ledger_.last_ns()) {
-          const int64_t from_ns = std::max(j.start_ms() * 1000000, ledger_.last_ns());
-          const double dt = static_cast<double>(j.end_ms() * 1000000 - from_ns) * 1e-9;
-          sched::TaskRequest task;
-          task.gpus = j.gpus_per_task();
-          task.gpu_milli = j.gpu_milli();
-          ended_usage.push_back(
-              {sched::QueueId(queue(j.tenant())),
-               {.gpu_milli_s = static_cast<double>(task.milli_gpus()) * j.num_tasks() * dt,
-                .cpu_milli_s = static_cast<double>(j.cpu_milli()) * j.num_tasks() * dt,
-                .memory_byte_s = static_cast<double>(j.memory_bytes()) * j.num_tasks() * dt}});
-        }
-      }
-      for (const auto& [name, n] : nodes_) {
-        // Nodes switched off on purpose stay healthy: PlanPower may resume them; not those
-        // that failed to resume (node_power.h).
-        if ((n.state() != "ready" && NodePower::SchedState(n) == sched::PowerState::kOn) ||
-            n.power() == NodePower::kResumeFailed) {
-          state.SetHealth(sched::NodeId(node_index[name]), sched::Health::kUnhealthy);
-        }
-      }
-      ledger_.Advance(state, now_ns);
-      for (const auto& [q, u] : ended_usage) ledger_.Add(q, u);
-      sched::SchedulingInput in{.state = &state, .pending = &pending, .queues = &queues,
-                                .usage = &ledger_, .now_ns = now_ns, .seed = 0,
-                                .explain = true};
-      GPOOL_ASSIGN_OR_RETURN(sched::Decisions d, policy_->Schedule(in));
-
-      auto job_id = [](sched::JobId id) { return JobIdOf(id.value()); };
-      for (const auto& p : d.preemptions) {
-        std::string id = job_id(p.victim);
-        v1::Job j = changed.count(id) ? changed[id] : jobs_.at(id);
-        j.set_state("pending");
-        j.clear_allocations();
-        j.set_start_ms(0);
-        j.set_preemptions(j.preemptions() + 1);
-        j.set_message(fmt::format("preempted ({}) for {}", p.reason, job_id(p.for_job)));
-        SetJobLocked(j);
-        changed[id] = std::move(j);
-      }
-      for (const auto& b : d.binds) {
-        std::string id = job_id(b.job);
-        v1::Job j = changed.count(id) ? changed[id] : jobs_.at(id);
-        j.set_state("running");
-        j.set_start_ms(now_ms);
-        j.set_attempt(j.attempt() + 1);
-        j.clear_message();
-        j.clear_pending_reason();
-        if (j.first_bind_ms() == 0) {
-          j.set_first_bind_ms(now_ms);
-          // In memory since the submit; a job submitted before a restart has its record's ms.
-          auto t = submit_ns_.find(id);
-          first_binds.push_back({t != submit_ns_.end() ? t->second : j.submit_ms() * 1000000,
-                                 waited_.count(id) > 0 || t == submit_ns_.end()});
-        }
-        j.clear_allocations();
-        for (size_t t = 0; t < b.placement.tasks.size(); ++t) {
-          const sched::TaskBinding& tb = b.placement.tasks[t];
-          v1::Allocation* a = j.add_allocations();
-          a->set_task(static_cast<int32_t>(t));
-          a->set_node(state.node(tb.node).name);
-          a->set_gpu_mask(tb.gpu_mask);
-          if (tb.gpu_milli > 0 && tb.gpu_milli < 1000) {
-            a->set_gpu_milli(tb.gpu_milli);
-            a->set_gpu_memory_bytes(tb.gpu_memory_bytes);
-          }
-        }
-        SetJobLocked(j);
-        changed[id] = std::move(j);
-      }
-      // A job this cycle saw and did not bind waits for room: its bind, when it comes, is
-      // queueing time, not the control plane's latency. (Bound ones left the set above.)
-      for (const sched::JobSpec& pj : pending) {
-        std::string id = job_id(pj.id);
-        if (submit_ns_.count(id) > 0) waited_.insert(id);
-      }
-      // Why each job that stays pending waits (the scheduler's words). Written only when it
-      // changes: a reason's numbers come from the configuration and the job, not from the load
-      // (sched::WaitReason), so a steady queue costs no commits; it changes when the cause does
-      // (e.g. the tenant crosses its guarantee, or the job takes the reservation).
-      for (const auto& w : d.waits) {
-        std::string id = job_id(w.job);
-        const v1::Job& cur = changed.count(id) ? changed.at(id) : jobs_.at(id);
-        if (cur.state() != "pending" || cur.pending_reason() == w.text) continue;
-        v1::Job j = cur;
-        j.set_pending_reason(w.text);
-        SetJobLocked(j);
-        changed[id] = std::move(j);
-      }
-      if (power_.enabled()) {
-        // Power (src/sched/power.h) acts on the cluster as this cycle leaves it.
-        for (const auto& p : d.preemptions) (void)state.Release(p.victim, now_ns);
-        for (const auto& b : d.binds) {
-          GPOOL_ASSIGN_OR_RETURN(sched::JobSpec s, to_spec(changed.at(job_id(b.job))));
-          GPOOL_RETURN_IF_ERROR(state.Bind(s, b.placement, now_ns));
-        }
-        GPOOL_RETURN_IF_ERROR(power_.Plan(state, pending, d, now_ms, &nodes_, &power_changed));
-      }
-    }
-    std::vector<const v1::Job*> ptrs;
-    for (const auto& [id, j] : changed) ptrs.push_back(&j);
-    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, power_changed));
-  }
-  Status s = WaitDurable(seq);
-  if (s.ok()) {
-    for (const std::string& line : lost_log) GPOOL_LOG_WARN("{}", line);
-  }
-  if (s.ok() && !first_binds.empty()) {  // the binds are committed now
-    const int64_t now_ns = clock_->NowNanos();
-    for (const auto& [submit_ns, waited] : first_binds) {
-      const double seconds = static_cast<double>(std::max<int64_t>(now_ns - submit_ns, 0)) * 1e-9;
-      queue_time_.Observe(seconds);
-      if (!waited) bind_latency_.Observe(seconds);
-    }
-  }
-  sched_latency_.Observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return s;
 }
 
 void Controller::Start() {

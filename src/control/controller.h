@@ -22,13 +22,15 @@
 // preemptions (the victim goes back to pending) and binds. Jobs carry the sched::JobSpec shape:
 // whole GPUs (up to 8 is one task, more is a gang of 8-GPU tasks) or a fraction of one GPU
 // (milli-GPU + GPU memory), a GPU model constraint, locality, preemptibility, min run time and
-// kind. With options.fabric the domains come from the fabric (fabric_view.h);
-// without it nodes are laid out in a uniform tree of 16-node leaves in name order
-// (docs/control-plane.md).
+// kind, and where its GPUs may come from (gpu_source: local, or pooled/remote: GPUs of other
+// nodes' GPU servers, allocations.h). With options.fabric the domains come from the fabric
+// (fabric_view.h); without it nodes are laid out in a uniform tree of 16-node leaves in name
+// order (docs/control-plane.md). The cycle is controller_schedule.cc; what a task's host is told
+// (assignments, devices, leases) is controller_leases.cc.
 //
 // Liveness: a node that has not heartbeated for node_timeout is "down" (unschedulable). The
 // scheduling cycle that first sees it down applies the lost-node policy to the jobs that had an
-// unfinished task on it: requeue (back to pending, `requeues` + 1) or fail. A down node that
+// unfinished task on it, or GPUs lent to one: requeue (back to pending, `requeues` + 1) or fail. A down node that
 // heartbeats again is "settling" for node_settle before it is schedulable again, so a flapping
 // node does not attract, lose and requeue jobs at every flap. Every bind bumps the job's
 // `attempt`; finished reports carry it, so a late report about an earlier placement is ignored.
@@ -214,9 +216,32 @@ class Controller {
   // cycle in the order jobs appear, a tenant could inherit another's past usage).
   std::map<std::string, int> tenant_queue_;
   NodePower power_;  // guarded by mu_
-  // Heartbeat: remote-runtime devices and lease for a fractional task (node_agent.h).
-  void FillTaskLeaseLocked(const v1::Node& node, const v1::Job& j, const v1::Allocation& a,
+
+  // ---- Task assignments and leases (controller_leases.cc) ----
+  // Heartbeat: the unfinished tasks hosted on `node`, as its agent is told to run them.
+  void AddAssignmentsLocked(const v1::Node& node, v1::HeartbeatResponse* resp);
+  // GPOOL_DEVICES and GPOOL_LEASE of one task: for a task reaching its GPUs through GPU servers
+  // (via_server: remote attachment), and for a fraction on a node that serves its GPUs. False
+  // when a via_server task cannot get them (logged): the agent must not run it on local GPUs.
+  bool FillTaskLeaseLocked(const v1::Node& node, const v1::Job& j, const v1::Allocation& a,
                            v1::TaskAssignment* t);
+  // "HOST:PORT/i" of each GPU of the allocation in the task's order (its host's own through
+  // the host's GPU server, then each lending node's); FailedPrecondition naming the node that
+  // advertises no gpu_server.
+  StatusOr<std::vector<std::string>> GpuAddressesLocked(const v1::Job& j,
+                                                        const v1::Allocation& a) const;
+  // Why a running job's GPU servers cannot serve it now ("" = they can): a via_server task
+  // whose host or lending node advertises no gpu_server, or no lease key.
+  std::string UnservedLocked(const v1::Job& j) const;
+  // Fails the running jobs among `ids` that UnservedLocked finds (logging a line each in
+  // `log`); returns them changed.
+  std::vector<v1::Job> FailUnservedLocked(std::set<std::string> ids, int64_t now_ms,
+                                          std::vector<std::string>* log);
+  // Whether the scheduler may lend node n's GPUs (sched::NodeSpec::serves_gpus): it advertises
+  // a GPU server and the controller can sign leases for it.
+  bool ServesGpus(const v1::Node& n) const;
+  // For pending pooled/remote jobs: why no GPU can be lent now ("" = some node can lend).
+  std::string RemoteHintLocked() const;
 
   std::mutex mu_;
   std::map<std::string, v1::Node> nodes_;            // by name

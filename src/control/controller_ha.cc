@@ -4,6 +4,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "common/log.h"
+#include "control/allocations.h"
 #include "control/controller.h"
 #include "control/records.h"
 
@@ -86,7 +87,7 @@ void Controller::ApplyEvent(const WatchEvent& ev) {
     if (ev.type == WatchEvent::Type::kDelete) {
       auto it = jobs_.find(id);
       if (it != jobs_.end()) {
-        for (const auto& a : it->second.allocations()) node_jobs_[a.node()].erase(id);
+        for (const std::string& n : JobNodeNames(it->second)) node_jobs_[n].erase(id);
         jobs_.erase(it);
       }
       return;

@@ -177,6 +177,16 @@ StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::stri
       } else {
         r.set_min_runtime_s(d);
       }
+    } else if (key == "gpu_source") {
+      GPOOL_ASSIGN_OR_RETURN(*r.mutable_gpu_source(), SpecText(c, v, key, "local, pooled or remote"));
+    } else if (key == "gpu_within") {
+      GPOOL_ASSIGN_OR_RETURN(*r.mutable_gpu_within(), SpecText(c, v, key, "node, leaf, pod or any"));
+    } else if (key == "max_slowdown") {
+      GPOOL_ASSIGN_OR_RETURN(double x, Scalar<double>(c, v, key, "a factor >= 1, e.g. 1.1, or 0"));
+      if (!std::isfinite(x) || (x != 0 && !(x >= 1))) {
+        return c.Err(v, key, fmt::format("want 0 (any) or a factor >= 1, got {}", x));
+      }
+      r.set_max_slowdown(x);
     } else if (key == "kind") {
       GPOOL_ASSIGN_OR_RETURN(*r.mutable_kind(), SpecText(c, v, key, "training, inference or interactive"));
     } else if (key == "priority") {
@@ -205,8 +215,9 @@ StatusOr<v1::SubmitJobRequest> ParseJobSpecYaml(std::string_view text, std::stri
     } else {
       return c.Err(kv.first, EscapeForMessage(key),
                    "unknown key (want tenant, gpus, gpu_fraction, gpu_milli, gpu_memory, "
-                   "cpus, memory, gpu_model, locality, locality_required, preemptible, min_runtime, kind, "
-                   "priority, duration, request_id, command)");
+                   "cpus, memory, gpu_model, locality, locality_required, gpu_source, gpu_within, "
+                   "max_slowdown, preemptible, min_runtime, kind, priority, duration, request_id, "
+                   "command)");
     }
   }
   if (fraction) {

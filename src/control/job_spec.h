@@ -10,6 +10,9 @@
 //   gpu_model: H100          # or "A100|H100"; default any
 //   locality: leaf           # node | leaf | pod | any
 //   locality_required: true  # default false (preferred)
+//   gpu_source: pooled       # local (default) | pooled | remote: GPUs of other nodes' servers
+//   gpu_within: leaf         # pooled/remote: how far a task's GPUs may be (node|leaf|pod|any)
+//   max_slowdown: 1.1        # pooled/remote: the largest estimated slowdown accepted (0 = any)
 //   preemptible: false       # default true
 //   min_runtime: 10m
 //   kind: training           # training | inference | interactive

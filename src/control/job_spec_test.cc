@@ -58,5 +58,18 @@ TEST(JobSpecTest, TenantAndRequestIdAreNames) {
   EXPECT_EQ(ok->tenant(), "team_b.prod-2");
 }
 
+TEST(JobSpecTest, RemoteAttachmentKeys) {
+  auto ok = ParseJobSpecYaml("gpus: 4\ngpu_source: pooled\ngpu_within: leaf\nmax_slowdown: 1.1\n",
+                             "j.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->gpu_source(), "pooled");
+  EXPECT_EQ(ok->gpu_within(), "leaf");
+  EXPECT_DOUBLE_EQ(ok->max_slowdown(), 1.1);
+  // A slowdown below 1 would be a speed-up: refused at its line, naming the key.
+  EXPECT_EQ(Error("gpus: 1\ngpu_source: remote\nmax_slowdown: 0.5\n"),
+            "job.yaml:3: max_slowdown: want 0 (any) or a factor >= 1, got 0.5");
+  EXPECT_THAT(Error("gpus: 1\nmax_slowdown: fast\n"), HasSubstr("job.yaml:2: max_slowdown"));
+}
+
 }  // namespace
 }  // namespace gpool::control

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/names.h"
+#include "control/allocations.h"
 #include "control/store.h"
 
 namespace gpool::control {
@@ -41,8 +42,19 @@ Status ValidateJobRecord(std::string_view key, const v1::Job& job) {
   GPOOL_RETURN_IF_ERROR(InRecord(key, KeyMatches(key, keys::kJobs, "id", job.id())));
   GPOOL_RETURN_IF_ERROR(InRecord(key, ValidateName("tenant", job.tenant())));
   for (int i = 0; i < job.allocations_size(); ++i) {
-    GPOOL_RETURN_IF_ERROR(InRecord(
-        key, ValidateName(fmt::format("allocations[{}].node", i), job.allocations(i).node())));
+    const v1::Allocation& a = job.allocations(i);
+    GPOOL_RETURN_IF_ERROR(
+        InRecord(key, ValidateName(fmt::format("allocations[{}].node", i), a.node())));
+    for (int r = 0; r < a.remote_size(); ++r) {
+      GPOOL_RETURN_IF_ERROR(InRecord(
+          key, ValidateName(fmt::format("allocations[{}].remote[{}].node", i, r),
+                            a.remote(r).node())));
+    }
+  }
+  // The scheduler reads these every cycle: a bad one is refused here, not there.
+  if (auto r = RemoteRequestOf(job); !r.ok()) {
+    return InRecord(key, Status::InvalidArgument(
+                             fmt::format("gpu_source/gpu_within: {}", r.status().message())));
   }
   return Status::Ok();
 }
