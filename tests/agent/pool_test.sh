@@ -127,7 +127,9 @@ p3=$(placement "$j3")
 [[ $p3 == *gpu-2* && $p3 != *gpu-1* ]] || fail "job $j3 placed as '$p3', not on gpu-2's GPUs"
 echo "[${SECONDS}s] 2. ok: gpu-1 lost -> $j2 failed, its task stopped, gpu-2's GPUs free ($j3 ran)"
 
-# 3. The task's host dies. gpu-1 comes back first (a new agent and server, a new port).
+# 3. The task's host dies. gpu-1 comes back first (a new agent and server, a new port; the dead
+# server's log, with the sessions it never ended, is set aside).
+mv "$TMP/gpu-1/gpu-server.err" "$TMP/gpu-1/gpu-server.err.before"
 start_gpu_agent gpu-1
 wait_for 60 "gpu-1 ready again" node_state_is gpu-1 ready
 j4=$("$GPOOL" submit --gpus 4 --gpu-source remote --duration 10m --controller "$ADDR" -- sh -c "$(hold_cmd)")
