@@ -23,6 +23,10 @@ for f in "$sample" "$kernels" "$build/lib/libcudart.so.13"; do
   fi
 done
 
+# GPOOL_SAMPLE_PRELOAD (a sanitizer tree's CTest sets it to libasan.so): preloaded into the CUDA
+# samples only, which load the instrumented client runtime (ASan must come first).
+PRE=()
+[ -z "${GPOOL_SAMPLE_PRELOAD:-}" ] || PRE=(env "LD_PRELOAD=$GPOOL_SAMPLE_PRELOAD")
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -80,7 +84,7 @@ done
 
 echo
 echo "== gpool submit --gpus 4 --gpu-source remote -- multi_device"
-job=$("$GPOOL" submit --gpus 4 --gpu-source remote --controller "$addr" -- "$sample")
+job=$("$GPOOL" submit --gpus 4 --gpu-source remote --controller "$addr" -- "${PRE[@]}" "$sample")
 ended() { "$GPOOL" jobs describe "$job" -o json --controller "$addr" | grep -Eq '"state": "(finished|failed)"'; }
 until_ok 60 "job $job to end" ended
 echo

@@ -30,6 +30,10 @@ if ! "$GPOOL" submit --help 2>/dev/null | grep -q -- --gpu-source; then
   echo "pool_test: SKIP: this gpool has no 'submit --gpu-source' (remote placement not in the CLI)"
   exit 77
 fi
+# GPOOL_SAMPLE_PRELOAD (a sanitizer tree's CTest sets it to libasan.so): preloaded into the CUDA
+# samples only, which load the instrumented client runtime (ASan must come first).
+PRE=()
+[ -z "${GPOOL_SAMPLE_PRELOAD:-}" ] || PRE=(env "LD_PRELOAD=$GPOOL_SAMPLE_PRELOAD")
 TMP=$(mktemp -d)
 . "$(dirname "$0")/lib.sh"
 declare -A AGENT=()
@@ -77,7 +81,7 @@ ready_count() { test "$(grep -c '^READY' "$TMP/$1/$2.0.out" 2>/dev/null)" = "$3"
 # A task holding 64 MiB on each of its GPUs: one error_paths `hold` per device, each its own
 # session; the task's process group id goes to $TMP/JOB.task.
 hold_cmd() {
-  echo "echo \$\$ > $TMP/\$GPOOL_JOB_ID.task; for d in \$(echo \$GPOOL_DEVICES | tr , ' '); do GPOOL_DEVICES=\$d $samples/error_paths hold 64 & done; wait"
+  echo "echo \$\$ > $TMP/\$GPOOL_JOB_ID.task; for d in \$(echo \$GPOOL_DEVICES | tr , ' '); do GPOOL_DEVICES=\$d ${PRE[*]} $samples/error_paths hold 64 & done; wait"
 }
 
 start_agent cpu-0
@@ -95,7 +99,7 @@ for n in gpu-1 gpu-2; do
 done
 
 # 1. Four GPUs from two servers for one task on the node without GPUs.
-j1=$("$GPOOL" submit --gpus 4 --gpu-source remote --duration 10m --controller "$ADDR" -- "$samples/multi_device")
+j1=$("$GPOOL" submit --gpus 4 --gpu-source remote --duration 10m --controller "$ADDR" -- "${PRE[@]}" "$samples/multi_device")
 wait_for 60 "job $j1 ends" bash -c "'$GPOOL' jobs describe $j1 -o json --controller $ADDR | grep -Eq '\"state\": \"(finished|failed)\"'"
 state_is "$j1" finished || fail "job $j1 did not finish: $(task_out cpu-0 "$j1"; cat "$TMP/cpu-0/$j1.0.err")"
 [ "$(placement "$j1")" = "cpu-0 gpu-1,gpu-2" ] || fail "job $j1 placed as '$(placement "$j1")', not on cpu-0 with gpu-1's and gpu-2's GPUs"
@@ -121,7 +125,7 @@ wait_for 20 "gpu-1's server ends with its agent" bash -c "! { [ -e /proc/$server
 wait_for 60 "job $j2 failed (gpu-1 lost)" state_is "$j2" failed
 wait_for 30 "the task on cpu-0 stopped" bash -c "! kill -0 -- -$task2 2>/dev/null"
 wait_for 30 "gpu-2's sessions of $j2 ended" all_sessions_ended gpu-2
-j3=$("$GPOOL" submit --gpus 2 --gpu-source remote --duration 10m --controller "$ADDR" -- "$samples/multi_device")
+j3=$("$GPOOL" submit --gpus 2 --gpu-source remote --duration 10m --controller "$ADDR" -- "${PRE[@]}" "$samples/multi_device")
 wait_for 60 "job $j3 finished on gpu-2's GPUs" state_is "$j3" finished
 p3=$(placement "$j3")
 [[ $p3 == *gpu-2* && $p3 != *gpu-1* ]] || fail "job $j3 placed as '$p3', not on gpu-2's GPUs"
@@ -146,7 +150,7 @@ wait_for 60 "job $j4 failed (cpu-0 lost)" state_is "$j4" failed
 for n in gpu-1 gpu-2; do
   wait_for 30 "$n's server ended the sessions of $j4" all_sessions_ended "$n"
 done
-j5=$("$GPOOL" submit --gpus 4 --gpu-source remote --duration 10m --controller "$ADDR" -- "$samples/multi_device")
+j5=$("$GPOOL" submit --gpus 4 --gpu-source remote --duration 10m --controller "$ADDR" -- "${PRE[@]}" "$samples/multi_device")
 wait_for 60 "job $j5 (all 4 GPUs again) finished" state_is "$j5" finished
 host=$(placement "$j5")
 host=${host%% *}

@@ -25,6 +25,10 @@ for f in "$sample" "$kernels" "$build/lib/libcudart.so.13"; do
     exit 77
   fi
 done
+# GPOOL_SAMPLE_PRELOAD (a sanitizer tree's CTest sets it to libasan.so): preloaded into the CUDA
+# samples only, which load the instrumented client runtime (ASan must come first).
+PRE=()
+[ -z "${GPOOL_SAMPLE_PRELOAD:-}" ] || PRE=(env "LD_PRELOAD=$GPOOL_SAMPLE_PRELOAD")
 TMP=$(mktemp -d)
 . "$(dirname "$0")/lib.sh"
 
@@ -42,7 +46,7 @@ servers_started() { [ "$(server_pids "$1" | wc -l)" -ge "$2" ]; }
 gone() { ! { [ -e "/proc/$1" ] && ! grep -q ') Z' "/proc/$1/stat"; }; }
 run_job() {  # runs vector_add on half a GPU; prints the job id once it finished
   local j
-  j=$("$GPOOL" submit --gpu-fraction 0.5 --gpu-mem 256MiB --controller "$ADDR" -- "$sample")
+  j=$("$GPOOL" submit --gpu-fraction 0.5 --gpu-mem 256MiB --controller "$ADDR" -- "${PRE[@]}" "$sample")
   wait_for 60 "job $j ends" bash -c "'$GPOOL' jobs describe $j -o json --controller $ADDR | grep -Eq '\"state\": \"(finished|failed)\"'"
   state_is "$j" finished || fail "job $j: $(cat "$TMP/gpu-1/$j.0.out" "$TMP/gpu-1/$j.0.err")"
   grep -qx "PASS vector_add n=1048576" "$TMP/gpu-1/$j.0.out" || fail "job $j: no PASS"
