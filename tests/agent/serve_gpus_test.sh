@@ -31,6 +31,13 @@ PRE=()
 [ -z "${GPOOL_SAMPLE_PRELOAD:-}" ] || PRE=(env "LD_PRELOAD=$GPOOL_SAMPLE_PRELOAD")
 TMP=$(mktemp -d)
 . "$(dirname "$0")/lib.sh"
+fail() {  # lib.sh's, plus the GPU servers' and the tasks' logs
+  echo "FAIL: $*" >&2
+  for f in "$TMP"/*.log "$TMP"/*/gpu-server.err "$TMP"/*/*.0.err; do
+    [ -e "$f" ] && { echo "--- $f" >&2; tail -n 40 "$f" >&2; }
+  done
+  exit 1
+}
 
 openssl rand -hex 32 >"$TMP/lease.key"
 start_controller --lease-key "$TMP/lease.key"
