@@ -9,8 +9,8 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "control/agent_timing.h"
-#include "control/controller_internal.h"
 #include "control/allocations.h"
+#include "control/controller_internal.h"
 #include "control/etcd_store.h"
 #include "control/records.h"
 #include "remote/lease/lease.h"
@@ -33,7 +33,6 @@ Status FromJson(const std::string& json, google::protobuf::Message* m, const std
   if (!s.ok()) return Status::Internal(fmt::format("store key {}: {}", key, s.ToString()));
   return Status::Ok();
 }
-
 
 const std::vector<double> kLatencyBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                              0.05,   0.1,   0.25,   0.5,   1,    2.5, 10, 60};

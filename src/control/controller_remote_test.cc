@@ -447,5 +447,46 @@ TEST_F(RemoteTest, ReclaimPreemptsARemoteJobAndTakesBackItsLentGpus) {
   EXPECT_EQ(Beat("cpu-0").tasks_size(), 0) << "the preempted task is stopped on its host";
 }
 
+TEST_F(RemoteTest, LendingNodeCannotDropLentGpusByReRegistering) {
+  Open();
+  AddCluster(2);
+  v1::Job j = Submit(Request(4, "remote"));  // every GPU of both lenders
+  Cycle();
+  ASSERT_EQ(Get(j.id()).state(), "running");
+  v1::RegisterNodeRequest r;
+  r.mutable_node()->set_name("gpu-2");
+  r.mutable_node()->set_gpus(1);
+  r.mutable_node()->set_gpu_model("H100");
+  r.mutable_node()->set_gpu_server("10.0.0.2:9001");
+  auto s = c_->RegisterNode(r);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find(j.id()), std::string::npos) << s.status().message();
+}
+
+// How `gpool jobs` and `gpool jobs describe` show a task (allocations.h).
+TEST(AllocationTextTest, HostThenEveryGpuInTheTasksOrder) {
+  v1::Allocation a;
+  a.set_node("cpu-0");
+  auto* r1 = a.add_remote();
+  r1->set_node("gpu-1");
+  r1->set_gpu_mask(0b11);
+  auto* r2 = a.add_remote();
+  r2->set_node("gpu-2");
+  r2->set_gpu_mask(0b1000);
+  a.set_via_server(true);
+  a.set_slowdown(1.04);
+  EXPECT_EQ(AllocationText(a), "cpu-0 <- gpu-1/0,gpu-1/1,gpu-2/3 (remote, est. slowdown 1.04)");
+  v1::Allocation local;
+  local.set_node("n0");
+  local.set_gpu_mask(0b1100);
+  EXPECT_EQ(AllocationText(local), "n0 <- n0/2,n0/3");
+  local.set_gpu_mask(0b10);
+  local.set_gpu_milli(250);
+  local.set_via_server(true);
+  local.set_slowdown(1.02);
+  EXPECT_EQ(AllocationText(local), "n0 <- n0/1 (250m) (through its GPU server, est. slowdown 1.02)");
+}
+
 }  // namespace
 }  // namespace gpool::control
