@@ -2,7 +2,9 @@
 # `make demo`: gpool's main job on embedded defaults.
 #   1. Fabric: the brief's 2,048-GPU NDR fat-tree, generated, routed, analysed, with a failure.
 #   2. Scheduler: the simulator replays a workload under gpool's policy and the baselines.
-#   3. Control plane, the main job: a controller on embedded SQLite, a hollow cluster of 2,048
+#   3. Pooled GPUs: a node without GPUs runs a CUDA sample on GPUs of two other nodes' GPU
+#      servers, placed by the scheduler (three real agents; skipped without the CUDA samples).
+#   4. Control plane, the main job: a controller on embedded SQLite, a hollow cluster of 2,048
 #      GPUs on the brief's NDR fat-tree over the real gRPC protocol, a job mix from three
 #      tenants, and the HTTP endpoints: the dashboard's URL is printed at the start.
 set -euo pipefail

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "agent/gpu_server.h"
 #include "agent/nvml.h"
 #include "agent/proc.h"
 #include "agent/protocol.h"
@@ -46,8 +47,9 @@ std::string Replace(std::string s, const std::string& what, const std::string& w
 
 class RealNode : public NodeDriver {
  public:
-  RealNode(const NodeAgentOptions& o, Inventory inv, std::unique_ptr<GpuSource> gpus)
-      : o_(o), inv_(std::move(inv)), gpus_(std::move(gpus)),
+  RealNode(const NodeAgentOptions& o, Inventory inv, std::unique_ptr<GpuSource> gpus,
+           GpuServerSupervisor* server)
+      : o_(o), inv_(std::move(inv)), gpus_(std::move(gpus)), server_(server),
         tasks_({.log_dir = o.log_dir, .kill_grace = o.kill_grace}),
         power_({.log_dir = o.log_dir + "/power", .kill_grace = o.kill_grace}),
         cpu_(o.proc_dir) {
@@ -66,6 +68,7 @@ class RealNode : public NodeDriver {
   }
 
   void Tick() override {
+    if (server_) server_->Poll();
     for (const TaskExit& e : tasks_.Poll()) {
       v1::TaskRef r;
       r.set_job_id(e.key.first);
@@ -170,6 +173,7 @@ class RealNode : public NodeDriver {
   const NodeAgentOptions& o_;
   Inventory inv_;
   std::unique_ptr<GpuSource> gpus_;
+  GpuServerSupervisor* server_;  // null without --serve-gpus
   TaskRunner tasks_;
   TaskRunner power_;
   int power_seq_ = 0;
@@ -182,10 +186,20 @@ class RealNode : public NodeDriver {
   bool off_ = false;
 };
 
+// The agent's log level, for its GPU server (spdlog's names; --log-level takes them).
+std::string LevelName() {
+  auto name = spdlog::level::to_string_view(spdlog::get_level());
+  return std::string(name.data(), name.size());
+}
+
 NodeAgentOptions WithDefaults(NodeAgentOptions o) {
   if (o.name.empty()) o.name = HostName();
   if (o.log_dir.empty()) o.log_dir = fmt::format("/tmp/gpool-agent-{}/logs", o.name);
   if (o.client_lib_dir.empty()) o.client_lib_dir = DefaultClientLibDir();
+  if (o.gpool_exe.empty()) {
+    std::error_code ec;
+    o.gpool_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  }
   return o;
 }
 
@@ -294,6 +308,14 @@ Status RunNodeAgent(const NodeAgentOptions& options, const std::atomic<bool>* st
   if (options.emulated_gpus < 0 || options.emulated_gpus > 16) {
     return Status::InvalidArgument(fmt::format("--emulated-gpus: must be 0..16, got {}", options.emulated_gpus));
   }
+  if (!options.serve_gpus) {
+    for (const auto& [flag, value] : {std::pair{"--gpu-server-listen", &options.gpu_server_listen},
+                                      {"--lease-key", &options.lease_key_file},
+                                      {"--emulated-kernels", &options.emulated_kernels},
+                                      {"--emulated-launch-log", &options.emulated_launch_log}}) {
+      if (!value->empty()) return Status::InvalidArgument(fmt::format("{}: needs --serve-gpus", flag));
+    }
+  }
   NodeAgentOptions o = WithDefaults(options);
   std::string why;
   std::unique_ptr<GpuSource> gpus = MakeGpuSource(o, &why);
@@ -303,7 +325,34 @@ Status RunNodeAgent(const NodeAgentOptions& options, const std::atomic<bool>* st
   GPOOL_LOG_INFO("agent {}: {} GPUs ({}), {} HCA ports, {} CPUs, {} MiB; task logs in {}", o.name,
                  inv.gpus.size(), inv.gpu_source, inv.hcas.size(), inv.logical_cpus,
                  inv.memory_bytes >> 20, o.log_dir);
-  RealNode node(o, std::move(inv), std::move(gpus));
+  // Declared before the node so it outlives it: stopped after the node's tasks are.
+  std::unique_ptr<GpuServerSupervisor> server;
+  if (o.serve_gpus) {
+    if (inv.gpus.empty()) {
+      return Status::FailedPrecondition(fmt::format(
+          "--serve-gpus: node {} has no GPUs to serve ({})", o.name, why.empty() ? "none found" : why));
+    }
+    GPOOL_ASSIGN_OR_RETURN(std::vector<std::string> args,
+                           GpuServerArgs({.listen = o.gpu_server_listen,
+                                          .advertise = o.gpu_server,
+                                          .lease_key_file = o.lease_key_file,
+                                          .emulated_gpus = o.emulated_gpus,
+                                          .emulated_memory_bytes = o.emulated_gpu_memory_bytes,
+                                          .emulated_kernels = o.emulated_kernels,
+                                          .emulated_launch_log = o.emulated_launch_log,
+                                          .log_level = LevelName()}));
+    server = std::make_unique<GpuServerSupervisor>(SupervisorOptions{
+        .exe = o.gpool_exe,
+        .args = std::move(args),
+        .listen = !o.gpu_server_listen.empty() ? o.gpu_server_listen
+                  : !o.gpu_server.empty()       ? o.gpu_server
+                                                : "127.0.0.1:0",
+        .log_dir = o.log_dir});
+    GPOOL_RETURN_IF_ERROR(server->Start(std::chrono::seconds(30)));
+    if (o.gpu_server.empty()) o.gpu_server = server->address();
+    GPOOL_LOG_INFO("agent {}: serving its GPUs at {}", o.name, o.gpu_server);
+  }
+  RealNode node(o, std::move(inv), std::move(gpus), server.get());
   return RunNodeLoop({.controller = o.controller,
                       .heartbeat_interval = o.heartbeat_interval,
                       .token = o.token,

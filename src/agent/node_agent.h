@@ -6,6 +6,10 @@
 // libibverbs; GPU-to-HCA affinity from hwloc; CPUs and memory from /proc. A machine with no GPU
 // registers with 0 GPUs: it shows in `gpool nodes` but gets no GPU jobs.
 //
+// GPU server (--serve-gpus): the agent starts `gpool gpu-server` for this node's GPUs before it
+// registers, advertises its address, restarts it when it dies and stops it when the agent stops
+// (gpu_server.h).
+//
 // Tasks: a listed task that is not running is started; a running task no longer listed
 // (cancelled, preempted, its gang failed) is stopped: SIGTERM to its process group, SIGKILL
 // after kill_grace. Exits are reported with their exit status; the controller fails the job
@@ -48,6 +52,14 @@ struct NodeAgentOptions {
   std::string client_lib_dir;        // for remote/fractional tasks; default <exe>/../lib
   std::string gpu_server;            // HOST:PORT of this node's `gpool gpu-server`, advertised
                                      // so the controller can issue leases for its GPUs
+  // --serve-gpus: the agent runs that GPU server itself (gpu_server.h) for this node's GPUs and
+  // advertises its address (gpu_server, when given, is then the server's --advertise).
+  bool serve_gpus = false;
+  std::string gpu_server_listen;     // where it listens; default gpu_server, else 127.0.0.1:0
+  std::string lease_key_file;        // the controller's --lease-key file (required to serve)
+  std::string emulated_kernels;      // emulated GPUs: the server's kernel plugin (.so)
+  std::string emulated_launch_log;   // emulated GPUs: the server's launch log (tests)
+  std::string gpool_exe;             // the program run as `gpool gpu-server`; default this one
   std::string token;                 // cluster (agent) token; empty = none
   std::string tls_ca_file;           // PEM roots for a TLS controller; empty = plaintext
 };

@@ -77,6 +77,7 @@ struct ClusterFlags {
   int hollow = 0, gpus_per_node = 8, heartbeat_ms = 500, boot_ms = 2000;
   std::string prefix = "hollow", gpu_model = "H100";
   agent::NodeAgentOptions real;  // the real agent (without --hollow)
+  std::string emulated_gpu_memory;  // --emulated-gpu-memory SIZE ("" = the default)
   int kill_grace_ms = 10000;
   bool discover = false;
   bool metrics_public = false;  // controller: HTTP /metrics without a token
@@ -286,6 +287,14 @@ Status RunAgent(const ClusterFlags& f) {
     r.kill_grace = std::chrono::milliseconds(f.kill_grace_ms);
     GPOOL_ASSIGN_OR_RETURN(r.token, control::ResolveToken(f.token, f.token_file));
     r.tls_ca_file = f.tls_ca;
+    if (!f.emulated_gpu_memory.empty()) {
+      auto bytes = ParseBytes(f.emulated_gpu_memory);
+      if (!bytes.ok()) {
+        return Status::InvalidArgument(
+            fmt::format("--emulated-gpu-memory: {}", bytes.status().message()));
+      }
+      r.emulated_gpu_memory_bytes = *bytes;
+    }
     if (f.discover) {
       GPOOL_ASSIGN_OR_RETURN(std::string json, agent::DiscoverJson(r));
       std::printf("%s\n", json.c_str());
@@ -884,6 +893,19 @@ void RegisterCluster(CLI::App& app, const GlobalFlags&, int* exit_code) {
                  "gpool's libcudart.so.13 dir for remote/fractional tasks (default <gpool>/../lib)");
   ag->add_option("--gpu-server", f->real.gpu_server,
                  "HOST:PORT of this node's gpool gpu-server, advertised for leases");
+  ag->add_flag("--serve-gpus", f->real.serve_gpus,
+               "run this node's gpool gpu-server as a child (restarted if it dies, stopped with "
+               "the agent) and advertise it; needs --lease-key");
+  ag->add_option("--gpu-server-listen", f->real.gpu_server_listen,
+                 "--serve-gpus: where it listens (default: --gpu-server, else 127.0.0.1:0)");
+  ag->add_option("--lease-key", f->real.lease_key_file,
+                 "--serve-gpus: the key file the controller signs leases with (its --lease-key)");
+  ag->add_option("--emulated-gpu-memory", f->emulated_gpu_memory,
+                 "memory per emulated GPU (default 80GiB)");
+  ag->add_option("--emulated-kernels", f->real.emulated_kernels,
+                 "--serve-gpus with --emulated-gpus: the server's CPU kernel plugin (.so)");
+  ag->add_option("--emulated-launch-log", f->real.emulated_launch_log,
+                 "--serve-gpus with --emulated-gpus: the server appends every launch here (tests)");
   ag->add_flag("--discover", f->discover, "print this machine's inventory as JSON and exit");
   // The hollow agent.
   ag->add_option("--hollow", f->hollow, "simulate N nodes instead (kubemark-style; with --fabric: its first N hosts, 0 = all)");
