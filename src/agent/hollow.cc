@@ -27,6 +27,7 @@ class SimNode : public NodeDriver {
     spec->set_gpu_memory_bytes(80ull << 30);
     spec->set_cpu_milli(128000);
     spec->set_memory_bytes(1024ull << 30);
+    spec->set_gpu_server(o_.gpu_server);
     off_ = false;  // a registering node is running
     boot_done_.reset();
   }

@@ -38,6 +38,10 @@ struct HollowOptions {
   std::chrono::milliseconds boot_latency{2000};  // simulated resume-to-ready time
   std::string token;        // cluster (agent) token; empty = none
   std::string tls_ca_file;  // PEM roots for a TLS controller; empty = plaintext
+  // Advertised by every simulated node as its GPU server (Node.gpu_server), so that the
+  // scheduler may lend their GPUs to remote tasks. No server runs behind it: hollow tasks run
+  // nothing, so remote placements are exercised at scale without GPUs or servers. Empty = none.
+  std::string gpu_server;
 };
 
 // Returns when *stop is set (OK) or on a non-retryable error (bad options). An unreachable

@@ -313,6 +313,7 @@ Status RunAgent(const ClusterFlags& f) {
   GPOOL_ASSIGN_OR_RETURN(o.token, control::ResolveToken(f.token, f.token_file));
   o.tls_ca_file = f.tls_ca;
   o.boot_latency = std::chrono::milliseconds(f.boot_ms);
+  o.gpu_server = f.real.gpu_server;  // hollow: advertised by every node, nothing behind it
   if (!f.fabric.empty()) {  // node names = the fabric's hosts (the first --hollow N; 0 = all)
     GPOOL_ASSIGN_OR_RETURN(o.names, FabricHostNames(f.fabric));
   }

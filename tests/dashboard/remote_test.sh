@@ -3,10 +3,13 @@
 # generated 2-level fat-tree of 8-port switches: 8 leaves x 4 hosts, 4 spines) on a temp SQLite
 # store, a hollow agent whose nodes are the fabric's hosts, and the page in a real headless
 # Chromium.
-# The running job with remote GPUs is made at the level the controller allows: a 2-GPU job is
+# The test needs GPUs lent across leaves, which the scheduler avoids while the host's own leaf
+# has any (remote_placement.h), so the placement is written, not scheduled: a 2-GPU job is
 # placed and started for real, the controller is stopped, the job's stored record gets what a
-# pooled placement writes (Allocation.remote: 2 GPUs of a host in another leaf, via_server), and
-# the controller recovers it on restart. Everything after that is the product's own path:
+# remote placement writes (Allocation.remote: 2 GPUs of a host in another leaf, via_server), and
+# the controller recovers it on restart (with its lease key, the hollow nodes advertising a GPU
+# server). Everything after that is the product's own path (agent_pool_test schedules real
+# remote placements):
 # Checks: /api/fabric counts the remote flows on the route between the task's host and the
 # lender (both directions, the leaf uplinks included) under the job's id, and `gpool fabric show`
 # lists them; the tenant's partition holds both hosts' ports; a dead uplink on that route makes
@@ -30,13 +33,14 @@ fail() {
 start() {  # a controller on the store and the hollow agent; sets ADDR, HTTP, C
   "$GPOOL" controller --store "sqlite:$TMP/state.db" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
     --interval-ms 100 --fabric "$FABRIC" --fabric-sweep-ms 100 --partitions "$TMP/partitions.conf" \
-    >"$TMP/ctl.log" 2>&1 &
+    --lease-key "$TMP/lease.key" >"$TMP/ctl.log" 2>&1 &
   CTL_PID=$!
   wait_controller "$TMP/ctl.log" "$CTL_PID"
   HTTP=$(sed -n 's/.*http \(http:[^ ]*\).*/\1/p' "$TMP/ctl.log")
   [ -n "$HTTP" ] || fail "controller printed no HTTP address"
   C=(--controller "$ADDR")
-  "$GPOOL" agent --controller "$ADDR" --hollow 0 --fabric "$FABRIC" --heartbeat-ms 100 >"$TMP/agent.log" 2>&1 &
+  "$GPOOL" agent --controller "$ADDR" --hollow 0 --fabric "$FABRIC" --heartbeat-ms 100 \
+    --gpu-server 127.0.0.1:9 >"$TMP/agent.log" 2>&1 &
   AGENT_PID=$!
   local n=0 _
   for _ in $(seq 100); do
@@ -53,6 +57,7 @@ stop() {
 }
 job_json() { "$GPOOL" jobs describe "$1" -o json "${C[@]}"; }
 
+openssl rand -hex 32 >"$TMP/lease.key"  # the lent GPUs' leases are signed with it
 start
 JOB=$("$GPOOL" submit --gpus 2 --tenant red --duration 600s "${C[@]}" -- train) || fail "submit failed"
 for _ in $(seq 100); do grep -q '"running"' <<<"$(job_json "$JOB")" && break; sleep 0.1; done
