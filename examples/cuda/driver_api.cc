@@ -93,6 +93,11 @@ int main(int argc, char** argv) {
   CUmoduleLoadingMode loading;
   CU(cuModuleGetLoadingMode(&loading));
   EXPECT(loading == CU_MODULE_EAGER_LOADING || loading == CU_MODULE_LAZY_LOADING);
+  // A module loaded and unloaded without a lookup: with lazy loading it never reaches the
+  // server (the test reads the server's module count and the stand-in's GPOOL_DRIVER_STATS).
+  CUmodule unused;
+  CU(cuModuleLoadData(&unused, image.data()));
+  CU(cuModuleUnload(unused));
   CUmodule mod;
   CU(cuModuleLoadData(&mod, image.data()));
   CUfunction add, scale, take;
