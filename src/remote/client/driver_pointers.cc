@@ -57,6 +57,32 @@ bool FindLocked(uint64_t p, PointerInfo* out) {
 
 void PutUint(void* data, unsigned v) { std::memcpy(data, &v, sizeof v); }
 
+// The size of an attribute's value as GetOne writes it; 0 for the attributes it refuses.
+size_t ValueSize(CUpointer_attribute attr) {
+  switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: return sizeof(CUcontext);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return sizeof(void*);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: return sizeof(size_t);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: return sizeof(CUmemoryPool);
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: return sizeof(unsigned);
+    default: return 0;
+  }
+}
+
 CUresult GetOne(const char* call, void* data, CUpointer_attribute attr, const PointerInfo& info,
                 uint64_t ptr) {
   if (!data) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result pointer");
@@ -156,7 +182,7 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
 }
 
 // As cuPointerGetAttribute for each attribute; a pointer CUDA does not know is no error here:
-// the memory type reads 0 and the other values are left alone, as CUDA documents.
+// every value reads 0 (null), as CUDA documents.
 CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
                                 void** data, CUdeviceptr ptr) {
   const char* call = "cuPointerGetAttributes";
@@ -172,8 +198,13 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute*
   }
   for (unsigned i = 0; i < numAttributes; ++i) {
     if (!known) {
-      if (attributes[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE && data[i]) PutUint(data[i], 0);
-      continue;
+      if (!data[i]) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result pointer");
+      if (size_t n = ValueSize(attributes[i])) {
+        std::memset(data[i], 0, n);
+        continue;
+      }
+      return Fail(call, CUDA_ERROR_NOT_SUPPORTED, fmt::format("pointer attribute {} is not "
+                  "supported by gpool", static_cast<int>(attributes[i])));
     }
     if (CUresult r = GetOne(call, data[i], attributes[i], info, ptr)) return r;
   }
