@@ -71,7 +71,8 @@ struct Global {
 // Loaded lazily, as CUDA's lazy loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2) does:
 // cuModuleLoadData/cuLibraryLoadData only copy the image; the client parses it and sends it to
 // the server (RegisterModule, RegisterVar) at the first lookup of one of its kernels or variables
-// (EnsureLoaded). cublasCreate loads 8 libraries (2976 kernel images) and uses few of them.
+// (EnsureLoaded). A module never looked up never reaches the server. (NVIDIA's runtime, told
+// lazy by cuModuleGetLoadingMode, also loads a library only when it needs one of its kernels.)
 struct Module {
   uint64_t id = 0;  // on the server
   int device = 0;   // of the context it was loaded in
