@@ -373,6 +373,34 @@ TEST_P(DriverE2E, CublasLoadsItsKernelLibrariesLazily) {
   EXPECT_LT(loaded, 100) << out;
 }
 
+// A plain nvcc program launching its kernel on device 0, then on device 1, of one server:
+// NVIDIA's runtime registers the kernel once, as a library, on the device current then, and the
+// stand-in launches it on the device of the stream (here each device's default stream), where
+// the server holds the module too. The server's launch log shows the kernel launched on each
+// device; launched on the library's device for both, device 1's buffers would be used on
+// device 0.
+TEST_P(DriverE2E, ALibraryKernelLaunchesOnEachDeviceOfItsServer) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  Server two(GetParam(), 2);
+  auto [rc, out] = gpool::testing::Run(
+      {GPOOL_BIN, "run", "--devices", two.address() + "/0," + two.address() + "/1",
+       "--transport", GetParam().transport, "--", Built("two_devices")},
+      NoLeakCheckUnderAsan());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS two_devices")) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;
+  auto found = LaunchesOf(two.launch_log(), "_Z9vectorAddPKfS0_Pfi");
+  ASSERT_EQ(found.size(), 2u) << out;
+  EXPECT_TRUE(Has(found[0], " device=0 ")) << found[0];
+  EXPECT_TRUE(Has(found[1], " device=1 ")) << found[1];
+  // Each launch carries its own device's output buffer.
+  for (int dev = 0; dev < 2; ++dev) {
+    auto ptrs = PrintedPointersLE(out, fmt::format("device {}: c=", dev));
+    ASSERT_EQ(ptrs.size(), 1u) << out;
+    EXPECT_TRUE(Has(ParamsOf(found[dev]), ptrs[0])) << found[dev];
+  }
+}
+
 // cuRAND's host API (libcurand.so.10): a Philox generator, a seed, a stream, then
 // curandGenerateUniform. cuRAND sets the generator's state up at the first generate with a
 // kernel of its own (generate_seed_pseudo) whose parameters carry the seed, and synchronizes

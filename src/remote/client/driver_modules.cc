@@ -12,8 +12,9 @@
 // parse) are registered with it; a function at its first lookup (RegisterFunction, posted); a
 // variable's address is one GetSymbol round trip, at its first lookup.
 // Limits: JIT options of cuModuleLoadDataEx are accepted and ignored (no JIT on the client; the
-// server's driver compiles PTX itself); a module belongs to the device of the context that loaded
-// it, and launching its functions with a stream of another device is refused.
+// server's driver compiles PTX itself); a module belongs to the server of the device of the
+// context that loaded it: its functions launch on any device of that server, and launching them
+// on a device of another server is refused.
 #include <cuda.h>
 
 #include <cstring>
@@ -344,17 +345,37 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
     return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("kernel {}: grid {}x{}x{}, block "
                 "{}x{}x{}: no dimension may be 0", fn->name, gx, gy, gz, bx, by, bz));
   }
+  // The launch runs on the stream's device (a default stream's: the current context's). The
+  // module's server holds it for all its devices, so any device of that server will do; its
+  // attributes set so far go there first (once per device). Another server has no copy.
   int dev;
   uint64_t sid;
   if (CUresult r = ResolveStream(s, call, &dev, &sid)) return r;
-  if (sid != 0 && dev != fn->module->device) {
-    return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("kernel {} of a module of device {} "
-                "launched on a stream of device {}", fn->name, fn->module->device, dev));
+  std::vector<std::pair<int32_t, int32_t>> replay;
+  if (dev != fn->module->device) {
+    CUresult err;
+    ServerLink* l = D().Link(dev, &err, call);
+    if (!l) return err;
+    if (l != fn->module->link) {
+      return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("kernel {} of a module loaded on "
+                  "device {} launched on device {}, which another server serves: a module lives "
+                  "on the server of the device it was loaded on", fn->name, fn->module->device,
+                  dev));
+    }
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (!fn->attrs.empty() && fn->attr_devices.insert(dev).second) {
+      replay.assign(fn->attrs.begin(), fn->attrs.end());
+    }
+  }
+  for (const auto& [attr, value] : replay) {
+    proto::FuncSetAttribute a{.func = fn->id, .device = D().Index(dev), .attr = attr,
+                              .value = value};
+    if (CUresult r = Post(fn->module->link, a, call)) return r;
   }
   thread_local std::vector<std::byte> buf;
   if (CUresult r = PackParams(call, fn, params, extra, &buf)) return r;
   proto::Launch m{.func = fn->id, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .shmem = shmem,
-                  .device = D().Index(fn->module->device), .stream = sid, .params = buf};
+                  .device = D().Index(dev), .stream = sid, .params = buf};
   return Post(fn->module->link, m, call);
 }
 

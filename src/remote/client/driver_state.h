@@ -62,6 +62,10 @@ struct Function {
   // The layout, from the client's parse of the image or else the server (GetModuleInfo).
   bool has_layout = false;
   std::vector<proto::ParamSlot> params;
+  // Attributes set (cuFuncSetAttribute: attribute -> value) and the devices they were sent for:
+  // a function launched on another device of its module's server gets them there first.
+  std::map<int32_t, int32_t> attrs;
+  std::set<int> attr_devices;
 };
 struct Global {
   uint64_t id = 0;  // on the server
