@@ -4,9 +4,10 @@
 // extent) and copies it; at the first lookup of one of its kernels or variables (EnsureLoaded,
 // lazy loading as CUDA's default) it posts it to the current context's server as a module
 // (RegisterModule): the `cuda` backend loads it with the real driver, the `emulated` one parses
-// it and runs its kernels from the CPU plugin. The client parses the image too, so that cuModuleGetFunction and
-// cuModuleGetGlobal answer CUDA_ERROR_NOT_FOUND for names the module lacks, as the driver does,
-// and launches pack `kernelParams` at the kernel's parameter offsets without a round trip; when
+// it and runs its kernels from the CPU plugin. The client parses the image too (then), so that
+// cuModuleGetFunction and cuModuleGetGlobal answer CUDA_ERROR_NOT_FOUND for names the module
+// lacks, as the driver does, and launches pack `kernelParams` at the kernel's parameter offsets
+// without a round trip; when
 // the client cannot parse the image (a form its parser does not know) it asks the server for the
 // layout (GetParamInfo) at the kernel's first launch. The module's variables (from the client's
 // parse) are registered with it; a function at its first lookup (RegisterFunction, posted); a
