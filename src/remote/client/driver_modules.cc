@@ -330,6 +330,17 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void*
 
 namespace gpool::remote::client::driver {
 
+// LaunchKernel's per-thread parameter buffer; the flag, trivially destructible, stays readable
+// until the thread ends, after the buffer is destroyed.
+namespace {
+thread_local bool t_params_gone = false;
+struct ParamsBuffer {
+  std::vector<std::byte> v;
+  ~ParamsBuffer() { t_params_gone = true; }
+};
+thread_local ParamsBuffer t_params;
+}  // namespace
+
 CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned int gy,
                       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                       unsigned int shmem, CUstream s, void** params, void** extra) {
@@ -373,7 +384,10 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
                               .value = value};
     if (CUresult r = Post(fn->module->link, a, call)) return r;
   }
-  thread_local std::vector<std::byte> buf;
+  // Per thread and reused; a launch from an exit handler, after the thread's thread_local
+  // objects are destroyed, uses its own.
+  std::vector<std::byte> own;
+  std::vector<std::byte>& buf = t_params_gone ? own : t_params.v;
   if (CUresult r = PackParams(call, fn, params, extra, &buf)) return r;
   proto::Launch m{.func = fn->id, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .shmem = shmem,
                   .device = D().Index(dev), .stream = sid, .params = buf};
