@@ -3,9 +3,11 @@
 // then the SGEMM's status and, after a synchronize, the stream's result. On a GPU the product is
 // checked against a CPU reference on a sample of entries and "PASS cublas_sgemm" printed; on the
 // emulated backend cuBLAS's kernels have no CPU implementation, so the launch reaches the server
-// and the synchronize reports the kernel's error (driver_e2e_test.cc).
+// and the synchronize reports the kernel's error (driver_e2e_test.cc). It also prints how long
+// cublasCreate took (informational; it loads cuBLAS's kernel libraries, docs/remoting.md).
 #include <cublas_v2.h>
 
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -30,7 +32,11 @@ int main(int argc, char** argv) {
     b[i] = float(i % 5) * 0.5f;
   }
   cublasHandle_t h;
+  CHECK(cudaFree(nullptr));  // the runtime's own start-up, not counted below
+  auto t0 = std::chrono::steady_clock::now();
   CHECK_BLAS(cublasCreate(&h));
+  std::printf("cublasCreate: %.0f ms\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   cudaStream_t s;
   CHECK(cudaStreamCreate(&s));
   CHECK_BLAS(cublasSetStream(h, s));

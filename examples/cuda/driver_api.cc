@@ -1,7 +1,7 @@
 // A CUDA driver API program (no runtime: built with nvcc -cudart none, linked with -lcuda against
 // the toolkit's stub): devices, primary and created contexts, a module loaded from a file (cubin,
 // fatbin or PTX of driver_kernels.cu), launches with kernelParams and with a parameter buffer,
-// copies, memsets, a module variable, streams and events, and cuGetProcAddress. Prints
+// copies, memsets, a module variable, streams and events, pointer queries, and cuGetProcAddress. Prints
 // "PASS driver_api" on success.
 //
 //   driver_api MODULE_FILE            the whole walk
@@ -93,6 +93,11 @@ int main(int argc, char** argv) {
   CUmoduleLoadingMode loading;
   CU(cuModuleGetLoadingMode(&loading));
   EXPECT(loading == CU_MODULE_EAGER_LOADING || loading == CU_MODULE_LAZY_LOADING);
+  // A module loaded and unloaded without a lookup: with lazy loading it never reaches the
+  // server (the test reads the server's module count and the stand-in's GPOOL_DRIVER_STATS).
+  CUmodule unused;
+  CU(cuModuleLoadData(&unused, image.data()));
+  CU(cuModuleUnload(unused));
   CUmodule mod;
   CU(cuModuleLoadData(&mod, image.data()));
   CUfunction add, scale, take;
@@ -112,6 +117,55 @@ int main(int argc, char** argv) {
   CU(cuMemAlloc(&dc, n * sizeof(float)));
   CU(cuMemcpyHtoD(da, a.data(), n * sizeof(float)));
   CU(cuMemcpyHtoD(db, b.data(), n * sizeof(float)));
+
+  // Pointer queries (libraries ask them about the buffers they are handed): an interior pointer
+  // of an allocation belongs to it, two allocations have distinct buffer ids, a pointer CUDA does
+  // not know is refused by cuPointerGetAttribute and reads 0 through cuPointerGetAttributes.
+  unsigned memtype = 0;
+  CU(cuPointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, db + 12));
+  EXPECT(memtype == CU_MEMORYTYPE_DEVICE);
+  int ordinal = -1;
+  CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, db + 12));
+  EXPECT(ordinal == 0);
+  CUdeviceptr range_start = 0, base = 0;
+  size_t range = 0, bytes = 0;
+  CU(cuPointerGetAttribute(&range_start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, db + 12));
+  CU(cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, db + 12));
+  EXPECT(range_start == db && range == n * sizeof(float));
+  CU(cuMemGetAddressRange(&base, &bytes, db + 12));
+  EXPECT(base == db && bytes == n * sizeof(float));
+  unsigned long long id_a = 0, id_b = 0;
+  CU(cuPointerGetAttribute(&id_a, CU_POINTER_ATTRIBUTE_BUFFER_ID, da));
+  CU(cuPointerGetAttribute(&id_b, CU_POINTER_ATTRIBUTE_BUFFER_ID, db));
+  EXPECT(id_a != 0 && id_b != 0 && id_a != id_b);
+  int on_stack = 0;
+  CUdeviceptr stack_ptr = reinterpret_cast<CUdeviceptr>(&on_stack);
+  EXPECT(cuPointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, stack_ptr) ==
+         CUDA_ERROR_INVALID_VALUE);
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  memtype = 7;
+  id_a = 7;
+  void* values[] = {&memtype, &id_a};
+  CU(cuPointerGetAttributes(2, attrs, values, stack_ptr));
+  EXPECT(memtype == 0 && id_a == 0);
+  void* host = nullptr;
+  CU(cuMemAllocHost(&host, 64));
+  CU(cuPointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                           reinterpret_cast<CUdeviceptr>(host)));
+  EXPECT(memtype == CU_MEMORYTYPE_HOST);
+  CU(cuMemFreeHost(host));
+  char bus_id[32] = {};
+  CU(cuDeviceGetPCIBusId(bus_id, sizeof bus_id, dev0));
+  EXPECT(std::strlen(bus_id) == 12 && bus_id[4] == ':' && bus_id[7] == ':' && bus_id[10] == '.');
+  // No stream captures here; the thread's capture mode is kept and exchanged.
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  CU(cuStreamIsCapturing(nullptr, &capturing));
+  EXPECT(capturing == CU_STREAM_CAPTURE_STATUS_NONE);
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CU(cuThreadExchangeStreamCaptureMode(&mode));
+  CU(cuThreadExchangeStreamCaptureMode(&mode));
+  EXPECT(mode == CU_STREAM_CAPTURE_MODE_RELAXED);
+
   int nn = n;
   void* args[] = {&da, &db, &dc, &nn};
   CU(cuLaunchKernel(add, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));

@@ -1,4 +1,5 @@
 // vectorAdd: the classic. c = a + b over n floats, checked on the host.
+//   vector_add [N [DEVICE]]   on device DEVICE (default 0), made current first
 #include <vector>
 #include "common.h"
 
@@ -9,12 +10,14 @@ __global__ void vectorAdd(const float* a, const float* b, float* c, int n) {
 
 int main(int argc, char** argv) {
   int n = argc > 1 ? std::atoi(argv[1]) : 1 << 20;
+  const int dev = argc > 2 ? std::atoi(argv[2]) : 0;
   int count = 0;
   CHECK(cudaGetDeviceCount(&count));
-  EXPECT(count >= 1);
+  EXPECT(count > dev);
+  CHECK(cudaSetDevice(dev));
   cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device 0: %s, %zu MiB\n", prop.name, prop.totalGlobalMem >> 20);
+  CHECK(cudaGetDeviceProperties(&prop, dev));
+  std::printf("device %d: %s, %zu MiB\n", dev, prop.name, prop.totalGlobalMem >> 20);
   std::vector<float> a(n), b(n), c(n);
   for (int i = 0; i < n; ++i) {
     a[i] = 0.5f * i;

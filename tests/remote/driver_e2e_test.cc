@@ -47,21 +47,25 @@ std::vector<Pair> Pairs() {
   return v;
 }
 
-// A gpu-server child on a free port, one device (see e2e_test.cc for the backends).
+// A gpu-server child on a free port, `devices` devices (emulated backend; the cuda backend's
+// emulated driver has one) (see e2e_test.cc for the backends).
 class Server {
  public:
-  explicit Server(const Pair& p) {
-    std::vector<std::string> argv = {GPOOL_BIN, "gpu-server", "--backend", p.backend,
+  explicit Server(const Pair& p, int devices = 1, bool info_log = false) {
+    std::vector<std::string> argv = {GPOOL_BIN, "--log-level", info_log ? "info" : "warn",
+                                     "gpu-server", "--backend", p.backend,
                                      "--transport", p.transport, "--insecure", "--listen",
                                      "127.0.0.1:0"};
     std::vector<std::string> env;
     if (p.backend == "emulated") {
       // Every launch the server gets, for the tests to read (removed with the server).
       launch_log_ = (std::filesystem::temp_directory_path() /
-                     fmt::format("gpool_driver_e2e_{}_{}.launches", getpid(), p.transport)).string();
+                     fmt::format("gpool_driver_e2e_{}_{}_{}.launches", getpid(), p.transport,
+                                 devices)).string();
       std::filesystem::remove(launch_log_);
       argv.insert(argv.end(), {"--emulated-kernels", GPOOL_KERNELS_PLUGIN,
-                               "--emulated-launch-log", launch_log_});
+                               "--emulated-launch-log", launch_log_, "--emulated-devices",
+                               std::to_string(devices)});
     } else {
 #ifdef GPOOL_EMULATED_DRIVER
       env = {"GPOOL_LIBCUDA=" GPOOL_EMULATED_DRIVER,
@@ -84,6 +88,7 @@ class Server {
   }
   const std::string& address() const { return address_; }
   const std::string& launch_log() const { return launch_log_; }
+  Subprocess& proc() { return *proc_; }
 
  private:
   std::unique_ptr<Subprocess> proc_;
@@ -218,64 +223,281 @@ TEST_P(DriverE2E, SharedBuildRunsOnNvidiasLibcudart) {
   EXPECT_TRUE(Has(libs, GPOOL_CUDA_LIB_DIR "/libcudart.so.13")) << libs;
 }
 
+// A sample of an NVIDIA library (examples/cuda, built when the toolkit has the library) run
+// directly with the toolkit's folder first in the library path, over the driver stand-in.
+std::pair<int, std::string> RunLibrarySample(const std::string& name, const std::string& devices,
+                                             const std::string& transport,
+                                             std::vector<std::string> extra_env = {}) {
+  std::vector<std::string> env = {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR,
+                                  "GPOOL_DEVICES=" + devices, "GPOOL_TRANSPORT=" + transport};
+  for (std::string& e : NoLeakCheckUnderAsan()) env.push_back(std::move(e));
+  for (std::string& e : extra_env) env.push_back(std::move(e));
+  return gpool::testing::Run({Built(name)}, env);
+}
+
+// The device addresses a sample printed on its line starting with `tag` ("matrices A=0x.. B=0x.."),
+// each as the 16 hex digits of its little-endian bytes, as a kernel's parameter buffer holds it.
+std::vector<std::string> PrintedPointersLE(const std::string& out, const std::string& tag) {
+  std::vector<std::string> ptrs;
+  size_t at = out.find(tag);
+  if (at == std::string::npos) return ptrs;
+  std::istringstream m(out.substr(at, out.find('\n', at) - at));
+  std::string word;
+  while (m >> word) {
+    size_t eq = word.find("=0x");
+    if (eq == std::string::npos) continue;
+    uint64_t v = std::stoull(word.substr(eq + 1), nullptr, 16);
+    std::string h;
+    for (int i = 0; i < 8; ++i) h += fmt::format("{:02x}", (v >> (8 * i)) & 0xff);
+    ptrs.push_back(h);
+  }
+  return ptrs;
+}
+
+// The kernel the emulated server said it had no CPU implementation of ("" if none said).
+const std::string kNoCpu = "emulated backend has no CPU implementation of kernel ";
+std::string KernelWithoutCpu(const std::string& out) {
+  size_t at = out.find(kNoCpu);
+  if (at == std::string::npos) return "";
+  at += kNoCpu.size();
+  return out.substr(at, out.find(' ', at) - at);
+}
+
+// The server's launch log records (--emulated-launch-log) of launches of `kernel`.
+std::vector<std::string> LaunchesOf(const std::string& log_path, const std::string& kernel) {
+  std::ifstream log(log_path);
+  std::string record;
+  std::vector<std::string> found;
+  while (std::getline(log, record)) {
+    if (Has(record, " kernel=" + kernel + " ")) found.push_back(record);
+  }
+  return found;
+}
+std::string ParamsOf(const std::string& record) {
+  size_t at = record.find(" params=");
+  return at == std::string::npos ? "" : record.substr(at + 8);
+}
+
+// Every "gpool:" line of `out` contains one of `allowed`: nothing else was missing on the way.
+void ExpectOnlyGpoolLines(const std::string& out, const std::vector<std::string>& allowed) {
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!Has(line, "gpool:")) continue;
+    bool ok = false;
+    for (const auto& a : allowed) ok |= Has(line, a);
+    EXPECT_TRUE(ok) << line;
+  }
+}
+
 // cuBLAS (libcublas.so.13 from the toolkit, NVIDIA's runtime inside it) over the driver
-// stand-in: cublasCreate (2976 kernel libraries, kernel attributes, occupancy, context limits),
-// cublasSetStream, cublasSetWorkspace, the matrices' allocations and copies, then an SGEMM, which
-// cuBLASLt plans (its heuristics need the tools thread-local tables) and launches with
-// cuLaunchKernelEx. The launch reaches the emulated server as a launch of a cuBLAS kernel, which
-// has no CPU implementation: the stream's synchronize reports that, naming the kernel.
+// stand-in: cublasCreate (8 kernel libraries, loaded lazily; kernel attributes, occupancy,
+// context limits), cublasSetStream, cublasSetWorkspace, the matrices' allocations and copies,
+// then an SGEMM, which cuBLASLt plans (its heuristics need the tools thread-local tables) and
+// launches with cuLaunchKernelEx. The launch reaches the emulated server as a launch of a cuBLAS
+// kernel, which has no CPU implementation: the stream's synchronize reports that, naming the
+// kernel.
 TEST_P(DriverE2E, CublasSgemmReachesTheServerAsACublasKernel) {
   if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
   if (!std::filesystem::exists(Built("cublas_sgemm"))) {
     GTEST_SKIP() << "the toolkit has no libcublas.so: cublas_sgemm was not built";
   }
-  auto [rc, out] = gpool::testing::Run(
-      {Built("cublas_sgemm")},
-      {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR,
-       "GPOOL_DEVICES=" + server_->address() + "/0", "GPOOL_TRANSPORT=" + GetParam().transport});
+  auto [rc, out] = RunLibrarySample("cublas_sgemm", server_->address() + "/0", GetParam().transport);
   EXPECT_TRUE(Has(out, "matrices A=0x")) << out;  // create, stream, workspace, allocations passed
   EXPECT_TRUE(Has(out, "cublasSgemm: CUBLAS_STATUS_SUCCESS")) << out;
   // The server ran the launch and names cuBLAS's kernel; nothing else was missing on the way.
-  const std::string no_cpu = "emulated backend has no CPU implementation of kernel ";
-  size_t at = out.find(no_cpu);
-  ASSERT_NE(at, std::string::npos) << out;
-  std::string kernel = out.substr(at + no_cpu.size(), out.find(' ', at + no_cpu.size()) - at - no_cpu.size());
+  std::string kernel = KernelWithoutCpu(out);
+  ASSERT_FALSE(kernel.empty()) << out;
   EXPECT_TRUE(Has(kernel, "gemm")) << kernel;
   EXPECT_TRUE(Has(kernel, "cublas")) << kernel;
   EXPECT_TRUE(Has(out, "cudaStreamSynchronize(s) failed")) << out;
   EXPECT_NE(rc, 0) << out;
   // The server's record of that launch: the three matrices' device addresses are among its
   // parameter bytes (little-endian 64-bit values, as the kernel would read them).
-  auto hex_le = [](const std::string& printed) {
-    uint64_t v = std::stoull(printed, nullptr, 16);
-    std::string h;
-    for (int i = 0; i < 8; ++i) h += fmt::format("{:02x}", (v >> (8 * i)) & 0xff);
-    return h;
-  };
-  std::string mats = out.substr(out.find("matrices A="));
-  mats = mats.substr(0, mats.find('\n'));
-  std::istringstream m(mats);
-  std::string word;
-  std::vector<std::string> ptrs;
-  while (m >> word) {
-    if (size_t eq = word.find('='); eq != std::string::npos) ptrs.push_back(hex_le(word.substr(eq + 1)));
-  }
-  ASSERT_EQ(ptrs.size(), 3u) << mats;
-  std::ifstream log(server_->launch_log());
-  std::string record, found;
-  while (std::getline(log, record)) {
-    if (Has(record, " kernel=" + kernel + " ")) found = record;
-  }
+  std::vector<std::string> ptrs = PrintedPointersLE(out, "matrices A=");
+  ASSERT_EQ(ptrs.size(), 3u) << out;
+  auto found = LaunchesOf(server_->launch_log(), kernel);
   ASSERT_FALSE(found.empty()) << "no launch of " << kernel << " in " << server_->launch_log();
-  std::string params = found.substr(found.find(" params=") + 8);
-  for (const auto& p : ptrs) EXPECT_TRUE(Has(params, p)) << p << " not in " << found;
-  std::istringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (Has(line, "gpool:")) {
-      EXPECT_TRUE(Has(line, no_cpu)) << line;
-    }
+  for (const auto& p : ptrs) EXPECT_TRUE(Has(ParamsOf(found.back()), p)) << p << " not in " << found.back();
+  ExpectOnlyGpoolLines(out, {kNoCpu});
+}
+
+// The stand-in's GPOOL_DRIVER_STATS=1 line: {modules and libraries loaded, sent to a server};
+// {-1, -1} when absent.
+std::pair<long, long> DriverStats(const std::string& out) {
+  const std::string mark = "gpool: driver stats: ";
+  size_t at = out.find(mark);
+  if (at == std::string::npos) return {-1, -1};
+  at += mark.size();
+  long loaded = std::atol(out.c_str() + at);
+  const std::string sent_mark = " loaded, ";
+  size_t s = out.find(sent_mark, at);
+  return {loaded, s == std::string::npos ? -1 : std::atol(out.c_str() + s + sent_mark.size())};
+}
+
+// Lazy loading in the stand-in: a module reaches the server at the first lookup of one of its
+// kernels or variables. driver_api loads one module it unloads without a lookup, then the one it
+// uses: two loaded, one sent, and the server's session never held more than one (its
+// end-of-session line). Sent at load, as before, both would have reached the server.
+TEST_P(DriverE2E, AModuleNeverLookedUpNeverReachesTheServer) {
+  Server fresh(GetParam(), 1, /*info_log=*/true);
+  auto [rc, out] = gpool::testing::Run(
+      {GPOOL_BIN, "run", "--devices", fresh.address() + "/0", "--transport", GetParam().transport,
+       "--", Built("driver_api"), Built("driver_kernels.cubin")},
+      {"GPOOL_DRIVER_STATS=1"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS driver_api")) << out;
+  EXPECT_EQ(DriverStats(out), std::make_pair(2L, 1L)) << out;
+  const std::string mark = " registered at the end, peak ";
+  ASSERT_TRUE(fresh.proc().WaitFor(mark, 20000)) << fresh.proc().output();
+  const std::string& log = fresh.proc().output();
+  EXPECT_EQ(std::atol(log.c_str() + log.find(mark) + mark.size()), 1) << log;
+}
+
+// Lazy loading in NVIDIA's runtime: the stand-in answers cuModuleGetLoadingMode with
+// CU_MODULE_LAZY_LOADING, and the runtime inside cuBLAS then loads a kernel library only when one
+// of its kernels is needed. Answered CU_MODULE_EAGER_LOADING, that runtime loads every one of its
+// 2976 kernel images as a library at start-up (2980 cuLibraryLoadData calls, counted at the
+// stand-in's entry points; docs/remoting.md), which is what made cublasCreate take seconds.
+TEST_P(DriverE2E, CublasLoadsItsKernelLibrariesLazily) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (!std::filesystem::exists(Built("cublas_sgemm"))) {
+    GTEST_SKIP() << "the toolkit has no libcublas.so: cublas_sgemm was not built";
   }
+  auto [rc, out] = RunLibrarySample("cublas_sgemm", server_->address() + "/0",
+                                    GetParam().transport, {"GPOOL_DRIVER_STATS=1"});
+  EXPECT_TRUE(Has(out, "cublasSgemm: CUBLAS_STATUS_SUCCESS")) << out;
+  auto [loaded, sent] = DriverStats(out);
+  EXPECT_GE(sent, 1) << out;  // the SGEMM's kernel library at least
+  EXPECT_LE(sent, loaded) << out;
+  EXPECT_LT(loaded, 100) << out;
+}
+
+// A plain nvcc program launching its kernel on device 0, then on device 1, of one server:
+// NVIDIA's runtime registers the kernel once, as a library, on the device current then, and the
+// stand-in launches it on the device of the stream (here each device's default stream), where
+// the server holds the module too. The server's launch log shows the kernel launched on each
+// device; launched on the library's device for both, device 1's buffers would be used on
+// device 0.
+TEST_P(DriverE2E, ALibraryKernelLaunchesOnEachDeviceOfItsServer) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  Server two(GetParam(), 2);
+  auto [rc, out] = gpool::testing::Run(
+      {GPOOL_BIN, "run", "--devices", two.address() + "/0," + two.address() + "/1",
+       "--transport", GetParam().transport, "--", Built("two_devices")},
+      NoLeakCheckUnderAsan());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS two_devices")) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;
+  auto found = LaunchesOf(two.launch_log(), "_Z9vectorAddPKfS0_Pfi");
+  ASSERT_EQ(found.size(), 2u) << out;
+  EXPECT_TRUE(Has(found[0], " device=0 ")) << found[0];
+  EXPECT_TRUE(Has(found[1], " device=1 ")) << found[1];
+  // Each launch carries its own device's output buffer.
+  for (int dev = 0; dev < 2; ++dev) {
+    auto ptrs = PrintedPointersLE(out, fmt::format("device {}: c=", dev));
+    ASSERT_EQ(ptrs.size(), 1u) << out;
+    EXPECT_TRUE(Has(ParamsOf(found[dev]), ptrs[0])) << found[dev];
+  }
+}
+
+// cuRAND's host API (libcurand.so.10): a Philox generator, a seed, a stream, then
+// curandGenerateUniform. cuRAND sets the generator's state up at the first generate with a
+// kernel of its own (generate_seed_pseudo) whose parameters carry the seed, and synchronizes
+// the context after it. That launch reaches the emulated server, seed in its parameter bytes;
+// the server cannot run it (no CPU implementation), so the synchronize reports that, naming the
+// kernel, and the generate returns CURAND_STATUS_LAUNCH_FAILURE (201): the numbers are never
+// asked for.
+TEST_P(DriverE2E, CurandGeneratorReachesTheServerWithItsSeed) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (!std::filesystem::exists(Built("curand_uniform"))) {
+    GTEST_SKIP() << "the toolkit has no libcurand.so: curand_uniform was not built";
+  }
+  auto [rc, out] = RunLibrarySample("curand_uniform", server_->address() + "/0", GetParam().transport);
+  EXPECT_TRUE(Has(out, "output=0x")) << out;  // generator, seed, stream and allocation passed
+  std::string kernel = KernelWithoutCpu(out);
+  EXPECT_TRUE(Has(kernel, "generate_seed_pseudo")) << out;
+  EXPECT_TRUE(Has(kernel, "curandStatePhilox4_32_10")) << out;
+  EXPECT_TRUE(Has(out, "curandGenerateUniform: status 201")) << out;
+  EXPECT_NE(rc, 0) << out;
+  auto found = LaunchesOf(server_->launch_log(), kernel);
+  ASSERT_FALSE(found.empty()) << "no launch of " << kernel << " in " << server_->launch_log();
+  // The sample's seed, 1234, as the kernel's first 64-bit parameter.
+  EXPECT_EQ(ParamsOf(found.back()).substr(0, 16), "d204000000000000") << found.back();
+  ExpectOnlyGpoolLines(out, {kNoCpu});
+}
+
+// cuFFT (libcufft.so.12): a 1-D C2C plan, a stream, then one forward transform. Planning loads
+// each cuFFT kernel as a module of one function (cuModuleLoadData) and takes the function from the
+// private module table (docs/remoting.md, "Export tables"), asks the work area's buffer id
+// (cuPointerGetAttribute) and probes modules for an optional variable. The transform reaches the
+// emulated server as a launch of a cuFFT kernel with the input and output buffers in its
+// parameters; it has no CPU implementation, so the synchronize reports that, naming it.
+TEST_P(DriverE2E, CufftPlanAndExecReachTheServer) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (!std::filesystem::exists(Built("cufft_c2c"))) {
+    GTEST_SKIP() << "the toolkit has no libcufft.so: cufft_c2c was not built";
+  }
+  auto [rc, out] = RunLibrarySample("cufft_c2c", server_->address() + "/0", GetParam().transport);
+  EXPECT_TRUE(Has(out, "cufftExecC2C: cufftResult 0")) << out;  // CUFFT_SUCCESS
+  std::string kernel = KernelWithoutCpu(out);
+  EXPECT_TRUE(Has(kernel, "fft")) << out;
+  EXPECT_TRUE(Has(out, "cudaStreamSynchronize(s) failed")) << out;
+  EXPECT_NE(rc, 0) << out;
+  std::vector<std::string> ptrs = PrintedPointersLE(out, "buffers in=");
+  ASSERT_EQ(ptrs.size(), 2u) << out;
+  auto found = LaunchesOf(server_->launch_log(), kernel);
+  ASSERT_FALSE(found.empty()) << "no launch of " << kernel << " in " << server_->launch_log();
+  for (const auto& p : ptrs) EXPECT_TRUE(Has(ParamsOf(found.back()), p)) << p << " not in " << found.back();
+  ExpectOnlyGpoolLines(out, {kNoCpu});
+}
+
+// cuDNN (libcudnn.so.9 and its sub-libraries): cudnnCreate, a stream, then one ReLU
+// (cudnnActivationForward). It reaches the emulated server as a launch of a cuDNN kernel with the
+// input and output tensors in its parameters; it has no CPU implementation, so the synchronize
+// reports that, naming it. On its way cudnnCreate asks for a device pointer of mapped host memory
+// (cuMemHostGetDevicePointer), which gpool refuses saying why (no zero-copy memory across the
+// network); cuDNN goes on without it.
+TEST_P(DriverE2E, CudnnActivationReachesTheServer) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (!std::filesystem::exists(Built("cudnn_relu"))) {
+    GTEST_SKIP() << "the toolkit has no libcudnn.so: cudnn_relu was not built";
+  }
+  auto [rc, out] = RunLibrarySample("cudnn_relu", server_->address() + "/0", GetParam().transport);
+  EXPECT_TRUE(Has(out, "cudnnCreate: ok")) << out;
+  EXPECT_TRUE(Has(out, "cudnnActivationForward: CUDNN_STATUS_SUCCESS")) << out;
+  std::string kernel = KernelWithoutCpu(out);
+  EXPECT_TRUE(Has(kernel, "cudnn")) << out;
+  EXPECT_TRUE(Has(out, "cudaStreamSynchronize(s) failed")) << out;
+  EXPECT_NE(rc, 0) << out;
+  std::vector<std::string> ptrs = PrintedPointersLE(out, "buffers x=");
+  ASSERT_EQ(ptrs.size(), 2u) << out;
+  auto found = LaunchesOf(server_->launch_log(), kernel);
+  ASSERT_FALSE(found.empty()) << "no launch of " << kernel << " in " << server_->launch_log();
+  for (const auto& p : ptrs) EXPECT_TRUE(Has(ParamsOf(found.back()), p)) << p << " not in " << found.back();
+  ExpectOnlyGpoolLines(out, {kNoCpu, "cuMemHostGetDevicePointer_v2: "});
+}
+
+// NCCL (libnccl.so.2), one process over two emulated devices of one server: ncclCommInitAll gets
+// through the driver calls it makes (relocatable-code kernels, stream capture mode, PCI bus ids:
+// no "gpool:" line) and then stops where it opens NVIDIA's management library,
+// libnvidia-ml.so.1, which comes with NVIDIA's driver, not the toolkit, and which gpool does not
+// stand in for (docs/remoting.md). The failure is NCCL's own, named in its warning.
+TEST_P(DriverE2E, NcclCommInitAllStopsAtNvml) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (!std::filesystem::exists(Built("nccl_allreduce"))) {
+    GTEST_SKIP() << "the toolkit has no libnccl.so: nccl_allreduce was not built";
+  }
+  Server two(GetParam(), 2);
+  auto [rc, out] = RunLibrarySample(
+      "nccl_allreduce", two.address() + "/0," + two.address() + "/1", GetParam().transport,
+      {"NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=lo"});
+  EXPECT_TRUE(Has(out, "devices: 2")) << out;
+  EXPECT_TRUE(Has(out, "NCCL WARN Failed to open libnvidia-ml.so.1")) << out;
+  EXPECT_TRUE(Has(out, "ncclCommInitAll(comms.data(), ndev, devs.data()) failed")) << out;
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;  // no driver call or table was missing on the way
+  EXPECT_FALSE(Has(out, "Caught signal")) << out;  // its exit handlers call the driver: no crash
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, DriverE2E, ::testing::ValuesIn(Pairs()), PairName);

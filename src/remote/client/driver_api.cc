@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "remote/client/driver_exports.h"
 #include "remote/client/driver_procs.h"
@@ -22,7 +23,42 @@
 namespace gpool::remote::client {
 namespace driver {
 
-static thread_local std::vector<Ctx*> t_stack;  // the thread's context stack; back() is current
+// The thread's context stack; back() is current. The vector is reached through a trivially
+// destructible handle that stays valid to the end of the thread: libraries' exit handlers (NCCL's)
+// call the driver after the thread's thread_local objects are destroyed, and then find an empty
+// stack instead of a destroyed vector. The owner's destructor frees the vector (no leak per
+// thread); a context pushed after that is not kept (the thread is ending).
+class CtxStack {
+ public:
+  bool empty() const { return !v_ || v_->empty(); }
+  Ctx*& back() { return v_->back(); }
+  void pop_back() { v_->pop_back(); }
+  void push_back(Ctx* c);
+  void erase(const Ctx* c) { if (v_) std::erase(*v_, c); }
+  void Free() {
+    delete v_;
+    v_ = nullptr;
+    gone_ = true;
+  }
+
+ private:
+  std::vector<Ctx*>* v_ = nullptr;
+  bool gone_ = false;
+};
+static_assert(std::is_trivially_destructible_v<CtxStack>);
+static thread_local CtxStack t_stack;
+struct CtxStackOwner {
+  ~CtxStackOwner() { t_stack.Free(); }
+};
+static thread_local CtxStackOwner t_stack_owner;
+void CtxStack::push_back(Ctx* c) {
+  if (!v_) {
+    if (gone_) return;
+    v_ = new std::vector<Ctx*>;
+    (void)&t_stack_owner;  // constructs the owner, which frees the vector at thread exit
+  }
+  v_->push_back(c);
+}
 
 CUresult Fail(const char* call, CUresult e, const std::string& why) {
   Say(fmt::format("{}: {}", call, why));
@@ -373,6 +409,15 @@ CUresult cuInit(unsigned int flags) {
       d.contexts.insert(c);
     }
     d.primary_refs.assign(d.device_count(), 0);
+    // GPOOL_DRIVER_STATS=1: at exit, how many modules and libraries the program loaded and how
+    // many of them reached a server (lazy loading, driver_modules.cc).
+    const char* stats = std::getenv("GPOOL_DRIVER_STATS");
+    if (stats && std::strcmp(stats, "1") == 0) {
+      std::atexit([] {
+        Say(fmt::format("driver stats: {} modules and libraries loaded, {} sent to a server",
+                        D().modules_loaded.load(), D().modules_sent.load()));
+      });
+    }
   }
   d.initialized.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
@@ -412,6 +457,18 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
   if (CUresult r = Props("cuDeviceGetUuid_v2", dev, &p)) return r;
   std::memset(uuid->bytes, 0, sizeof uuid->bytes);
   std::memcpy(uuid->bytes, p->uuid.data(), std::min<size_t>(sizeof uuid->bytes, p->uuid.size()));
+  return CUDA_SUCCESS;
+}
+// The PCI address the server reports for the device (on the server's host, not this one), in
+// the driver's form "dddd:bb:dd.0"; NCCL asks at communicator creation.
+CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+  const char* call = "cuDeviceGetPCIBusId";
+  if (!pciBusId || len <= 0) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null or empty buffer");
+  int domain = 0, bus = 0, device = 0;
+  if (CUresult r = cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev)) return r;
+  if (CUresult r = cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev)) return r;
+  if (CUresult r = cuDeviceGetAttribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev)) return r;
+  std::snprintf(pciBusId, static_cast<size_t>(len), "%04x:%02x:%02x.0", domain, bus, device);
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
@@ -504,7 +561,7 @@ CUresult cuCtxDestroy(CUcontext c) {
   }
   // Off this thread's stack (other threads' stacks may still name it: CUDA leaves that undefined;
   // here their calls find it gone and fail).
-  std::erase(t_stack, ctx);
+  t_stack.erase(ctx);
   delete ctx;
   return CUDA_SUCCESS;
 }
@@ -545,8 +602,13 @@ CUresult cuCtxGetCurrent(CUcontext* pctx) {
   *pctx = t_stack.empty() ? nullptr : reinterpret_cast<CUcontext>(t_stack.back());
   return CUDA_SUCCESS;
 }
+// Libraries (cuRAND's generator creation) call this to learn whether a context is current at
+// all, before the runtime has made one: no context is an answer here, not an error, so it is
+// returned without a message.
 CUresult cuCtxGetDevice(CUdevice* device) {
   if (!device) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Ready("cuCtxGetDevice")) return r;
+  if (t_stack.empty() || t_stack.back() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   int dev;
   if (CUresult r = CurrentDevice("cuCtxGetDevice", &dev)) return r;
   *device = dev;
@@ -654,7 +716,7 @@ CUresult cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
                 "overlaps memory of another device: servers of one program must use distinct "
                 "address ranges", dev, p.ptr));
   }
-  D().allocs[p.ptr] = Alloc{bytesize, dev};
+  D().allocs[p.ptr] = Alloc{bytesize, dev, D().next_id++};
   *dptr = p.ptr;
   return CUDA_SUCCESS;
 }
@@ -704,7 +766,7 @@ CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int) {
   void* p = std::aligned_alloc(4096, (std::max<size_t>(bytesize, 1) + 4095) / 4096 * 4096);
   if (!p) return Fail("cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY, fmt::format("{} bytes", bytesize));
   std::lock_guard<std::mutex> lk(D().mu);
-  D().host_allocs[p] = bytesize;
+  D().host_allocs[p] = HostAlloc{bytesize, D().next_id++};
   *pp = p;
   return CUDA_SUCCESS;
 }

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include "remote/client/driver_state.h"
 
@@ -178,6 +179,43 @@ CUresult CtxIsWrapped(CUcontext, unsigned* wrapped, CUcontext* inner) {
 // Slot 3: the runtime calls it at start-up and goes on when it answers 0.
 unsigned CtxCheck3() { return 0; }
 
+// ---- 6e163fbe-b958-444d-835c-e182aff1991e: module and function internals
+// Slot 7 `(CUcontext, CUmodule, void (*cb)(void* arg, CUfunction f), void* arg)`: calls `cb` for
+// each function of the module and returns how many. cuFFT loads each of its kernels as a module
+// of one function (cuModuleLoadData) and takes that function from here instead of asking
+// cuModuleGetFunction by name; its callback stores `f` at `arg`, and it requires a count of 1.
+// The functions are those of the client's parse of the image, in name order.
+uint64_t ModuleFunctions(CUcontext, CUmodule module, void (*cb)(void*, CUfunction), void* arg) {
+  const char* call = "cuGetExportTable(module and function internals) functions of a module";
+  if (!cb || !module) {
+    Fail(call, CUDA_ERROR_INVALID_VALUE, "null module or callback");
+    return 0;
+  }
+  auto* m = reinterpret_cast<Module*>(module);
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (!D().modules.count(m)) {
+      Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("module {} is not a loaded module",
+                                                        static_cast<const void*>(module)));
+      return 0;
+    }
+  }
+  if (EnsureLoaded(call, m) != CUDA_SUCCESS) return 0;
+  if (!m->parse_status.ok()) {
+    Fail(call, CUDA_ERROR_NOT_SUPPORTED, fmt::format("the client could not read the module's "
+         "image, so cannot list its functions: {}", m->parse_status.message()));
+    return 0;
+  }
+  uint64_t n = 0;
+  for (const auto& [name, kernel] : m->parsed.kernels) {
+    CUfunction f = nullptr;
+    if (cuModuleGetFunction(&f, module, name.c_str()) != CUDA_SUCCESS) return n;
+    cb(arg, f);
+    ++n;
+  }
+  return n;
+}
+
 // ---- d4082055-bde6-704b-8d34-ba123c66e1f2: the integrity check (see IntegrityCheck below)
 CUresult IntegrityCheck(unsigned version, uint64_t unix_seconds, uint8_t (*digest)[16]);
 
@@ -228,6 +266,19 @@ const void* const kToolsThreadData[8] = {
 const void* const kIntegrity[3] = {
     SizeOf<3>(), GPOOL_FN(IntegrityCheck), GPOOL_UNKNOWN(5, 2),
 };
+// 6e163fbe-b958-444d-835c-e182aff1991e: module and function internals (public work: a
+// function's name, cache configuration, argument descriptors, iterating a module's functions).
+// cuFFT asks for it at its first plan. Its length is not known; every slot but 7 is loud.
+template <int kTable, size_t... I>
+constexpr std::array<const void*, sizeof...(I) + 1> AllUnknown(std::index_sequence<I...>) {
+  return {SizeOf<sizeof...(I) + 1>(), GPOOL_UNKNOWN(kTable, I + 1)...};
+}
+std::array<const void*, 64> FunctionInternals() {
+  auto t = AllUnknown<7>(std::make_index_sequence<63>());
+  t[7] = GPOOL_FN(ModuleFunctions);
+  return t;
+}
+const std::array<const void*, 64> kFunctionInternals = FunctionInternals();
 #undef GPOOL_FN
 #undef GPOOL_UNKNOWN
 
@@ -251,6 +302,8 @@ const Table kTables[] = {
      "integrity check", kIntegrity},
     {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2},
      "tools thread-local data", kToolsThreadData},
+    {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e},
+     "module and function internals", kFunctionInternals.data()},
     // Asked first by CUDA 13's runtime, which goes on without it (public work: a table of
     // requirements); what it would hold is not known, so it is refused, quietly.
     {{0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9},

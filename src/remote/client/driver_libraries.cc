@@ -7,8 +7,9 @@
 // CUlibrary is the CUmodule of the same record, a CUkernel the CUfunction, so cuLibraryGetModule
 // and cuKernelGetFunction return their argument, checked. Limit: a library is loaded on one
 // device, the current context's, or device 0 when no context is current (the runtime loads before
-// it makes one current), not on every device as in CUDA; a program that launches a library's
-// kernel on another device is refused by the launch, naming the device.
+// it makes one current), not on every device as in CUDA; its kernels launch on any device of the
+// same server (the server holds a session's modules for all its devices), and a launch on a
+// device of another server is refused, naming the devices.
 #include <cuda.h>
 
 #include <algorithm>
@@ -155,9 +156,21 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
   if (attrib == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT && (value < -1 || value > 100)) {
     return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("carveout {} (want -1..100)", value));
   }
-  proto::FuncSetAttribute m{.func = f->id, .device = D().Index(f->module->device),
-                            .attr = static_cast<int32_t>(attrib), .value = value};
-  return Post(f->module->link, m, call);
+  // Sent for every device the function has been launched on (its module's at least); a launch
+  // on a further device sends them there first (LaunchKernel).
+  std::set<int> devices;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    f->attrs[static_cast<int32_t>(attrib)] = value;
+    f->attr_devices.insert(f->module->device);
+    devices = f->attr_devices;
+  }
+  for (int dev : devices) {
+    proto::FuncSetAttribute m{.func = f->id, .device = D().Index(dev),
+                              .attr = static_cast<int32_t>(attrib), .value = value};
+    if (CUresult r = Post(f->module->link, m, call)) return r;
+  }
+  return CUDA_SUCCESS;
 }
 CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice) {
   return cuFuncSetAttribute(reinterpret_cast<CUfunction>(kernel), attrib, val);

@@ -1,18 +1,21 @@
 // The driver stand-in's modules and launches (see driver_api.cc and driver_state.h).
 //
 // cuModuleLoadData* takes a fatbin, cubin or PTX image (fatbin::ImageFromPointer finds its
-// extent) and posts it to the current context's server as a module (RegisterModule): the `cuda`
-// backend loads it with the real driver, the `emulated` one parses it and runs its kernels from
-// the CPU plugin. The client parses the image too, so that cuModuleGetFunction and
-// cuModuleGetGlobal answer CUDA_ERROR_NOT_FOUND for names the module lacks, as the driver does,
-// and launches pack `kernelParams` at the kernel's parameter offsets without a round trip; when
+// extent) and copies it; at the first lookup of one of its kernels or variables (EnsureLoaded,
+// lazy loading as CUDA's default) it posts it to the current context's server as a module
+// (RegisterModule): the `cuda` backend loads it with the real driver, the `emulated` one parses
+// it and runs its kernels from the CPU plugin. The client parses the image too (then), so that
+// cuModuleGetFunction and cuModuleGetGlobal answer CUDA_ERROR_NOT_FOUND for names the module
+// lacks, as the driver does, and launches pack `kernelParams` at the kernel's parameter offsets
+// without a round trip; when
 // the client cannot parse the image (a form its parser does not know) it asks the server for the
 // layout (GetParamInfo) at the kernel's first launch. The module's variables (from the client's
 // parse) are registered with it; a function at its first lookup (RegisterFunction, posted); a
 // variable's address is one GetSymbol round trip, at its first lookup.
 // Limits: JIT options of cuModuleLoadDataEx are accepted and ignored (no JIT on the client; the
-// server's driver compiles PTX itself); a module belongs to the device of the context that loaded
-// it, and launching its functions with a stream of another device is refused.
+// server's driver compiles PTX itself); a module belongs to the server of the device of the
+// context that loaded it: its functions launch on any device of that server, and launching them
+// on a device of another server is refused.
 #include <cuda.h>
 
 #include <cstring>
@@ -31,35 +34,52 @@ CUresult LoadModule(const char* call, CUmodule* out, const void* image, int dev)
   CUresult err;
   ServerLink* l = D().Link(dev, &err, call);
   if (!l) return err;
+  // The image is copied (the program may free its buffer after the call, as CUDA allows); it is
+  // parsed and sent when first used (EnsureLoaded).
   auto m = std::make_unique<Module>();
   m->device = dev;
   m->link = l;
   m->image.assign(bytes->begin(), bytes->end());
-  auto parsed = fatbin::ParseImage(m->image, {.target_arch = 90});
-  if (parsed.ok()) {
-    m->parsed = std::move(*parsed);
-  } else {
-    m->parse_status = parsed.status();  // the server may still load it; said at lookup
-  }
   Module* rec = m.release();
   {
     std::lock_guard<std::mutex> lk(D().mu);
     rec->id = D().next_id++;
-    for (const auto& [name, size] : rec->parsed.globals) rec->globals[name].id = D().next_id++;
     D().modules.insert(rec);
   }
-  // The module and all its variables (a kernel may use any of them before the program looks one
-  // up; the emulated backend resolves a kernel's variables among those registered), in one batch.
-  std::lock_guard<std::mutex> lk(l->mu());
-  proto::RegisterModule q{.module = rec->id, .image = rec->image};
-  (void)l->Post(q);
-  for (const auto& [name, g] : rec->globals) {
-    proto::RegisterVar v{.module = rec->id, .var = g.id, .name = name,
-                         .size = rec->parsed.globals.at(name), .constant = 0};
-    (void)l->Post(v);
-  }
+  D().modules_loaded.fetch_add(1, std::memory_order_relaxed);
   *out = reinterpret_cast<CUmodule>(rec);
   return FromStatus(l->status(), call);
+}
+
+CUresult EnsureLoaded(const char* call, Module* m) {
+  std::call_once(m->load_once, [&] {
+    auto parsed = fatbin::ParseImage(m->image, {.target_arch = 90});
+    if (parsed.ok()) {
+      m->parsed = std::move(*parsed);
+    } else {
+      m->parse_status = parsed.status();  // the server may still load it; said at lookup
+    }
+    {
+      std::lock_guard<std::mutex> lk(D().mu);
+      for (const auto& [name, size] : m->parsed.globals) m->globals[name].id = D().next_id++;
+    }
+    // The module and all its variables (a kernel may use any of them before the program looks
+    // one up; the emulated backend resolves a kernel's variables among those registered), in one
+    // batch. The image is not needed on the client after this.
+    std::lock_guard<std::mutex> lk(m->link->mu());
+    proto::RegisterModule q{.module = m->id, .image = m->image};
+    (void)m->link->Post(q);
+    for (const auto& [name, g] : m->globals) {
+      proto::RegisterVar v{.module = m->id, .var = g.id, .name = name,
+                           .size = m->parsed.globals.at(name), .constant = 0};
+      (void)m->link->Post(v);
+    }
+    m->sent = true;
+    D().modules_sent.fetch_add(1, std::memory_order_relaxed);
+    m->load_result = FromStatus(m->link->status(), call);
+    std::vector<std::byte>().swap(m->image);
+  });
+  return m->load_result;
 }
 
 namespace {
@@ -153,11 +173,11 @@ CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
   return LoadModule("cuModuleLoadFatBinary", module, fatCubin);
 }
 
-// Modules are sent to the server when loaded (the server may load them lazily, which the program
-// cannot tell); NVIDIA's runtime asks this at start-up.
+// Modules are parsed and sent to the server at the first lookup of one of their kernels or
+// variables (see Module in driver_state.h); NVIDIA's runtime asks this at start-up.
 CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   if (!mode) return CUDA_ERROR_INVALID_VALUE;
-  *mode = CU_MODULE_EAGER_LOADING;
+  *mode = CU_MODULE_LAZY_LOADING;
   return CUDA_SUCCESS;
 }
 
@@ -170,9 +190,13 @@ CUresult cuModuleUnload(CUmodule hmod) {
     D().modules.erase(m);
     for (auto& [name, f] : m->functions) D().functions.erase(f.get());
   }
-  // Posted: ordered after the work already queued, which may use the module.
-  proto::UnregisterModule q{.module = m->id};
-  CUresult r = Post(m->link, q, call);
+  // Posted: ordered after the work already queued, which may use the module. A module never
+  // used was never sent.
+  CUresult r = CUDA_SUCCESS;
+  if (m->sent) {
+    proto::UnregisterModule q{.module = m->id};
+    r = Post(m->link, q, call);
+  }
   delete m;
   return r;
 }
@@ -182,6 +206,7 @@ CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name)
   if (!hfunc || !name) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null function or name");
   Module* m;
   if (CUresult r = FindModule(call, hmod, &m)) return r;
+  if (CUresult r = EnsureLoaded(call, m)) return r;
   std::unique_lock<std::mutex> lk(D().mu);
   if (auto it = m->functions.find(name); it != m->functions.end()) {
     *hfunc = reinterpret_cast<CUfunction>(it->second.get());
@@ -214,14 +239,17 @@ CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, cons
   if (!name) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null name");
   Module* m;
   if (CUresult r = FindModule(call, hmod, &m)) return r;
+  if (CUresult r = EnsureLoaded(call, m)) return r;
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lk(D().mu);
     auto it = m->globals.find(name);
     if (it == m->globals.end()) {
-      return Fail(call, CUDA_ERROR_NOT_FOUND, fmt::format("module has no variable named {}{}",
-                  name, m->parse_status.ok() ? "" : " (the client could not read its image: " +
-                  m->parse_status.message() + ")"));
+      // Libraries probe for optional variables (cuFFT asks each of its modules for `lut_sp`):
+      // when the client read the image, "not there" is an answer, given without a message.
+      if (m->parse_status.ok()) return CUDA_ERROR_NOT_FOUND;
+      return Fail(call, CUDA_ERROR_NOT_FOUND, fmt::format("module has no variable named {} (the "
+                  "client could not read its image: {})", name, m->parse_status.message()));
     }
     if (it->second.known) {
       if (dptr) *dptr = it->second.symbol.ptr;
@@ -302,6 +330,17 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void*
 
 namespace gpool::remote::client::driver {
 
+// LaunchKernel's per-thread parameter buffer; the flag, trivially destructible, stays readable
+// until the thread ends, after the buffer is destroyed.
+namespace {
+thread_local bool t_params_gone = false;
+struct ParamsBuffer {
+  std::vector<std::byte> v;
+  ~ParamsBuffer() { t_params_gone = true; }
+};
+thread_local ParamsBuffer t_params;
+}  // namespace
+
 CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned int gy,
                       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                       unsigned int shmem, CUstream s, void** params, void** extra) {
@@ -318,17 +357,40 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
     return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("kernel {}: grid {}x{}x{}, block "
                 "{}x{}x{}: no dimension may be 0", fn->name, gx, gy, gz, bx, by, bz));
   }
+  // The launch runs on the stream's device (a default stream's: the current context's). The
+  // module's server holds it for all its devices, so any device of that server will do; its
+  // attributes set so far go there first (once per device). Another server has no copy.
   int dev;
   uint64_t sid;
   if (CUresult r = ResolveStream(s, call, &dev, &sid)) return r;
-  if (sid != 0 && dev != fn->module->device) {
-    return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("kernel {} of a module of device {} "
-                "launched on a stream of device {}", fn->name, fn->module->device, dev));
+  std::vector<std::pair<int32_t, int32_t>> replay;
+  if (dev != fn->module->device) {
+    CUresult err;
+    ServerLink* l = D().Link(dev, &err, call);
+    if (!l) return err;
+    if (l != fn->module->link) {
+      return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("kernel {} of a module loaded on "
+                  "device {} launched on device {}, which another server serves: a module lives "
+                  "on the server of the device it was loaded on", fn->name, fn->module->device,
+                  dev));
+    }
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (!fn->attrs.empty() && fn->attr_devices.insert(dev).second) {
+      replay.assign(fn->attrs.begin(), fn->attrs.end());
+    }
   }
-  thread_local std::vector<std::byte> buf;
+  for (const auto& [attr, value] : replay) {
+    proto::FuncSetAttribute a{.func = fn->id, .device = D().Index(dev), .attr = attr,
+                              .value = value};
+    if (CUresult r = Post(fn->module->link, a, call)) return r;
+  }
+  // Per thread and reused; a launch from an exit handler, after the thread's thread_local
+  // objects are destroyed, uses its own.
+  std::vector<std::byte> own;
+  std::vector<std::byte>& buf = t_params_gone ? own : t_params.v;
   if (CUresult r = PackParams(call, fn, params, extra, &buf)) return r;
   proto::Launch m{.func = fn->id, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .shmem = shmem,
-                  .device = D().Index(fn->module->device), .stream = sid, .params = buf};
+                  .device = D().Index(dev), .stream = sid, .params = buf};
   return Post(fn->module->link, m, call);
 }
 

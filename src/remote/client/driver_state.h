@@ -62,17 +62,30 @@ struct Function {
   // The layout, from the client's parse of the image or else the server (GetModuleInfo).
   bool has_layout = false;
   std::vector<proto::ParamSlot> params;
+  // Attributes set (cuFuncSetAttribute: attribute -> value) and the devices they were sent for:
+  // a function launched on another device of its module's server gets them there first.
+  std::map<int32_t, int32_t> attrs;
+  std::set<int> attr_devices;
 };
 struct Global {
   uint64_t id = 0;  // on the server
   bool known = false;  // symbol fetched (GetSymbol)
   proto::Symbol symbol;
 };
+// Loaded lazily, as CUDA's lazy loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2) does:
+// cuModuleLoadData/cuLibraryLoadData only copy the image; the client parses it and sends it to
+// the server (RegisterModule, RegisterVar) at the first lookup of one of its kernels or variables
+// (EnsureLoaded). A module never looked up never reaches the server. (NVIDIA's runtime, told
+// lazy by cuModuleGetLoadingMode, also loads a library only when it needs one of its kernels.)
 struct Module {
   uint64_t id = 0;  // on the server
   int device = 0;   // of the context it was loaded in
   ServerLink* link = nullptr;
   std::vector<std::byte> image;
+  // Set once by EnsureLoaded (under load_once), read-only after.
+  std::once_flag load_once;
+  CUresult load_result = CUDA_SUCCESS;
+  std::atomic<bool> sent{false};  // RegisterModule posted: unloading must tell the server
   Status parse_status;  // the client's parse (fatbin::ParseImage); the server parses on its own
   fatbin::Module parsed;
   std::map<std::string, std::unique_ptr<Function>> functions;  // by name, made on first lookup
@@ -81,6 +94,11 @@ struct Module {
 struct Alloc {
   uint64_t size = 0;
   int device = 0;
+  uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused in the process
+};
+struct HostAlloc {
+  size_t size = 0;
+  uint64_t buffer_id = 0;
 };
 
 class Driver {
@@ -103,10 +121,13 @@ class Driver {
   std::set<const Module*> modules;
   std::set<const Function*> functions;
   std::map<uint64_t, Alloc> allocs;
-  std::map<const void*, size_t> host_allocs;  // cuMemAllocHost / cuMemHostAlloc
+  std::map<const void*, HostAlloc> host_allocs;  // cuMemAllocHost / cuMemHostAlloc
   std::unordered_map<int, proto::DeviceProps> props;
   std::map<std::pair<int, int>, int> attrs;  // (device, attribute): NVIDIA's runtime asks each
   uint64_t next_id = 1;
+  // Counts for GPOOL_DRIVER_STATS (cuInit): modules and libraries loaded, and sent to a server.
+  std::atomic<uint64_t> modules_loaded{0};
+  std::atomic<uint64_t> modules_sent{0};
 
   int device_count() const { return static_cast<int>(env.devices.size()); }
   uint32_t Index(int dev) const { return env.devices[dev].index; }
@@ -162,6 +183,10 @@ CUresult Post(ServerLink* l, Msg& m, const char* call) {
 // A module from a fatbin, cubin or PTX image (or a fatbin's registration wrapper) on device `dev`,
 // or the current context's when `dev` is -1 (driver_modules.cc); errors said naming `call`.
 CUresult LoadModule(const char* call, CUmodule* out, const void* image, int dev = -1);
+// Parses module `m` and sends it to its server, once (the first lookup of a kernel or variable
+// of it; see Module). Later callers wait for the first and get its result. Takes D().mu and the
+// link's mutex: call it holding neither.
+CUresult EnsureLoaded(const char* call, Module* m);
 // Device `dev`'s properties (cached after the first ask); errors said naming `call`.
 CUresult DevProps(const char* call, CUdevice dev, const proto::DeviceProps** out);
 // A kernel launch (cuLaunchKernel, cuLaunchKernelEx; driver_modules.cc), errors naming `call`.

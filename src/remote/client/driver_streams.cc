@@ -222,6 +222,27 @@ CUresult cuEventDestroy(CUevent e) {
   return l ? Post(l, m, call) : err;
 }
 
+// ---- stream capture: the stand-in captures nothing (cuStreamBeginCapture is a loud stub), so
+// every stream answers "not capturing"; libraries ask before they enqueue (NCCL at
+// communicator creation).
+
+// The thread's capture mode matters only while a stream captures; it is kept and exchanged as
+// CUDA does, so a library that sets it and restores it sees its own value back.
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  static thread_local CUstreamCaptureMode t_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  if (!mode) return Fail("cuThreadExchangeStreamCaptureMode", CUDA_ERROR_INVALID_VALUE, "null mode");
+  std::swap(*mode, t_mode);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  const char* call = "cuStreamIsCapturing";
+  if (!status) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null status");
+  int dev;
+  uint64_t id;
+  if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
 
 // Per-thread default stream variants (every default stream is the device's stream 0 here).
 #define GPOOL_SAME(ret, name, target, params, args) \
@@ -234,6 +255,8 @@ GPOOL_SAME(CUresult, cuStreamGetPriority_ptsz, cuStreamGetPriority, (CUstream s,
 GPOOL_SAME(CUresult, cuStreamWaitEvent_ptsz, cuStreamWaitEvent,
            (CUstream s, CUevent e, unsigned int f), (s, e, f))
 GPOOL_SAME(CUresult, cuEventRecord_ptsz, cuEventRecord, (CUevent e, CUstream s), (e, s))
+GPOOL_SAME(CUresult, cuStreamIsCapturing_ptsz, cuStreamIsCapturing,
+           (CUstream s, CUstreamCaptureStatus* st), (s, st))
 #undef GPOOL_SAME
 
 }  // extern "C"

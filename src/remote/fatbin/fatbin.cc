@@ -61,10 +61,15 @@ StatusOr<Bytes> FatbinFromWrapper(const void* wrapper) {
     return Status::InvalidArgument(
         fmt::format("fatbin wrapper: bad magic 0x{:08x} (want 0x{:08x})", magic, kWrapperMagic));
   }
-  if (version != 1) {
+  // Version 2 is what a program with relocatable device code (-rdc, NCCL) registers from nvcc's
+  // link stub: `data` is the fatbin nvlink produced (linked cubins, and PTX), and the next field
+  // lists the objects' prelinked fatbins, which a driver needs only to JIT-link for an
+  // architecture the linked fatbin lacks. The linked fatbin is taken and the list ignored, so such
+  // a program runs where the linked fatbin has code for the device.
+  if (version != 1 && version != 2) {
     return Status::Unimplemented(fmt::format(
-        "fatbin wrapper version {}: only version 1 (no relocatable device code) is handled",
-        version));
+        "fatbin wrapper version {}: only versions 1 and 2 (relocatable device code, linked) are "
+        "handled", version));
   }
   if (data == nullptr) return Status::InvalidArgument("fatbin wrapper: null data pointer");
   // The header is read first on its own: only it tells how far the fatbin extends.

@@ -160,7 +160,13 @@ TEST(FatbinTest, WrapperLeadsToTheFatbin) {
   wrapper.magic = 0x12345678;
   EXPECT_EQ(FatbinFromWrapper(&wrapper).status().code(), StatusCode::kInvalidArgument);
   wrapper.magic = kWrapperMagic;
+  // Version 2 (relocatable device code): the linked fatbin in `data`, the prelinked list ignored.
   wrapper.version = 2;
+  auto linked = FatbinFromWrapper(&wrapper);
+  ASSERT_TRUE(linked.ok()) << linked.status().ToString();
+  EXPECT_EQ(linked->data(), data.data());
+  EXPECT_EQ(linked->size(), data.size() - 64);
+  wrapper.version = 3;
   EXPECT_EQ(FatbinFromWrapper(&wrapper).status().code(), StatusCode::kUnimplemented);
   EXPECT_FALSE(FatbinFromWrapper(nullptr).ok());
 }

@@ -572,8 +572,8 @@ class EmulatedBackend final : public Backend {
                s.message());
   }
   // One line per launch, written with a single O_APPEND write so that the workers of concurrent
-  // sessions do not interleave lines: "launch module=M kernel=NAME grid=X,Y,Z block=X,Y,Z
-  // shmem=N params=HEX". The kernel name is escaped (%XX for anything but [A-Za-z0-9_$.]), the
+  // sessions do not interleave lines: "launch module=M device=D kernel=NAME grid=X,Y,Z
+  // block=X,Y,Z shmem=N params=HEX" (D: the server's device index). The kernel name is escaped (%XX for anything but [A-Za-z0-9_$.]), the
   // parameter bytes are hex. A log that cannot be written is said once on stderr; the launch goes on.
   void RecordLaunch(const EmuFunction& f, const proto::Launch& l) {
     std::string name;
@@ -587,8 +587,9 @@ class EmulatedBackend final : public Backend {
     std::string hex;
     hex.reserve(l.params.size() * 2);
     for (std::byte b : l.params) hex += fmt::format("{:02x}", static_cast<unsigned>(b));
-    std::string line = fmt::format("launch module={} kernel={} grid={},{},{} block={},{},{} "
-                                   "shmem={} params={}\n", f.module, name, l.grid[0], l.grid[1],
+    std::string line = fmt::format("launch module={} device={} kernel={} grid={},{},{} "
+                                   "block={},{},{} shmem={} params={}\n", f.module, l.device,
+                                   name, l.grid[0], l.grid[1],
                                    l.grid[2], l.block[0], l.block[1], l.block[2], l.shmem, hex);
     int fd = open(o_.launch_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     ssize_t n = fd >= 0 ? write(fd, line.data(), line.size()) : -1;

@@ -104,6 +104,16 @@ constexpr auto kYieldSwitched = std::chrono::microseconds(4);
 // idle steps over shared memory (see Idle), on every one elsewhere.
 constexpr uint32_t kPollsPerClockReadShm = 8;
 thread_local bool t_cpu_shared = false;
+
+// UcxConnection::Send's per-thread iov. The flag is trivially destructible, so it stays readable
+// until the thread ends, after the vector itself is destroyed.
+thread_local bool t_iov_gone = false;
+struct IovCache {
+  std::vector<ucp_dt_iov_t> v;
+  ~IovCache() { t_iov_gone = true; }
+};
+thread_local IovCache t_iov;
+
 // How long a thread waiting for its own large send (a rendezvous: the receiver pulls the bytes, or
 // UCX tcp pushes fragments as the socket drains) polls, yielding the CPU on every empty poll,
 // before it sleeps. Such a wait gets no wake-up event over shared memory or tcp when the send
@@ -272,8 +282,11 @@ class UcxConnection final : public Connection {
   Status Send(std::span<const ByteSpan> parts) override {
     size_t total = 0;
     // Per thread and reused: no allocation per message (UCX reads it only until the send
-    // completed or was copied, within this call).
-    thread_local std::vector<ucp_dt_iov_t> iov;
+    // completed or was copied, within this call). Libraries' exit handlers send after the
+    // thread's thread_local objects are destroyed (cuFFT frees its buffers at exit through the
+    // driver stand-in); they then use a vector of their own.
+    std::vector<ucp_dt_iov_t> own;
+    std::vector<ucp_dt_iov_t>& iov = t_iov_gone ? own : t_iov.v;
     iov.clear();
     for (const ByteSpan& p : parts) {
       total += p.size();
