@@ -1,0 +1,72 @@
+// bin/gpool, the front: runs the controller's client commands (jobs_cmd.cc: submit, jobs, nodes,
+// tenants, top) and `version` itself, and execs the full binary, <prefix>/libexec/gpool, with
+// the same arguments for every other command, for no command, and for top-level help.
+//
+// Why two binaries: a client command is what an operator types, and what scripts call in loops;
+// its start-up was ~18 ms of loading and relocating ~80 shared libraries (UCX, ibverbs, hwloc,
+// OpenSM's, SQLite, httplib, gRPC's abseil pieces) that only the daemons use. The front links
+// gRPC, protobuf and abseil statically and nothing of the daemons (src/cli/CMakeLists.txt), so it
+// starts in about a millisecond (docs/benchmarks.md). The exec costs the other commands that
+// millisecond. The full binary keeps the name gpool, so `ps`, `pgrep -x gpool` and the agent's
+// <dir of the binary>/../lib lookup see what they saw before.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "cli/app.h"
+
+namespace {
+
+// The command argv names: its first word that is not a global flag. Empty when there is none or
+// when another flag comes first (--help, a typo): the full binary answers those.
+std::string_view CommandWord(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--log-level") {  // the one global option (app.cc), with its value
+      ++i;
+      continue;
+    }
+    if (a.starts_with("--log-level=")) continue;
+    if (a.empty() || a[0] == '-') return {};
+    return a;
+  }
+  return {};
+}
+
+// <dir of this binary>/../libexec/gpool.
+std::string FullBinary() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return (exe.parent_path().parent_path() / "libexec" / "gpool").string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{gpool::cli::kAppDescription};
+  gpool::cli::GlobalFlags flags;
+  int exit_code = 0;
+  gpool::cli::SetUpApp(app, flags, &exit_code);
+  std::string word(CommandWord(argc, argv));
+  bool here = !word.empty() &&
+              !app.get_subcommands([&](CLI::App* c) { return c->check_name(word); }).empty();
+  if (!here) {
+    std::string full = FullBinary();
+    if (!full.empty()) execv(full.c_str(), argv);  // returns only on failure
+    std::fprintf(stderr,
+                 "gpool: cannot run the full gpool binary %s, which has `%s`: %s (install "
+                 "libexec/gpool beside bin/gpool: docs/cli.md)\n",
+                 full.empty() ? "<dir of gpool>/../libexec/gpool" : full.c_str(),
+                 word.empty() ? "help" : word.c_str(),
+                 full.empty() ? "/proc/self/exe is unreadable" : std::strerror(errno));
+    return 127;
+  }
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}
