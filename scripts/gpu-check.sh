@@ -75,7 +75,7 @@ build=$(cd "$build" 2>/dev/null && pwd) || { echo "gpu-check: build dir missing"
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 nvcc=$cuda_home/bin/nvcc
 gpool=$build/bin/gpool
-gpool_full=$build/libexec/gpool  # what bin/gpool execs for all but the client commands (docs/cli.md)
+gpool_full=$build/libexec/gpool-full  # what bin/gpool execs for all but the client commands (docs/cli.md)
 lib=$build/lib
 deps=$build/deps
 samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths
@@ -95,7 +95,7 @@ want() { [[ -z $only || ,$only, == *,$1,* ]]; }
 # ---- --bundle: carry a build to a GPU machine that lacks gpool's build dependencies ----
 if [[ -n $bundle_out ]]; then
   [[ -x $gpool && -x $gpool_full && -f $lib/libcudart.so.13 ]] ||
-    die "$build lacks bin/gpool, libexec/gpool or lib/libcudart.so.13"
+    die "$build lacks bin/gpool, libexec/gpool-full or lib/libcudart.so.13"
   # Replaces only an earlier bundle (marked), never some other folder given by mistake.
   if [[ -e $bundle_out && ! -f $bundle_out/.gpool-bundle && -n $(ls -A "$bundle_out" 2>/dev/null) ]]; then
     die "$bundle_out exists and is not a gpool bundle: give a new folder"

@@ -1,14 +1,16 @@
 // bin/gpool, the front: runs the controller's client commands (jobs_cmd.cc: submit, jobs, nodes,
-// tenants, top) and `version` itself, and execs the full binary, <prefix>/libexec/gpool, with
-// the same arguments for every other command, for no command, and for top-level help.
+// tenants, top) and `version` itself, and execs the full binary, <prefix>/libexec/gpool-full,
+// with the same arguments (argv[0] too) for every other command, for no command, and for
+// top-level help.
 //
 // Why two binaries: a client command is what an operator types, and what scripts call in loops;
-// its start-up was ~18 ms of loading and relocating ~80 shared libraries (UCX, ibverbs, hwloc,
-// OpenSM's, SQLite, httplib, gRPC's abseil pieces) that only the daemons use. The front links
-// gRPC, protobuf and abseil statically and nothing of the daemons (src/cli/CMakeLists.txt), so it
-// starts in about a millisecond (docs/benchmarks.md). The exec costs the other commands that
-// millisecond. The full binary keeps the name gpool, so `ps`, `pgrep -x gpool` and the agent's
-// <dir of the binary>/../lib lookup see what they saw before.
+// its start-up was ~17 ms of CPU, most of it loading and relocating ~80 shared libraries (UCX,
+// ibverbs, hwloc, OpenSM's, SQLite, httplib, gRPC's abseil pieces) that only the daemons use. The
+// front links gRPC, protobuf and abseil statically and nothing of the daemons
+// (src/cli/CMakeLists.txt): ~3 ms (docs/benchmarks.md). The exec adds those ~3 ms to the other
+// commands. The full binary names its process gpool (main.cc), and sits one level below the
+// root like bin/, so `ps`, `pgrep -x gpool` and the agent's <dir of the binary>/../lib lookup see
+// what they saw before.
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,12 +51,12 @@ std::string_view CommandWord(int argc, char** argv) {
   return {};
 }
 
-// <dir of this binary>/../libexec/gpool.
+// <dir of this binary>/../libexec/gpool-full.
 std::string FullBinary() {
   std::error_code ec;
   std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  return (exe.parent_path().parent_path() / "libexec" / "gpool").string();
+  return (exe.parent_path().parent_path() / "libexec" / "gpool-full").string();
 }
 
 // Ends a command run here. gRPC tears itself down when its last user goes (the command's
@@ -89,8 +91,8 @@ int main(int argc, char** argv) {
     if (!full.empty()) execv(full.c_str(), argv);  // returns only on failure
     std::fprintf(stderr,
                  "gpool: cannot run the full gpool binary %s, which has `%s`: %s (install "
-                 "libexec/gpool beside bin/gpool: docs/cli.md)\n",
-                 full.empty() ? "<dir of gpool>/../libexec/gpool" : full.c_str(),
+                 "libexec/gpool-full beside bin/gpool: docs/cli.md)\n",
+                 full.empty() ? "<dir of gpool>/../libexec/gpool-full" : full.c_str(),
                  word.empty() ? "help" : word.c_str(),
                  full.empty() ? "/proc/self/exe is unreadable" : std::strerror(errno));
     return 127;
