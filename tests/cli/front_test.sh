@@ -20,6 +20,10 @@ done
 grep -q -- '--gpus' <<<"$("$gpool" submit --help)" || fail "submit --help"
 out=$("$gpool" nodes --controller 127.0.0.1:1 2>&1) && fail "nodes on a closed port succeeded: $out"
 grep -q "cannot reach the controller at 127.0.0.1:1" <<<"$out" || fail "nodes: $out"
+set +e
+out=$("$gpool" --log-level=loud nodes --controller 127.0.0.1:1 2>&1); rc=$?
+set -e
+[[ $rc == 2 ]] && grep -q "log level 'loud'" <<<"$out" || fail "--log-level=loud nodes: rc $rc: $out"
 
 # 3. The others, through libexec/gpool-full, with every argument (the global flag too).
 grep -q 'issue' <<<"$("$gpool" lease --help)" || fail "lease --help (exec to libexec/gpool-full)"
