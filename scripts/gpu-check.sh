@@ -75,6 +75,7 @@ build=$(cd "$build" 2>/dev/null && pwd) || { echo "gpu-check: build dir missing"
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 nvcc=$cuda_home/bin/nvcc
 gpool=$build/bin/gpool
+gpool_full=$build/libexec/gpool-full  # what bin/gpool execs for all but the client commands (docs/cli.md)
 lib=$build/lib
 deps=$build/deps
 samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths
@@ -93,17 +94,19 @@ want() { [[ -z $only || ,$only, == *,$1,* ]]; }
 
 # ---- --bundle: carry a build to a GPU machine that lacks gpool's build dependencies ----
 if [[ -n $bundle_out ]]; then
-  [[ -x $gpool && -f $lib/libcudart.so.13 ]] || die "$build lacks bin/gpool or lib/libcudart.so.13"
+  [[ -x $gpool && -x $gpool_full && -f $lib/libcudart.so.13 ]] ||
+    die "$build lacks bin/gpool, libexec/gpool-full or lib/libcudart.so.13"
   # Replaces only an earlier bundle (marked), never some other folder given by mistake.
   if [[ -e $bundle_out && ! -f $bundle_out/.gpool-bundle && -n $(ls -A "$bundle_out" 2>/dev/null) ]]; then
     die "$bundle_out exists and is not a gpool bundle: give a new folder"
   fi
-  rm -rf "$bundle_out" && mkdir -p "$bundle_out"/{bin,lib,deps,deps-cxx,tests/remote/cuda} || die "cannot create $bundle_out"
+  rm -rf "$bundle_out" && mkdir -p "$bundle_out"/{bin,libexec,lib,deps,deps-cxx,tests/remote/cuda} || die "cannot create $bundle_out"
   touch "$bundle_out/.gpool-bundle"
-  cp "$gpool" "$bundle_out/bin/" && cp "$lib/libcudart.so.13" "$bundle_out/lib/" || die "copy failed"
+  cp "$gpool" "$bundle_out/bin/" && cp "$gpool_full" "$bundle_out/libexec/" &&
+    cp "$lib/libcudart.so.13" "$bundle_out/lib/" || die "copy failed"
   # Everything ldd resolves except the C/C++ runtime, which the target's (newer) system provides;
   # a bundled older libstdc++ would shadow the target's for the nvcc-built samples.
-  for f in "$gpool" "$lib/libcudart.so.13"; do
+  for f in "$gpool" "$gpool_full" "$lib/libcudart.so.13"; do
     ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'
   done | sort -u | while read -r so; do
     case $(basename "$so") in
@@ -165,7 +168,7 @@ if ! LD_LIBRARY_PATH=$gpool_ld "$gpool" --help >"$work/gpool-help" 2>&1 && [[ -d
   echo "libstdc++: the bundle's ($build/deps-cxx), the system's is too old"
 fi
 if ! LD_LIBRARY_PATH=$gpool_ld "$gpool" --help >"$work/gpool-help" 2>&1; then
-  LD_LIBRARY_PATH=$gpool_ld ldd "$gpool" | grep 'not found'
+  LD_LIBRARY_PATH=$gpool_ld ldd "$gpool" "$gpool_full" | grep 'not found'
   cat "$work/gpool-help"
   die "$gpool does not run here (missing libraries above: make a bundle with --bundle on the build machine)"
 fi

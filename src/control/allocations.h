@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "control/allocation_text.h"
 #include "gpool/v1/gpool.pb.h"
 #include "sched/cluster.h"
 #include "sched/types.h"
@@ -45,12 +46,5 @@ void FillAllocation(const sched::TaskBinding& b, const sched::ClusterState& stat
 // (InternalError naming the node when one is not registered).
 StatusOr<sched::TaskBinding> BindingOf(const v1::Allocation& a,
                                        const std::map<std::string, int>& node_index);
-
-// "node/gpu" of each GPU the allocation uses, in the task's order: "gpu-1/0,gpu-1/1,gpu-2/3".
-std::string GpuList(const v1::Allocation& a);
-// One task's placement for people: its host and its GPUs, e.g.
-// "cpu-0 <- gpu-1/0,gpu-1/1,gpu-2/3 (remote, est. slowdown 1.04)", "n0 <- n0/2,n0/3",
-// "n0 <- n0/1 (250m)", "n0 <- n0/0 (through its GPU server, est. slowdown 1.02)".
-std::string AllocationText(const v1::Allocation& a);
 
 }  // namespace gpool::control

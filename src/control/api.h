@@ -19,6 +19,7 @@
 #include "control/auth.h"
 #include "control/controller.h"
 #include "control/http_limits.h"
+#include "control/rpc_common.h"  // ToGrpc, FromGrpc, ParseHostPort
 
 namespace grpc {
 class Server;
@@ -29,11 +30,6 @@ namespace gpool::control {
 class Dashboard;
 class HttpAuth;
 class HttpServer;
-
-// Maps a gpool Status to the gRPC status with the same meaning.
-grpc::Status ToGrpc(const Status& s);
-// And back, for clients: the message is kept, prefixed by nothing.
-Status FromGrpc(const grpc::Status& s);
 
 struct ApiOptions {
   std::string grpc_listen = "127.0.0.1:7070";  // HOST:PORT; port 0 picks a free port
@@ -68,8 +64,5 @@ class ApiServer {
   int grpc_port_ = 0;
   int http_port_ = 0;
 };
-
-// Splits "HOST:PORT"; errors name `what` (the flag).
-Status ParseHostPort(const std::string& what, const std::string& text, std::string* host, int* port);
 
 }  // namespace gpool::control

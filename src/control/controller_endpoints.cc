@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "control/agent_timing.h"
-#include "control/api.h"
+#include "control/rpc_common.h"
 #include "gpool/v1/gpool.grpc.pb.h"
 
 namespace gpool::control {
