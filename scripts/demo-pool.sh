@@ -73,7 +73,7 @@ for n in gpu-1 gpu-2; do
 done
 registered() { [ "$("$GPOOL" nodes -o json --controller "$addr" | grep -c '"last_heartbeat_ms"')" = 3 ]; }
 until_ok 30 "three nodes" registered
-"$GPOOL" nodes --controller "$addr" | grep -q '^cpu-0 .* 0 ' ||
+grep -q '^cpu-0 .* 0 ' <<<"$("$GPOOL" nodes --controller "$addr")" ||
   echo "(note: NVML found GPUs on this machine, so cpu-0 is not GPU-less here)"
 echo
 echo "== three agents: cpu-0 without GPUs; gpu-1 and gpu-2 each serve 2 emulated GPUs"
@@ -85,7 +85,7 @@ done
 echo
 echo "== gpool submit --gpus 4 --gpu-source remote -- multi_device"
 job=$("$GPOOL" submit --gpus 4 --gpu-source remote --controller "$addr" -- "${PRE[@]}" "$sample")
-ended() { "$GPOOL" jobs describe "$job" -o json --controller "$addr" | grep -Eq '"state": "(finished|failed)"'; }
+ended() { grep -Eq '"state": "(finished|failed)"' <<<"$("$GPOOL" jobs describe "$job" -o json --controller "$addr")"; }
 until_ok 60 "job $job to end" ended
 echo
 echo "== gpool jobs describe $job"

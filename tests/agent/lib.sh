@@ -29,6 +29,10 @@ power_count_is() { test "$("$GPOOL" nodes -o json --controller "$ADDR" | grep -c
 node_state_is() { "$GPOOL" nodes --controller "$ADDR" | grep -q "^$1 *$2 "; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: retries COMMAND every 0.1 s (a liveness bound).
+# Whether job $1 has ended (finished or failed); $GPOOL and $ADDR as the tests set them.
+job_ended() {
+  grep -Eq '"state": "(finished|failed)"' <<<"$("$GPOOL" jobs describe "$1" -o json --controller "$ADDR")"
+}
 wait_for() {
   local secs=$1 what=$2; shift 2
   echo "[${SECONDS}s] waiting for: $what" >&2

@@ -26,7 +26,7 @@ for f in "$samples/multi_device" "$samples/error_paths" "$kernels" "$build/lib/l
     exit 77
   fi
 done
-if ! "$GPOOL" submit --help 2>/dev/null | grep -q -- --gpu-source; then
+if ! grep -q -- --gpu-source <<<"$("$GPOOL" submit --help 2>/dev/null)"; then
   echo "pool_test: SKIP: this gpool has no 'submit --gpu-source' (remote placement not in the CLI)"
   exit 77
 fi
@@ -107,7 +107,7 @@ done
 
 # 1. Four GPUs from two servers for one task on the node without GPUs.
 j1=$("$GPOOL" submit --gpus 4 --gpu-source remote --duration 10m --controller "$ADDR" -- "${PRE[@]}" "$samples/multi_device")
-wait_for 60 "job $j1 ends" bash -c "'$GPOOL' jobs describe $j1 -o json --controller $ADDR | grep -Eq '\"state\": \"(finished|failed)\"'"
+wait_for 60 "job $j1 ends" job_ended "$j1"
 state_is "$j1" finished || fail "job $j1 did not finish: $(task_out cpu-0 "$j1"; cat "$TMP/cpu-0/$j1.0.err")"
 [ "$(placement "$j1")" = "cpu-0 gpu-1,gpu-2" ] || fail "job $j1 placed as '$(placement "$j1")', not on cpu-0 with gpu-1's and gpu-2's GPUs"
 grep -qx "PASS multi_device devices=4" "$TMP/cpu-0/$j1.0.out" || fail "multi_device did not see 4 devices: $(task_out cpu-0 "$j1")"

@@ -54,7 +54,7 @@ gone() { ! { [ -e "/proc/$1" ] && ! grep -q ') Z' "/proc/$1/stat"; }; }
 run_job() {  # runs vector_add on half a GPU; prints the job id once it finished
   local j
   j=$("$GPOOL" submit --gpu-fraction 0.5 --gpu-mem 256MiB --controller "$ADDR" -- "${PRE[@]}" "$sample")
-  wait_for 60 "job $j ends" bash -c "'$GPOOL' jobs describe $j -o json --controller $ADDR | grep -Eq '\"state\": \"(finished|failed)\"'"
+  wait_for 60 "job $j ends" job_ended "$j"
   state_is "$j" finished || fail "job $j: $(cat "$TMP/gpu-1/$j.0.out" "$TMP/gpu-1/$j.0.err")"
   grep -qx "PASS vector_add n=1048576" "$TMP/gpu-1/$j.0.out" || fail "job $j: no PASS"
   echo "$j"
@@ -65,13 +65,13 @@ serving start_agent agent1
 wait_for 30 "node registered" node_count_is 1
 addr=$(sed -n 's/.*agent gpu-1: serving its GPUs at \([^ ]*\).*/\1/p' "$TMP/agent1.log")
 [[ $addr =~ ^127\.0\.0\.1:[0-9]+$ ]] || fail "no served address in the agent's log"
-"$GPOOL" nodes -o json --controller "$ADDR" | grep -q "\"gpu_server\": \"$addr\"" || fail "$addr not advertised"
+grep -q "\"gpu_server\": \"$addr\"" <<<"$("$GPOOL" nodes -o json --controller "$ADDR")" || fail "$addr not advertised"
 j1=$(run_job)
 grep -q "^device 0: .*, 256 MiB" "$TMP/gpu-1/$j1.0.out" || fail "the lease's 256 MiB not enforced: $(cat "$TMP/gpu-1/$j1.0.out")"
 grep -q "gpu-server: session [0-9]* for " "$TMP/gpu-1/gpu-server.err" || fail "the server logged no session"
 
 # 2.
-first=$(server_pids agent1 | head -n 1)
+first=$(server_pids agent1 | sed -n 1p)
 kill -9 "$first"
 wait_for 30 "the server restarted" servers_started agent1 2
 second=$(server_pids agent1 | tail -n 1)
@@ -92,7 +92,7 @@ wait_for 30 "the server died with its killed agent" gone "$third"
 
 # 4. (The GPU-less case only where NVML finds no GPU: --discover lists none.)
 cases=("--emulated-gpus 2 --serve-gpus" "--emulated-gpus 2 --serve-gpus --lease-key $TMP/no-such-key")
-if ! "$GPOOL" agent --discover | grep -q '"gpus"'; then
+if ! grep -q '"gpus"' <<<"$("$GPOOL" agent --discover)"; then
   cases+=("--serve-gpus --lease-key $TMP/lease.key")
 fi
 for bad in "${cases[@]}"; do
