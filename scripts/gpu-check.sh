@@ -28,8 +28,11 @@
 #
 # --timeout (default 120) bounds each step, --budget (default 330) the whole run: once it is spent
 # the remaining steps fail at once, so a hung backend still ends with a summary inside a 400 s
-# lease call. --only takes a comma-separated subset of: samples, aggregate, perf, shares, stub, agent
-# (default: all). BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and
+# lease call. --only takes a comma-separated subset of: samples, aggregate, driver, perf, shares,
+# stub, agent (default: all). `driver` runs programs that reach gpool through its libcuda.so.1
+# stand-in instead: vector_add built the default way (NVIDIA's static runtime), a driver-API
+# program (driver_api.cc) and, on a real GPU, cuBLAS SGEMM (cublas_sgemm.cu), each natively and
+# through gpool, their PASS lines compared. BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and
 # optionally deps/ (a bundle's libraries) and tests/remote/ (the CMake-built samples and emulated
 # kernels). Environment: CUDA_HOME (default /usr/local/cuda), GPOOL_ARCH,
 # GPOOL_CHECK_PRELOAD (LD_PRELOAD for the sample programs run through gpool, e.g. the ASan
@@ -80,6 +83,9 @@ lib=$build/lib
 deps=$build/deps
 samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths
          noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls module_reload)
+# Programs that reach gpool through the driver stand-in (the `driver` section), as
+# tests/remote/CMakeLists.txt names them.
+driver_samples=(vector_add_static driver_api driver_kernels.fatbin cublas_sgemm)
 # The kernel library module_reload dlopen()s, built beside the samples.
 reload_lib=libreload_kernels.so
 # nvcc flags beyond the common ones, per sample (as tests/remote/CMakeLists.txt builds them).
@@ -117,8 +123,8 @@ if [[ -n $bundle_out ]]; then
   done
   # The CMake-built samples (sm_90) and the emulated kernels, in the build tree's layout, so that
   # the bundle also runs --emulated and a GPU machine without nvcc still has samples.
-  for s in "${samples[@]}" "$reload_lib"; do
-    [[ -x $build/tests/remote/cuda/$s ]] && cp "$build/tests/remote/cuda/$s" "$bundle_out/tests/remote/cuda/"
+  for s in "${samples[@]}" "$reload_lib" "${driver_samples[@]}"; do
+    [[ -f $build/tests/remote/cuda/$s ]] && cp "$build/tests/remote/cuda/$s" "$bundle_out/tests/remote/cuda/"
   done
   plugin=$build/tests/remote/libgpool_example_kernels.so
   [[ -f $plugin ]] && cp "$plugin" "$bundle_out/tests/remote/"
@@ -247,7 +253,7 @@ start_server() {  # NAME ARGS...: sets $addr
   # spent --budget (SECONDS counts whole seconds, so SECONDS + 1 left anywhere from 0 to 1 s).
   local deadline=$((SECONDS + step_timeout))
   while ((SECONDS < deadline)) && kill -0 "$pid" 2>/dev/null; do
-    addr=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$work/$name.log")
+    addr=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$work/$name.log" 2>/dev/null)
     [[ -n $addr ]] && return 0
     sleep 0.1
   done
@@ -387,6 +393,59 @@ else
   fail "aggregate: exit $arc$(grep -q 'overlaps memory of another device' "$work/agg.out" && echo ': the two servers handed out overlapping device addresses')"
   show_tail "$work/agg.out" gpool
 fi
+fi
+
+if want driver; then
+echo "== driver API: programs over gpool's libcuda.so.1 stand-in, native vs gpool"
+# Built here with nvcc for this GPU when there is one, else the CMake-built ones (sm_90).
+ddir=$work/driver
+mkdir -p "$ddir"
+dbuild() {  # NAME NVCC-ARGS...: $ddir/NAME, or the prebuilt one
+  local name=$1; shift
+  if [[ -x $nvcc ]] && ((!emulated)); then
+    timeout 300 "$nvcc" -arch="${GPOOL_ARCH:-sm_90}" -O2 -o "$ddir/$name" "$@" >"$work/nvcc-$name.log" 2>&1 &&
+      return 0
+    tail -5 "$work/nvcc-$name.log"
+  fi
+  [[ -x $build/tests/remote/cuda/$name ]] && cp "$build/tests/remote/cuda/$name" "$ddir/"
+}
+dbuild vector_add_static "$here/examples/cuda/vector_add.cu"
+dbuild driver_api -cudart none "$here/examples/cuda/driver_api.cc" -L"$cuda_home/lib64/stubs" -lcuda
+dbuild cublas_sgemm "$here/examples/cuda/cublas_sgemm.cu" -lcublas
+# driver_api's module: driver_kernels.cu as a fatbin, which it loads with cuModuleLoadData.
+if [[ -x $nvcc ]] && ((!emulated)); then
+  timeout 300 "$nvcc" -fatbin -arch="${GPOOL_ARCH:-sm_90}" -o "$ddir/driver_kernels.fatbin" \
+    "$here/examples/cuda/driver_kernels.cu" >"$work/nvcc-driver_kernels.log" 2>&1 || tail -5 "$work/nvcc-driver_kernels.log"
+elif [[ -f $build/tests/remote/cuda/driver_kernels.fatbin ]]; then
+  cp "$build/tests/remote/cuda/driver_kernels.fatbin" "$ddir/"
+fi
+druns=("vector_add_static 1048576" "driver_api $ddir/driver_kernels.fatbin")
+# cuBLAS's kernels have no CPU version for the emulated server to run: real GPU only.
+if ((emulated)); then note "driver: cublas_sgemm skipped (the emulated server cannot run cuBLAS's kernels)"
+else druns+=("cublas_sgemm"); fi
+for r in "${druns[@]}"; do
+  read -r name args <<<"$r"
+  if [[ ! -x $ddir/$name ]]; then fail "driver $name: not built (nvcc, or the CMake-built sample, missing)"; continue; fi
+  # shellcheck disable=SC2086
+  samples_dir=$ddir remote_run "$work/remote.out" "$name" $args; rrc=$?
+  remote=$(strip "$work/remote.out")
+  if timed_out $rrc; then fail "driver $name: gpool run timed out"; show_tail "$work/remote.out" gpool; continue; fi
+  if ((emulated)); then
+    if [[ $rrc == 0 && -n $remote ]]; then pass "driver $name (gpool, emulated): $remote"
+    else fail "driver $name (gpool, emulated): exit $rrc"; show_tail "$work/remote.out" gpool; fi
+    continue
+  fi
+  # shellcheck disable=SC2086
+  samples_dir=$ddir native_run "$work/native.out" "$name" $args; nrc=$?
+  native=$(strip "$work/native.out")
+  if [[ $nrc == 0 && $rrc == 0 && -n $native && "$native" == "$remote" ]]; then
+    pass "driver $name: $remote"
+  else
+    fail "driver $name: native exit $nrc '$native', gpool exit $rrc '$remote'"
+    show_tail "$work/native.out" native
+    show_tail "$work/remote.out" gpool
+  fi
+done
 fi
 
 if want perf; then
