@@ -31,6 +31,8 @@ fail() {
 }
 
 start() {  # a controller on the store and the hollow agent; sets ADDR, HTTP, C
+  # The restart's log must not hold the first run's address while the new controller starts.
+  rm -f "$TMP/ctl.log"
   "$GPOOL" controller --store "sqlite:$TMP/state.db" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
     --interval-ms 100 --fabric "$FABRIC" --fabric-sweep-ms 100 --partitions "$TMP/partitions.conf" \
     --lease-key "$TMP/lease.key" >"$TMP/ctl.log" 2>&1 &
