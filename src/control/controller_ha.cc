@@ -86,8 +86,9 @@ void Controller::ApplyEvent(const WatchEvent& ev) {
     std::string id = key.substr(keys::kJobs.size());
     if (ev.type == WatchEvent::Type::kDelete) {
       auto it = jobs_.find(id);
-      if (it != jobs_.end()) {
+      if (it != jobs_.end()) {  // retention archived it (or an operator deleted it)
         for (const std::string& n : JobNodeNames(it->second)) node_jobs_[n].erase(id);
+        request_ids_.erase(it->second.client_request_id());
         jobs_.erase(it);
       }
       return;
