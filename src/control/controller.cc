@@ -132,6 +132,20 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& 
                                                remote::kMinLeaseKeyBytes, options.lease_key.size()));
   }
   GPOOL_RETURN_IF_ERROR(ValidateTenantLimits(options.tenant_quotas, options.tenant_max_gpus));
+  if (options.keep_finished_jobs < -1) {
+    return Status::InvalidArgument(fmt::format(
+        "--keep-finished-jobs: want a count >= 0, or -1 for no count bound; got {}",
+        options.keep_finished_jobs));
+  }
+  if (options.keep_finished_for.count() < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "--keep-finished-for: want a duration >= 0 (0 = no age bound); got {} ms",
+        options.keep_finished_for.count()));
+  }
+  if (options.archive_max_jobs < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "--archive-max-jobs: want a count >= 0; got {}", options.archive_max_jobs));
+  }
   GPOOL_ASSIGN_OR_RETURN(c->store_, OpenStore(options.store_url));
   // On etcd several controllers may share the store: start as a standby until elected.
   const bool ha = dynamic_cast<EtcdStore*>(c->store_.get()) != nullptr;
