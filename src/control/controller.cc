@@ -195,7 +195,6 @@ Status Controller::RecoverLocked() {
     SetJobLocked(std::move(j));
   }
   GPOOL_RETURN_IF_ERROR(RecoverArchiveLocked());
-  next_job_ = std::max(next_job_, archive_high_ + 1);  // ids are never reused
   GPOOL_LOG_INFO("controller recovered {} nodes, {} jobs ({} archived)", nodes_.size(),
                  jobs_.size(), archive_count_);
   return Status::Ok();

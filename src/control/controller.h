@@ -225,6 +225,8 @@ class Controller {
   // The archived job submitted with this client_request_id, nullopt when none.
   StatusOr<std::optional<v1::Job>> ArchivedRequest(const std::string& client_request_id);
   Status RecoverArchiveLocked();  // archive_count_, archive_high_ from /archive/meta; mu_ held
+  // Applies an /archive/meta record (recovery, and a standby following the leader); mu_ held.
+  Status ApplyArchiveMetaLocked(const KeyValue& kv);
   // Waits until `seq` is durable (committing queued changes if no one else is).
   Status WaitDurable(uint64_t seq);
   uint64_t LastEnqueuedLocked() const { return enqueued_seq_; }

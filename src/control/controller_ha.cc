@@ -102,6 +102,11 @@ void Controller::ApplyEvent(const WatchEvent& ev) {
     next_job_ = std::max<uint64_t>(next_job_, std::stoull(j.id().substr(1)) + 1);
     if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
     SetJobLocked(std::move(j));
+  } else if (key == keys::kArchiveMeta) {  // retention: the leader archived or trimmed
+    if (ev.type != WatchEvent::Type::kPut) return;
+    if (Status bad = ApplyArchiveMetaLocked(ev.kv); !bad.ok()) {
+      GPOOL_LOG_WARN("standby: {} (ignored)", bad.message());
+    }
   } else if (key.starts_with(keys::kNodes)) {
     std::string name = key.substr(keys::kNodes.size());
     if (ev.type == WatchEvent::Type::kDelete) {

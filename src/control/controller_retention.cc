@@ -63,15 +63,20 @@ Status Controller::RecoverArchiveLocked() {
   archive_used_ = false;
   GPOOL_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, store_->Get(keys::kArchiveMeta));
   if (!kv.has_value()) return Status::Ok();
-  nlohmann::json m = nlohmann::json::parse(kv->value, nullptr, /*allow_exceptions=*/false);
+  return ApplyArchiveMetaLocked(*kv);
+}
+
+Status Controller::ApplyArchiveMetaLocked(const KeyValue& kv) {
+  nlohmann::json m = nlohmann::json::parse(kv.value, nullptr, /*allow_exceptions=*/false);
   if (!m.is_object() || !m.contains("count") || !m["count"].is_number_integer() ||
       !m.contains("high") || !m["high"].is_number_unsigned()) {
     return Status::Internal(fmt::format("store key {}: want {{\"count\":N,\"high\":N}}, got '{}'",
-                                        kv->key, kv->value));
+                                        kv.key, kv.value));
   }
   archive_count_ = m["count"].get<int64_t>();
   archive_high_ = m["high"].get<uint64_t>();
   archive_used_ = true;
+  next_job_ = std::max(next_job_, archive_high_ + 1);  // ids are never reused
   return Status::Ok();
 }
 
