@@ -6,6 +6,11 @@
 // (Open) recovers jobs and their allocations exactly: nothing is allocated twice, and pending
 // jobs stay pending.
 //
+// Retention (controller_retention.cc): ended jobs beyond ControllerOptions::keep_finished_jobs
+// or keep_finished_for move from /jobs/ and memory to the store's archive (/archive/jobs/,
+// bounded by archive_max_jobs), where GetJob, Cancel, ListArchivedJobs and an idempotent
+// resubmit still find them.
+//
 // Commits (why they are not under the state lock): a change is applied to the in-memory state
 // under `mu_` and its records are queued with a sequence number in the same critical section,
 // so queue order is state order. The caller then leaves `mu_` and waits until its sequence
