@@ -14,6 +14,13 @@
 //       The controller runs in a forked child process; NODES simulated nodes (CLIENTS threads)
 //       register and heartbeat once a second each. Reports the heartbeat rate achieved and the
 //       controller process's CPU (utime+stime from /proc) and peak RSS over the window.
+//   control_bench retention [--jobs 100000] [--keep 10000] [--nodes 32] [--sample 10000]
+//                           [--window 2000]
+//       The controller (retention bound --keep ended jobs; -1 = off) runs in a forked child;
+//       NODES hollow nodes x 8 GPUs (agent::RunHollowAgent, 100 ms heartbeats) run JOBS 1-GPU
+//       jobs of duration 0 submitted over gRPC by 4 threads, at most WINDOW pending or running
+//       at once. Every SAMPLE submits it prints the controller's RSS (VmRSS), the store's files
+//       and the rate: the memory curve of a long-lived controller.
 //   control_bench           (or with --benchmark_* flags, as scripts/bench.sh runs it)
 //       all three at small sizes.
 //
@@ -37,6 +44,7 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include "agent/hollow.h"
 #include "control/api.h"
 #include "control/controller.h"
 #include "control/store.h"
@@ -79,7 +87,7 @@ struct Server {
   std::unique_ptr<ApiServer> api;
   std::shared_ptr<grpc::Channel> channel;
 
-  explicit Server(ControllerOptions o) : dir(TempDir()) {
+  explicit Server(ControllerOptions o, std::string in_dir = TempDir()) : dir(std::move(in_dir)) {
     o.store_url = "sqlite:" + dir + "/state.db";
     auto c = Controller::Open(o);
     if (!c.ok()) {
@@ -386,6 +394,129 @@ void Heartbeat(int nodes, int seconds, int clients) {
               idle.rss_kib / 1024.0);
 }
 
+// Bytes of the SQLite store's files (database and write-ahead log).
+uint64_t StoreBytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const char* f : {"/state.db", "/state.db-wal"}) {
+    std::error_code ec;
+    uint64_t n = std::filesystem::file_size(dir + f, ec);
+    if (!ec) total += n;
+  }
+  return total;
+}
+
+void Retention(int jobs, int keep, int nodes, int sample_every, int window) {
+  std::string dir = TempDir();
+  int pipe_fd[2];
+  if (pipe(pipe_fd) != 0) std::exit(1);
+  pid_t child = fork();
+  if (child == 0) {  // the controller process: no gRPC was touched before the fork
+    close(pipe_fd[0]);
+    ControllerOptions o;
+    o.heartbeat_interval = std::chrono::milliseconds(100);
+    o.keep_finished_jobs = keep;
+    Server srv(o, dir);
+    int port = srv.api->grpc_port();
+    if (write(pipe_fd[1], &port, sizeof port) != sizeof port) _exit(1);
+    for (;;) pause();  // the parent kills us
+  }
+  close(pipe_fd[1]);
+  int port = 0;
+  if (read(pipe_fd[0], &port, sizeof port) != sizeof port) {
+    std::fprintf(stderr, "retention: controller child failed\n");
+    std::exit(1);
+  }
+  const std::string address = fmt::format("127.0.0.1:{}", port);
+  long rss_fresh = ReadProc(child).rss_kib;
+  std::atomic<bool> stop{false};
+  std::thread hollow([&] {
+    agent::HollowOptions h;
+    h.controller = address;
+    h.nodes = nodes;
+    h.heartbeat_interval = std::chrono::milliseconds(100);
+    Status s = agent::RunHollowAgent(h, &stop);
+    if (!s.ok()) std::fprintf(stderr, "hollow agent: %s\n", s.ToString().c_str());
+  });
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto tenants = v1::TenantService::NewStub(channel);
+  auto node_stub = v1::NodeService::NewStub(channel);
+  for (;;) {  // all nodes registered
+    grpc::ClientContext ctx;
+    v1::ListNodesRequest r;
+    v1::ListNodesResponse resp;
+    if (node_stub->List(&ctx, r, &resp).ok() && resp.nodes_size() >= nodes) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // Pending + running, polled (the submitters keep it under the window).
+  std::atomic<long> active{0};
+  std::atomic<bool> polling{true};
+  std::thread poller([&] {
+    while (polling) {
+      grpc::ClientContext ctx;
+      v1::ListTenantsRequest r;
+      v1::ListTenantsResponse resp;
+      if (tenants->List(&ctx, r, &resp).ok()) {
+        long n = 0;
+        for (const auto& t : resp.tenants()) n += t.pending_jobs() + t.running_jobs();
+        active = n;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::atomic<int> next{0}, submitted{0};
+  std::atomic<long> errors{0};
+  std::vector<std::thread> th;
+  for (int c = 0; c < 4; ++c) {
+    th.emplace_back([&] {
+      auto stub = v1::JobService::NewStub(channel);
+      for (int k; (k = next++) < jobs;) {
+        while (active.load() >= window) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        grpc::ClientContext ctx;
+        v1::SubmitJobRequest r;
+        r.set_tenant("bench");
+        r.set_gpus(1);
+        r.set_duration_s(0);
+        r.set_client_request_id(fmt::format("retention-{}", k));
+        v1::Job j;
+        if (!stub->Submit(&ctx, r, &j).ok()) ++errors;
+        ++active;  // counted until the next poll
+        ++submitted;
+      }
+    });
+  }
+  std::printf("retention: %d jobs, keep %d ended jobs%s, %d hollow nodes x 8 GPUs; controller "
+              "RSS fresh %.1f MiB\n",
+              jobs, keep, keep < 0 ? " (retention off)" : "", nodes, rss_fresh / 1024.0);
+  std::printf("%10s %10s %12s %10s %10s\n", "submitted", "RSS MiB", "store MiB", "jobs/s",
+              "elapsed s");
+  auto t0 = Clock::now();
+  auto sample = [&](int n) {
+    double el = Seconds(Clock::now() - t0);
+    std::printf("%10d %10.1f %12.1f %10.0f %10.0f\n", n, ReadProc(child).rss_kib / 1024.0,
+                StoreBytes(dir) / 1048576.0, n / el, el);
+    std::fflush(stdout);
+  };
+  for (int mark = sample_every; mark <= jobs; mark += sample_every) {
+    while (submitted.load() < mark) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    sample(mark);
+  }
+  for (auto& t : th) t.join();
+  auto give_up = Clock::now() + std::chrono::seconds(120);
+  while (active.load() > 0 && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // a few retention passes
+  std::printf("drained (%ld still active, %ld submit errors):\n", active.load(), errors.load());
+  sample(jobs);
+  polling = false;
+  poller.join();
+  stop = true;
+  hollow.join();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  std::filesystem::remove_all(dir);
+}
+
 int IntFlag(int argc, char** argv, const char* name, int def) {
   for (int i = 2; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
@@ -407,12 +538,16 @@ int main(int argc, char** argv) {
          IntFlag(argc, argv, "--iterations", 200));
   } else if (mode == "submit") {
     SubmitRate(IntFlag(argc, argv, "--jobs", 20000), IntFlag(argc, argv, "--clients", 64));
+  } else if (mode == "retention") {
+    Retention(IntFlag(argc, argv, "--jobs", 100000), IntFlag(argc, argv, "--keep", 10000),
+              IntFlag(argc, argv, "--nodes", 32), IntFlag(argc, argv, "--sample", 10000),
+              IntFlag(argc, argv, "--window", 2000));
   } else if (mode == "all") {  // small sizes, e.g. from scripts/bench.sh
     Heartbeat(2000, 5, 4);
     Bind(256, 128, 50);
     SubmitRate(5000, 32);
   } else {
-    std::fprintf(stderr, "usage: control_bench [bind|submit|heartbeat] [--flag N]...\n");
+    std::fprintf(stderr, "usage: control_bench [bind|submit|heartbeat|retention] [--flag N]...\n");
     return 2;
   }
   return 0;

@@ -37,6 +37,9 @@ struct ClusterFlags : AuthFlags {
   std::vector<std::string> quotas;
   std::vector<std::string> max_gpus;  // --max-gpus TENANT=GPUS (tenant_limits.h)
   int interval_ms = 200;
+  // Retention (controller.h): -1 / "0" turn a bound off.
+  int64_t keep_finished_jobs = 10000, archive_max_jobs = 100000;
+  std::string keep_finished_for = "24h";
   int node_timeout_ms = 10000;
   int http_request_timeout_ms = 10000, http_max_connections = 512, http_max_per_peer = 64;
   bool metrics_public = false;  // controller: HTTP /metrics without a token
@@ -80,6 +83,13 @@ Status RunController(const ClusterFlags& f) {
   GPOOL_RETURN_IF_ERROR(control::ParseTenantGpus("--max-gpus", f.max_gpus, &o.tenant_max_gpus));
   if (f.lease_ttl_s < 1) return Status::InvalidArgument("--lease-ttl-s: must be >= 1");
   o.lease_ttl_s = f.lease_ttl_s;
+  o.keep_finished_jobs = f.keep_finished_jobs;
+  o.archive_max_jobs = f.archive_max_jobs;
+  {
+    auto keep_for = ParseDurationSeconds(f.keep_finished_for);
+    if (!keep_for.ok()) return keep_for.status().WithContext("--keep-finished-for");
+    o.keep_finished_for = std::chrono::milliseconds(static_cast<int64_t>(*keep_for * 1000));
+  }
   GPOOL_ASSIGN_OR_RETURN(o.fabric, OpenControllerFabric(f.fabric_flags));
   GPOOL_ASSIGN_OR_RETURN(auto controller, control::Controller::Open(o));
   control::ApiServer api(controller.get());
@@ -208,6 +218,15 @@ void RegisterCluster(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "a node back from down is schedulable after this long (default: the timeout)");
   ctl->add_option("--lost-node-policy", f->lost_node_policy,
                   "jobs of a lost node: requeue (default) or fail");
+  ctl->add_option("--keep-finished-jobs", f->keep_finished_jobs,
+                  "ended jobs kept live; older ones move to the archive (default 10000; -1 = no "
+                  "count bound)");
+  ctl->add_option("--keep-finished-for", f->keep_finished_for,
+                  "ended jobs move to the archive this long after they ended (default 24h; 0 = "
+                  "no age bound)");
+  ctl->add_option("--archive-max-jobs", f->archive_max_jobs,
+                  "archived jobs kept in the store; the earliest submitted go first (default "
+                  "100000; 0 = none)");
   ctl->add_option("--policy-config", f->policy_config, "key=value,... for the gpool policy");
   ctl->add_option("--auth-tokens", f->auth_tokens,
                   "token file: lines 'TOKEN admin|agent|metrics' or 'TOKEN tenant NAME', each "

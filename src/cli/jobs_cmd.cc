@@ -51,6 +51,8 @@ struct ClientFlags : AuthFlags {
   int refresh_ms = 1000, iterations = 0;
   double ttl_s = 3600;  // jobs leases --ttl
   std::string tenant_filter, state_filter;
+  bool history = false;  // jobs ls --history: the archive (ended jobs that left the live state)
+  int history_limit = 0;
   std::vector<std::string> command;
   std::string id;
 };
@@ -360,6 +362,8 @@ Status JobsList(const ClientFlags& f) {
   v1::ListJobsRequest req;
   req.set_tenant(f.tenant_filter);
   req.set_state(f.state_filter);
+  req.set_history(f.history);
+  req.set_limit(f.history_limit);
   GPOOL_ASSIGN_OR_RETURN(v1::ListJobsResponse resp, ClusterCall(f, c, &v1::JobService::Stub::List, req));
   if (f.output == "json") {
     std::printf("%s\n", ClusterJson(resp).c_str());
@@ -713,6 +717,10 @@ void RegisterClients(CLI::App& app, const GlobalFlags&, int* exit_code) {
   auto filters = [f](CLI::App* c) {
     c->add_option("--tenant", f->tenant_filter, "only this tenant's jobs");
     c->add_option("--state", f->state_filter, "only jobs in this state (pending, running, ...)");
+    c->add_flag("--history", f->history,
+                "the archive: ended jobs that left the live state (controller retention)");
+    c->add_option("--limit", f->history_limit,
+                  "with --history: the newest N matching jobs (default 1000, at most 10000)");
   };
   filters(jobs);
   CLI::App* ls = jobs->add_subcommand("ls", "list jobs (the default)");

@@ -151,6 +151,7 @@ class JobServiceImpl final : public v1::JobService::Service {
     if (auto s = CheckRequestName("tenant", req->tenant(), true); !s.ok()) return s;
     v1::ListJobsRequest r = *req;
     if (auto s = ScopeTenant(who, r.mutable_tenant(), "tenant"); !s.ok()) return s;
+    if (r.history()) return Reply(c_->ListArchivedJobs(r), resp);  // tenant-scoped like live
     *resp = c_->ListJobs(r);
     return grpc::Status::OK;
   }

@@ -32,9 +32,11 @@ class ApiTest : public ::testing::Test {
     ASSERT_TRUE(auth.ok()) << auth.status().ToString();
     auth_ = std::make_unique<TokenAuth>(std::move(*auth));
   }
-  void Start(bool with_auth) {
+  // keep_finished_jobs: the retention count bound (the controller's default unless given).
+  void Start(bool with_auth, int64_t keep_finished_jobs = 10000) {
     ControllerOptions o;
     o.store_url = "sqlite:" + dir_ + "/state.db";
+    o.keep_finished_jobs = keep_finished_jobs;
     o.schedule_interval = std::chrono::milliseconds(20);
     auto c = Controller::Open(o);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -195,6 +197,57 @@ TEST_F(ApiTest, NamesAreCheckedAtTheApi) {
   // Valid names pass.
   EXPECT_TRUE(SubmitAs("", "team_b.prod-2", &j).ok());
   EXPECT_EQ(j.tenant(), "team_b.prod-2");
+}
+
+// Archived jobs (retention) follow the live jobs' rules: a tenant sees, lists and cancels its
+// own only; another tenant's archived job does not exist for it.
+TEST_F(ApiTest, TenantsSeeOnlyTheirOwnArchivedJobs) {
+  Start(/*with_auth=*/true, /*keep_finished_jobs=*/0);
+  v1::Job ja, jb, j;
+  ASSERT_TRUE(SubmitAs("tenant-a-token-0123456", "a", &ja).ok());
+  ASSERT_TRUE(SubmitAs("tenant-b-token-0123456", "b", &jb).ok());
+  for (const v1::Job* x : {&ja, &jb}) ASSERT_TRUE(controller_->Cancel(x->id()).ok());
+  ASSERT_TRUE(controller_->RetainOnce().ok());
+  ASSERT_EQ(controller_->ListJobs({}).jobs_size(), 0) << "both should have left the live state";
+
+  auto get = [&](const std::string& token, const std::string& id, v1::Job* out) {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, token);
+    v1::GetJobRequest g;
+    g.set_id(id);
+    return jobs_->Get(&ctx, g, out).error_code();
+  };
+  EXPECT_EQ(get("tenant-a-token-0123456", ja.id(), &j), grpc::StatusCode::OK);
+  EXPECT_EQ(j.state(), "cancelled");
+  EXPECT_EQ(get("tenant-a-token-0123456", jb.id(), &j), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(get("admin-token-0123456789", jb.id(), &j), grpc::StatusCode::OK);
+  {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, "tenant-a-token-0123456");
+    v1::CancelJobRequest c;
+    c.set_id(jb.id());
+    EXPECT_EQ(jobs_->Cancel(&ctx, c, &j).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  auto history = [&](const std::string& token, const std::string& tenant,
+                     std::set<std::string>* ids) {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, token);
+    v1::ListJobsRequest r;
+    r.set_history(true);
+    r.set_tenant(tenant);
+    v1::ListJobsResponse resp;
+    grpc::Status s = jobs_->List(&ctx, r, &resp);
+    for (const auto& x : resp.jobs()) ids->insert(x.id());
+    return s.error_code();
+  };
+  std::set<std::string> ids;
+  EXPECT_EQ(history("tenant-a-token-0123456", "", &ids), grpc::StatusCode::OK);
+  EXPECT_EQ(ids, std::set<std::string>{ja.id()});
+  ids.clear();
+  EXPECT_EQ(history("tenant-a-token-0123456", "b", &ids), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(ids.empty());
+  EXPECT_EQ(history("admin-token-0123456789", "", &ids), grpc::StatusCode::OK);
+  EXPECT_EQ(ids, (std::set<std::string>{ja.id(), jb.id()}));
 }
 
 TEST_F(ApiTest, TokensScopeEveryCall) {

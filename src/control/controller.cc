@@ -132,6 +132,20 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const ControllerOptions& 
                                                remote::kMinLeaseKeyBytes, options.lease_key.size()));
   }
   GPOOL_RETURN_IF_ERROR(ValidateTenantLimits(options.tenant_quotas, options.tenant_max_gpus));
+  if (options.keep_finished_jobs < -1) {
+    return Status::InvalidArgument(fmt::format(
+        "--keep-finished-jobs: want a count >= 0, or -1 for no count bound; got {}",
+        options.keep_finished_jobs));
+  }
+  if (options.keep_finished_for.count() < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "--keep-finished-for: want a duration >= 0 (0 = no age bound); got {} ms",
+        options.keep_finished_for.count()));
+  }
+  if (options.archive_max_jobs < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "--archive-max-jobs: want a count >= 0; got {}", options.archive_max_jobs));
+  }
   GPOOL_ASSIGN_OR_RETURN(c->store_, OpenStore(options.store_url));
   // On etcd several controllers may share the store: start as a standby until elected.
   const bool ha = dynamic_cast<EtcdStore*>(c->store_.get()) != nullptr;
@@ -180,7 +194,9 @@ Status Controller::RecoverLocked() {
     if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
     SetJobLocked(std::move(j));
   }
-  GPOOL_LOG_INFO("controller recovered {} nodes, {} jobs", nodes_.size(), jobs_.size());
+  GPOOL_RETURN_IF_ERROR(RecoverArchiveLocked());
+  GPOOL_LOG_INFO("controller recovered {} nodes, {} jobs ({} archived)", nodes_.size(),
+                 jobs_.size(), archive_count_);
   return Status::Ok();
 }
 
@@ -224,6 +240,19 @@ StatusOr<uint64_t> Controller::EnqueueLocked(const std::vector<const v1::Job*>& 
   return enqueued_seq_;
 }
 
+StatusOr<uint64_t> Controller::EnqueueRawLocked(
+    std::vector<std::pair<std::string, std::string>> puts, std::vector<std::string> deletes) {
+  std::lock_guard<std::mutex> cl(commit_mu_);
+  if (!broken_.ok()) return broken_;
+  if (puts.empty() && deletes.empty()) return enqueued_seq_;
+  QueuedCommit c;
+  c.seq = ++enqueued_seq_;
+  c.puts = std::move(puts);
+  c.deletes = std::move(deletes);
+  commit_queue_.push_back(std::move(c));
+  return enqueued_seq_;
+}
+
 Status Controller::WaitDurable(uint64_t seq) {
   std::unique_lock<std::mutex> cl(commit_mu_);
   auto discarded = [&] {  // HA: queued in a term that ended (DiscardQueuedCommitsLocked)
@@ -248,12 +277,20 @@ Status Controller::WaitDurable(uint64_t seq) {
     batch.swap(commit_queue_);
     cl.unlock();
     uint64_t last = batch.back().seq;
-    std::map<std::string, std::string> merged;  // a later write of a key wins
+    // A later write of a key wins; nullopt: deleted (a QueuedCommit's deletes follow its puts).
+    std::map<std::string, std::optional<std::string>> merged;
     for (QueuedCommit& c : batch) {
       for (auto& [k, v] : c.puts) merged[k] = std::move(v);
+      for (std::string& k : c.deletes) merged[k] = std::nullopt;
     }
     TxnRequest t;
-    for (auto& [k, v] : merged) t.Put(k, std::move(v));
+    for (auto& [k, v] : merged) {
+      if (v.has_value()) {
+        t.Put(k, std::move(*v));
+      } else {
+        t.Delete(k);
+      }
+    }
     if (election_ != nullptr) {
       // Fencing: only while the leader key is still the one this term created.
       std::lock_guard<std::mutex> relock(commit_mu_);
@@ -583,6 +620,21 @@ StatusOr<v1::Job> Controller::NewJobFromRequest(const v1::SubmitJobRequest& req)
 StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
   GPOOL_ASSIGN_OR_RETURN(v1::Job j, NewJobFromRequest(req));
   uint64_t seq = 0;
+  if (!req.client_request_id().empty()) {
+    // Idempotent submit across retention: a request id whose job left the live state answers
+    // that job from the archive, never a second job. Looked up outside mu_ (a store read); the
+    // check under mu_ below catches a concurrent first submit. A job leaves memory only after
+    // its archive record is durable (RetainOnce), so it is always in one of the two places.
+    bool archived = false;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      archived = archive_used_ && request_ids_.count(req.client_request_id()) == 0;
+    }
+    if (archived) {
+      GPOOL_ASSIGN_OR_RETURN(std::optional<v1::Job> old, ArchivedRequest(req.client_request_id()));
+      if (old.has_value()) return *old;
+    }
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!leading_) return NotLeader();
@@ -635,9 +687,19 @@ StatusOr<v1::Job> Controller::GetJob(const std::string& id) {
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = jobs_.find(id);
-    if (it == jobs_.end()) return Status::NotFound(fmt::format("job {} not found", id));
-    j = it->second;
+    if (it == jobs_.end()) {
+      // Retention moved it to the archive (durably, before it left memory), or it never was.
+      if (!archive_used_) return Status::NotFound(fmt::format("job {} not found", id));
+    } else {
+      j = it->second;
+    }
     seq = LastEnqueuedLocked();
+  }
+  if (j.id().empty()) {
+    GPOOL_RETURN_IF_ERROR(keys::CheckKeyPart("id", id));
+    GPOOL_ASSIGN_OR_RETURN(std::optional<v1::Job> old, ArchivedJob(id));
+    if (!old.has_value()) return Status::NotFound(fmt::format("job {} not found", id));
+    return *old;
   }
   GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
   return j;
@@ -667,9 +729,10 @@ StatusOr<v1::Job> Controller::Cancel(const std::string& id) {
     std::lock_guard<std::mutex> l(mu_);
     if (!leading_) return NotLeader();
     auto it = jobs_.find(id);
-    if (it == jobs_.end()) return Status::NotFound(fmt::format("job {} not found", id));
-    j = it->second;
-    if (!Active(j)) {
+    if (it == jobs_.end()) {
+      if (!archive_used_) return Status::NotFound(fmt::format("job {} not found", id));
+      j.clear_id();  // maybe archived: over, so cancel is a no-op (below, outside mu_)
+    } else if (j = it->second; !Active(j)) {
       seq = LastEnqueuedLocked();  // already over: cancel is a no-op
     } else {
       j.set_state("cancelled");
@@ -679,6 +742,7 @@ StatusOr<v1::Job> Controller::Cancel(const std::string& id) {
       SetJobLocked(j);
     }
   }
+  if (j.id().empty()) return GetJob(id);  // the archived job, or NotFound
   GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
   return j;
 }
@@ -763,6 +827,11 @@ void Controller::Start() {
     while (!stop_) {
       Status s = ScheduleOnce();
       if (!s.ok()) GPOOL_LOG_ERROR("scheduling cycle: {}", s.ToString());
+      if (auto now = std::chrono::steady_clock::now();
+          now - last_retain_ >= options_.retention_interval) {
+        last_retain_ = now;
+        if (Status r = RetainOnce(); !r.ok()) GPOOL_LOG_ERROR("retention: {}", r.ToString());
+      }
       std::unique_lock<std::mutex> l(mu_);
       // A submit wakes the loop at once (wake_), so a job need not wait for the interval.
       cv_.wait_for(l, options_.schedule_interval, [this] { return stop_.load() || wake_; });

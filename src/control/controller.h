@@ -6,6 +6,11 @@
 // (Open) recovers jobs and their allocations exactly: nothing is allocated twice, and pending
 // jobs stay pending.
 //
+// Retention (controller_retention.cc): ended jobs beyond ControllerOptions::keep_finished_jobs
+// or keep_finished_for move from /jobs/ and memory to the store's archive (/archive/jobs/,
+// bounded by archive_max_jobs), where GetJob, Cancel, ListArchivedJobs and an idempotent
+// resubmit still find them.
+//
 // Commits (why they are not under the state lock): a change is applied to the in-memory state
 // under `mu_` and its records are queued with a sequence number in the same critical section,
 // so queue order is state order. The caller then leaves `mu_` and waits until its sequence
@@ -47,7 +52,7 @@
 // the leader ("not the leader; the leader is at HOST:PORT"). A new leader re-reads the store
 // before it acts. On SQLite there is one controller and it always leads.
 //
-// Thread safety: thread-safe. Lock order: mu_ -> commit_mu_ -> watch_mu_.
+// Thread safety: thread-safe. Lock order: retain_mu_ -> mu_ -> commit_mu_ -> watch_mu_.
 #pragma once
 
 #include <atomic>
@@ -109,6 +114,18 @@ struct ControllerOptions {
   // (FabricView::BuildDomains) instead of the uniform 16-node leaves. Not owned by value: the
   // API and the fabric monitor share it.
   std::shared_ptr<FabricView> fabric;
+  // Retention (controller_retention.cc): a finished, cancelled or failed job leaves the live
+  // state (memory and /jobs/) once it is not among the newest keep_finished_jobs ended jobs, or
+  // keep_finished_for after it ended, whichever comes first, and moves to the store's archive
+  // (/archive/jobs/), where Get, `jobs ls --history` and idempotent submit still find it.
+  // keep_finished_jobs < 0: no count bound; keep_finished_for 0: no age bound; both: off.
+  int64_t keep_finished_jobs = 10000;
+  std::chrono::milliseconds keep_finished_for{24LL * 3600 * 1000};
+  // The archive's own bound: beyond it the earliest-submitted archived jobs are deleted.
+  // 0 = keep no archive (jobs that leave the live state are gone).
+  int64_t archive_max_jobs = 100000;
+  // How often the scheduling loop runs a retention pass.
+  std::chrono::milliseconds retention_interval{1000};
 };
 
 // InvalidArgument when node_timeout leaves agents too little time to reach a controller after
@@ -129,7 +146,11 @@ class Controller {
 
   StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& req);
   StatusOr<v1::Job> GetJob(const std::string& id);
+  // The live jobs (req.history ignored).
   v1::ListJobsResponse ListJobs(const v1::ListJobsRequest& req);
+  // The archived jobs (retention) matching req.tenant and req.state: the newest req.limit
+  // (default 1000, at most 10000) in id order. Reads the whole archive: not for hot paths.
+  StatusOr<v1::ListJobsResponse> ListArchivedJobs(const v1::ListJobsRequest& req);
   StatusOr<v1::Job> Cancel(const std::string& id);
   v1::ListTenantsResponse ListTenants();
   // One lease per GPU of each task of a running job (FailedPrecondition when the controller has
@@ -147,6 +168,10 @@ class Controller {
 
   // One scheduling cycle (the loop calls it; tests may call it directly).
   Status ScheduleOnce();
+  // One retention pass (the loop calls it every retention_interval; tests call it directly):
+  // moves finished jobs beyond the bounds to the archive, trims the archive to its bound, and
+  // reclaims store space after many removals. A no-op on a standby.
+  Status RetainOnce();
   // Starts / stops the scheduling loop thread (and, on etcd, the election and the standby's
   // watch of the store).
   void Start();
@@ -172,6 +197,7 @@ class Controller {
     uint64_t seq = 0;
     std::vector<std::pair<std::string, std::string>> puts;  // key, value
     std::vector<v1::Job> jobs;  // for watchers, once durable
+    std::vector<std::string> deletes;  // keys (retention); a later put or delete of a key wins
   };
 
   explicit Controller(const ControllerOptions& options);
@@ -195,6 +221,17 @@ class Controller {
   // Caller holds mu_. Returns the error of an earlier failed commit, if any.
   StatusOr<uint64_t> EnqueueLocked(const std::vector<const v1::Job*>& jobs,
                                    const std::vector<const v1::Node*>& nodes);
+  // Queues raw record changes (retention's archive writes); same contract as EnqueueLocked.
+  StatusOr<uint64_t> EnqueueRawLocked(std::vector<std::pair<std::string, std::string>> puts,
+                                      std::vector<std::string> deletes);
+  // ---- Retention (controller_retention.cc) ----
+  // The archived job with this id, nullopt when the archive has none.
+  StatusOr<std::optional<v1::Job>> ArchivedJob(const std::string& id);
+  // The archived job submitted with this client_request_id, nullopt when none.
+  StatusOr<std::optional<v1::Job>> ArchivedRequest(const std::string& client_request_id);
+  Status RecoverArchiveLocked();  // archive_count_, archive_high_ from /archive/meta; mu_ held
+  // Applies an /archive/meta record (recovery, and a standby following the leader); mu_ held.
+  Status ApplyArchiveMetaLocked(const KeyValue& kv);
   // Waits until `seq` is durable (committing queued changes if no one else is).
   Status WaitDurable(uint64_t seq);
   uint64_t LastEnqueuedLocked() const { return enqueued_seq_; }
@@ -255,6 +292,15 @@ class Controller {
   std::unordered_map<std::string, int64_t> submit_ns_;
   std::unordered_set<std::string> waited_;
   uint64_t next_job_ = 1;
+  // Retention, under mu_: archived jobs in the store, the highest archived job number (so ids
+  // are never reused after the live records of the newest jobs left), and ever archived.
+  int64_t archive_count_ = 0;
+  uint64_t archive_high_ = 0;
+  bool archive_used_ = false;
+  // Loop thread only: records removed since the last Store::Reclaim, time of the last pass.
+  std::mutex retain_mu_;  // one retention pass at a time; taken before mu_
+  int64_t removed_since_reclaim_ = 0;
+  std::chrono::steady_clock::time_point last_retain_{};
   bool wake_ = false;          // a submit asks for a scheduling cycle now
   uint64_t enqueued_seq_ = 0;  // under mu_ and commit_mu_ (written with both held)
 

@@ -86,8 +86,9 @@ void Controller::ApplyEvent(const WatchEvent& ev) {
     std::string id = key.substr(keys::kJobs.size());
     if (ev.type == WatchEvent::Type::kDelete) {
       auto it = jobs_.find(id);
-      if (it != jobs_.end()) {
+      if (it != jobs_.end()) {  // retention archived it (or an operator deleted it)
         for (const std::string& n : JobNodeNames(it->second)) node_jobs_[n].erase(id);
+        request_ids_.erase(it->second.client_request_id());
         jobs_.erase(it);
       }
       return;
@@ -101,6 +102,11 @@ void Controller::ApplyEvent(const WatchEvent& ev) {
     next_job_ = std::max<uint64_t>(next_job_, std::stoull(j.id().substr(1)) + 1);
     if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
     SetJobLocked(std::move(j));
+  } else if (key == keys::kArchiveMeta) {  // retention: the leader archived or trimmed
+    if (ev.type != WatchEvent::Type::kPut) return;
+    if (Status bad = ApplyArchiveMetaLocked(ev.kv); !bad.ok()) {
+      GPOOL_LOG_WARN("standby: {} (ignored)", bad.message());
+    }
   } else if (key.starts_with(keys::kNodes)) {
     std::string name = key.substr(keys::kNodes.size());
     if (ev.type == WatchEvent::Type::kDelete) {

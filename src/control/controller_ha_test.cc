@@ -102,6 +102,60 @@ TEST(ControllerHaTest, OneLeaderStandbyFollowsAndDeposedLeaderCannotWrite) {
   other->Stop();
 }
 
+// Retention on etcd: the leader's loop archives ended jobs; the archive answers Get and a
+// repeated submit on the leader, on the standby that follows it, and after a change of leader,
+// which continues the numbering past archived ids.
+TEST(ControllerHaTest, RetentionArchivesOnEtcdAndStandbysFollow) {
+  auto cluster = EtcdTestCluster::Start({});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  ControllerOptions o;
+  o.store_url = (*cluster)->Url();
+  o.lease_ttl_s = 2;
+  o.keep_finished_jobs = 0;
+  o.retention_interval = std::chrono::milliseconds(20);
+  auto a = Controller::Open(o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  (*a)->SetAdvertiseAddress("127.0.0.1:1001");
+  (*a)->Start();
+  ASSERT_TRUE(Eventually([&] { return (*a)->leading(); }));
+  auto b = Controller::Open(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  (*b)->SetAdvertiseAddress("127.0.0.1:1002");
+  (*b)->Start();
+
+  auto j1 = (*a)->Submit(Job("r1"));  // no nodes: it stays pending until cancelled
+  ASSERT_TRUE(j1.ok()) << j1.status().ToString();
+  ASSERT_TRUE((*a)->Cancel(j1->id()).ok());
+  auto store = OpenStore(o.store_url);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto live = (*store)->Range(keys::kJobs, {});
+    auto archived = (*store)->Get(keys::ArchivedJob(j1->id()));
+    return live.ok() && live->kvs.empty() && archived.ok() && archived->has_value();
+  }));
+  auto got = (*a)->GetJob(j1->id());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->state(), "cancelled");
+  auto again = (*a)->Submit(Job("r1"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id(), j1->id());
+  // The standby dropped it from memory (the watched delete) and reads it from the archive.
+  ASSERT_TRUE(Eventually([&] { return (*b)->ListJobs({}).jobs_size() == 0; }));
+  got = (*b)->GetJob(j1->id());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->state(), "cancelled");
+
+  (*a)->Stop();
+  ASSERT_TRUE(Eventually([&] { return (*b)->leading(); }));
+  again = (*b)->Submit(Job("r1"));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->id(), j1->id());
+  auto j2 = (*b)->Submit(Job("r2"));
+  ASSERT_TRUE(j2.ok()) << j2.status().ToString();
+  EXPECT_GT(j2->id(), j1->id());
+  (*b)->Stop();
+}
+
 // Every log line from now until destruction (spdlog's default logger, which GPOOL_LOG_* use).
 class LogCapture {
  public:

@@ -347,6 +347,14 @@ StatusOr<std::unique_ptr<Watcher>> EtcdStore::Watch(std::string_view prefix,
       new EtcdWatcher(client_.get(), std::string(prefix), start, compacted_));
 }
 
+Status EtcdStore::Reclaim() {
+  if (options_.history_revisions <= 0) return Status::Ok();
+  GPOOL_ASSIGN_OR_RETURN(Revision now, CurrentRevision());
+  Revision target = now - options_.history_revisions;
+  if (target <= compacted_->load()) return Status::Ok();
+  return Compact(target);
+}
+
 Status EtcdStore::Compact(Revision revision) {
   if (revision < 0) return Status::InvalidArgument(fmt::format("compact: negative revision {}", revision));
   if (revision == 0) return Status::Ok();

@@ -53,6 +53,9 @@ class EtcdStore final : public Store {
                                            Revision from_revision) override;
   Status Compact(Revision revision) override;
   Status CheckIntegrity() override;
+  // Compacts revisions older than options.history_revisions (the controller calls it after
+  // retention removed records, so history does not keep them); Ok when there is nothing to do.
+  Status Reclaim() override;
 
   // ---- Leases, for leader election (leader.h) ----
   // Grants a lease of `ttl_s` seconds (etcd may round it up to its minimum); returns its id.

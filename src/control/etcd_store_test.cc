@@ -2,6 +2,8 @@
 // JSON gateway's encodings, failover between members of a real three-member cluster, leases.
 #include "control/etcd_store.h"
 
+#include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -60,6 +62,40 @@ TEST(EtcdStoreTest, BadUrlsAndDeadClustersFailByName) {
   EXPECT_EQ(dead.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(dead.status().message().find(std::to_string(port)), std::string::npos)
       << dead.status().message();
+}
+
+// Reclaim compacts what lies beyond history_revisions (etcd does not on its own): a watch from
+// before it is refused, current keys stay; with nothing new to drop it does nothing.
+TEST(EtcdStoreTest, ReclaimCompactsBeyondTheKeptHistory) {
+  auto cluster = EtcdTestCluster::Start({});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  StoreOptions o;
+  o.history_revisions = 5;
+  auto s = OpenStore((*cluster)->Url(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Store& store = **s;
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(store.Put(fmt::format("/k/{}", i % 3), "v").ok());
+  {
+    auto w = store.Watch("/k/", 1);  // the whole history is still there
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    auto ev = (*w)->Next(std::chrono::milliseconds(2000));
+    ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+    EXPECT_FALSE(ev->empty());
+  }
+  ASSERT_TRUE(store.Reclaim().ok());
+  auto w = store.Watch("/k/", 1);
+  StatusCode code = w.ok() ? StatusCode::kOk : w.status().code();
+  if (w.ok()) {
+    auto ev = (*w)->Next(std::chrono::milliseconds(2000));
+    code = ev.ok() ? StatusCode::kOk : ev.status().code();
+  }
+  EXPECT_EQ(code, StatusCode::kFailedPrecondition);
+  auto kept = store.Watch("/k/", 16);  // within the last 5 revisions
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  auto all = store.Range("/k/", {});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->kvs.size(), 3u);
+  EXPECT_TRUE(store.Reclaim().ok());  // nothing new beyond the bound
 }
 
 class EtcdClusterTest : public ::testing::Test {

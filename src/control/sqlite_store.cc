@@ -526,6 +526,16 @@ Status SqliteStore::Compact(Revision revision) {
   return Status::Ok();
 }
 
+Status SqliteStore::Reclaim() {
+  // Deleted rows and compacted history free pages inside the file, which later writes reuse;
+  // what grows besides is the write-ahead log (SQLite's automatic checkpoints copy it back but
+  // never shrink it). TRUNCATE checkpoints it and cuts it to zero bytes; it waits for readers
+  // of older snapshots, which the store's reads are (short).
+  std::lock_guard<std::mutex> g(write_mu_);
+  // Its row says "busy" when a reader held an old snapshot: then the log is cut next time.
+  return write_->conn.Exec("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
 StatusOr<std::optional<KeyValue>> SqliteStore::Get(std::string_view key) {
   GPOOL_ASSIGN_OR_RETURN(ReadLease r, LeaseReadConn());
   Statement& st = r->get;

@@ -51,6 +51,7 @@ class SqliteStore final : public Store {
                                            Revision from_revision) override;
   Status Compact(Revision revision) override;
   Status CheckIntegrity() override;
+  Status Reclaim() override;
 
   // Number of write transactions (fsyncs) committed since Open; for tests and benchmarks.
   int64_t commits() const { return commits_.load(); }

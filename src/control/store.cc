@@ -129,6 +129,16 @@ std::string PrefixEnd(std::string_view prefix) {
 namespace keys {
 
 std::string Job(std::string_view id) { return fmt::format("{}{}", kJobs, id); }
+std::string ArchivedJob(std::string_view id) { return fmt::format("{}{}", kArchiveJobs, id); }
+std::string ArchivedRequest(std::string_view client_request_id) {
+  std::string out(kArchiveRequests);
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (unsigned char c : client_request_id) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
 std::string Node(std::string_view name) { return fmt::format("{}{}", kNodes, name); }
 std::string Alloc(std::string_view job, std::string_view task) {
   return fmt::format("{}{}/{}", kAllocs, job, task);

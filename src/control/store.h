@@ -156,6 +156,12 @@ class Store {
   // Checks the backend's own integrity and the store's invariants (revision counters agree with
   // the data). For tests and `gpool` diagnostics; may be slow.
   virtual Status CheckIntegrity() = 0;
+  // Gives back disk that deleted records and old history hold, cheaply enough to call every few
+  // thousand deletes (not per change): SQLite truncates its write-ahead log (freed pages stay in
+  // the file and are reused, so the file stops growing at its peak); etcd compacts revisions
+  // older than StoreOptions::history_revisions (its backend reuses the freed space; shrinking
+  // the file is `etcdctl defrag`, an operator's call because it blocks the member).
+  virtual Status Reclaim() = 0;
 
   // Convenience: an unconditional single put; returns the revision it was committed at.
   StatusOr<Revision> Put(std::string key, std::string value);
@@ -183,6 +189,12 @@ inline constexpr std::string_view kNodes = "/nodes/";
 inline constexpr std::string_view kAllocs = "/allocs/";
 inline constexpr std::string_view kTenants = "/tenants/";
 inline constexpr std::string_view kLeases = "/leases/";
+// Finished jobs that left the controller's live state (retention): the job record under
+// kArchiveJobs + id, the owner of a client_request_id under kArchiveRequests + hex(request id),
+// and the archive's size and highest job number under kArchiveMeta.
+inline constexpr std::string_view kArchiveJobs = "/archive/jobs/";
+inline constexpr std::string_view kArchiveRequests = "/archive/requests/";
+inline constexpr std::string_view kArchiveMeta = "/archive/meta";
 
 std::string Job(std::string_view id);
 std::string Node(std::string_view name);
@@ -190,6 +202,9 @@ std::string Alloc(std::string_view job, std::string_view task);
 std::string AllocsOfJob(std::string_view job);  // prefix of one job's allocations
 std::string Tenant(std::string_view name);
 std::string Lease(std::string_view id);
+std::string ArchivedJob(std::string_view id);
+// Request ids may hold any byte ('/' included: tenant scoping), so the key carries them in hex.
+std::string ArchivedRequest(std::string_view client_request_id);
 // InvalidArgument unless `part` is non-empty and has no '/' or NUL; names `what` in the message.
 Status CheckKeyPart(std::string_view what, std::string_view part);
 }  // namespace keys
