@@ -307,15 +307,20 @@ ProcStat ReadProc(pid_t pid) {
   return p;
 }
 
-void Heartbeat(int nodes, int seconds, int clients) {
+// A controller in a process of its own (so that /proc shows its CPU and memory alone), on a
+// SQLite store in `dir`, serving gRPC on a free port; runs until killed. Forked before this
+// process touches gRPC. Exits the bench, naming `what`, when the child fails to start.
+struct ChildController {
+  pid_t pid = 0;
+  int port = 0;
+};
+ChildController ForkController(const ControllerOptions& o, const std::string& dir, const char* what) {
   int pipe_fd[2];
   if (pipe(pipe_fd) != 0) std::exit(1);
   pid_t child = fork();
   if (child == 0) {  // the controller process: no gRPC was touched before the fork
     close(pipe_fd[0]);
-    ControllerOptions o;
-    o.heartbeat_interval = std::chrono::milliseconds(1000);
-    Server srv(o);
+    Server srv(o, dir);
     int port = srv.api->grpc_port();
     if (write(pipe_fd[1], &port, sizeof port) != sizeof port) _exit(1);
     for (;;) pause();  // the parent kills us
@@ -323,9 +328,17 @@ void Heartbeat(int nodes, int seconds, int clients) {
   close(pipe_fd[1]);
   int port = 0;
   if (read(pipe_fd[0], &port, sizeof port) != sizeof port) {
-    std::fprintf(stderr, "heartbeat: controller child failed\n");
+    std::fprintf(stderr, "%s: controller child failed\n", what);
     std::exit(1);
   }
+  close(pipe_fd[0]);
+  return {child, port};
+}
+
+void Heartbeat(int nodes, int seconds, int clients) {
+  ControllerOptions o;
+  o.heartbeat_interval = std::chrono::milliseconds(1000);
+  const auto [child, port] = ForkController(o, TempDir(), "heartbeat");
   auto channel = grpc::CreateChannel(fmt::format("127.0.0.1:{}", port),
                                      grpc::InsecureChannelCredentials());
   ProcStat idle = ReadProc(child);
@@ -407,25 +420,10 @@ uint64_t StoreBytes(const std::string& dir) {
 
 void Retention(int jobs, int keep, int nodes, int sample_every, int window) {
   std::string dir = TempDir();
-  int pipe_fd[2];
-  if (pipe(pipe_fd) != 0) std::exit(1);
-  pid_t child = fork();
-  if (child == 0) {  // the controller process: no gRPC was touched before the fork
-    close(pipe_fd[0]);
-    ControllerOptions o;
-    o.heartbeat_interval = std::chrono::milliseconds(100);
-    o.keep_finished_jobs = keep;
-    Server srv(o, dir);
-    int port = srv.api->grpc_port();
-    if (write(pipe_fd[1], &port, sizeof port) != sizeof port) _exit(1);
-    for (;;) pause();  // the parent kills us
-  }
-  close(pipe_fd[1]);
-  int port = 0;
-  if (read(pipe_fd[0], &port, sizeof port) != sizeof port) {
-    std::fprintf(stderr, "retention: controller child failed\n");
-    std::exit(1);
-  }
+  ControllerOptions o;
+  o.heartbeat_interval = std::chrono::milliseconds(100);
+  o.keep_finished_jobs = keep;
+  const auto [child, port] = ForkController(o, dir, "retention");
   const std::string address = fmt::format("127.0.0.1:{}", port);
   long rss_fresh = ReadProc(child).rss_kib;
   std::atomic<bool> stop{false};
