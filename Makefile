@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # Release by default: CI builds everything twice on 2 cores, and debug info doubles link time.
 # Use BUILD_TYPE=RelWithDebInfo (or Debug) when you need a debugger.
 BUILD_TYPE ?= Release
-# Unity builds (docs/ci.md, item 9): CMake compiles each target's sources in batches of 8 per
+# Unity builds (docs/ci.md, "Why it is built this way"): CMake compiles each target's sources in batches of 8 per
 # translation unit, so the headers' code (CLI11, fmt, json, gtest, protobuf) is generated once per
 # batch: about half the compile CPU of a clean tree, in both trees. On, so `make` builds what CI
 # builds (a fresh-clone .ci/run passed with both on: docs/ci.md). Its price is in incremental

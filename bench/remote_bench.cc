@@ -1069,7 +1069,7 @@ int RunInterleaved(const DriverFlags& f) {
       std::shared_ptr<client::ServerLink> link = DriverLink(t);
       // The shape of a program's step: one asynchronous op (a launch), then a synchronizing call
       // (cudaStreamSynchronize): one round trip, plus whatever queuing the op costs the client
-      // (arming the pump's timer: docs/benchmarks.md, session 13).
+      // (arming the pump's timer).
       proto::Malloc pm{.size = 4096};
       proto::Pointer pp;
       proto::ReplyHead ph;

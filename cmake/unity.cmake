@@ -1,4 +1,4 @@
-# Unity builds (GPOOL_UNITY, top-level CMakeLists.txt; docs/ci.md "Unity builds").
+# Unity builds (GPOOL_UNITY, top-level CMakeLists.txt; docs/ci.md, "Why it is built this way").
 # Included after every add_subdirectory, so it sees all targets. Two jobs:
 # 1. The exceptions: sources that stay out of the unity batches and targets built without them.
 #    They are set whether or not GPOOL_UNITY is on, so the clash check below checks the same
@@ -10,11 +10,11 @@
 
 # Exceptions. Each names why; docs/ci.md lists them as the next step (rename, then drop).
 # - gpool_remote_transport: tcp_transport.cc and ucx_transport.cc both declare `Fd` and `kMagic`
-#   in gpool::remote::{anon}; both files are being edited by others now, so no rename here yet.
-# - gpool_sim: workload_gen.cc and fill.cc both define class `Rng` in gpool::sim::{anon} (others
-#   edit src/sim now).
+#   in gpool::remote::{anon} (not renamed yet).
+# - gpool_sim: workload_gen.cc and fill.cc both define class `Rng` in gpool::sim::{anon} (not
+#   renamed yet).
 # - sched_test, sim_test: their tests share helper names (`Job`, `MakeCluster`, `Sec`, `Fill`,
-#   `Jobs`, `OneLeaf`, `Runtimes`, ...) across sources that others edit now.
+#   `Jobs`, `OneLeaf`, `Runtimes`, ...) across sources (not renamed yet).
 # - cudart_stubs.cc: by design a TU of its own (generated weak `extern "C" int f()` stubs that
 #   include no CUDA header; beside cudart_api.cc's real signatures they conflict). Permanent.
 #   driver_stubs.cc likewise, beside driver_api.cc's cuda.h signatures.

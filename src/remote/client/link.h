@@ -37,7 +37,7 @@
 // Each pump wake-up is a thread hop that competes with the copy's own threads for a core
 // (measured: a 1 MiB device-to-host burst, 4 per sync over shared memory with the client on one
 // CPU, ran at 0.91-0.96 of raw with the pump waking once per ms, 0.95-1.01 with the tick backing
-// off and 0.95-1.04 with the timer switched off; docs/benchmarks.md, "Remoting", session 16).
+// off and 0.95-1.04 with the timer switched off; measured with bench/remote_bench).
 //
 // Thread safety: callers serialize whole operations with mu() (Post, Call, Flush, copies); the
 // pump thread takes mu() and read_mu_ only with try_lock, so it never blocks a caller for long.
