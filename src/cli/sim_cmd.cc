@@ -227,6 +227,20 @@ nlohmann::json StartFill(const char* mode, const SimFlags& f, const sim::SimClus
 
 // --fill --fill-until-first-failure: the older variant (sim/fill.h), per policy over
 // `fill_runs` seeds; writes fill.json.
+// Both fill modes' last step: fill.json into --out, and on stdout with -o json.
+Status WriteFillJson(const SimFlags& f, const nlohmann::json& doc) {
+  std::error_code ec;
+  std::filesystem::create_directories(f.out, ec);
+  if (ec) return Status::IoError(fmt::format("{}: cannot create directory: {}", f.out, ec.message()));
+  GPOOL_RETURN_IF_ERROR(WriteFileAtomic(f.out + "/fill.json", doc.dump(2) + "\n"));
+  if (f.output == "json") {
+    std::puts(doc.dump(2).c_str());
+  } else {
+    std::printf("wrote %s/fill.json\n", f.out.c_str());
+  }
+  return Status::Ok();
+}
+
 Status RunFirstFailureMode(const SimFlags& f, const std::vector<std::string>& policies,
                    const sim::SimCluster& cluster, const sim::Workload& work, sim::PolicyContext ctx) {
   const int fill_runs = f.fill_runs;
@@ -291,16 +305,7 @@ Status RunFirstFailureMode(const SimFlags& f, const std::vector<std::string>& po
     }
   }
   doc["skipped_rows"] = skipped_rows;
-  std::error_code ec;
-  std::filesystem::create_directories(f.out, ec);
-  if (ec) return Status::IoError(fmt::format("{}: cannot create directory: {}", f.out, ec.message()));
-  GPOOL_RETURN_IF_ERROR(WriteFileAtomic(f.out + "/fill.json", doc.dump(2) + "\n"));
-  if (f.output == "json") {
-    std::puts(doc.dump(2).c_str());
-  } else {
-    std::printf("wrote %s/fill.json\n", f.out.c_str());
-  }
-  return Status::Ok();
+  return WriteFillJson(f, doc);
 }
 
 // A number, or "undefined" (a measure with no data: no pod arrived at that load).
@@ -475,16 +480,7 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
                     : "undefined",
                 get("avg_remote_slowdown", "{:.4f}").c_str(), get("p99_remote_slowdown", "{:.4f}").c_str());
   }
-  std::error_code ec;
-  std::filesystem::create_directories(f.out, ec);
-  if (ec) return Status::IoError(fmt::format("{}: cannot create directory: {}", f.out, ec.message()));
-  GPOOL_RETURN_IF_ERROR(WriteFileAtomic(f.out + "/fill.json", doc.dump(2) + "\n"));
-  if (f.output == "json") {
-    std::puts(doc.dump(2).c_str());
-  } else {
-    std::printf("wrote %s/fill.json\n", f.out.c_str());
-  }
-  return Status::Ok();
+  return WriteFillJson(f, doc);
 }
 
 // --policy-config is gpool's: checked before anything runs (an unknown key or bad value is an

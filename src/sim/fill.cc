@@ -151,23 +151,55 @@ StatusOr<FillWorkload> BuildFillWorkload(const Workload& w, int64_t cluster_gpus
   return f;
 }
 
-StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload,
-                             const sched::Policy& policy, const FillOptions& options) {
-  const auto wall0 = std::chrono::steady_clock::now();
-  const double cpu0 = ThreadCpuSeconds();
+namespace {
+
+// What both fill modes start from: the cluster as the policy sees it (its GPUs lent when the
+// policy attaches remote GPUs), and the workload in one queue: tenants and their quotas are not
+// part of the experiment (and quota reclaim would be a departure).
+struct FillSetup {
+  RemoteAttach remote;  // the policy's, or none
+  sched::ClusterSpec spec;
+  sched::ClusterState state;
+  Workload one_tenant;
+  TenantQueues queues;
+  int32_t max_gpus = 0;  // the most GPUs of one host
+};
+
+StatusOr<FillSetup> PrepareFill(const SimCluster& cluster, const Workload& workload,
+                                const sched::Policy& policy) {
   GPOOL_RETURN_IF_ERROR(cluster.Validate());
   const RemoteAttach* attach = RemoteAttachOf(policy);
   const RemoteAttach remote = attach ? *attach : RemoteAttach{};
   GPOOL_RETURN_IF_ERROR(ValidateRemoteAttach(remote));
-  const sched::ClusterSpec spec = ToClusterSpec(cluster, remote);
+  sched::ClusterSpec spec = ToClusterSpec(cluster, remote);
   GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state, sched::ClusterState::Create(spec));
-  // One queue for everything: tenants and their quotas are not part of the experiment.
   Workload one_tenant;
   one_tenant.jobs = workload.jobs;
   for (SimJob& j : one_tenant.jobs) j.tenant = "default";
-  const TenantQueues queues = MakeTenantQueues(one_tenant, cluster.total_gpus());
+  TenantQueues queues = MakeTenantQueues(one_tenant, cluster.total_gpus());
   int32_t max_gpus = 0;
   for (const auto& h : cluster.hosts) max_gpus = std::max(max_gpus, h.gpus);
+  return FillSetup{.remote = remote,
+                   .spec = std::move(spec),
+                   .state = std::move(state),
+                   .one_tenant = std::move(one_tenant),
+                   .queues = std::move(queues),
+                   .max_gpus = max_gpus};
+}
+
+}  // namespace
+
+StatusOr<FillResult> RunFill(const SimCluster& cluster, const Workload& workload,
+                             const sched::Policy& policy, const FillOptions& options) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  const double cpu0 = ThreadCpuSeconds();
+  GPOOL_ASSIGN_OR_RETURN(FillSetup setup, PrepareFill(cluster, workload, policy));
+  const sched::ClusterSpec& spec = setup.spec;
+  sched::ClusterState& state = setup.state;
+  const Workload& one_tenant = setup.one_tenant;
+  const TenantQueues& queues = setup.queues;
+  const int32_t max_gpus = setup.max_gpus;
+  const RemoteAttach& remote = setup.remote;
   std::vector<sched::JobSpec> specs;
   std::vector<uint8_t> never_fits;  // per job: no node of its models can ever hold it
   specs.reserve(one_tenant.jobs.size());
@@ -382,20 +414,13 @@ StatusOr<FirstFailureResult> RunFillUntilFirstFailure(const SimCluster& cluster,
                                                       const FirstFailureOptions& options) {
   const auto wall0 = std::chrono::steady_clock::now();
   const double cpu0 = ThreadCpuSeconds();
-  GPOOL_RETURN_IF_ERROR(cluster.Validate());
-  const RemoteAttach* attach = RemoteAttachOf(policy);
-  const RemoteAttach remote = attach ? *attach : RemoteAttach{};
-  GPOOL_RETURN_IF_ERROR(ValidateRemoteAttach(remote));
-  const sched::ClusterSpec spec = ToClusterSpec(cluster, remote);
-  GPOOL_ASSIGN_OR_RETURN(sched::ClusterState state, sched::ClusterState::Create(spec));
-  // One queue for everything: tenants and their quotas are not part of the experiment (and
-  // quota reclaim would be a departure).
-  Workload one_tenant;
-  one_tenant.jobs = workload.jobs;
-  for (SimJob& j : one_tenant.jobs) j.tenant = "default";
-  const TenantQueues queues = MakeTenantQueues(one_tenant, cluster.total_gpus());
-  int32_t max_gpus = 0;
-  for (const auto& h : cluster.hosts) max_gpus = std::max(max_gpus, h.gpus);
+  GPOOL_ASSIGN_OR_RETURN(FillSetup setup, PrepareFill(cluster, workload, policy));
+  const sched::ClusterSpec& spec = setup.spec;
+  sched::ClusterState& state = setup.state;
+  const Workload& one_tenant = setup.one_tenant;
+  const TenantQueues& queues = setup.queues;
+  const int32_t max_gpus = setup.max_gpus;
+  const RemoteAttach& remote = setup.remote;
 
   FirstFailureResult r;
   std::vector<sched::JobSpec> pool;
