@@ -17,32 +17,16 @@
 set -euo pipefail
 GPOOL=${1:?usage: pool_test.sh GPOOL_BINARY}
 GPOOL=$(cd "$(dirname "$GPOOL")" && pwd)/$(basename "$GPOOL")
-build=$(dirname "$(dirname "$GPOOL")")
+TMP=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/samples.sh"
 samples=$build/tests/remote/cuda
 kernels=$build/tests/remote/libgpool_example_kernels.so
-for f in "$samples/multi_device" "$samples/error_paths" "$kernels" "$build/lib/libcudart.so.13"; do
-  if [ ! -e "$f" ]; then
-    echo "pool_test: SKIP: $f is not built (the CUDA samples need nvcc)"
-    exit 77
-  fi
-done
+need_built pool_test "$samples/multi_device" "$samples/error_paths" "$kernels" "$build/lib/libcudart.so.13"
 if ! grep -q -- --gpu-source <<<"$("$GPOOL" submit --help 2>/dev/null)"; then
   echo "pool_test: SKIP: this gpool has no 'submit --gpu-source' (remote placement not in the CLI)"
   exit 77
 fi
-# GPOOL_SAMPLE_PRELOAD (a sanitizer tree's CTest sets it to libasan.so): preloaded into the CUDA
-# samples only, which load the instrumented client runtime (ASan must come first).
-PRE=()
-[ -z "${GPOOL_SAMPLE_PRELOAD:-}" ] || PRE=(env "LD_PRELOAD=$GPOOL_SAMPLE_PRELOAD")
-TMP=$(mktemp -d)
-. "$(dirname "$0")/lib.sh"
-fail() {  # lib.sh's, plus the GPU servers' and the tasks' logs
-  echo "FAIL: $*" >&2
-  for f in "$TMP"/*.log "$TMP"/*/gpu-server.err "$TMP"/*/*.0.err; do
-    [ -e "$f" ] && { echo "--- $f" >&2; tail -n 40 "$f" >&2; }
-  done
-  exit 1
-}
 declare -A AGENT=()
 # Agents first with SIGTERM (each stops its tasks and its GPU server), then whatever is left.
 cleanup() {

@@ -16,28 +16,12 @@
 set -euo pipefail
 GPOOL=${1:?usage: serve_gpus_test.sh GPOOL_BINARY}
 GPOOL=$(cd "$(dirname "$GPOOL")" && pwd)/$(basename "$GPOOL")
-build=$(dirname "$(dirname "$GPOOL")")
-sample=$build/tests/remote/cuda/vector_add
-kernels=$build/tests/remote/libgpool_example_kernels.so
-for f in "$sample" "$kernels" "$build/lib/libcudart.so.13"; do
-  if [ ! -e "$f" ]; then
-    echo "serve_gpus_test: SKIP: $f is not built (the CUDA samples need nvcc)"
-    exit 77
-  fi
-done
-# GPOOL_SAMPLE_PRELOAD (a sanitizer tree's CTest sets it to libasan.so): preloaded into the CUDA
-# samples only, which load the instrumented client runtime (ASan must come first).
-PRE=()
-[ -z "${GPOOL_SAMPLE_PRELOAD:-}" ] || PRE=(env "LD_PRELOAD=$GPOOL_SAMPLE_PRELOAD")
 TMP=$(mktemp -d)
 . "$(dirname "$0")/lib.sh"
-fail() {  # lib.sh's, plus the GPU servers' and the tasks' logs
-  echo "FAIL: $*" >&2
-  for f in "$TMP"/*.log "$TMP"/*/gpu-server.err "$TMP"/*/*.0.err; do
-    [ -e "$f" ] && { echo "--- $f" >&2; tail -n 40 "$f" >&2; }
-  done
-  exit 1
-}
+. "$(dirname "$0")/samples.sh"
+sample=$build/tests/remote/cuda/vector_add
+kernels=$build/tests/remote/libgpool_example_kernels.so
+need_built serve_gpus_test "$sample" "$kernels" "$build/lib/libcudart.so.13"
 
 openssl rand -hex 32 >"$TMP/lease.key"
 start_controller --lease-key "$TMP/lease.key"
