@@ -20,14 +20,15 @@ struct Held {
 };
 
 // From the state's per-queue sums (ClusterState keeps them as jobs start and end).
+Held HeldOf(const ClusterState& state, QueueId q) {
+  return {.gpu_milli = static_cast<double>(state.queue_used_milli(q)),
+          .cpu_milli = static_cast<double>(state.queue_used_cpu(q)),
+          .memory = static_cast<double>(state.queue_used_memory(q))};
+}
+
 std::vector<Held> HeldByQueue(const ClusterState& state, size_t num_queues) {
   std::vector<Held> held(num_queues);
-  for (size_t i = 0; i < num_queues; ++i) {
-    const QueueId q(static_cast<uint32_t>(i));
-    held[i] = {.gpu_milli = static_cast<double>(state.queue_used_milli(q)),
-               .cpu_milli = static_cast<double>(state.queue_used_cpu(q)),
-               .memory = static_cast<double>(state.queue_used_memory(q))};
-  }
+  for (size_t i = 0; i < num_queues; ++i) held[i] = HeldOf(state, QueueId(static_cast<uint32_t>(i)));
   return held;
 }
 
@@ -89,8 +90,7 @@ const QueueUsage& UsageLedger::usage(QueueId q) const {
 
 double DominantShare(const ClusterState& state, const UsageLedger* ledger,
                      const std::vector<QueueSpec>& queues, QueueId q) {
-  const std::vector<Held> held = HeldByQueue(state, queues.size());
-  return Share(state, ledger, queues[q.value()], q, held[q.value()]);
+  return Share(state, ledger, queues[q.value()], q, HeldOf(state, q));
 }
 
 std::vector<size_t> OrderJobs(const std::vector<JobSpec>& pending, const ClusterState& state,

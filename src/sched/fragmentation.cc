@@ -4,7 +4,6 @@
 #include <array>
 #include <bit>
 #include <unordered_map>
-#include <tuple>
 
 namespace gpool::sched {
 namespace {
@@ -61,49 +60,40 @@ WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& 
 
 WorkloadDistribution WorkloadDistribution::FromJobs(const std::vector<JobSpec>& jobs,
                                                     const ClusterState* running_of) {
-  using Key = std::tuple<int32_t, int32_t, uint64_t, int64_t, uint64_t, ModelMask>;
-  // Counted in a hash map, then put in key order (the order a std::map gave, which fixes the
-  // class order and so the decisions): policies call this every cycle over every running job,
-  // and a tree insert per job was most of a fill's time.
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
+  // Counted in a hash map by TaskShape (cluster.h: the running jobs' shapes are kept in it), then
+  // put in shape order (the order a std::map gave, which fixes the class order and so the
+  // decisions): policies call this every cycle, and a tree insert per job was most of a fill's
+  // time.
+  struct ShapeHash {
+    size_t operator()(const TaskShape& k) const {
       uint64_t h = 0x9E3779B97F4A7C15ull;
       auto mix = [&h](uint64_t v) { h = (h ^ v) * 0xBF58476D1CE4E5B9ull; h ^= h >> 31; };
-      mix(static_cast<uint64_t>(std::get<0>(k)) << 32 | static_cast<uint32_t>(std::get<1>(k)));
-      mix(std::get<2>(k));
-      mix(static_cast<uint64_t>(std::get<3>(k)));
-      mix(std::get<4>(k));
-      mix(static_cast<uint64_t>(std::get<5>(k)));
+      mix(static_cast<uint64_t>(k.gpus) << 32 | static_cast<uint32_t>(k.gpu_milli));
+      mix(k.gpu_memory_bytes);
+      mix(static_cast<uint64_t>(k.cpu_milli));
+      mix(k.memory_bytes);
+      mix(static_cast<uint64_t>(k.models));
       return static_cast<size_t>(h);
     }
   };
-  std::unordered_map<Key, double, KeyHash> counts;
-  auto count = [&](const JobSpec& j) {
-    const TaskRequest& t = j.task;
-    counts[{t.gpus, t.fractional() ? t.gpu_milli : 0, t.fractional() ? t.gpu_memory_bytes : 0,
-            t.cpu_milli, t.memory_bytes, j.gpu_models}] += j.num_tasks;
-  };
-  for (const JobSpec& j : jobs) count(j);
+  std::unordered_map<TaskShape, double, ShapeHash> counts;
+  for (const JobSpec& j : jobs) counts[TaskShape::Of(j)] += j.num_tasks;
   if (running_of != nullptr) {
-    for (const ShapeCount& c : running_of->running_shapes()) {
-      const TaskShape& k = c.shape;
-      counts[{k.gpus, k.gpu_milli, k.gpu_memory_bytes, k.cpu_milli, k.memory_bytes, k.models}] +=
-          static_cast<double>(c.tasks);
-    }
+    for (const ShapeCount& c : running_of->running_shapes()) counts[c.shape] += static_cast<double>(c.tasks);
   }
-  std::vector<std::pair<Key, double>> sorted(counts.begin(), counts.end());
+  std::vector<std::pair<TaskShape, double>> sorted(counts.begin(), counts.end());
   std::sort(sorted.begin(), sorted.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<WorkloadClass> classes;
   classes.reserve(sorted.size());
   for (const auto& [k, n] : sorted) {
     WorkloadClass c;
-    c.task.gpus = std::get<0>(k);
-    c.task.gpu_milli = std::get<1>(k);
-    c.task.gpu_memory_bytes = std::get<2>(k);
-    c.task.cpu_milli = std::get<3>(k);
-    c.task.memory_bytes = std::get<4>(k);
-    c.models = std::get<5>(k);
+    c.task.gpus = k.gpus;
+    c.task.gpu_milli = k.gpu_milli;
+    c.task.gpu_memory_bytes = k.gpu_memory_bytes;
+    c.task.cpu_milli = k.cpu_milli;
+    c.task.memory_bytes = k.memory_bytes;
+    c.models = k.models;
     c.weight = n;
     classes.push_back(c);
   }
