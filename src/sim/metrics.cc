@@ -126,7 +126,7 @@ Metrics ComputeMetrics(const RunResult& r) {
   for (size_t t = 0; t < r.tenants.size(); ++t) {
     m.tenants.push_back({.tenant = r.tenants[t],
                          .entitlement = r.tenant_entitlement[t],
-                         .share = total_gpu_s > 0 ? r.tenant_gpu_s[t] / total_gpu_s : 0,
+                         .share = total_gpu_s > 0 ? r.tenant_gpu_s[t] / total_gpu_s : kUndefined,
                          .gpu_hours = r.tenant_gpu_s[t] / 3600});
   }
   return m;
@@ -176,7 +176,7 @@ nlohmann::json MetricsToJson(const Metrics& m) {
   j["wait_by_gang_size"] = buckets;
   nlohmann::json tenants = nlohmann::json::array();
   for (const auto& t : m.tenants) {
-    tenants.push_back({{"tenant", t.tenant}, {"entitlement", t.entitlement}, {"share", t.share},
+    tenants.push_back({{"tenant", t.tenant}, {"entitlement", t.entitlement}, {"share", Defined(t.share)},
                        {"gpu_hours", t.gpu_hours}});
   }
   j["tenants"] = tenants;

@@ -37,7 +37,7 @@ struct GangBucket {
 struct TenantShare {
   std::string tenant;
   double entitlement = 0;  // share of the GPUs it is entitled to
-  double share = 0;        // share of the GPU-seconds it got
+  double share = 0;        // share of the GPU-seconds it got (undefined when none were)
   double gpu_hours = 0;
 };
 

@@ -90,6 +90,12 @@ TEST(Metrics, UndefinedMeasuresAreNullNotZero) {
                         "avg_unallocated_gpus_while_blocked", "avg_slowdown", "avg_wait_s"}) {
     EXPECT_TRUE(j[k].is_null()) << k;
   }
+  // A tenant share of no GPU-seconds at all is undefined too.
+  r.tenants = {"a"};
+  r.tenant_entitlement = {1};
+  r.tenant_gpu_s = {0};
+  EXPECT_TRUE(std::isnan(ComputeMetrics(r).tenants[0].share));
+  EXPECT_TRUE(MetricsToJson(ComputeMetrics(r))["tenants"][0]["share"].is_null());
   // Remote attachment with no GPU job started: its shares are undefined too.
   r.remote_attach = true;
   auto jr = MetricsToJson(ComputeMetrics(r));

@@ -287,8 +287,9 @@ std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
   h += "<h2>Tenant shares</h2><table><tr><th>policy</th><th>tenant</th><th>entitlement</th><th>share</th><th>GPU-hours</th></tr>";
   for (const auto& m : metrics) {
     for (const auto& t : m.tenants) {
-      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.0f}</td></tr>",
-                       Esc(m.policy), Esc(t.tenant), t.entitlement, t.share, t.gpu_hours);
+      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{}</td><td>{:.0f}</td></tr>",
+                       Esc(m.policy), Esc(t.tenant), t.entitlement, FormatMetric(t.share, "{:.3f}"),
+                       t.gpu_hours);
     }
   }
   h += "</table></body></html>\n";
