@@ -46,6 +46,11 @@ struct SimFlags {
   double host_gbps = 1600;
   double min_cycle_s = 0;
   double arrival_scale = 1;
+  // A loaded replay (docs/simulator.md): run times x duration_scale, then capped (0: no cap); and
+  // each baseline also run with the engine's idle power-off after this many seconds (0: not).
+  double duration_scale = 1;
+  double duration_cap_s = 0;
+  double baseline_power_off_s = 0;
   bool quiet = false;
   bool seed_given = false;
   bool fill = false;   // FGD's fill experiment (sim/fill.h) instead of a time replay
@@ -483,6 +488,50 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
   return WriteFillJson(f, doc);
 }
 
+// The loaded replay's flags (docs/simulator.md, "Loaded replay"): --duration-scale and
+// --duration-cap-s change the workload's run times; --baseline-power-off-s adds, after the
+// policies named, a "<baseline>+poweroff" row per baseline (every policy but gpool and
+// gpool+remote, which manage power themselves) that runs with the engine's idle power-off.
+constexpr std::string_view kPowerOffSuffix = "+poweroff";
+
+Status ApplyLoadFlags(const SimFlags& f, sim::Workload* work, std::vector<std::string>* policies) {
+  const bool durations = f.duration_scale != 1 || f.duration_cap_s != 0;
+  if (f.fill && (durations || f.baseline_power_off_s != 0)) {
+    return Status::InvalidArgument(
+        "--duration-scale, --duration-cap-s and --baseline-power-off-s apply to a time replay; a "
+        "fill (--fill) has no run times or idle nodes");
+  }
+  if (!std::isfinite(f.duration_scale) || f.duration_scale <= 0) {
+    return Status::InvalidArgument(
+        fmt::format("--duration-scale {}: must be a finite number > 0 (0.1 = run times a tenth as long)",
+                    f.duration_scale));
+  }
+  if (!std::isfinite(f.duration_cap_s) || f.duration_cap_s < 0) {
+    return Status::InvalidArgument(
+        fmt::format("--duration-cap-s {}: must be a finite number of seconds > 0 (0: no cap)", f.duration_cap_s));
+  }
+  if (durations) {
+    StatusOr<int64_t> capped = work->ScaleDurations(f.duration_scale, f.duration_cap_s);
+    if (!capped.ok()) return capped.status().WithContext("--duration-scale/--duration-cap-s");
+  }
+  if (f.baseline_power_off_s == 0) return Status::Ok();
+  if (!std::isfinite(f.baseline_power_off_s) || f.baseline_power_off_s < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "--baseline-power-off-s {}: must be a finite number of seconds > 0", f.baseline_power_off_s));
+  }
+  std::vector<std::string> variants;
+  for (const auto& p : *policies) {
+    if (p != "gpool" && p != sim::kGpoolRemote) variants.push_back(p + std::string(kPowerOffSuffix));
+  }
+  if (variants.empty()) {
+    return Status::InvalidArgument(
+        "--baseline-power-off-s adds an idle power-off variant of each baseline, and this run has "
+        "none (gpool manages power itself): add one with --compare");
+  }
+  policies->insert(policies->end(), variants.begin(), variants.end());
+  return Status::Ok();
+}
+
 // --policy-config is gpool's: checked before anything runs (an unknown key or bad value is an
 // error naming the key), and an error when no gpool run would read it.
 Status CheckPolicyConfig(const SimFlags& f, const std::vector<std::string>& policies) {
@@ -507,6 +556,7 @@ Status RunSim(const SimFlags& f) {
   GPOOL_ASSIGN_OR_RETURN(sim::Workload work, LoadWorkload(f, cluster));
   if (!(f.arrival_scale > 0)) return Status::InvalidArgument("--arrival-scale: must be > 0");
   work.ScaleArrivals(f.arrival_scale);
+  GPOOL_RETURN_IF_ERROR(ApplyLoadFlags(f, &work, &policies));
   if (!f.quiet) {
     std::fprintf(stderr, "sim: %s\nsim: %s\n", work.description.c_str(), cluster.description.c_str());
     for (const auto& s : work.skipped) {
@@ -544,8 +594,14 @@ Status RunSim(const SimFlags& f) {
   std::vector<sim::RunResult> runs;
   std::vector<sim::Metrics> metrics;
   for (const auto& name : policies) {
-    GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy, sim::MakePolicy(name, ctx));
+    // "<baseline>+poweroff": the baseline's policy, with the engine's idle power-off.
+    const bool power_off = name.size() > kPowerOffSuffix.size() &&
+                           name.compare(name.size() - kPowerOffSuffix.size(), kPowerOffSuffix.size(),
+                                        kPowerOffSuffix) == 0;
+    const std::string base = power_off ? name.substr(0, name.size() - kPowerOffSuffix.size()) : name;
+    GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy, sim::MakePolicy(base, ctx));
     sim::EngineOptions eo;
+    if (power_off) eo.idle_power_off_s = f.baseline_power_off_s;
     eo.seed = f.seed;
     eo.feedback = &feedback;
     eo.min_cycle_interval_s = f.min_cycle_s;
@@ -557,6 +613,7 @@ Status RunSim(const SimFlags& f) {
       };
     }
     GPOOL_ASSIGN_OR_RETURN(sim::RunResult r, sim::RunSimulation(cluster, work, *policy, eo));
+    r.policy = name;
     metrics.push_back(sim::ComputeMetrics(r));
     if (!f.quiet) {
       const auto& m = metrics.back();
@@ -573,28 +630,39 @@ Status RunSim(const SimFlags& f) {
   info.cluster = cluster.description;
   info.seed = f.seed;
   info.skipped = work.skipped;
+  info.offered_load = sim::ComputeOfferedLoad(work, static_cast<double>(cluster.total_gpus()));
   for (size_t i = 0; i < f.argv.size(); ++i) info.command += (i ? " " : "") + f.argv[i];
   GPOOL_RETURN_IF_ERROR(sim::WriteOutputs(f.out, info, runs, metrics));
   if (f.output == "json") {
     std::puts(sim::MetricsDocument(info, metrics).dump(2).c_str());
   } else {
-    std::printf("%-10s %11s %11s %11s %9s %9s %12s %8s %11s\n", "policy", "avg_jct_s", "p50_jct_s",
-                "p99_jct_s", "unalloc", "alloc", "makespan_s", "preempt", "energy_kwh");
+    const sim::OfferedLoad& ol = *info.offered_load;
+    std::printf("offered load (each job from its submit for its base run time): peak %s GPUs (%s of "
+                "%.0f), average %s (%s) over %.0f s\n",
+                sim::FormatMetric(ol.peak_gpus, "{:.0f}").c_str(),
+                sim::FormatMetric(100 * ol.peak_share(), "{:.0f}%").c_str(), ol.capacity_gpus,
+                sim::FormatMetric(ol.avg_gpus, "{:.0f}").c_str(),
+                sim::FormatMetric(100 * ol.avg_share(), "{:.0f}%").c_str(), ol.span_s);
+    std::printf("%-17s %11s %11s %11s %9s %9s %12s %8s %11s %11s\n", "policy", "avg_jct_s", "p50_jct_s",
+                "p99_jct_s", "unalloc", "alloc", "makespan_s", "preempt", "energy_kwh", "busy_kwh");
     for (const auto& m : metrics) {
       // A measure with nothing to measure (no failed placement, no finished job) is undefined.
-      std::printf("%-10s %11s %11s %11s %9s %9.3f %12.0f %8lld %11.0f\n", m.policy.c_str(),
+      std::printf("%-17s %11s %11s %11s %9s %9s %12s %8lld %11.0f %11s\n", m.policy.c_str(),
                   sim::FormatMetric(m.avg_jct_s, "{:.0f}").c_str(),
                   sim::FormatMetric(m.p50_jct_s, "{:.0f}").c_str(),
                   sim::FormatMetric(m.p99_jct_s, "{:.0f}").c_str(),
-                  sim::FormatMetric(m.unallocated_gpus, "{:.1f}").c_str(), m.allocation_rate,
-                  m.makespan_s, static_cast<long long>(m.preemptions), m.energy_kwh);
+                  sim::FormatMetric(m.unallocated_gpus, "{:.1f}").c_str(),
+                  sim::FormatMetric(m.allocation_rate, "{:.3f}").c_str(),
+                  sim::FormatMetric(m.makespan_s, "{:.0f}").c_str(), static_cast<long long>(m.preemptions),
+                  m.energy_kwh, sim::FormatMetric(m.energy_busy_span_kwh, "{:.0f}").c_str());
     }
     for (const auto& m : metrics) {
       if (!m.remote_attach) continue;
-      std::printf("%s: %lld jobs with remote GPUs (%.2f%% of the GPU jobs started, %.2f%% of their "
+      std::printf("%s: %lld jobs with remote GPUs (%s of the GPU jobs started, %s of their "
                   "GPUs); estimated slowdown of those jobs (cost model, not measured): mean %s, p99 %s\n",
-                  m.policy.c_str(), static_cast<long long>(m.remote_jobs), 100 * m.remote_job_share,
-                  100 * m.remote_gpu_share, sim::FormatMetric(m.avg_remote_slowdown, "{:.4f}").c_str(),
+                  m.policy.c_str(), static_cast<long long>(m.remote_jobs),
+                  sim::FormatMetric(100 * m.remote_job_share, "{:.2f}%").c_str(),
+                  sim::FormatMetric(100 * m.remote_gpu_share, "{:.2f}%").c_str(), sim::FormatMetric(m.avg_remote_slowdown, "{:.4f}").c_str(),
                   sim::FormatMetric(m.p99_remote_slowdown, "{:.4f}").c_str());
     }
     std::printf("wrote %s/metrics.json, timeline.csv, jobs.csv, report.html\n", f.out.c_str());
@@ -621,6 +689,13 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
   cmd->add_option("--min-cycle-s", f->min_cycle_s, "merge scheduling cycles closer than this (default 0)");
   cmd->add_option("--arrival-scale", f->arrival_scale,
                   "multiply submit times by this (0.01 = arrivals 100x as fast; default 1)");
+  cmd->add_option("--duration-scale", f->duration_scale,
+                  "multiply run times (and estimates) by this (0.1 = a tenth as long; default 1)");
+  cmd->add_option("--duration-cap-s", f->duration_cap_s,
+                  "cap run times (and estimates) at this many seconds, after --duration-scale (default 0: no cap)");
+  cmd->add_option("--baseline-power-off-s", f->baseline_power_off_s,
+                  "also run each baseline as <name>+poweroff: the engine suspends nodes idle this "
+                  "long and resumes them (180 s boot) for the jobs bound to them (default 0: not)");
   cmd->add_option("--queues", f->queues,
                   "YAML file of per-tenant queues: guaranteed_gpus, guaranteed_domains, weight, "
                   "max_gpus, max_running_jobs (default: an equal share each)");
@@ -678,6 +753,11 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
     f->argv.push_back(fmt::format("--gpus-per-host {}", f->gpus_per_host));
     f->argv.push_back(fmt::format("--host-gbps {}", f->host_gbps));
     if (f->arrival_scale != 1) f->argv.push_back(fmt::format("--arrival-scale {}", f->arrival_scale));
+    if (f->duration_scale != 1) f->argv.push_back(fmt::format("--duration-scale {}", f->duration_scale));
+    if (f->duration_cap_s != 0) f->argv.push_back(fmt::format("--duration-cap-s {}", f->duration_cap_s));
+    if (f->baseline_power_off_s != 0) {
+      f->argv.push_back(fmt::format("--baseline-power-off-s {}", f->baseline_power_off_s));
+    }
     if (f->min_cycle_s != 0) f->argv.push_back(fmt::format("--min-cycle-s {}", f->min_cycle_s));
     if (!f->fabric.empty() && f->net_model != "aggregate" && f->lfts.empty()) {
       f->argv.push_back("--routing " + f->routing);

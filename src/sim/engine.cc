@@ -20,7 +20,12 @@ namespace gpool::sim {
 
 namespace {
 
-enum class Ev : uint8_t { kArrival, kFinish, kBooted, kShutdown, kTick };
+// kIdleCheck and kJobReady only with EngineOptions::idle_power_off_s: a node's idle timeout, and
+// a job's start once the nodes the engine resumed for it are up.
+enum class Ev : uint8_t { kArrival, kFinish, kBooted, kShutdown, kTick, kIdleCheck, kJobReady };
+
+// The engine's own view of a node's power under idle power-off (the policy's stays kOn).
+enum class HostPower : uint8_t { kOn, kSuspending, kOff, kBooting };
 
 struct Event {
   double t;
@@ -39,6 +44,7 @@ struct JobRun {
   double start_s = 0;      // start of the current run
   double slowdown = 1;
   uint32_t epoch = 0;
+  bool boot_wait = false;  // bound, waiting for nodes the engine resumes (idle power-off)
   std::vector<uint32_t> hosts;
 };
 
@@ -57,7 +63,9 @@ class Engine {
   }
   double PowerNow(const sched::ClusterState& s) const {
     const PowerModel& pm = opt_.power;
-    return on_idle_w_ + static_cast<double>(s.used_milli()) / 1000.0 * (pm.gpu_busy_w - pm.gpu_idle_w) +
+    // GPUs held by jobs waiting for a boot draw idle power until the job starts.
+    return on_idle_w_ +
+           static_cast<double>(s.used_milli() - boot_wait_milli_) / 1000.0 * (pm.gpu_busy_w - pm.gpu_idle_w) +
            static_cast<double>(cluster_.hosts.size() - on_count_) * pm.host_off_w;
   }
   double HostIdleW(size_t h) const {
@@ -80,6 +88,14 @@ class Engine {
   }
   Status Cycle(sched::ClusterState& state, double t);
   Status StopRun(sched::ClusterState& state, uint32_t id, double t);
+  // Idle power-off (EngineOptions::idle_power_off_s): arms node n's idle timeout when it is idle.
+  void ArmIdleCheck(const sched::ClusterState& state, uint32_t n, double t) {
+    if (!managed_power_ || !state.idle(sched::NodeId(n))) return;
+    Push(t + opt_.idle_power_off_s, Ev::kIdleCheck, n, ++idle_epoch_[n]);
+  }
+  // ...and the time a job bound now on `hosts` can start: resumes those that are off or going
+  // down, returns when the last is up (t when all are on).
+  double ResumeForJob(const std::vector<uint32_t>& hosts, double t);
 
   const SimCluster& cluster_;
   const Workload& work_;
@@ -104,7 +120,42 @@ class Engine {
   int64_t finished_ = 0;
   bool bound_this_cycle_ = false;
   bool load_dirty_ = true;  // the fabric load view is stale
+  bool blocked_ = false;    // the last cycle left jobs waiting and no capacity came back since
+  int64_t running_jobs_ = 0;
+  // Idle power-off by the engine (EngineOptions::idle_power_off_s > 0).
+  bool managed_power_ = false;
+  std::vector<HostPower> host_power_;
+  std::vector<double> ready_at_;       // kBooting: when the node is up
+  std::vector<uint32_t> idle_epoch_;   // stale idle checks are ignored
+  int64_t boot_wait_milli_ = 0;        // GPU milli held by jobs waiting for a boot
 };
+
+double Engine::ResumeForJob(const std::vector<uint32_t>& hosts, double t) {
+  double ready = t;
+  for (uint32_t h : hosts) {
+    ++idle_epoch_[h];  // busy now: its idle timeout no longer applies
+    switch (host_power_[h]) {
+      case HostPower::kOn:
+        break;
+      case HostPower::kBooting:
+        ready = std::max(ready, ready_at_[h]);
+        break;
+      case HostPower::kSuspending:  // cancelled: counted as a full reboot, to be safe
+      case HostPower::kOff:
+        if (!node_on_[h]) {
+          node_on_[h] = 1;
+          ++on_count_;
+          on_idle_w_ += HostIdleW(h);
+        }
+        host_power_[h] = HostPower::kBooting;
+        ready_at_[h] = t + opt_.idle_power_boot_s;
+        Push(ready_at_[h], Ev::kBooted, h, ++node_epoch_[h]);
+        ready = std::max(ready, ready_at_[h]);
+        break;
+    }
+  }
+  return ready;
+}
 
 Status Engine::StopRun(sched::ClusterState& state, uint32_t id, double t) {
   JobRun& run = runs_[id];
@@ -112,7 +163,13 @@ Status Engine::StopRun(sched::ClusterState& state, uint32_t id, double t) {
   net_.AddRing(run.hosts, -1);
   load_dirty_ |= run.hosts.size() > 1;
   tenant_used_milli_[r_.jobs[id].tenant] -= specs_[id].total_milli_gpus();
+  if (run.boot_wait) {
+    boot_wait_milli_ -= specs_[id].total_milli_gpus();
+    run.boot_wait = false;
+  }
+  --running_jobs_;
   ++run.epoch;
+  for (uint32_t h : run.hosts) ArmIdleCheck(state, h, t);
   return Status::Ok();
 }
 
@@ -155,7 +212,7 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
       return Status::Internal(fmt::format("policy '{}' preempted job {}, which is not running", pname, id));
     }
     JobRun& run = runs_[id];
-    double ran = t - run.start_s;
+    double ran = std::max(0.0, t - run.start_s);  // 0 while it waits for a boot
     run.remaining_s = std::max(0.0, run.remaining_s - ran / run.slowdown) + opt_.preempt_overhead_s;
     if (opt_.feedback) opt_.feedback->attained_milli_s[id] += ran * specs_[id].total_milli_gpus();
     GPOOL_RETURN_IF_ERROR(StopRun(state, id, t).WithContext(fmt::format("policy '{}': preempt", pname)));
@@ -181,11 +238,20 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
     RemovePending(id);
     JobRun& run = runs_[id];
     run.st = JobState::kRunning;
-    run.start_s = t;
+    ++running_jobs_;
     run.hosts.clear();
+    // Task nodes only (the ring's hosts; remote GPUs are gpool+remote's, which manages power).
     for (const auto& task : b.placement.tasks) run.hosts.push_back(task.node.value());
     std::sort(run.hosts.begin(), run.hosts.end());
     run.hosts.erase(std::unique(run.hosts.begin(), run.hosts.end()), run.hosts.end());
+    // Under idle power-off the job starts once the nodes the engine resumes for it are up.
+    run.start_s = managed_power_ ? ResumeForJob(run.hosts, t) : t;
+    if (run.start_s > t) {
+      run.boot_wait = true;
+      boot_wait_milli_ += specs_[id].total_milli_gpus();
+      ++r_.boot_waits;
+      Push(run.start_s, Ev::kJobReady, id, run.epoch);
+    }
     net_.AddRing(run.hosts, +1);
     load_dirty_ |= run.hosts.size() > 1;
     // Remote attachment stretches the whole run by its estimate (remote_cost.h), on top of the
@@ -194,7 +260,7 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
     for (const auto& task : b.placement.tasks) remote_slowdown = std::max(remote_slowdown, task.slowdown);
     run.slowdown = net_.Slowdown(work_.jobs[id].comm_fraction, run.hosts) * remote_slowdown;
     JobOutcome& o = r_.jobs[id];
-    if (o.start_s < 0) o.start_s = t;
+    if (o.start_s < 0) o.start_s = run.start_s;
     o.slowdown = run.slowdown;
     o.remote_slowdown = remote_slowdown;
     o.remote_gpus = sched::CountRemoteGpus(b.placement);
@@ -203,8 +269,13 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
     std::sort(leaves.begin(), leaves.end());
     o.leaves = static_cast<int32_t>(std::unique(leaves.begin(), leaves.end()) - leaves.begin());
     tenant_used_milli_[o.tenant] += specs_[id].total_milli_gpus();
-    Push(t + run.remaining_s * run.slowdown, Ev::kFinish, id, run.epoch);
+    Push(run.start_s + run.remaining_s * run.slowdown, Ev::kFinish, id, run.epoch);
     bound_this_cycle_ = true;
+  }
+  if (managed_power_ && !d.power.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "policy '{}' manages node power itself; the engine's idle power-off is for policies that don't",
+        pname));
   }
   for (const auto& p : d.power) {
     uint32_t n = p.node.value();
@@ -233,8 +304,11 @@ Status Engine::Cycle(sched::ClusterState& state, double t) {
       Push(ready, Ev::kBooted, n, ++node_epoch_[n]);
     }
   }
-  if (!pending_.empty() && r_.first_fail_s < 0 && on_count_ == cluster_.hosts.size() &&
-      resuming_ == 0) {
+  blocked_ = !pending_.empty();
+  // Under the engine's idle power-off the policy sees every node as available, so a job it
+  // leaves waiting failed to place.
+  if (!pending_.empty() && r_.first_fail_s < 0 &&
+      (managed_power_ || (on_count_ == cluster_.hosts.size() && resuming_ == 0))) {
     r_.first_fail_s = t;
     r_.unallocated_gpus_at_first_fail =
         static_cast<double>(state.total_gpus() * 1000 - state.used_milli()) / 1000.0;
@@ -303,12 +377,31 @@ StatusOr<RunResult> Engine::Run() {
 
   double now = n > 0 ? work_.jobs.front().submit_s : 0;
   r_.start_s = now;
+  if (!(opt_.idle_power_off_s >= 0) || !std::isfinite(opt_.idle_power_off_s) ||
+      !(opt_.idle_power_boot_s >= 0) || !std::isfinite(opt_.idle_power_boot_s)) {
+    return Status::InvalidArgument(fmt::format(
+        "engine: idle power-off {} s, boot {} s: must be finite and >= 0", opt_.idle_power_off_s,
+        opt_.idle_power_boot_s));
+  }
+  managed_power_ = opt_.idle_power_off_s > 0;
+  r_.idle_power_off_s = opt_.idle_power_off_s;
+  if (managed_power_) {
+    host_power_.assign(cluster_.hosts.size(), HostPower::kOn);
+    ready_at_.assign(cluster_.hosts.size(), 0);
+    idle_epoch_.assign(cluster_.hosts.size(), 0);
+    // Every node is idle when the trace starts.
+    for (size_t h = 0; h < cluster_.hosts.size(); ++h) ArmIdleCheck(state, static_cast<uint32_t>(h), now);
+  }
+  const size_t jobs_to_run = n - static_cast<size_t>(r_.rejected);
   double last_cycle = -1e300;
   bool tick_pending = false;
   int stalled = 0;
   uint64_t processed = 0;
   auto last_progress = wall0;
   while (true) {
+    // Under idle power-off, what is left after the last job are the engine's own power events:
+    // the run ends with the last job, as a baseline's without power-off does.
+    if (managed_power_ && static_cast<size_t>(finished_) == jobs_to_run) break;
     if (events_.empty()) {
       if (pending_.empty() || stalled >= opt_.max_stalled_retries) break;
       ++stalled;
@@ -323,11 +416,16 @@ StatusOr<RunResult> Engine::Run() {
     ledger_->Advance(state, ToNs(t));
     const double dt = t - now;
     if (dt > 0) {
-      r_.energy_j += PowerNow(state) * dt;
+      const double e = PowerNow(state) * dt;
+      r_.energy_j += e;
+      if (!pending_.empty() || running_jobs_ > 0) {
+        r_.work_s += dt;
+        r_.energy_with_work_j += e;
+      }
       for (size_t q = 0; q < tenant_used_milli_.size(); ++q) {
         r_.tenant_gpu_s[q] += static_cast<double>(tenant_used_milli_[q]) / 1000.0 * dt;
       }
-      if (!pending_.empty()) {
+      if (blocked_) {
         r_.blocked_s += dt;
         r_.blocked_unallocated_gpu_s +=
             static_cast<double>(state.total_gpus() * 1000 - state.used_milli()) / 1000.0 * dt;
@@ -335,6 +433,7 @@ StatusOr<RunResult> Engine::Run() {
     }
     now = t;
     bool changed = false;
+    bool capacity_back = false;  // a finish or boot: jobs left waiting may fit now
     while (!events_.empty() && events_.top().t == t) {
       Event e = events_.top();
       events_.pop();
@@ -352,18 +451,35 @@ StatusOr<RunResult> Engine::Run() {
           run.remaining_s = 0;
           r_.jobs[e.id].finish_s = t;
           r_.end_s = std::max(r_.end_s, t);
+          // Energy is integrated up to t: finishes come in time order, so the last one leaves
+          // the energy of the busy span.
+          r_.energy_busy_span_j = r_.energy_j;
           ++finished_;
           changed = true;
+          capacity_back = true;
           break;
         }
         case Ev::kBooted:
           if (node_epoch_[e.id] != e.epoch) break;
+          if (managed_power_) {  // the policy saw the node as available all along
+            host_power_[e.id] = HostPower::kOn;
+            ArmIdleCheck(state, e.id, t);
+            break;
+          }
           --resuming_;
           state.SetPower(sched::NodeId(e.id), sched::PowerState::kOn);
           changed = true;
+          capacity_back = true;
           break;
         case Ev::kShutdown:
           if (node_epoch_[e.id] != e.epoch) break;
+          if (managed_power_) {
+            host_power_[e.id] = HostPower::kOff;
+            node_on_[e.id] = 0;
+            --on_count_;
+            on_idle_w_ -= HostIdleW(e.id);
+            break;
+          }
           state.SetPower(sched::NodeId(e.id), sched::PowerState::kOff);
           if (node_on_[e.id]) {
             node_on_[e.id] = 0;
@@ -376,10 +492,29 @@ StatusOr<RunResult> Engine::Run() {
           tick_pending = false;
           changed = true;
           break;
+        case Ev::kIdleCheck:
+          if (idle_epoch_[e.id] != e.epoch || host_power_[e.id] != HostPower::kOn ||
+              !state.idle(sched::NodeId(e.id))) {
+            break;
+          }
+          host_power_[e.id] = HostPower::kSuspending;
+          ++r_.idle_power_offs;
+          Push(t + opt_.shutdown_s, Ev::kShutdown, e.id, ++node_epoch_[e.id]);
+          break;
+        case Ev::kJobReady: {
+          JobRun& run = runs_[e.id];
+          if (run.st != JobState::kRunning || run.epoch != e.epoch || !run.boot_wait) break;
+          run.boot_wait = false;
+          boot_wait_milli_ -= specs_[e.id].total_milli_gpus();
+          break;
+        }
       }
     }
     if (!changed) continue;
     if (opt_.min_cycle_interval_s > 0 && t < last_cycle + opt_.min_cycle_interval_s) {
+      // Waiting jobs that might fit the capacity that came back wait for the merged cycle: a
+      // batching wait, not blocking.
+      if (capacity_back) blocked_ = false;
       if (!tick_pending) {
         Push(last_cycle + opt_.min_cycle_interval_s, Ev::kTick, 0);
         tick_pending = true;

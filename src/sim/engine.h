@@ -57,8 +57,18 @@ struct EngineOptions {
   PowerModel power;
   double preempt_overhead_s = 30;   // added to a preempted job's remaining run time
   double shutdown_s = 30;           // suspend takes this long before the node draws off power
-  // Cycles closer together than this are merged (0 = a cycle at every event instant).
+  // Cycles closer together than this are merged (0 = a cycle at every event instant). The wait
+  // until the merged cycle is a batching wait, not blocking (RunResult::blocked_s).
   double min_cycle_interval_s = 0;
+  // Idle power-off done by the engine, for policies that don't manage power (the baselines'
+  // `+off` variants, `gpool sim --baseline-power-off-s`), like Slurm's power saving
+  // (SuspendTime / ResumeTimeout): a node idle for idle_power_off_s is suspended (shutdown_s,
+  // then off power). The policy still sees it as available; a job bound to a suspended,
+  // suspending or booting node holds its resources at once and starts when every node of its
+  // placement is up (idle_power_boot_s after the bind that resumed it). 0 = never. A policy that
+  // makes power decisions of its own can't run with it (an error).
+  double idle_power_off_s = 0;
+  double idle_power_boot_s = 180;
   // A stalled queue (jobs waiting, nothing scheduled to happen) is retried this often, at most
   // max_stalled_retries times in a row, before the rest is reported unfinished.
   double stall_retry_s = 300;
@@ -104,7 +114,15 @@ struct RunResult {
   std::vector<JobOutcome> jobs;          // by job id
   std::vector<TimelinePoint> timeline;   // after every cycle
   int64_t total_gpu_milli = 0;
-  double energy_j = 0;
+  double energy_j = 0;             // first submit to the last event (a policy's last power action)
+  // Energy over the busy span, first submit to last finish (the makespan), the same span for
+  // every policy; -1 when no job finished.
+  double energy_busy_span_j = -1;
+  double work_s = 0;                // time with a job pending or running
+  double energy_with_work_j = 0;    // energy over that time
+  double idle_power_off_s = 0;      // EngineOptions::idle_power_off_s it ran with
+  int64_t idle_power_offs = 0;      // suspends by the engine's idle power-off
+  int64_t boot_waits = 0;           // jobs (runs) whose start waited for a node the engine resumed
   int64_t preemptions = 0;
   // Inconsistent decisions absorbed: a victim named twice in one cycle, or a job bound and
   // preempted in the same cycle (it stays pending).
@@ -114,7 +132,10 @@ struct RunResult {
   // not a wait for boot), and the unallocated GPUs then.
   double first_fail_s = -1;
   double unallocated_gpus_at_first_fail = 0;
-  double blocked_s = 0;                  // time with jobs waiting
+  // Time with jobs waiting that the last cycle saw and left waiting, until the capacity changes
+  // (a finish, a boot): not arrivals waiting for a merged cycle (--min-cycle-s), nor waiting
+  // jobs while capacity that came back waits for one.
+  double blocked_s = 0;
   double blocked_unallocated_gpu_s = 0;  // integral of unallocated powered-on GPUs over it
   std::vector<std::string> tenants;
   std::vector<double> tenant_entitlement;

@@ -266,5 +266,35 @@ TEST(Engine, FairShareLedgerChargesAJobItsWholeRun) {
   EXPECT_NEAR(probe.seen[3].second, 8000.0 * 100 * std::exp2(-910.0 / 600) + 8000.0 * 10, 1e-6);
 }
 
+// --min-cycle-s merges cycles: the wait for the merged cycle is batching, not blocking. One
+// 8-GPU host, cycles at least 60 s apart: A (8 GPUs) runs 0-100; B (8 GPUs) arrives at 50, is
+// first seen by the merged cycle at 60, which leaves it waiting; A's finish at 100 waits for the
+// cycle at 120, where B starts. Blocked: [60, 100) only, not the batching waits [50, 60) and
+// [100, 120).
+TEST(Engine, BatchingWaitsAreNotBlocking) {
+  SimCluster c = OneLeaf(1);
+  Workload w = Jobs({Job(0, 100, 8), Job(50, 10, 8)});
+  PolicyContext ctx;
+  auto fifo = MakePolicy("fifo", ctx);
+  ASSERT_TRUE(fifo.ok());
+  EngineOptions o;
+  o.min_cycle_interval_s = 60;
+  auto r = RunSimulation(c, w, **fifo, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_DOUBLE_EQ(r->jobs[1].start_s, 120);
+  EXPECT_DOUBLE_EQ(r->blocked_s, 40);
+  // No GPU is free while B is blocked.
+  EXPECT_DOUBLE_EQ(r->blocked_unallocated_gpu_s, 0);
+  EXPECT_DOUBLE_EQ(r->first_fail_s, 60);
+  Metrics m = ComputeMetrics(*r);
+  EXPECT_DOUBLE_EQ(m.blocked_s, 40);
+  EXPECT_DOUBLE_EQ(m.avg_unallocated_gpus_blocked, 0);
+  // Without batching B is blocked from its arrival to A's finish.
+  o.min_cycle_interval_s = 0;
+  r = RunSimulation(c, w, **fifo, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r->blocked_s, 50);
+}
+
 }  // namespace
 }  // namespace gpool::sim

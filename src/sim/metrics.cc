@@ -84,8 +84,8 @@ Metrics ComputeMetrics(const RunResult& r) {
       slow_remote.push_back(j.remote_slowdown);
     }
     m.remote_jobs = static_cast<int64_t>(slow_remote.size());
-    m.remote_job_share = started > 0 ? static_cast<double>(m.remote_jobs) / static_cast<double>(started) : 0;
-    m.remote_gpu_share = milli > 0 ? remote_milli / milli : 0;
+    if (started > 0) m.remote_job_share = static_cast<double>(m.remote_jobs) / static_cast<double>(started);
+    if (milli > 0) m.remote_gpu_share = remote_milli / milli;
     if (!slow_remote.empty()) {
       double sum = 0;
       for (double x : slow_remote) sum += x;
@@ -93,10 +93,12 @@ Metrics ComputeMetrics(const RunResult& r) {
       m.p99_remote_slowdown = Percentile(&slow_remote, 99);
     }
   }
-  m.first_failed_placement_s = r.first_fail_s;
+  if (r.first_fail_s >= 0) m.first_failed_placement_s = r.first_fail_s;
   m.unallocated_gpus = r.first_fail_s >= 0 ? r.unallocated_gpus_at_first_fail : kUndefined;
   m.avg_unallocated_gpus_blocked = r.blocked_s > 0 ? r.blocked_unallocated_gpu_s / r.blocked_s : kUndefined;
-  m.makespan_s = std::max(0.0, r.end_s - r.start_s);
+  m.blocked_s = r.blocked_s;
+  // The busy span exists once a job finished (end_s is the last finish).
+  if (m.finished > 0) m.makespan_s = std::max(0.0, r.end_s - r.start_s);
   // Allocation rate: integrate the timeline's step function over [start, end].
   if (m.makespan_s > 0 && r.total_gpu_milli > 0) {
     double area = 0;
@@ -111,6 +113,12 @@ Metrics ComputeMetrics(const RunResult& r) {
   m.preemptions = r.preemptions;
   m.duplicate_preemptions = r.duplicate_preemptions;
   m.energy_kwh = r.energy_j / 3.6e6;
+  if (m.finished > 0 && r.energy_busy_span_j >= 0) m.energy_busy_span_kwh = r.energy_busy_span_j / 3.6e6;
+  m.work_s = r.work_s;
+  m.energy_with_work_kwh = r.energy_with_work_j / 3.6e6;
+  m.idle_power_off_s = r.idle_power_off_s;
+  m.idle_power_offs = r.idle_power_offs;
+  m.boot_waits = r.boot_waits;
   m.cycles = r.cycles;
   m.wall_s = r.wall_s;
   double total_gpu_s = 0;
@@ -118,7 +126,7 @@ Metrics ComputeMetrics(const RunResult& r) {
   for (size_t t = 0; t < r.tenants.size(); ++t) {
     m.tenants.push_back({.tenant = r.tenants[t],
                          .entitlement = r.tenant_entitlement[t],
-                         .share = total_gpu_s > 0 ? r.tenant_gpu_s[t] / total_gpu_s : 0,
+                         .share = total_gpu_s > 0 ? r.tenant_gpu_s[t] / total_gpu_s : kUndefined,
                          .gpu_hours = r.tenant_gpu_s[t] / 3600});
   }
   return m;
@@ -144,13 +152,20 @@ nlohmann::json MetricsToJson(const Metrics& m) {
   j["avg_wait_s"] = Defined(m.avg_wait_s);
   j["avg_slowdown"] = Defined(m.avg_slowdown);
   j["unallocated_gpus"] = Defined(m.unallocated_gpus);
-  j["first_failed_placement_s"] = m.first_failed_placement_s;
+  j["first_failed_placement_s"] = Defined(m.first_failed_placement_s);
   j["avg_unallocated_gpus_while_blocked"] = Defined(m.avg_unallocated_gpus_blocked);
-  j["allocation_rate"] = m.allocation_rate;
-  j["makespan_s"] = m.makespan_s;
+  j["blocked_s"] = m.blocked_s;
+  j["allocation_rate"] = Defined(m.allocation_rate);
+  j["makespan_s"] = Defined(m.makespan_s);
   j["preemptions"] = m.preemptions;
   j["duplicate_preemption_decisions"] = m.duplicate_preemptions;
   j["energy_kwh"] = m.energy_kwh;
+  j["energy_busy_span_kwh"] = Defined(m.energy_busy_span_kwh);
+  j["work_s"] = m.work_s;
+  j["energy_with_work_kwh"] = m.energy_with_work_kwh;
+  j["idle_power_off_s"] = m.idle_power_off_s;
+  j["idle_power_offs"] = m.idle_power_offs;
+  j["boot_waits"] = m.boot_waits;
   j["cycles"] = m.cycles;
   j["wall_s"] = m.wall_s;
   nlohmann::json buckets = nlohmann::json::array();
@@ -161,18 +176,61 @@ nlohmann::json MetricsToJson(const Metrics& m) {
   j["wait_by_gang_size"] = buckets;
   nlohmann::json tenants = nlohmann::json::array();
   for (const auto& t : m.tenants) {
-    tenants.push_back({{"tenant", t.tenant}, {"entitlement", t.entitlement}, {"share", t.share},
+    tenants.push_back({{"tenant", t.tenant}, {"entitlement", t.entitlement}, {"share", Defined(t.share)},
                        {"gpu_hours", t.gpu_hours}});
   }
   j["tenants"] = tenants;
   if (m.remote_attach) {
     j["remote_attach"] = {{"remote_jobs", m.remote_jobs},
-                          {"remote_job_share", m.remote_job_share},
-                          {"remote_gpu_share", m.remote_gpu_share},
+                          {"remote_job_share", Defined(m.remote_job_share)},
+                          {"remote_gpu_share", Defined(m.remote_gpu_share)},
                           {"avg_remote_slowdown", Defined(m.avg_remote_slowdown)},
                           {"p99_remote_slowdown", Defined(m.p99_remote_slowdown)}};
   }
   return j;
+}
+
+OfferedLoad ComputeOfferedLoad(const Workload& w, double capacity_gpus) {
+  OfferedLoad o;
+  o.capacity_gpus = capacity_gpus;
+  // (time, +/- milli) steps; a job of run 0 adds nothing.
+  std::vector<std::pair<double, int64_t>> steps;
+  steps.reserve(2 * w.jobs.size());
+  for (const auto& j : w.jobs) {
+    if (j.run_s <= 0 || j.gpu_demand_milli() == 0) continue;
+    steps.push_back({j.submit_s, j.gpu_demand_milli()});
+    steps.push_back({j.submit_s + j.run_s, -j.gpu_demand_milli()});
+  }
+  if (w.jobs.empty()) return o;
+  double t0 = w.jobs.front().submit_s, t1 = t0;
+  for (const auto& j : w.jobs) {
+    t0 = std::min(t0, j.submit_s);
+    t1 = std::max(t1, j.submit_s + j.run_s);
+  }
+  // Ends before starts at the same instant: a job that ends as another starts doesn't overlap it.
+  std::sort(steps.begin(), steps.end());
+  int64_t cur = 0, peak = 0;
+  double area = 0, last = t0;
+  for (const auto& [t, d] : steps) {
+    area += static_cast<double>(cur) * (t - last);
+    last = t;
+    cur += d;
+    peak = std::max(peak, cur);
+  }
+  o.span_s = t1 - t0;
+  o.peak_gpus = static_cast<double>(peak) / 1000.0;
+  o.avg_gpus = o.span_s > 0 ? area / 1000.0 / o.span_s : kUndefined;
+  return o;
+}
+
+nlohmann::json OfferedLoadToJson(const OfferedLoad& o) {
+  const bool cap = o.capacity_gpus > 0;
+  return {{"capacity_gpus", o.capacity_gpus},
+          {"peak_gpus", Defined(o.peak_gpus)},
+          {"avg_gpus", Defined(o.avg_gpus)},
+          {"peak_share", cap ? Defined(o.peak_share()) : nlohmann::json(nullptr)},
+          {"avg_share", cap ? Defined(o.avg_share()) : nlohmann::json(nullptr)},
+          {"span_s", o.span_s}};
 }
 
 }  // namespace gpool::sim

@@ -81,10 +81,55 @@ TEST(Metrics, UndefinedMeasuresAreNullNotZero) {
   EXPECT_TRUE(j["unallocated_gpus"].is_null());
   EXPECT_EQ(FormatMetric(m.unallocated_gpus, "{:.1f}"), "undefined");
   EXPECT_EQ(FormatMetric(2.25, "{:.1f}"), "2.2");
+  // The busy span has no end without a finished job: makespan, allocation rate, its energy.
+  EXPECT_TRUE(std::isnan(m.makespan_s));
+  EXPECT_TRUE(std::isnan(m.allocation_rate));
+  EXPECT_TRUE(std::isnan(m.energy_busy_span_kwh));
+  EXPECT_TRUE(std::isnan(m.first_failed_placement_s));
+  for (const char* k : {"makespan_s", "allocation_rate", "energy_busy_span_kwh", "first_failed_placement_s",
+                        "avg_unallocated_gpus_while_blocked", "avg_slowdown", "avg_wait_s"}) {
+    EXPECT_TRUE(j[k].is_null()) << k;
+  }
+  // A tenant share of no GPU-seconds at all is undefined too.
+  r.tenants = {"a"};
+  r.tenant_entitlement = {1};
+  r.tenant_gpu_s = {0};
+  EXPECT_TRUE(std::isnan(ComputeMetrics(r).tenants[0].share));
+  EXPECT_TRUE(MetricsToJson(ComputeMetrics(r))["tenants"][0]["share"].is_null());
+  // Remote attachment with no GPU job started: its shares are undefined too.
+  r.remote_attach = true;
+  auto jr = MetricsToJson(ComputeMetrics(r));
+  EXPECT_TRUE(jr["remote_attach"]["remote_job_share"].is_null());
+  EXPECT_TRUE(jr["remote_attach"]["remote_gpu_share"].is_null());
+  EXPECT_TRUE(jr["remote_attach"]["avg_remote_slowdown"].is_null());
+  r.remote_attach = false;
   // A failure defines it, 0 included.
   r.first_fail_s = 5;
   r.unallocated_gpus_at_first_fail = 0;
   EXPECT_DOUBLE_EQ(ComputeMetrics(r).unallocated_gpus, 0);
+}
+
+TEST(Metrics, OfferedLoadIsEachJobFromItsSubmitForItsRunTime) {
+  // 8 GPUs over [0,100), 4 over [50,150), 8 over [150,200) (ends before starts at 150), a
+  // CPU-only job (no GPUs): 8, 12, 4, 8 GPUs in four 50 s steps.
+  SimJob a{.submit_s = 0, .run_s = 100, .num_gpus = 8};
+  SimJob b{.submit_s = 50, .run_s = 100, .num_gpus = 4};
+  SimJob c{.submit_s = 150, .run_s = 50, .num_gpus = 8};
+  SimJob cpu{.submit_s = 60, .run_s = 10, .num_gpus = 0};
+  Workload w;
+  w.jobs = {a, b, cpu, c};
+  w.Finalize();
+  OfferedLoad o = ComputeOfferedLoad(w, 16);
+  EXPECT_DOUBLE_EQ(o.peak_gpus, 12);
+  EXPECT_DOUBLE_EQ(o.avg_gpus, (50 * 8 + 50 * 12 + 50 * 4 + 50 * 8) / 200.0);
+  EXPECT_DOUBLE_EQ(o.span_s, 200);
+  EXPECT_DOUBLE_EQ(o.peak_share(), 0.75);
+  auto j = OfferedLoadToJson(o);
+  EXPECT_DOUBLE_EQ(j["avg_share"].get<double>(), 0.5);
+  // Nothing to offer: undefined, not 0.
+  OfferedLoad none = ComputeOfferedLoad(Workload{}, 16);
+  EXPECT_TRUE(std::isnan(none.peak_gpus));
+  EXPECT_TRUE(OfferedLoadToJson(none)["avg_gpus"].is_null());
 }
 
 TEST(Report, HtmlHasPlotsAndCsvIsThinned) {

@@ -22,6 +22,7 @@ nlohmann::json MetricsDocument(const RunInfo& info, const std::vector<Metrics>& 
     skipped.push_back({{"reason", s.reason}, {"count", s.count}, {"example", s.example}});
   }
   doc["skipped_rows"] = skipped;
+  if (info.offered_load) doc["offered_load"] = OfferedLoadToJson(*info.offered_load);
   nlohmann::json pol = nlohmann::json::object();
   for (const auto& m : metrics) pol[m.policy] = MetricsToJson(m);
   doc["policies"] = pol;
@@ -233,16 +234,17 @@ std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
   }
   h += "<h2>Metrics</h2><table><tr><th>policy</th><th>avg JCT (s)</th><th>p50 JCT</th><th>p99 JCT</th>"
        "<th>avg wait</th><th>unallocated GPUs at 1st failure</th><th>allocation rate</th>"
-       "<th>makespan (s)</th><th>preemptions</th><th>energy (kWh)</th><th>finished</th>"
-       "<th>rejected</th><th>unfinished</th></tr>";
+       "<th>makespan (s)</th><th>preemptions</th><th>energy (kWh)</th><th>energy, busy span "
+       "(kWh)</th><th>finished</th><th>rejected</th><th>unfinished</th></tr>";
   for (const auto& m : metrics) {
     h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                     "<td>{}</td><td>{:.3f}</td><td>{:.0f}</td><td>{}</td><td>{:.0f}</td>"
+                     "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0f}</td><td>{}</td>"
                      "<td>{}</td><td>{}</td><td>{}</td></tr>",
                      Esc(m.policy), FormatMetric(m.avg_jct_s, "{:.0f}"), FormatMetric(m.p50_jct_s, "{:.0f}"),
                      FormatMetric(m.p99_jct_s, "{:.0f}"), FormatMetric(m.avg_wait_s, "{:.0f}"),
-                     FormatMetric(m.unallocated_gpus, "{:.1f}"), m.allocation_rate, m.makespan_s, m.preemptions,
-                     m.energy_kwh, m.finished, m.rejected, m.unfinished);
+                     FormatMetric(m.unallocated_gpus, "{:.1f}"), FormatMetric(m.allocation_rate, "{:.3f}"),
+                     FormatMetric(m.makespan_s, "{:.0f}"), m.preemptions, m.energy_kwh,
+                     FormatMetric(m.energy_busy_span_kwh, "{:.0f}"), m.finished, m.rejected, m.unfinished);
   }
   h += "</table>";
   if (std::any_of(metrics.begin(), metrics.end(), [](const Metrics& m) { return m.remote_attach; })) {
@@ -251,8 +253,9 @@ std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
          "jobs</th><th>share of GPUs</th><th>mean slowdown</th><th>p99 slowdown</th></tr>";
     for (const auto& m : metrics) {
       if (!m.remote_attach) continue;
-      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.4f}</td><td>{:.4f}</td><td>{}</td><td>{}</td></tr>",
-                       Esc(m.policy), m.remote_jobs, m.remote_job_share, m.remote_gpu_share,
+      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                       Esc(m.policy), m.remote_jobs, FormatMetric(m.remote_job_share, "{:.4f}"),
+                       FormatMetric(m.remote_gpu_share, "{:.4f}"),
                        FormatMetric(m.avg_remote_slowdown, "{:.4f}"),
                        FormatMetric(m.p99_remote_slowdown, "{:.4f}"));
     }
@@ -284,8 +287,9 @@ std::string ReportHtml(const RunInfo& info, const std::vector<RunResult>& runs,
   h += "<h2>Tenant shares</h2><table><tr><th>policy</th><th>tenant</th><th>entitlement</th><th>share</th><th>GPU-hours</th></tr>";
   for (const auto& m : metrics) {
     for (const auto& t : m.tenants) {
-      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.0f}</td></tr>",
-                       Esc(m.policy), Esc(t.tenant), t.entitlement, t.share, t.gpu_hours);
+      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{}</td><td>{:.0f}</td></tr>",
+                       Esc(m.policy), Esc(t.tenant), t.entitlement, FormatMetric(t.share, "{:.3f}"),
+                       t.gpu_hours);
     }
   }
   h += "</table></body></html>\n";

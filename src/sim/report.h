@@ -3,6 +3,7 @@
 // policy, wait per gang size, energy. Thread safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,12 @@ struct RunInfo {
   std::string command;   // the command line, for reproducibility
   uint64_t seed = 0;
   std::vector<SkippedRows> skipped;
+  // The workload's offered load on the cluster (metrics.h OfferedLoad; absent when unset).
+  std::optional<OfferedLoad> offered_load;
 };
 
-// {"workload":..., "cluster":..., "seed":..., "skipped_rows":[...], "policies":{name:{...}}}
+// {"workload":..., "cluster":..., "seed":..., "skipped_rows":[...], "offered_load":{...},
+//  "policies":{name:{...}}}
 nlohmann::json MetricsDocument(const RunInfo& info, const std::vector<Metrics>& metrics);
 // policy,t_s,allocated_gpus,running_jobs,pending_jobs,nodes_on,power_w; at most `max_rows` rows
 // per policy (evenly thinned, the last point kept).

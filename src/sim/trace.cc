@@ -35,6 +35,30 @@ void Workload::ScaleArrivals(double factor) {
   description += fmt::format(", arrivals scaled by {}", factor);
 }
 
+StatusOr<int64_t> Workload::ScaleDurations(double factor, double cap_s) {
+  if (!std::isfinite(factor) || factor <= 0) {
+    return Status::InvalidArgument(fmt::format("duration scale must be a finite number > 0, got {}", factor));
+  }
+  if (!std::isfinite(cap_s) || cap_s < 0) {
+    return Status::InvalidArgument(
+        fmt::format("duration cap must be a finite number of seconds > 0 (0: none), got {}", cap_s));
+  }
+  if (factor == 1 && cap_s == 0) return int64_t{0};
+  int64_t capped = 0;
+  for (auto& j : jobs) {
+    j.run_s *= factor;
+    if (j.est_s >= 0) j.est_s *= factor;
+    if (cap_s > 0 && j.run_s > cap_s) {
+      j.run_s = cap_s;
+      ++capped;
+    }
+    if (cap_s > 0 && j.est_s > cap_s) j.est_s = cap_s;
+  }
+  if (factor != 1) description += fmt::format(", run times scaled by {}", factor);
+  if (cap_s > 0) description += fmt::format(", run times capped at {} s ({} jobs capped)", cap_s, capped);
+  return capped;
+}
+
 int64_t Workload::total_skipped() const {
   int64_t n = 0;
   for (const auto& s : skipped) n += s.count;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <utility>
+
 #include "common/file.h"
 
 namespace gpool::sim {
@@ -256,6 +260,50 @@ TEST(Workload, ScaleArrivalsKeepsFirstSubmitAndRunTimes) {
   EXPECT_DOUBLE_EQ(w.jobs[0].submit_s, 100);
   EXPECT_DOUBLE_EQ(w.jobs[1].submit_s, 200);
   EXPECT_DOUBLE_EQ(w.jobs[1].run_s, 7);
+}
+
+TEST(Workload, ScaleDurationsScalesThenCapsRunTimesAndEstimates) {
+  Workload w;
+  w.description = "w";
+  w.jobs.push_back({.submit_s = 0, .run_s = 1000});                 // exact estimate (est_s < 0)
+  w.jobs.push_back({.submit_s = 10, .run_s = 100, .est_s = 400});   // an explicit estimate
+  w.jobs.push_back({.submit_s = 20, .run_s = 50000, .min_runtime_s = 600});
+  w.Finalize();
+  StatusOr<int64_t> capped = w.ScaleDurations(0.5, 3600);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  EXPECT_EQ(*capped, 1);  // 50000 x 0.5 = 25000 > 3600
+  EXPECT_DOUBLE_EQ(w.jobs[0].run_s, 500);
+  EXPECT_LT(w.jobs[0].est_s, 0);  // still "exact": the estimate follows run_s
+  EXPECT_DOUBLE_EQ(w.jobs[0].estimate_s(), 500);
+  EXPECT_DOUBLE_EQ(w.jobs[1].run_s, 50);
+  EXPECT_DOUBLE_EQ(w.jobs[1].est_s, 200);
+  EXPECT_DOUBLE_EQ(w.jobs[2].run_s, 3600);
+  EXPECT_DOUBLE_EQ(w.jobs[2].min_runtime_s, 600);  // a preemption guard, not a duration
+  EXPECT_DOUBLE_EQ(w.jobs[2].submit_s, 20);        // arrivals are --arrival-scale's
+  EXPECT_NE(w.description.find("run times scaled by 0.5"), std::string::npos) << w.description;
+  EXPECT_NE(w.description.find("capped at 3600 s (1 jobs capped)"), std::string::npos) << w.description;
+  // A cap alone: an explicit estimate above it is capped too (a known wall-time limit).
+  Workload v;
+  v.jobs.push_back({.submit_s = 0, .run_s = 100, .est_s = 900});
+  v.Finalize();
+  ASSERT_TRUE(v.ScaleDurations(1, 300).ok());
+  EXPECT_DOUBLE_EQ(v.jobs[0].run_s, 100);
+  EXPECT_DOUBLE_EQ(v.jobs[0].est_s, 300);
+}
+
+TEST(Workload, ScaleDurationsRejectsBadFactorsAndChangesNothing) {
+  Workload w;
+  w.jobs.push_back({.submit_s = 0, .run_s = 100});
+  w.Finalize();
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  using P = std::pair<double, double>;
+  for (auto [factor, cap] : {P{0, 0}, P{-1, 0}, P{nan, 0}, P{inf, 0}, P{1, -5}, P{1, inf}}) {
+    StatusOr<int64_t> r = w.ScaleDurations(factor, cap);
+    EXPECT_FALSE(r.ok()) << factor << " " << cap;
+    EXPECT_DOUBLE_EQ(w.jobs[0].run_s, 100);
+  }
+  EXPECT_NE(w.ScaleDurations(0, 0).status().message().find("duration scale"), std::string::npos);
+  EXPECT_NE(w.ScaleDurations(1, -1).status().message().find("duration cap"), std::string::npos);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -428,6 +430,61 @@ TEST_F(SimCliTest, RecordedCommandReproducesTheRun) {
   Json c = Json::parse(Slurp(Path("c/metrics.json")));
   c["policies"]["fifo"].erase("wall_s");
   EXPECT_NE(a["policies"], c["policies"]);
+}
+
+// The loaded replay's flags: --duration-scale and --duration-cap-s change run times as
+// documented (recorded in the command and the workload's description), bad values are refused
+// naming the flag, and --baseline-power-off-s adds a "+poweroff" row per baseline whose idle
+// host is turned off, so its energy drops. Two 8-GPU hosts: a (8 GPUs) at 0 and b (8 GPUs) at
+// 10000, each 4000 s, halved to 2000 s, then capped at 1500 s.
+TEST_F(SimCliTest, LoadedReplayKnobsAndPowerOffBaseline) {
+  Write("j.csv", "name,submit_s,run_s,gpus,cpu_milli,mem_mib\na,0,4000,8,1000,1024\nb,10000,4000,8,1000,1024\n");
+  const std::string base = "sim --trace " + Path("j.csv") + " --nodes " + Path("nodes.csv") + " -q --out " + Path("out");
+  Result r = Run(base + " --compare gpool,fifo --duration-scale 0.5 --duration-cap-s 1500 --baseline-power-off-s 600");
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json doc = Json::parse(Slurp(Path("out/metrics.json")));
+  const std::string cmd = doc["command"].get<std::string>();
+  for (const char* flag : {"--duration-scale 0.5", "--duration-cap-s 1500", "--baseline-power-off-s 600"}) {
+    EXPECT_NE(cmd.find(flag), std::string::npos) << cmd;
+  }
+  EXPECT_NE(doc["workload"].get<std::string>().find("capped at 1500 s (2 jobs capped)"), std::string::npos)
+      << doc["workload"];
+  // Offered load: 8 GPUs over [0,1500) and [10000,11500) of 16, over 11500 s.
+  EXPECT_DOUBLE_EQ(doc["offered_load"]["peak_gpus"].get<double>(), 8);
+  EXPECT_NEAR(doc["offered_load"]["avg_gpus"].get<double>(), 8 * 3000.0 / 11500, 1e-9);
+  ASSERT_EQ(doc["policies"].size(), 3u);
+  const Json& fifo = doc["policies"]["fifo"];
+  const Json& off = doc["policies"]["fifo+poweroff"];
+  EXPECT_DOUBLE_EQ(fifo["avg_jct_s"].get<double>(), 1500);  // 4000 x 0.5, capped
+  EXPECT_DOUBLE_EQ(fifo["makespan_s"].get<double>(), 11500);
+  EXPECT_DOUBLE_EQ(off["idle_power_off_s"].get<double>(), 600);
+  EXPECT_DOUBLE_EQ(fifo["idle_power_off_s"].get<double>(), 0);
+  EXPECT_GE(off["idle_power_offs"].get<int64_t>(), 2);  // both hosts idle through the gap
+  EXPECT_EQ(off["boot_waits"].get<int64_t>(), 1);        // b waits for a boot
+  EXPECT_LT(off["energy_busy_span_kwh"].get<double>(), fifo["energy_busy_span_kwh"].get<double>());
+  EXPECT_GT(off["avg_jct_s"].get<double>(), fifo["avg_jct_s"].get<double>());
+  EXPECT_FALSE(doc["policies"].contains("gpool+poweroff"));  // gpool manages power itself
+  // The printed table has the rows and the busy-span energy.
+  r = Run(base + " --policy fifo --baseline-power-off-s 600");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("busy_kwh"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fifo+poweroff"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("offered load"), std::string::npos) << r.out;
+
+  std::filesystem::remove_all(Path("out"));
+  for (const auto& [flags, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--duration-scale 0", "--duration-scale 0: must be a finite number > 0"},
+           {"--duration-scale -2", "--duration-scale -2"},
+           {"--duration-cap-s -1", "--duration-cap-s -1"},
+           {"--baseline-power-off-s -5", "--baseline-power-off-s -5"},
+           {"--policy gpool --baseline-power-off-s 600", "this run has none"},
+           {"--fill --duration-scale 2", "a fill (--fill) has no run times"}}) {
+    SCOPED_TRACE(flags);
+    r = Run(base + " " + flags);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(Path("out/metrics.json")));
+  }
 }
 
 }  // namespace
