@@ -45,7 +45,11 @@ if [ -x "$clients/layer_static" ]; then
       --emulated-launch-log "$tmp/launches" --transport tcp --insecure --listen 127.0.0.1:0 \
       >"$tmp/server.log" 2>&1 &
     server=$!
-    for _ in $(seq 100); do grep -q "listening on" "$tmp/server.log" && break; sleep 0.1; done
+    for _ in $(seq 600); do  # up to 60 s: a loaded 2-core VM starts the CLI slowly
+      grep -q "listening on" "$tmp/server.log" && break
+      kill -0 "$server" 2>/dev/null || break
+      sleep 0.1
+    done
     addr=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$tmp/server.log" | sed -n 1p)
     [ -n "$addr" ] || { echo "driver_layer: the probe's gpu-server did not start:" >&2; cat "$tmp/server.log" >&2; exit 1; }
     # Fails (exit 1) while a kernel has no CPU version: expected, the log has what it launched.
