@@ -1038,6 +1038,17 @@ struct Layers {
 };
 std::map<int, Layers> g_layers;
 
+// Forgets the pids of programs that have exited (each destructor waited for its own).
+void StopClients() {
+  std::vector<pid_t> live;
+  for (const auto& [t, l] : g_layers) {
+    for (const auto* c : {l.driver.get(), l.runtime.get(), l.blas.get()}) {
+      if (c) live.push_back(c->pid());
+    }
+  }
+  g.client_pids = live;
+}
+
 std::shared_ptr<bench::LayerClient> StartClient(const DriverFlags& f, int t,
                                                 const std::vector<std::string>& argv,
                                                 const std::string& first) {
@@ -1048,12 +1059,14 @@ std::shared_ptr<bench::LayerClient> StartClient(const DriverFlags& f, int t,
   return std::shared_ptr<bench::LayerClient>(std::move(c));
 }
 
-Layers& LayersFor(const DriverFlags& f, int t) {
+// The programs of transport `t`; with `driver_only`, only driver_client (the copy groups').
+Layers& LayersFor(const DriverFlags& f, int t, bool driver_only = false) {
   auto it = g_layers.find(t);
-  if (it != g_layers.end()) return it->second;
+  if (it != g_layers.end() && (driver_only || it->second.runtime)) return it->second;
   Layers l;
   l.driver = StartClient(f, t, {f.clients + "/driver_client", f.clients + "/layer_kernels.fatbin"},
                          "sync 1");
+  if (driver_only) return g_layers[t] = l;
   l.runtime = StartClient(f, t, {f.clients + "/layer_runtime"}, "sync 1");
   const std::string blas = f.clients + "/layer_static";
   if (access(blas.c_str(), X_OK) == 0) {
@@ -1230,6 +1243,10 @@ int RunInterleaved(const DriverFlags& f) {
                       Name(t), f.sgemm, f.sgemm, rate[sgemm], 1e6 / rate[sgemm], r[sgemm],
                       1e6 / rate[0], rate[rt_launch] / rate[sgemm], 1e6 / rate[rt_launch]);
         }
+        // Their sessions (UCX ones poll) would count in the idle figure below and load the copy
+        // groups: the copies start driver_client alone again.
+        g_layers.erase(t);
+        StopClients();
       }
       std::fflush(stdout);
     }
@@ -1291,7 +1308,7 @@ int RunInterleaved(const DriverFlags& f) {
   }
   if (f.skip.find("bw") != std::string::npos) {
     g_layers.clear();
-    g.client_pids.clear();
+    StopClients();
     return 0;
   }
   // Copies of `size` bytes; below 4 MiB (one chunk) a step streams 4 MiB worth of them and syncs
@@ -1395,7 +1412,7 @@ int RunInterleaved(const DriverFlags& f) {
           // The same copies through the driver stand-in (driver_client's h2d/d2h: cuMemcpyHtoD,
           // cuMemcpyDtoH, cuMemcpyDtoHAsync into page-locked memory), a command repeating the
           // step up to >= 64 MiB so that the pipe's round trip per command stays negligible.
-          auto c = LayersFor(f, t).driver;
+          auto c = LayersFor(f, t, /*driver_only=*/true).driver;
           const size_t repeat = std::max<size_t>(1, (size_t{64} << 20) / total);
           const std::string line =
               fmt::format("{} {} {} {}", d2h ? "d2h" : "h2d", size, per_step, repeat);
@@ -1432,7 +1449,7 @@ int RunInterleaved(const DriverFlags& f) {
                aa_cells);
   }
   g_layers.clear();  // the programs exit at the end of their input
-  g.client_pids.clear();
+  StopClients();
   return 0;
 }
 
