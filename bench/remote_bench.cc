@@ -26,7 +26,15 @@
 // ratios to the first: how often the method itself reports a miss. --threads adds, under each
 // contender, the median per step of each thread's voluntary context switches (each a sleep and a
 // wake-up: the thread hops of a copy, which do not depend on the machine's load). --size=BYTES
-// runs copies of that size only, instead of the table's 64 KiB .. 1 GiB (any size).
+// runs copies of that size only, instead of the table's 64 KiB .. 1 GiB (any size; a
+// comma-separated list for several).
+// --clients=DIR --gpool=PATH --kernels=PATH [--sgemm=M] adds the interception layers: programs
+// run through `gpool run` (bench/layer_client.h; built in build/bench/clients) join the groups,
+// the gpu-servers load the no-op kernel plugin --kernels, and "driver layer" lines give issue
+// 27's figures: cuCtxSynchronize and cudaDeviceSynchronize against the round trip's peer,
+// cuLaunchKernel and runtime launches per second, a cublasSgemm loop (M x M, default 64) per
+// call against the round trip and a runtime-layer launch, and the copies' cells through the driver
+// stand-in. bench/driver_layer.sh runs it.
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -52,6 +60,7 @@
 #include <fmt/format.h>
 #include <ucp/api/ucp.h>
 
+#include "layer_client.h"
 #include "plain_ucx.h"
 
 #include "remote/client/link.h"
@@ -72,6 +81,10 @@ struct Servers {
   // --pin: the driver's CPU and the one of every process it spawns (-1: not pinned).
   int client_cpu = -1, server_cpu = -1;
   pid_t plain_ucx_pid = -1;
+  // --clients: the gpu-servers' kernel plugin (--kernels) and the programs run through
+  // `gpool run` (their CPU counts with the servers').
+  std::string kernels;
+  std::vector<pid_t> client_pids;
 } g;
 
 // Pins the calling thread, and so every thread and process it starts afterwards (both inherit
@@ -113,6 +126,7 @@ std::string StartGpuServer(const std::string& transport) {
     server::ServerOptions o;
     o.transport = transport;
     o.emulated.memory_bytes = uint64_t{4} << 30;
+    o.emulated.kernels_plugin = g.kernels;
     server::GpuServer s(o);
     if (!s.Start().ok()) _exit(1);
     std::string a = s.address();
@@ -578,6 +592,7 @@ double AllCpu() {
   getrusage(RUSAGE_SELF, &ru);
   double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
   for (pid_t p : g.pids) cpu += TreeCpu(p);
+  for (pid_t p : g.client_pids) cpu += TreeCpu(p);
   return cpu;
 }
 
@@ -721,6 +736,7 @@ void AllSwitches(double* vol, double* invol) {
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "remote_bench --interleaved: %s\n", what.c_str());
   for (pid_t p : g.pids) kill(p, SIGKILL);
+  for (pid_t p : g.client_pids) kill(p, SIGKILL);
   std::exit(1);
 }
 
@@ -796,8 +812,10 @@ double Quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-// Prints the group's figures; returns each contender's median wall ratio to c[0].
-std::vector<double> RunGroup(const Group& grp, int reps, double min_time) {
+// Prints the group's figures; returns each contender's median wall ratio to c[0], and in
+// `medians`, if given, each one's median rate (units per second).
+std::vector<double> RunGroup(const Group& grp, int reps, double min_time,
+                             std::vector<double>* medians = nullptr) {
   std::vector<double> ratios;
   for (const Contender& c : grp.c) {  // warm-up: connections, page faults
     if (c.begin) c.begin();
@@ -861,6 +879,11 @@ std::vector<double> RunGroup(const Group& grp, int reps, double min_time) {
                               Median(cpu_ratio2));
     }
     ratios.push_back(Median(ratio));
+    if (medians) {
+      std::vector<double> rate;
+      for (const Sample& s : samples[i]) rate.push_back(s.units / s.wall);
+      medians->push_back(Median(rate));
+    }
     if (grp.throughput) {
       std::printf("  %-34s %10.1f MB/s  ratio %.2fx [%.2f-%.2f]  CPU %7.3f s/GB  cpu ratio %.2fx%s\n",
                   grp.c[i].name.c_str(), Median(wall) / 1e6, Median(ratio), Quantile(ratio, 0.25),
@@ -917,7 +940,12 @@ struct DriverFlags {
   int reps = 9;
   double min_time = 0.3;
   std::string only, skip;
-  size_t size = 0;  // only copies of this size (0: all)
+  std::vector<size_t> sizes;  // --size: only copies of these sizes (empty: the table's)
+  // --clients=DIR: the interception layers' programs (bench/layer_client.h) run through
+  // --gpool=PATH against gpu-servers with the kernel plugin --kernels=PATH; --sgemm=M: the
+  // SGEMM loop's matrix size.
+  std::string clients, gpool, kernels;
+  int sgemm = 64;
 };
 
 [[noreturn]] void BadFlag(const std::string& what) {
@@ -997,6 +1025,80 @@ void PrintCells(const std::string& head, const char* met,
   std::printf("%s: %td of %zu cells %s:", head.c_str(), n, cells.size(), met);
   for (const auto& c : cells) std::printf(" [%s]", c.first.c_str());
   std::printf("\n");
+}
+
+// ---- --clients: the interception layers (bench/layer_client.h) ----
+
+// The programs of one transport, started on first use and kept connected for the whole run.
+struct Layers {
+  std::shared_ptr<bench::LayerClient> driver;   // driver_client: the driver API, libcuda stand-in
+  std::shared_ptr<bench::LayerClient> runtime;  // layer_runtime: gpool's runtime stand-in
+  std::shared_ptr<bench::LayerClient> blas;     // layer_static: NVIDIA's runtime and cuBLAS over
+                                                // the driver stand-in (null: not built)
+};
+std::map<int, Layers> g_layers;
+
+// Forgets the pids of programs that have exited (each destructor waited for its own).
+void StopClients() {
+  std::vector<pid_t> live;
+  for (const auto& [t, l] : g_layers) {
+    for (const auto* c : {l.driver.get(), l.runtime.get(), l.blas.get()}) {
+      if (c) live.push_back(c->pid());
+    }
+  }
+  g.client_pids = live;
+}
+
+std::shared_ptr<bench::LayerClient> StartClient(const DriverFlags& f, int t,
+                                                const std::vector<std::string>& argv,
+                                                const std::string& first) {
+  std::string why;
+  auto c = bench::LayerClient::Start(f.gpool, Name(t), GpuAddr(t), argv, first, &why);
+  if (!c) Die("--clients: " + why);
+  g.client_pids.push_back(c->pid());
+  return std::shared_ptr<bench::LayerClient>(std::move(c));
+}
+
+// The programs of transport `t`; with `driver_only`, only driver_client (the copy groups').
+Layers& LayersFor(const DriverFlags& f, int t, bool driver_only = false) {
+  auto it = g_layers.find(t);
+  if (it != g_layers.end() && (driver_only || it->second.runtime)) return it->second;
+  Layers l;
+  l.driver = StartClient(f, t, {f.clients + "/driver_client", f.clients + "/layer_kernels.fatbin"},
+                         "sync 1");
+  if (driver_only) return g_layers[t] = l;
+  l.runtime = StartClient(f, t, {f.clients + "/layer_runtime"}, "sync 1");
+  const std::string blas = f.clients + "/layer_static";
+  if (access(blas.c_str(), X_OK) == 0) {
+    l.blas = StartClient(f, t, {blas, std::to_string(f.sgemm)}, "sgemm 1");
+  } else {
+    std::printf("note: no %s (the toolkit has no cuBLAS?): no SGEMM loop, no static-runtime "
+                "launches\n",
+                blas.c_str());
+  }
+  return g_layers[t] = l;
+}
+
+// A contender whose step is one command of `c` doing `n` calls, with `n` such that a step takes
+// ~30 ms here (the fastest of three untimed probes: a probe slowed by the machine's load would
+// shorten every step), and at least 1,000 calls, so that the pipe's round trip per step (~10-50 us)
+// stays well under 1%.
+Contender ClientCalls(const std::string& name, std::shared_ptr<bench::LayerClient> c,
+                      const std::string& cmd) {
+  const int probe = 200;
+  double per = 1;
+  for (int i = 0; i < 3; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!c->Do(fmt::format("{} {}", cmd, probe))) Die(c->name() + ": " + cmd + " failed");
+    per = std::min(
+        per, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / probe);
+  }
+  const long n = std::clamp(static_cast<long>(0.03 / std::max(per, 1e-9)), 1000L, 1000000L);
+  const std::string line = fmt::format("{} {}", cmd, n);
+  return {fmt::format("{} ({}/step)", name, n), [c, line, n] {
+            if (!c->Do(line)) Die(c->name() + ": '" + line + "' failed");
+            return static_cast<double>(n);
+          }};
 }
 
 int RunInterleaved(const DriverFlags& f) {
@@ -1095,10 +1197,57 @@ int RunInterleaved(const DriverFlags& f) {
                          if (!link->Call(ping, &h, &none).ok()) Die("ping failed");
                          return 1.0;
                        }});
-      std::vector<double> r = RunGroup(grp, f.reps, f.min_time);
+      const size_t session_noop = grp.c.size() - 1;
+      // --clients: the same round trip and launches through the interception layers, and the
+      // SGEMM loop (bench/layer_client.h). Indices into the group's contenders.
+      size_t drv_sync = 0, rt_sync = 0, drv_launch = 0, rt_launch = 0, st_launch = 0, sgemm = 0;
+      if (!f.clients.empty()) {
+        Layers& l = LayersFor(f, t);
+        auto add = [&grp](Contender c) {
+          grp.c.push_back(std::move(c));
+          return grp.c.size() - 1;
+        };
+        drv_sync = add(ClientCalls("cuCtxSynchronize, driver stand-in", l.driver, "sync"));
+        rt_sync = add(ClientCalls("cudaDeviceSynchronize, runtime stand-in", l.runtime, "sync"));
+        drv_launch = add(ClientCalls("cuLaunchKernel, driver stand-in", l.driver, "launch"));
+        rt_launch = add(ClientCalls("<<<>>> launch, runtime stand-in", l.runtime, "launch"));
+        if (l.blas) {
+          st_launch = add(ClientCalls("<<<>>> launch, NVIDIA static runtime over driver stand-in",
+                                      l.blas, "launch"));
+          sgemm = add(ClientCalls(fmt::format("cublasSgemm {0}x{0}, cuBLAS over driver stand-in",
+                                              f.sgemm), l.blas, "sgemm"));
+        }
+      }
+      std::vector<double> rate;
+      std::vector<double> r = RunGroup(grp, f.reps, f.min_time, &rate);
       std::printf("issue 4, %s%s: no-op call through a session / %s = %.2fx (target <= 1.3x)\n",
                   Name(t), t == 1 ? fmt::format(" (UCX_TLS={})", tls ? tls : "unset").c_str() : "",
-                  grp.c[0].name.c_str(), r.back());
+                  grp.c[0].name.c_str(), r[session_noop]);
+      if (!f.clients.empty()) {
+        // The driver layer's targets (issue 27), each against the peer of this same run.
+        std::printf("driver layer, %s: cuCtxSynchronize through the driver stand-in / %s = %.2fx "
+                    "(target <= 1.3x); cudaDeviceSynchronize through the runtime stand-in %.2fx\n",
+                    Name(t), grp.c[0].name.c_str(), r[drv_sync], r[rt_sync]);
+        std::printf("driver layer, %s: cuLaunchKernel %.2f M launches/s (target >= 0.5 M/s); "
+                    "runtime stand-in %.2f M/s",
+                    Name(t), rate[drv_launch] / 1e6, rate[rt_launch] / 1e6);
+        if (st_launch) {
+          std::printf("; NVIDIA's static runtime over the driver stand-in %.2f M/s",
+                      rate[st_launch] / 1e6);
+        }
+        std::printf("\n");
+        if (sgemm) {
+          std::printf("driver layer, %s: cublasSgemm %dx%d through cuBLAS over the driver "
+                      "stand-in: %.0f calls/s, %.2f us/call = %.2fx the raw round trip (%.2f us), "
+                      "%.2fx a runtime-layer launch (%.2f us)\n",
+                      Name(t), f.sgemm, f.sgemm, rate[sgemm], 1e6 / rate[sgemm], r[sgemm],
+                      1e6 / rate[0], rate[rt_launch] / rate[sgemm], 1e6 / rate[rt_launch]);
+        }
+        // Their sessions (UCX ones poll) would count in the idle figure below and load the copy
+        // groups: the copies start driver_client alone again.
+        g_layers.erase(t);
+        StopClients();
+      }
       std::fflush(stdout);
     }
     Group async{"async ops pipelined into a session (10,000 zero-byte memsets + 1 sync)", false, {}};
@@ -1157,17 +1306,21 @@ int RunInterleaved(const DriverFlags& f) {
     }
     std::fflush(stdout);
   }
-  if (f.skip.find("bw") != std::string::npos) return 0;
+  if (f.skip.find("bw") != std::string::npos) {
+    g_layers.clear();
+    StopClients();
+    return 0;
+  }
   // Copies of `size` bytes; below 4 MiB (one chunk) a step streams 4 MiB worth of them and syncs
   // once (d2h copies into "pinned" memory, asynchronous, as a program streaming small copies
   // would), against as many messages of `size` and one acknowledgement on the raw connection.
   // For the summary lines: the copy's ratio, and with --aa the second raw contender's, per cell.
-  std::vector<std::pair<std::string, double>> cells, aa_cells;
+  std::vector<std::pair<std::string, double>> cells, aa_cells, driver_cells;
   for (int t : transports) {
     // The table's sizes, or --size alone (any size: 128 KiB, say, where thresholds lie).
     std::vector<size_t> sizes = {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20,
                                  size_t{256} << 20, size_t{1} << 30};
-    if (f.size != 0) sizes.assign(1, f.size);
+    if (!f.sizes.empty()) sizes = f.sizes;
     for (size_t size : sizes) {
       const size_t per_step = std::max(size, proto::kCopyChunkBytes) / size;
       const size_t total = size * per_step;
@@ -1233,6 +1386,7 @@ int RunInterleaved(const DriverFlags& f) {
             Die("filling device memory failed");
           }
         }
+        const size_t session_copy = grp.c.size();
         grp.c.push_back({"copy through a session", [link, host, ptr, total, size, per_step, d2h] {
                            std::lock_guard<std::mutex> lk(link->mu());
                            proto::ReplyHead h;
@@ -1253,8 +1407,29 @@ int RunInterleaved(const DriverFlags& f) {
                            if (!s.ok() || h.error || h.async_error) Die("copy failed");
                            return static_cast<double>(total);
                          }});
+        size_t driver_copy = 0;
+        if (!f.clients.empty()) {
+          // The same copies through the driver stand-in (driver_client's h2d/d2h: cuMemcpyHtoD,
+          // cuMemcpyDtoH, cuMemcpyDtoHAsync into page-locked memory), a command repeating the
+          // step up to >= 64 MiB so that the pipe's round trip per command stays negligible.
+          auto c = LayersFor(f, t, /*driver_only=*/true).driver;
+          const size_t repeat = std::max<size_t>(1, (size_t{64} << 20) / total);
+          const std::string line =
+              fmt::format("{} {} {} {}", d2h ? "d2h" : "h2d", size, per_step, repeat);
+          if (!c->Do(fmt::format("{} {} {} 1", d2h ? "d2h" : "h2d", size, per_step))) {
+            Die(c->name() + ": " + line + " failed");  // allocates and fills, untimed
+          }
+          driver_copy = grp.c.size();
+          grp.c.push_back({"copy through the driver stand-in", [c, line, total, repeat] {
+                             if (!c->Do(line)) Die(c->name() + ": '" + line + "' failed");
+                             return static_cast<double>(total * repeat);
+                           }});
+        }
         std::vector<double> r = RunGroup(grp, f.reps, f.min_time);
-        const double copy = r.back();  // the copy is the last contender
+        const double copy = r[session_copy];
+        if (driver_copy) {
+          driver_cells.emplace_back(CellName(t, d2h, size, r[driver_copy]), r[driver_copy]);
+        }
         cells.emplace_back(CellName(t, d2h, size, copy), copy);
         if (f.aa) aa_cells.emplace_back(CellName(t, d2h, size, r[aa_index]), r[aa_index]);
       }
@@ -1265,10 +1440,16 @@ int RunInterleaved(const DriverFlags& f) {
         "issue 4, copies through a session / raw, buffers of the copy's size (target >= 0.95)",
         "met", cells);
   }
+  if (!driver_cells.empty()) {
+    PrintCells("driver layer, copies through the driver stand-in / raw, buffers of the copy's size "
+               "(target >= 0.95)", "met", driver_cells);
+  }
   if (!aa_cells.empty()) {
     PrintCells("A/A calibration", ">= 0.95 (the method's own false-miss rate on this host)",
                aa_cells);
   }
+  g_layers.clear();  // the programs exit at the end of their input
+  StopClients();
   return 0;
 }
 
@@ -1288,8 +1469,9 @@ int main(int argc, char** argv) {
       // Before any server starts (Google Benchmark's own --help would come after them).
       std::printf("usage: remote_bench [Google Benchmark flags]\n"
                   "       remote_bench --interleaved [--pin[=A,B]] [--aa] [--reps=N] "
-                  "[--min-time=S] [--only=tcp|ucx] [--skip=lat,bw,h2d,d2h] [--size=BYTES] "
-                  "[--threads]\n(see the head of bench/remote_bench.cc and docs/benchmarks.md, "
+                  "[--min-time=S] [--only=tcp|ucx] [--skip=lat,bw,h2d,d2h] [--size=BYTES[,...]] "
+                  "[--threads] [--clients=DIR --gpool=PATH --kernels=PATH [--sgemm=M]]\n"
+                  "(see the head of bench/remote_bench.cc and docs/benchmarks.md, "
                   "\"Remoting\")\n");
       return 0;
     }
@@ -1313,7 +1495,26 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--only=", 0) == 0) {
       flags.only = val("--only=");
     } else if (a.rfind("--size=", 0) == 0) {
-      flags.size = std::strtoull(val("--size=").c_str(), nullptr, 10);
+      // One size or a comma-separated list of them, in bytes (a later --size replaces it).
+      flags.sizes.clear();
+      std::stringstream list(val("--size="));
+      for (std::string item; std::getline(list, item, ',');) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || v == 0) {
+          BadFlag(a + ": want --size=BYTES[,BYTES...], each a positive number of bytes");
+        }
+        flags.sizes.push_back(v);
+      }
+    } else if (a.rfind("--clients=", 0) == 0) {
+      flags.clients = val("--clients=");
+    } else if (a.rfind("--gpool=", 0) == 0) {
+      flags.gpool = val("--gpool=");
+    } else if (a.rfind("--kernels=", 0) == 0) {
+      flags.kernels = val("--kernels=");
+    } else if (a.rfind("--sgemm=", 0) == 0) {
+      flags.sgemm = std::atoi(val("--sgemm=").c_str());
+      if (flags.sgemm <= 0) BadFlag(a + ": want --sgemm=M, a positive matrix size");
     } else if (a.rfind("--skip=", 0) == 0) {
       flags.skip = val("--skip=");
     } else if (interleaved) {
@@ -1327,6 +1528,12 @@ int main(int argc, char** argv) {
                  driver_flag.c_str());
     return 2;
   }
+  if (!flags.clients.empty() && (flags.gpool.empty() || flags.kernels.empty())) {
+    BadFlag("--clients=DIR needs --gpool=PATH (the gpool CLI) and --kernels=PATH (the "
+            "gpu-servers' kernel plugin, libgpool_bench_noop_kernels.so); bench/driver_layer.sh "
+            "gives all three");
+  }
+  g.kernels = flags.kernels;
   if (interleaved) SetUpPinning(&flags);  // before any child or thread starts
   // The driver starts only the servers it uses, so that idle ones add no CPU time to its counts.
   if (!interleaved || flags.only != "ucx") {

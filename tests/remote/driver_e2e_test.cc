@@ -200,6 +200,25 @@ TEST_P(DriverE2E, PlainNvccProgramRunsOnNvidiasStaticRuntime) {
   EXPECT_FALSE(Has(out, "gpool:")) << out;  // no table, slot or call was missing
 }
 
+// cudaMemcpyAsync device-to-host into pinned memory, from NVIDIA's static runtime
+// (cuMemcpyDtoHAsync_v2 on the stand-in): the call returns before the kernel queued ahead of it
+// (a ~1 s spin) has finished, and the data is in place at the stream's and an event's synchronize;
+// cudaFreeHost waits for an outstanding copy (examples/cuda/async_d2h.cu). A stand-in that
+// completes every Async copy before returning, one round trip each, fails the first check.
+TEST_P(DriverE2E, AsyncDeviceToHostCopyIntoPinnedMemoryReturnsAtOnce) {
+  if (GetParam().backend != "emulated") {
+    GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  }
+  auto [rc, out] = gpool::testing::Run({GPOOL_BIN, "run", "--devices", server_->address() + "/0",
+                                        "--transport", GetParam().transport, "--",
+                                        Built("async_d2h")},
+                                       NoLeakCheckUnderAsan());
+  EXPECT_TRUE(Has(out, "returned before the kernel ahead of it finished: yes")) << out;
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS async_d2h")) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;
+}
+
 // The same program built with `-cudart shared`, run against NVIDIA's libcudart.so.13 from the
 // toolkit (first in the library path; gpool's runtime stand-in is not used), over the driver
 // stand-in.

@@ -2,7 +2,8 @@
 # CTest for remote_bench --interleaved's --pin and --aa (bench/remote_bench.cc), the two flags the
 # issue-4 copy measurement relies on to tell real misses from this host's noise:
 #  1. bad --pin=A,B values are refused with exit 2 and a message naming the flag; a driver flag
-#     without --interleaved is refused too, and --help prints the usage;
+#     without --interleaved is refused too, and --help prints the usage; so are bad values of the
+#     interception layers' flags (--clients without --gpool/--kernels, --size, --sgemm);
 #  2. one short pinned run with --aa (one TCP 64 KiB h2d cell, one repetition of 0.01 s): the
 #     header reads back the client on CPU A and every spawned process on CPU B, the bench's own
 #     check finds every thread (client, servers, session worker) on its CPU, and the A/A contender
@@ -34,6 +35,16 @@ rc=0
 grep -q -e "--pin is a flag of the --interleaved driver" "$tmp/err" || { cat "$tmp/err"; fail "the refusal does not name --pin"; }
 timeout 20 "$bench" --help >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "--help failed"; }
 grep -q -e "--interleaved \[--pin" "$tmp/out" || { cat "$tmp/out"; fail "--help does not show the driver's usage"; }
+
+# 1c. The interception layers' flags (bench/driver_layer.sh gives them): --clients without the
+#     gpool CLI and the kernel plugin, a size list with a bad item and a bad SGEMM size are
+#     refused with exit 2 and a message naming the flag, before any server starts.
+for bad in "--clients=/nonexistent" "--size=65536,x" "--size=0" "--sgemm=0"; do
+  rc=0
+  "$bench" --interleaved "$bad" --only=tcp --skip=lat,bw >"$tmp/out" 2>"$tmp/err" || rc=$?
+  [[ $rc == 2 ]] || { cat "$tmp/out" "$tmp/err"; fail "$bad: exit $rc, want 2"; }
+  grep -q -e "${bad%%=*}" "$tmp/err" || { cat "$tmp/err"; fail "$bad: the error does not name ${bad%%=*}"; }
+done
 
 # 2. A short pinned run with the A/A contender, on the first two CPUs this process may use.
 read -r a b _ < <(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))') || true

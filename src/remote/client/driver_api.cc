@@ -249,6 +249,7 @@ CUresult CreateCtx(const char* call, CUcontext* pctx, unsigned flags, CUdevice d
 struct Route {
   ServerLink* link = nullptr;
   uint64_t stream = 0;
+  bool on_stream = false;  // `stream` is the program's: syncing `s` reaches this link and stream
 };
 CUresult RouteTo(const char* call, uint64_t ptr, CUstream s, Route* out) {
   int sdev;
@@ -264,7 +265,19 @@ CUresult RouteTo(const char* call, uint64_t ptr, CUstream s, Route* out) {
   out->link = D().Link(dev, &err, call);
   if (!out->link) return err;
   out->stream = dev == sdev ? sid : 0;
+  out->on_stream = dev == sdev;
   return CUDA_SUCCESS;
+}
+
+// Whether [p, p+n) lies inside one page-locked allocation (cuMemAllocHost, cuMemHostAlloc).
+bool IsPageLocked(const void* p, size_t n) {
+  std::lock_guard<std::mutex> lk(D().mu);
+  auto it = D().host_allocs.upper_bound(p);
+  if (it == D().host_allocs.begin()) return false;
+  --it;
+  const auto* base = static_cast<const char*>(it->first);
+  const auto* at = static_cast<const char*>(p);
+  return at >= base && at + n <= base + it->second.size;
 }
 
 // Host-to-device bytes to `dst` (its device's server; the current device's if unknown).
@@ -277,14 +290,22 @@ CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUst
       call);
 }
 
-// Device-to-host: complete when the call returns (also the Async forms: a stronger order than
-// CUDA's, which the program cannot tell from a fast copy).
-CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s) {
+// Device-to-host. `async_call` (the Async forms) into page-locked memory, on a stream of the
+// copy's own device: returns once the requests are out, as CUDA's does; the data lands by the
+// next synchronizing call that reaches the link (the link's pending reads), as the runtime
+// stand-in's cudaMemcpyAsync does. So a burst of small copies costs one round trip, not one each
+// (NVIDIA's runtime turns cudaMemcpyAsync into these calls). Otherwise complete when the call
+// returns (for the Async forms a stronger order than CUDA's, which the program cannot tell from a
+// fast copy): into pageable memory CUDA's own copy is synchronous, and a stream of another device
+// would not make its sync wait for this link's reads.
+CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s,
+                 bool async_call = false) {
   Route r;
   if (CUresult e = RouteTo(call, src, s, &r)) return e;
+  const bool async = async_call && r.on_stream && IsPageLocked(dst, n);
   proto::ReplyHead h;
   std::lock_guard<std::mutex> lk(r.link->mu());
-  if (Status st = r.link->CopyFromDevice(static_cast<std::byte*>(dst), src, n, r.stream, &h, false);
+  if (Status st = r.link->CopyFromDevice(static_cast<std::byte*>(dst), src, n, r.stream, &h, async);
       !st.ok()) {
     return FromStatus(st, call);
   }
@@ -773,12 +794,21 @@ CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int) {
 CUresult cuMemAllocHost(void** pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
 CUresult cuMemFreeHost(void* p) {
   if (CUresult r = Ready("cuMemFreeHost")) return r;
+  std::vector<ServerLink*> links;
   {
     std::lock_guard<std::mutex> lk(D().mu);
     if (!D().host_allocs.erase(p)) {
       return Fail("cuMemFreeHost", CUDA_ERROR_INVALID_VALUE, fmt::format("{} is not from "
                   "cuMemAllocHost/cuMemHostAlloc", p));
     }
+    for (auto& [addr, l] : D().links) {
+      if (l) links.push_back(l.get());
+    }
+  }
+  // Like CUDA's, this synchronizes: no asynchronous copy (CopyD2H) may still be writing into it.
+  for (ServerLink* l : links) {
+    std::lock_guard<std::mutex> lk(l->mu());
+    (void)l->WaitReads();
   }
   std::free(p);
   return CUDA_SUCCESS;
@@ -797,7 +827,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream 
   return CopyH2D("cuMemcpyHtoDAsync_v2", dst, src, n, s);
 }
 CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-  return CopyD2H("cuMemcpyDtoHAsync_v2", dst, src, n, s);
+  return CopyD2H("cuMemcpyDtoHAsync_v2", dst, src, n, s, /*async_call=*/true);
 }
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return CopyD2D("cuMemcpyDtoDAsync_v2", dst, src, n, s);
