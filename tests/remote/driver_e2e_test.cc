@@ -128,7 +128,9 @@ TEST_P(DriverE2E, TheProgramImportsTheDriverOnly) {
   ASSERT_EQ(rc, 0) << out;
   for (const char* sym : {" cuInit", " cuMemAlloc_v2", " cuLaunchKernel", " cuModuleLoadData",
                           " cuModuleGetGlobal_v2", " cuCtxCreate_v4", " cuGetProcAddress_v2",
-                          " cuMemcpyDtoHAsync_v2", " cuEventElapsedTime_v2"}) {
+                          " cuMemcpyDtoHAsync_v2", " cuEventElapsedTime_v2", " cuMemPoolCreate",
+                          " cuMemAllocFromPoolAsync", " cuMemFreeAsync", " cuMemcpyAsync",
+                          " cuStreamGetCaptureInfo_v3"}) {
     EXPECT_TRUE(Has(out, sym)) << sym << "\n" << out;
   }
   EXPECT_FALSE(Has(out, " cuda")) << out;
