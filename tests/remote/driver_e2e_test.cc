@@ -480,6 +480,30 @@ TEST_P(DriverE2E, CudnnActivationReachesTheServer) {
   ExpectOnlyGpoolLines(out, {kNoCpu, "cuMemHostGetDevicePointer_v2: "});
 }
 
+// gpool's NVML stand-in through `gpool run` over three devices of two servers (the suite's
+// server's GPU 0, another's GPUs 0 and 1): every answer agrees with the driver stand-in's (count,
+// bus ids in each of NVML's forms, UUIDs, names, compute capability), handles are found again by
+// bus id and UUID, nothing has NVLink or P2P to another device, and an unimplemented entry point
+// fails loudly, naming itself (nvml_probe.cc).
+TEST_P(DriverE2E, NvmlAnswersAsTheDriverStandInDoes) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "the emulated CUDA driver has one device";
+  Server other(GetParam(), 2);
+  auto [rc, out] = gpool::testing::Run(
+      {GPOOL_BIN, "run", "--devices",
+       server_->address() + "/0," + other.address() + "/0," + other.address() + "/1",
+       "--transport", GetParam().transport, "--", GPOOL_NVML_PROBE},
+      NoLeakCheckUnderAsan());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS nvml_probe devices=3")) << out;
+  // gpool's PCI domains: the first server's devices in 0000, the second's in 0001.
+  EXPECT_TRUE(Has(out, "device 0: 00000000:00:00.0")) << out;
+  EXPECT_TRUE(Has(out, "device 1: 00000001:00:00.0")) << out;
+  EXPECT_TRUE(Has(out, "device 2: 00000001:01:00.0")) << out;
+  ExpectOnlyGpoolLines(out, {"nvmlDeviceGetMemoryInfo is not implemented by gpool's "
+                             "libnvidia-ml.so.1 stand-in"});
+  EXPECT_TRUE(Has(out, "gpool: nvmlDeviceGetMemoryInfo is not implemented")) << out;
+}
+
 // NCCL (libnccl.so.2) through `gpool run`, one process over two emulated devices of two servers
 // (the suite's server's GPU 0 and another server's): the toolkit's folder is in the library path
 // for NCCL itself, and `gpool run` puts its stand-ins first (libcuda.so.1, libnvidia-ml.so.1) and
@@ -570,6 +594,31 @@ TEST(DriverExports, ExactlyTheRealDriversNames) {
   EXPECT_EQ(ours, theirs);
   for (const auto& n : our_others) {
     EXPECT_TRUE(their_others.count(n)) << "libcuda.so.1 stand-in exports " << n;
+  }
+}
+
+// The NVML stand-in defines every entry point NCCL 2.28.9 fetches with dlsym (src/misc/nvmlwrap.cc
+// of that release; an absent one is a silent null to NCCL) and exports NVML's names only.
+TEST(NvmlExports, EveryNameNcclFetchesAndNothingElse) {
+  auto [rc, out] = gpool::testing::Run(
+      {"nm", "-D", "--defined-only", std::string(GPOOL_CLIENT_LIB_DIR) + "/libnvidia-ml.so.1"});
+  ASSERT_EQ(rc, 0) << out;
+  std::set<std::string> functions;
+  std::istringstream in(out);
+  std::string addr, type, name;
+  while (in >> addr >> type >> name) {
+    EXPECT_EQ(name.rfind("nvml", 0), 0u) << "libnvidia-ml.so.1 stand-in exports " << name;
+    if (type == "T") functions.insert(name);
+  }
+  for (const char* n :
+       {"nvmlInit", "nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetCount_v2",
+        "nvmlDeviceGetHandleByPciBusId", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetIndex",
+        "nvmlErrorString", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemotePciInfo",
+        "nvmlDeviceGetNvLinkCapability", "nvmlDeviceGetCudaComputeCapability",
+        "nvmlDeviceGetP2PStatus", "nvmlDeviceGetFieldValues", "nvmlDeviceGetGpuFabricInfoV",
+        "nvmlDeviceGetPlatformInfo", "nvmlSystemGetConfComputeState",
+        "nvmlSystemGetConfComputeSettings"}) {
+    EXPECT_TRUE(functions.count(n)) << n;
   }
 }
 
