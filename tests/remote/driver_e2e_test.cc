@@ -491,8 +491,7 @@ TEST_P(DriverE2E, NvmlAnswersAsTheDriverStandInDoes) {
   auto [rc, out] = gpool::testing::Run(
       {GPOOL_BIN, "run", "--devices",
        server_->address() + "/0," + other.address() + "/0," + other.address() + "/1",
-       "--transport", GetParam().transport, "--", GPOOL_NVML_PROBE},
-      NoLeakCheckUnderAsan());
+       "--transport", GetParam().transport, "--", GPOOL_NVML_PROBE});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS nvml_probe devices=3")) << out;
   // gpool's PCI domains: the first server's devices in 0000, the second's in 0001.
