@@ -485,7 +485,7 @@ else
   }
   nccl_native() {  # OUT ARGS...
     local out=$1; shift
-    env "${nccl_env[@]}" LD_LIBRARY_PATH=$native_ld CUDA_VISIBLE_DEVICES=0,1 \
+    env "${nccl_env[@]}" LD_LIBRARY_PATH=$native_ld \
       timeout --kill-after=5 "$(limit)" "$ndir/nccl_allreduce" "$@" >"$out" 2>&1
   }
   nccl_remote "$work/nccl-init.out" init; rc=$?
@@ -500,7 +500,7 @@ else
   else
     if ((ngpu >= 2)); then
       nccl_native "$work/nccl-native.out" 1048576; nrc=$?
-      if [[ $nrc == 0 ]]; then pass "nccl all-reduce natively (devices 0 and 1): $(grep '^PASS' "$work/nccl-native.out")"
+      if [[ $nrc == 0 ]]; then pass "nccl all-reduce natively ($ngpu devices): $(grep '^PASS' "$work/nccl-native.out")"
       else fail "nccl all-reduce natively: exit $nrc"; show_tail "$work/nccl-native.out" native; fi
     else
       note "nccl: no native all-reduce to compare (one GPU: NCCL refuses two ranks on one GPU)"
