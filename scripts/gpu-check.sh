@@ -28,11 +28,15 @@
 #
 # --timeout (default 120) bounds each step, --budget (default 330) the whole run: once it is spent
 # the remaining steps fail at once, so a hung backend still ends with a summary inside a 400 s
-# lease call. --only takes a comma-separated subset of: samples, aggregate, driver, perf, shares,
-# stub, agent (default: all). `driver` runs programs that reach gpool through its libcuda.so.1
+# lease call. --only takes a comma-separated subset of: samples, aggregate, driver, nccl, perf,
+# shares, stub, agent (default: all). `driver` runs programs that reach gpool through its libcuda.so.1
 # stand-in instead: vector_add built the default way (NVIDIA's static runtime), a driver-API
 # program (driver_api.cc) and, on a real GPU, cuBLAS SGEMM (cublas_sgemm.cu), each natively and
-# through gpool, their PASS lines compared. BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and
+# through gpool, their PASS lines compared. `nccl` runs NCCL (nccl_allreduce.cu, the toolkit's
+# libnccl) over two pooled GPUs, device 0 of two servers (on one GPU: the same GPU twice):
+# ncclCommInitAll with each communicator's checks, then an all-reduce, natively over two devices
+# when the machine has two (NCCL refuses two ranks on one GPU) and through gpool; the emulated
+# server has no CPU version of NCCL's kernels, so there the all-reduce is skipped. BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and
 # optionally deps/ (a bundle's libraries) and tests/remote/ (the CMake-built samples and emulated
 # kernels). Environment: CUDA_HOME (default /usr/local/cuda), GPOOL_ARCH,
 # GPOOL_CHECK_PRELOAD (LD_PRELOAD for the sample programs run through gpool, e.g. the ASan
@@ -85,7 +89,7 @@ samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_devic
          noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls module_reload)
 # Programs that reach gpool through the driver stand-in (the `driver` section), as
 # tests/remote/CMakeLists.txt names them.
-driver_samples=(vector_add_static driver_api driver_kernels.fatbin cublas_sgemm)
+driver_samples=(vector_add_static driver_api driver_kernels.fatbin cublas_sgemm nccl_allreduce)
 # The kernel library module_reload dlopen()s, built beside the samples.
 reload_lib=libreload_kernels.so
 # nvcc flags beyond the common ones, per sample (as tests/remote/CMakeLists.txt builds them).
@@ -110,9 +114,14 @@ if [[ -n $bundle_out ]]; then
   touch "$bundle_out/.gpool-bundle"
   cp "$gpool" "$bundle_out/bin/" && cp "$gpool_full" "$bundle_out/libexec/" &&
     cp "$lib/libcudart.so.13" "$bundle_out/lib/" || die "copy failed"
+  # The driver and NVML stand-ins (the driver and nccl steps), when built.
+  for so in libcuda.so.1 libnvidia-ml.so.1; do
+    [[ -f $lib/$so ]] && { cp "$lib/$so" "$bundle_out/lib/" || die "copy failed"; }
+  done
   # Everything ldd resolves except the C/C++ runtime, which the target's (newer) system provides;
   # a bundled older libstdc++ would shadow the target's for the nvcc-built samples.
-  for f in "$gpool" "$gpool_full" "$lib/libcudart.so.13"; do
+  for f in "$gpool" "$gpool_full" "$lib/libcudart.so.13" "$lib/libcuda.so.1"; do
+    [[ -f $f ]] || continue
     ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'
   done | sort -u | while read -r so; do
     case $(basename "$so") in
@@ -446,6 +455,69 @@ for r in "${druns[@]}"; do
     show_tail "$work/remote.out" gpool
   fi
 done
+fi
+
+if want nccl; then
+echo "== NCCL: ncclCommInitAll and an all-reduce over two pooled GPUs, native vs gpool"
+# Device 0 of two servers (on a one-GPU machine both are the same GPU): NCCL sees two GPUs with
+# distinct bus ids through gpool's NVML stand-in. `gpool run` turns NCCL's P2P and SHM transports
+# off; the ranks connect over its socket transport (loopback here: one process).
+ndir=$work/nccl
+mkdir -p "$ndir"
+if [[ -x $nvcc ]] && ((!emulated)); then
+  timeout 300 "$nvcc" -arch="${GPOOL_ARCH:-sm_90}" -O2 -o "$ndir/nccl_allreduce" \
+    "$here/examples/cuda/nccl_allreduce.cu" -lnccl >"$work/nvcc-nccl.log" 2>&1 || tail -5 "$work/nvcc-nccl.log"
+fi
+[[ -x $ndir/nccl_allreduce ]] || { [[ -x $build/tests/remote/cuda/nccl_allreduce ]] &&
+  cp "$build/tests/remote/cuda/nccl_allreduce" "$ndir/"; }
+if [[ ! -x $ndir/nccl_allreduce ]]; then
+  note "nccl: SKIPPED, nccl_allreduce not built (the toolkit has no libnccl, or nvcc is missing)"
+else
+  start_server nccl2 --insecure --session-mem-limit 8GiB
+  nccl_env=(NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=WARN)
+  # NCCL itself from the toolkit: after gpool's folder, which `gpool run` puts first.
+  nccl_ld=$cuda_home/lib64${gpool_ld:+:$gpool_ld}
+  nccl_remote() {  # OUT ARGS...
+    local out=$1; shift
+    env "${nccl_env[@]}" LD_LIBRARY_PATH=$nccl_ld LD_PRELOAD=${GPOOL_CHECK_PRELOAD:-} \
+      GPOOL_DEVICES="$server_addr/0,$addr/0" timeout --kill-after=5 "$(limit)" "$gpool" run -- \
+      "$ndir/nccl_allreduce" "$@" >"$out" 2>&1
+  }
+  nccl_native() {  # OUT ARGS...
+    local out=$1; shift
+    env "${nccl_env[@]}" LD_LIBRARY_PATH=$native_ld \
+      timeout --kill-after=5 "$(limit)" "$ndir/nccl_allreduce" "$@" >"$out" 2>&1
+  }
+  nccl_remote "$work/nccl-init.out" init; rc=$?
+  if timed_out $rc; then fail "nccl init: gpool run timed out"; show_tail "$work/nccl-init.out" gpool
+  elif [[ $rc == 0 ]] && grep -q '^PASS nccl_allreduce init devices=2' "$work/nccl-init.out"; then
+    pass "nccl init (gpool, two servers): $(grep -c '^comm ' "$work/nccl-init.out") communicators checked, $(grep '^PASS' "$work/nccl-init.out")"
+  else
+    fail "nccl init (gpool): exit $rc"; show_tail "$work/nccl-init.out" gpool
+  fi
+  if ((emulated)); then
+    note "nccl: all-reduce skipped (the emulated server has no CPU version of NCCL's kernels; DriverE2E.NcclAllReduceReachesBothServersAndFailsAtItsKernel checks it fails naming the kernel)"
+  else
+    if ((ngpu >= 2)); then
+      nccl_native "$work/nccl-native.out" 1048576; nrc=$?
+      if [[ $nrc == 0 ]]; then pass "nccl all-reduce natively ($ngpu devices): $(grep '^PASS' "$work/nccl-native.out")"
+      else fail "nccl all-reduce natively: exit $nrc"; show_tail "$work/nccl-native.out" native; fi
+    else
+      note "nccl: no native all-reduce to compare (one GPU: NCCL refuses two ranks on one GPU)"
+    fi
+    # Expected to fail today (docs/remoting.md, "NVML and NCCL"): NCCL's network transport has the
+    # kernel exchange flags and data through the client's host memory, which a remote GPU cannot
+    # reach. The timeout bounds a kernel that waits for a flag.
+    nccl_remote "$work/nccl-ar.out" 1048576; rrc=$?
+    if timed_out $rrc; then fail "nccl all-reduce (gpool): timed out (a kernel waiting on host memory it cannot reach?)"
+    elif [[ $rrc == 0 ]] && grep -q '^PASS nccl_allreduce devices=2' "$work/nccl-ar.out"; then
+      pass "nccl all-reduce (gpool, two servers): $(grep '^PASS' "$work/nccl-ar.out")"
+    else
+      fail "nccl all-reduce (gpool): exit $rrc (known: docs/remoting.md, NVML and NCCL)"
+    fi
+    show_tail "$work/nccl-ar.out" gpool
+  fi
+fi
 fi
 
 if want perf; then

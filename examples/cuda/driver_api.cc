@@ -1,7 +1,8 @@
 // A CUDA driver API program (no runtime: built with nvcc -cudart none, linked with -lcuda against
 // the toolkit's stub): devices, primary and created contexts, a module loaded from a file (cubin,
 // fatbin or PTX of driver_kernels.cu), launches with kernelParams and with a parameter buffer,
-// copies, memsets, a module variable, streams and events, pointer queries, and cuGetProcAddress. Prints
+// copies, memsets, a module variable, streams and events, pointer queries, memory pools and
+// stream-ordered allocation, unified copies, and cuGetProcAddress. Prints
 // "PASS driver_api" on success.
 //
 //   driver_api MODULE_FILE            the whole walk
@@ -297,6 +298,47 @@ int main(int argc, char** argv) {
     CUresult fetched = reinterpret_cast<CUresult (*)(CUgraph*, unsigned)>(fn)(&graph, 0);
     std::printf("cuGraphCreate through cuGetProcAddress returned %d\n", static_cast<int>(fetched));
     EXPECT(direct == CUDA_ERROR_NOT_SUPPORTED && fetched == CUDA_ERROR_NOT_SUPPORTED);
+  }
+
+  // Stream-ordered allocation: a pool of the device (as NCCL makes per communicator), its
+  // attributes, allocations from it and from the device's default pool that hold data, copies
+  // with unified addressing in each direction, and frees on the stream.
+  {
+    CUmemPoolProps props = {};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev0;
+    CUmemoryPool pool;
+    CU(cuMemPoolCreate(&pool, &props));
+    cuuint64_t threshold = ~cuuint64_t(0), back = 0, used = 1;
+    CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+    CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &back));
+    EXPECT(back == threshold);
+    CUdeviceptr p1 = 0, p2 = 0;
+    CU(cuMemAllocFromPoolAsync(&p1, 4096, pool, s));
+    CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+    EXPECT(used == 4096);
+    CU(cuMemAllocAsync(&p2, 4096, s));
+    std::vector<int> in(1024, 7), out(1024, 0);
+    CU(cuMemcpyAsync(p1, reinterpret_cast<CUdeviceptr>(in.data()), 4096, s));  // host to device
+    CU(cuMemcpyAsync(p2, p1, 4096, s));                                          // device to device
+    CU(cuMemcpy(reinterpret_cast<CUdeviceptr>(out.data()), p2, 4096));           // device to host
+    for (int v : out) EXPECT(v == 7);
+    CU(cuMemFreeAsync(p1, s));
+    CU(cuMemFreeAsync(p2, s));
+    CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+    EXPECT(used == 0);
+    CUmemoryPool def = nullptr, cur = nullptr;
+    CU(cuDeviceGetDefaultMemPool(&def, dev0));
+    CU(cuDeviceGetMemPool(&cur, dev0));
+    EXPECT(def == cur && def != pool);
+    CU(cuMemPoolDestroy(pool));
+    // Not capturing: no capture id.
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    cuuint64_t capture_id = 1;
+    CU(cuStreamGetCaptureInfo(s, &status, &capture_id, nullptr, nullptr, nullptr, nullptr));
+    EXPECT(status == CU_STREAM_CAPTURE_STATUS_NONE && capture_id == 0);
   }
 
   CU(cuEventDestroy(start));

@@ -198,7 +198,8 @@ int RunServer(const ServerFlags& f) {
   return 0;
 }
 
-// The directory holding the client runtime (libcudart.so.13): $GPOOL_CLIENT_LIB_DIR, else
+// The directory holding the client stand-ins (libcudart.so.13, libcuda.so.1, libnvidia-ml.so.1):
+// $GPOOL_CLIENT_LIB_DIR, else
 // <dir of gpool>/../lib as the build and install trees lay it out.
 std::string ClientLibDir() {
   if (const char* d = std::getenv("GPOOL_CLIENT_LIB_DIR")) return d;
@@ -237,6 +238,13 @@ int RunProgram(std::string devices, std::string lease, std::string transport,
   setenv("GPOOL_DEVICES", devices.c_str(), 1);
   setenv("GPOOL_TRANSPORT", transport.c_str(), 1);
   if (!lease.empty()) setenv("GPOOL_LEASE", lease.c_str(), 1);
+  // NCCL (docs/remoting.md, "NCCL"): pooled GPUs share no memory with each other or with this
+  // host's processes, so NCCL's peer-to-peer transport (peer access, CUDA IPC) and its shared
+  // host memory transport (host memory registered and mapped into the GPU) cannot connect them;
+  // left on, NCCL picks them for GPUs of one host and fails at communicator creation. Off, its
+  // network transport is left. Not overridden when the user set them.
+  setenv("NCCL_P2P_DISABLE", "1", 0);
+  setenv("NCCL_SHM_DISABLE", "1", 0);
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);

@@ -128,7 +128,9 @@ TEST_P(DriverE2E, TheProgramImportsTheDriverOnly) {
   ASSERT_EQ(rc, 0) << out;
   for (const char* sym : {" cuInit", " cuMemAlloc_v2", " cuLaunchKernel", " cuModuleLoadData",
                           " cuModuleGetGlobal_v2", " cuCtxCreate_v4", " cuGetProcAddress_v2",
-                          " cuMemcpyDtoHAsync_v2", " cuEventElapsedTime_v2"}) {
+                          " cuMemcpyDtoHAsync_v2", " cuEventElapsedTime_v2", " cuMemPoolCreate",
+                          " cuMemAllocFromPoolAsync", " cuMemFreeAsync", " cuMemcpyAsync",
+                          " cuStreamGetCaptureInfo_v3"}) {
     EXPECT_TRUE(Has(out, sym)) << sym << "\n" << out;
   }
   EXPECT_FALSE(Has(out, " cuda")) << out;
@@ -497,26 +499,91 @@ TEST_P(DriverE2E, CudnnActivationReachesTheServer) {
   ExpectOnlyGpoolLines(out, {kNoCpu, "cuMemHostGetDevicePointer_v2: "});
 }
 
-// NCCL (libnccl.so.2), one process over two emulated devices of one server: ncclCommInitAll gets
-// through the driver calls it makes (relocatable-code kernels, stream capture mode, PCI bus ids:
-// no "gpool:" line) and then stops where it opens NVIDIA's management library,
-// libnvidia-ml.so.1, which comes with NVIDIA's driver, not the toolkit, and which gpool does not
-// stand in for (docs/remoting.md). The failure is NCCL's own, named in its warning.
-TEST_P(DriverE2E, NcclCommInitAllStopsAtNvml) {
+// gpool's NVML stand-in through `gpool run` over three devices of two servers (the suite's
+// server's GPU 0, another's GPUs 0 and 1): every answer agrees with the driver stand-in's (count,
+// bus ids in each of NVML's forms, UUIDs, names, compute capability), handles are found again by
+// bus id and UUID, nothing has NVLink or P2P to another device, and an unimplemented entry point
+// fails loudly, naming itself (nvml_probe.cc).
+TEST_P(DriverE2E, NvmlAnswersAsTheDriverStandInDoes) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "the emulated CUDA driver has one device";
+  Server other(GetParam(), 2);
+  auto [rc, out] = gpool::testing::Run(
+      {GPOOL_BIN, "run", "--devices",
+       server_->address() + "/0," + other.address() + "/0," + other.address() + "/1",
+       "--transport", GetParam().transport, "--", GPOOL_NVML_PROBE});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS nvml_probe devices=3")) << out;
+  // gpool's PCI domains: the first server's devices in 0000, the second's in 0001.
+  EXPECT_TRUE(Has(out, "device 0: 00000000:00:00.0")) << out;
+  EXPECT_TRUE(Has(out, "device 1: 00000001:00:00.0")) << out;
+  EXPECT_TRUE(Has(out, "device 2: 00000001:01:00.0")) << out;
+  ExpectOnlyGpoolLines(out, {"nvmlDeviceGetMemoryInfo is not implemented by gpool's "
+                             "libnvidia-ml.so.1 stand-in"});
+  EXPECT_TRUE(Has(out, "gpool: nvmlDeviceGetMemoryInfo is not implemented")) << out;
+}
+
+// NCCL (libnccl.so.2) through `gpool run`, one process over two emulated devices of two servers
+// (the suite's server's GPU 0 and another server's): the toolkit's folder is in the library path
+// for NCCL itself, and `gpool run` puts its stand-ins first (libcuda.so.1, libnvidia-ml.so.1) and
+// turns NCCL's peer-to-peer and shared-memory transports off (docs/remoting.md, "NCCL").
+std::pair<int, std::string> RunNccl(const std::string& devices, const std::string& transport,
+                                    const std::vector<std::string>& args) {
+  std::vector<std::string> env = {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR, "NCCL_DEBUG=WARN",
+                                  "NCCL_SOCKET_IFNAME=lo"};
+  for (std::string& e : NoLeakCheckUnderAsan()) env.push_back(std::move(e));
+  std::vector<std::string> cmd = {GPOOL_BIN, "run", "--devices", devices, "--transport",
+                                  transport, "--", Built("nccl_allreduce")};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return gpool::testing::Run(cmd, env);
+}
+
+// ncclCommInitAll completes: NCCL finds both GPUs through the NVML stand-in (by the PCI bus ids
+// the driver stand-in reports, distinct for the two servers' GPU 0), builds its topology without
+// the GPUs' sysfs nodes, creates each communicator's memory pool, kernels and streams, and
+// connects the two ranks over its network transport. Each communicator has 2 ranks, its own
+// device and rank; they are destroyed. No "gpool:" line: every driver and NVML call NCCL made is
+// implemented (NVML answers as for a PCIe GPU without NVLink, no P2P between the servers).
+TEST_P(DriverE2E, NcclCommInitAllOverTwoServers) {
   if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
   if (!std::filesystem::exists(Built("nccl_allreduce"))) {
     GTEST_SKIP() << "the toolkit has no libnccl.so: nccl_allreduce was not built";
   }
-  Server two(GetParam(), 2);
-  auto [rc, out] = RunLibrarySample(
-      "nccl_allreduce", two.address() + "/0," + two.address() + "/1", GetParam().transport,
-      {"NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=lo"});
+  Server other(GetParam(), 2);
+  auto [rc, out] = RunNccl(server_->address() + "/0," + other.address() + "/0",
+                           GetParam().transport, {"init"});
+  EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "devices: 2")) << out;
-  EXPECT_TRUE(Has(out, "NCCL WARN Failed to open libnvidia-ml.so.1")) << out;
-  EXPECT_TRUE(Has(out, "ncclCommInitAll(comms.data(), ndev, devs.data()) failed")) << out;
-  EXPECT_NE(rc, 0) << out;
-  EXPECT_FALSE(Has(out, "gpool:")) << out;  // no driver call or table was missing on the way
+  EXPECT_TRUE(Has(out, "ncclCommInitAll: ok")) << out;
+  EXPECT_TRUE(Has(out, "comm 0: count=2 device=0 rank=0")) << out;
+  EXPECT_TRUE(Has(out, "comm 1: count=2 device=1 rank=1")) << out;
+  EXPECT_TRUE(Has(out, "PASS nccl_allreduce init devices=2")) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;
+  EXPECT_FALSE(Has(out, "NCCL WARN")) << out;
   EXPECT_FALSE(Has(out, "Caught signal")) << out;  // its exit handlers call the driver: no crash
+}
+
+// An allreduce then launches NCCL's kernel on both GPUs: on the second server from the copy of
+// NCCL's kernel library the driver stand-in loads there at the first launch (a library's kernels
+// launch on every device). Both servers record the launch; neither has a CPU implementation of
+// it, so the stream's synchronize fails naming the kernel, at once, instead of hanging.
+TEST_P(DriverE2E, NcclAllReduceReachesBothServersAndFailsAtItsKernel) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (!std::filesystem::exists(Built("nccl_allreduce"))) {
+    GTEST_SKIP() << "the toolkit has no libnccl.so: nccl_allreduce was not built";
+  }
+  Server other(GetParam(), 2);
+  auto [rc, out] = RunNccl(server_->address() + "/0," + other.address() + "/0",
+                           GetParam().transport, {"1024"});
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "ncclAllReduce: enqueued")) << out;
+  std::string kernel = KernelWithoutCpu(out);
+  EXPECT_TRUE(Has(kernel, "ncclDevKernel_AllReduce_Sum_f32")) << out;
+  EXPECT_TRUE(Has(out, "cudaStreamSynchronize(streams[d]) failed")) << out;
+  EXPECT_FALSE(LaunchesOf(server_->launch_log(), kernel).empty())
+      << "no launch of " << kernel << " in " << server_->launch_log();
+  EXPECT_FALSE(LaunchesOf(other.launch_log(), kernel).empty())
+      << "no launch of " << kernel << " in " << other.launch_log();
+  ExpectOnlyGpoolLines(out, {kNoCpu});
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, DriverE2E, ::testing::ValuesIn(Pairs()), PairName);
@@ -545,6 +612,31 @@ TEST(DriverExports, ExactlyTheRealDriversNames) {
   EXPECT_EQ(ours, theirs);
   for (const auto& n : our_others) {
     EXPECT_TRUE(their_others.count(n)) << "libcuda.so.1 stand-in exports " << n;
+  }
+}
+
+// The NVML stand-in defines every entry point NCCL 2.28.9 fetches with dlsym (src/misc/nvmlwrap.cc
+// of that release; an absent one is a silent null to NCCL) and exports NVML's names only.
+TEST(NvmlExports, EveryNameNcclFetchesAndNothingElse) {
+  auto [rc, out] = gpool::testing::Run(
+      {"nm", "-D", "--defined-only", std::string(GPOOL_CLIENT_LIB_DIR) + "/libnvidia-ml.so.1"});
+  ASSERT_EQ(rc, 0) << out;
+  std::set<std::string> functions;
+  std::istringstream in(out);
+  std::string addr, type, name;
+  while (in >> addr >> type >> name) {
+    EXPECT_EQ(name.rfind("nvml", 0), 0u) << "libnvidia-ml.so.1 stand-in exports " << name;
+    if (type == "T") functions.insert(name);
+  }
+  for (const char* n :
+       {"nvmlInit", "nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetCount_v2",
+        "nvmlDeviceGetHandleByPciBusId", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetIndex",
+        "nvmlErrorString", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemotePciInfo",
+        "nvmlDeviceGetNvLinkCapability", "nvmlDeviceGetCudaComputeCapability",
+        "nvmlDeviceGetP2PStatus", "nvmlDeviceGetFieldValues", "nvmlDeviceGetGpuFabricInfoV",
+        "nvmlDeviceGetPlatformInfo", "nvmlSystemGetConfComputeState",
+        "nvmlSystemGetConfComputeSettings"}) {
+    EXPECT_TRUE(functions.count(n)) << n;
   }
 }
 

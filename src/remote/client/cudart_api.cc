@@ -1004,35 +1004,19 @@ const proto::DeviceProps* Props(int dev, cudaError_t* err) {
   return &(R().props[dev] = std::move(p));
 }
 
-// The PCI address device `dev` shows the program (see cudaDeviceGetPCIBusId).
-struct PciAddr {
-  int domain = 0, bus = 0, device = 0;
-  bool operator==(const PciAddr&) const = default;
-};
+// The PCI address device `dev` shows the program (pool.h, PoolPciAddress).
 cudaError_t PciOf(int dev, PciAddr* out) {
   int n = static_cast<int>(R().devices.size());
   if (dev < 0 || dev >= n) return n == 0 ? cudaErrorNoDevice : cudaErrorInvalidDevice;
-  std::vector<std::string> servers;  // in order of first appearance
-  for (const DeviceRef& d : R().devices) {
-    if (std::find(servers.begin(), servers.end(), d.server) == servers.end()) {
-      servers.push_back(d.server);
-    }
-  }
-  const std::string& server = R().devices[dev].server;
-  int ordinal = static_cast<int>(std::find(servers.begin(), servers.end(), server) - servers.begin());
-  std::vector<PciAddr> seen;  // of this server's devices before `dev`
+  std::vector<std::pair<int, int>> own(n);
   for (int d = 0; d <= dev; ++d) {
-    if (R().devices[d].server != server) continue;
+    if (R().devices[d].server != R().devices[dev].server) continue;
     cudaError_t err = cudaSuccess;
     const proto::DeviceProps* p = Props(d, &err);
     if (!p) return err;
-    PciAddr a{ordinal, p->pci_bus_id, p->pci_device_id};
-    if (std::find(seen.begin(), seen.end(), a) != seen.end()) {
-      a.domain = static_cast<int>(servers.size()) + d;
-    }
-    seen.push_back(a);
+    own[d] = {p->pci_bus_id, p->pci_device_id};
   }
-  *out = seen.back();
+  *out = PoolPciAddress(R().devices, own, dev);
   return cudaSuccess;
 }
 }  // namespace

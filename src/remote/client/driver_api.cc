@@ -384,6 +384,7 @@ namespace proto = gpool::remote::proto;
 using gpool::remote::client::ServerLink;
 using gpool::remote::client::LookupProc;
 using gpool::remote::client::ProcFound;
+using gpool::remote::client::PoolPciAddress;
 
 #pragma GCC visibility push(default)
 extern "C" {
@@ -480,8 +481,10 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
   std::memcpy(uuid->bytes, p->uuid.data(), std::min<size_t>(sizeof uuid->bytes, p->uuid.size()));
   return CUDA_SUCCESS;
 }
-// The PCI address the server reports for the device (on the server's host, not this one), in
-// the driver's form "dddd:bb:dd.0"; NCCL asks at communicator creation.
+// The PCI address the device shows the program, in the driver's form "dddd:bb:dd.0": bus and
+// device numbers are the GPU's own on its server, the domain gpool's for its server, unique per
+// device of the program (pool.h, PoolPciAddress; the runtime stand-in says the same). NCCL asks at
+// communicator creation and refuses two ranks on one bus id.
 CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
   const char* call = "cuDeviceGetPCIBusId";
   if (!pciBusId || len <= 0) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null or empty buffer");
@@ -496,6 +499,18 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
   const char* call = "cuDeviceGetAttribute";
   if (!pi) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = CheckDevice(call, dev)) return r;
+  if (attrib == CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID) {  // gpool's domain (cuDeviceGetPCIBusId)
+    std::vector<std::pair<int, int>> own(D().device_count());
+    for (int d = 0; d <= dev; ++d) {
+      if (D().env.devices[d].server != D().env.devices[dev].server) continue;
+      if (CUresult r = cuDeviceGetAttribute(&own[d].first, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d)) return r;
+      if (CUresult r = cuDeviceGetAttribute(&own[d].second, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, d)) {
+        return r;
+      }
+    }
+    *pi = PoolPciAddress(D().env.devices, own, dev).domain;
+    return CUDA_SUCCESS;
+  }
   {
     std::lock_guard<std::mutex> lk(D().mu);
     if (auto it = D().attrs.find({dev, static_cast<int>(attrib)}); it != D().attrs.end()) {
@@ -832,6 +847,32 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return CopyD2D("cuMemcpyDtoDAsync_v2", dst, src, n, s);
 }
+// Unified addressing: the direction from where each pointer lies (a device allocation of the
+// program, else host memory). Host to host is a memcpy once the stream's earlier work is done
+// (CUDA orders it on the stream too). NCCL copies this way at communicator creation.
+static CUresult MemcpyUnified(const char* call, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  if (CUresult r = Ready(call)) return r;
+  bool dst_dev, src_dev;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    dst_dev = D().DeviceOfLocked(dst) >= 0;
+    src_dev = D().DeviceOfLocked(src) >= 0;
+  }
+  if (dst_dev && src_dev) return CopyD2D(call, dst, src, n, s);
+  if (dst_dev) return CopyH2D(call, dst, reinterpret_cast<const void*>(src), n, s);
+  if (src_dev) return CopyD2H(call, reinterpret_cast<void*>(dst), src, n, s);
+  if (s) {
+    if (CUresult r = cuStreamSynchronize(s)) return r;
+  }
+  if (n > 0) std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return MemcpyUnified("cuMemcpy", dst, src, n, nullptr);
+}
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return MemcpyUnified("cuMemcpyAsync", dst, src, n, s);
+}
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n) {
   return MemsetD("cuMemsetD8_v2", dst, uc, n, 1, nullptr);
 }
@@ -908,6 +949,9 @@ GPOOL_SAME(CUresult, cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync_v2_ptsz", cuM
 GPOOL_SAME(CUresult, cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync_v2_ptsz", cuMemcpyDtoHAsync,
            (void* d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
 GPOOL_SAME(CUresult, cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync_v2_ptsz", cuMemcpyDtoDAsync,
+           (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
+GPOOL_SAME(CUresult, cuMemcpy_ptds, "cuMemcpy_ptds", cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
+GPOOL_SAME(CUresult, cuMemcpyAsync_ptsz, "cuMemcpyAsync_ptsz", cuMemcpyAsync,
            (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
 GPOOL_SAME(CUresult, cuMemsetD8_v2_ptds, "cuMemsetD8_v2_ptds", cuMemsetD8, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n))
 GPOOL_SAME(CUresult, cuMemsetD32_v2_ptds, "cuMemsetD32_v2_ptds", cuMemsetD32, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n))

@@ -7,9 +7,11 @@
 // CUlibrary is the CUmodule of the same record, a CUkernel the CUfunction, so cuLibraryGetModule
 // and cuKernelGetFunction return their argument, checked. Limit: a library is loaded on one
 // device, the current context's, or device 0 when no context is current (the runtime loads before
-// it makes one current), not on every device as in CUDA; its kernels launch on any device of the
-// same server (the server holds a session's modules for all its devices), and a launch on a
-// device of another server is refused, naming the devices.
+// it makes one current); its kernels launch on any device of the same server (the server holds a
+// session's modules for all its devices), and a launch on a device of another server runs the
+// kernel of the library's copy there, loaded at the first such launch (LibraryKernelOn: NCCL's
+// kernels run on every GPU of a communicator). Handles stay those of the first load: the copy's
+// function is used only inside the launch.
 #include <cuda.h>
 
 #include <algorithm>
@@ -41,6 +43,47 @@ CUresult FindKernel(const char* call, CUkernel k, Function** out) {
 }
 
 }  // namespace
+
+CUresult LibraryKernelOn(const char* call, Function* k, int dev, ServerLink* link, Function** out) {
+  Module* lib = k->module;
+  CUmodule copy = nullptr;
+  std::map<int32_t, int32_t> attrs;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (auto it = lib->copies.find(link); it != lib->copies.end()) copy = it->second;
+    attrs = k->attrs;
+  }
+  if (!copy) {
+    if (CUresult r = LoadModule(call, &copy, lib->image.data(), dev)) return r;
+    CUmodule extra = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(D().mu);
+      reinterpret_cast<Module*>(copy)->library = true;
+      auto [it, inserted] = lib->copies.emplace(link, copy);
+      if (!inserted) {  // another thread's launch made one first
+        extra = copy;
+        copy = it->second;
+      }
+    }
+    if (extra) cuModuleUnload(extra);
+  }
+  CUfunction f = nullptr;
+  if (CUresult r = cuModuleGetFunction(&f, copy, k->name.c_str())) return r;
+  auto* fn = reinterpret_cast<Function*>(f);
+  bool fresh;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    fresh = fn->attrs.empty();
+  }
+  if (fresh) {
+    for (const auto& [attr, value] : attrs) {
+      if (CUresult r = cuFuncSetAttribute(f, static_cast<CUfunction_attribute>(attr), value)) return r;
+    }
+  }
+  *out = fn;
+  return CUDA_SUCCESS;
+}
+
 }  // namespace gpool::remote::client::driver
 
 using namespace gpool::remote::client::driver;  // NOLINT: the C API below is this file's point
@@ -57,10 +100,22 @@ CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, 
   if (CUresult r = LibraryDevice(call, &dev)) return r;
   CUmodule m = nullptr;
   CUresult r = LoadModule(call, &m, code, dev);
+  if (r == CUDA_SUCCESS) {
+    std::lock_guard<std::mutex> lk(D().mu);
+    reinterpret_cast<Module*>(m)->library = true;
+  }
   if (r == CUDA_SUCCESS && library) *library = reinterpret_cast<CUlibrary>(m);
   return r;
 }
+// With the library's copies on other servers (LibraryKernelOn).
 CUresult cuLibraryUnload(CUlibrary library) {
+  std::map<const ServerLink*, CUmodule> copies;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    auto* m = reinterpret_cast<Module*>(library);
+    if (D().modules.count(m)) copies.swap(m->copies);
+  }
+  for (auto& [link, copy] : copies) cuModuleUnload(copy);
   return cuModuleUnload(reinterpret_cast<CUmodule>(library));
 }
 CUresult cuLibraryGetModule(CUmodule* module, CUlibrary library) {

@@ -77,7 +77,11 @@ CUresult EnsureLoaded(const char* call, Module* m) {
     m->sent = true;
     D().modules_sent.fetch_add(1, std::memory_order_relaxed);
     m->load_result = FromStatus(m->link->status(), call);
-    std::vector<std::byte>().swap(m->image);
+    // A library keeps its image when the program's devices span several servers: a kernel of it
+    // launched on another server loads a copy there (LibraryKernelOn).
+    bool several = false;
+    for (const DeviceRef& d : D().env.devices) several |= d.server != D().env.devices[0].server;
+    if (!(m->library && several)) std::vector<std::byte>().swap(m->image);
   });
   return m->load_result;
 }
@@ -368,15 +372,21 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
     CUresult err;
     ServerLink* l = D().Link(dev, &err, call);
     if (!l) return err;
-    if (l != fn->module->link) {
+    if (l != fn->module->link && !fn->module->library) {
       return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("kernel {} of a module loaded on "
                   "device {} launched on device {}, which another server serves: a module lives "
                   "on the server of the device it was loaded on", fn->name, fn->module->device,
                   dev));
     }
-    std::lock_guard<std::mutex> lk(D().mu);
-    if (!fn->attrs.empty() && fn->attr_devices.insert(dev).second) {
-      replay.assign(fn->attrs.begin(), fn->attrs.end());
+    if (l != fn->module->link) {
+      // A library's kernel is context-independent: it runs from the library's copy on this
+      // device's server (driver_libraries.cc).
+      if (CUresult r = LibraryKernelOn(call, fn, dev, l, &fn)) return r;
+    } else {
+      std::lock_guard<std::mutex> lk(D().mu);
+      if (!fn->attrs.empty() && fn->attr_devices.insert(dev).second) {
+        replay.assign(fn->attrs.begin(), fn->attrs.end());
+      }
     }
   }
   for (const auto& [attr, value] : replay) {

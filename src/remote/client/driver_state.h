@@ -90,6 +90,10 @@ struct Module {
   fatbin::Module parsed;
   std::map<std::string, std::unique_ptr<Function>> functions;  // by name, made on first lookup
   std::map<std::string, Global> globals;
+  // A library (cuLibraryLoadData): its kernels may launch on any device, so the library gets a
+  // copy on each further server a kernel of it launches on (LibraryKernelOn), unloaded with it.
+  bool library = false;
+  std::map<const ServerLink*, CUmodule> copies;  // under D().mu
 };
 struct Alloc {
   uint64_t size = 0;
@@ -193,6 +197,10 @@ CUresult DevProps(const char* call, CUdevice dev, const proto::DeviceProps** out
 CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned int gy,
                       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                       unsigned int shmem, CUstream s, void** params, void** extra);
+// Library kernel `k` (a Function of a library) for a launch on device `dev`, whose server (`link`)
+// is not the library's: the same kernel of the library's copy there, loaded at the first such
+// launch, with the attributes set on `k` (driver_libraries.cc). Takes D().mu: call without it.
+CUresult LibraryKernelOn(const char* call, Function* k, int dev, ServerLink* link, Function** out);
 // cuGetExportTable (driver_export_tables.cc).
 CUresult GetExportTable(const void** table, const CUuuid* id);
 

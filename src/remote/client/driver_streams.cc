@@ -244,6 +244,31 @@ CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
   return CUDA_SUCCESS;
 }
 
+// Not capturing, so no capture id, graph or dependencies (NCCL asks before each enqueue).
+CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id_out,
+                                CUgraph* graph, const CUgraphNode** deps,
+                                const CUgraphEdgeData** edges, size_t* ndeps) {
+  const char* call = "cuStreamGetCaptureInfo_v3";
+  if (!status) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null status");
+  int dev;
+  uint64_t id;
+  if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (id_out) *id_out = 0;
+  if (graph) *graph = nullptr;
+  if (deps) *deps = nullptr;
+  if (edges) *edges = nullptr;
+  if (ndeps) *ndeps = 0;
+  return CUDA_SUCCESS;
+}
+// The CUDA 12.0-12.2 form: the same without edge data.
+CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id_out,
+                                   CUgraph* graph, const CUgraphNode** deps, size_t* ndeps);
+CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id_out,
+                                   CUgraph* graph, const CUgraphNode** deps, size_t* ndeps) {
+  return cuStreamGetCaptureInfo(s, status, id_out, graph, deps, nullptr, ndeps);
+}
+
 // Per-thread default stream variants (every default stream is the device's stream 0 here).
 #define GPOOL_SAME(ret, name, target, params, args) \
   ret name params;                                  \
@@ -257,6 +282,12 @@ GPOOL_SAME(CUresult, cuStreamWaitEvent_ptsz, cuStreamWaitEvent,
 GPOOL_SAME(CUresult, cuEventRecord_ptsz, cuEventRecord, (CUevent e, CUstream s), (e, s))
 GPOOL_SAME(CUresult, cuStreamIsCapturing_ptsz, cuStreamIsCapturing,
            (CUstream s, CUstreamCaptureStatus* st), (s, st))
+GPOOL_SAME(CUresult, cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo,
+           (CUstream s, CUstreamCaptureStatus* st, cuuint64_t* i, CUgraph* g, const CUgraphNode** d,
+            const CUgraphEdgeData** e, size_t* n), (s, st, i, g, d, e, n))
+GPOOL_SAME(CUresult, cuStreamGetCaptureInfo_v2_ptsz, cuStreamGetCaptureInfo_v2,
+           (CUstream s, CUstreamCaptureStatus* st, cuuint64_t* i, CUgraph* g, const CUgraphNode** d,
+            size_t* n), (s, st, i, g, d, n))
 #undef GPOOL_SAME
 
 }  // extern "C"

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -48,6 +49,28 @@ PoolEnv ParsePoolEnv(const char* d, const char* lease, const char* transport) {
 
 PoolEnv ReadPoolEnv() {
   return ParsePoolEnv(getenv("GPOOL_DEVICES"), getenv("GPOOL_LEASE"), getenv("GPOOL_TRANSPORT"));
+}
+
+PciAddr PoolPciAddress(const std::vector<DeviceRef>& devices,
+                       const std::vector<std::pair<int, int>>& own, int dev) {
+  std::vector<std::string> servers;  // in order of first appearance
+  for (const DeviceRef& d : devices) {
+    if (std::find(servers.begin(), servers.end(), d.server) == servers.end()) {
+      servers.push_back(d.server);
+    }
+  }
+  const std::string& server = devices[dev].server;
+  int ordinal = static_cast<int>(std::find(servers.begin(), servers.end(), server) - servers.begin());
+  std::vector<PciAddr> seen;  // of this server's devices up to `dev`
+  for (int d = 0; d <= dev; ++d) {
+    if (devices[d].server != server) continue;
+    PciAddr a{ordinal, own[d].first, own[d].second};
+    if (std::find(seen.begin(), seen.end(), a) != seen.end()) {
+      a.domain = static_cast<int>(servers.size()) + d;
+    }
+    seen.push_back(a);
+  }
+  return seen.back();
 }
 
 StatusOr<std::unique_ptr<ServerLink>> ConnectServer(const PoolEnv& env, const std::string& server) {

@@ -33,5 +33,19 @@ TEST(PoolEnvTest, MalformedEntriesLeaveNoDevicesAndSayWhich) {
   EXPECT_EQ(ParsePoolEnv(",,", nullptr, nullptr).env_error, "GPOOL_DEVICES lists no devices");
 }
 
+// The rule both stand-ins and NVML show: the domain is the server's ordinal, bus and device the
+// GPU's own; two servers' GPU 0 (both 00:00 there) get distinct ids, and a GPU listed twice gets
+// a domain no server uses (servers + its device ordinal).
+TEST(PoolPciTest, EveryDeviceOfTheProgramGetsItsOwnAddress) {
+  PoolEnv e = ParsePoolEnv("a:1/0,b:2/0,b:2/1,b:2/0", nullptr, nullptr);
+  ASSERT_EQ(e.devices.size(), 4u);
+  // {bus, device} on each server: the emulated server's device i is on bus i.
+  std::vector<std::pair<int, int>> own = {{0, 0}, {0, 0}, {1, 0}, {0, 0}};
+  EXPECT_EQ(PoolPciAddress(e.devices, own, 0), (PciAddr{0, 0, 0}));
+  EXPECT_EQ(PoolPciAddress(e.devices, own, 1), (PciAddr{1, 0, 0}));
+  EXPECT_EQ(PoolPciAddress(e.devices, own, 2), (PciAddr{1, 1, 0}));
+  EXPECT_EQ(PoolPciAddress(e.devices, own, 3), (PciAddr{2 + 3, 0, 0}));
+}
+
 }  // namespace
 }  // namespace gpool::remote::client

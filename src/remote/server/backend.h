@@ -225,6 +225,10 @@ struct EmulatedOptions {
   // Preferred start of the device address range, so that two servers aggregated by one client
   // hand out distinct pointers. 0 lets the kernel choose.
   uint64_t address_hint = 0;
+  // Mixed into the devices' UUIDs (bytes 8..15), so that two servers' emulated GPUs differ as
+  // real GPUs do (NVML and the driver stand-in find a device by UUID); the server sets it from
+  // its bound address, so it is stable across its sessions. 0: the UUID is the device index only.
+  uint64_t uuid_seed = 0;
   // For testing clients against old drivers: when false, GetParamInfo answers
   // cudaErrorNotSupported, as a `cuda` server whose driver lacks cuFuncGetParamInfo (older than
   // CUDA 12.4) would, so clients take their own fatbin-parser path for kernel parameter layouts.

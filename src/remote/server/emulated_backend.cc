@@ -150,6 +150,7 @@ class EmulatedBackend final : public Backend {
     p->name = fmt::format("gpool emulated GPU {}", dev);
     p->uuid = std::string(16, '\0');
     p->uuid[0] = static_cast<char>(dev);
+    for (int i = 0; i < 8; ++i) p->uuid[8 + i] = static_cast<char>(o_.uuid_seed >> (8 * i));
     p->total_global_mem = o_.memory_bytes;
     p->shared_mem_per_block = 48 << 10;
     p->shared_mem_per_block_optin = 227 << 10;

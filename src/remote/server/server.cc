@@ -72,6 +72,13 @@ Status GpuServer::Start() {
     uint64_t port = std::strtoull(a.substr(a.rfind(':') + 1).c_str(), nullptr, 10);
     o_.emulated.address_hint = (uint64_t{16} << 40) + (port % 1024) * (uint64_t{64} << 30);
   }
+  if (o_.emulated.uuid_seed == 0) {
+    // Distinct emulated GPU UUIDs per server (FNV-1a of the bound address), stable across its
+    // sessions.
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (char c : listener_->address()) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    o_.emulated.uuid_seed = h;
+  }
   // Compute shares are enforced across the workers through state they inherit at fork.
   GPOOL_ASSIGN_OR_RETURN(arbiter_, ShareArbiter::Create({}));
   // So are memory limits per lease and per GPU.
