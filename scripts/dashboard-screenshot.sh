@@ -21,7 +21,7 @@ trap cleanup EXIT INT TERM
 "$GPOOL" controller --store "sqlite:$tmp/state.db" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
   --node-timeout-ms 3000 --quota research=1024 --quota prod=512 --quota interns=128 >"$tmp/ctl.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do grep -q grpc "$tmp/ctl.log" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -qs grpc "$tmp/ctl.log" && break; sleep 0.1; done
 addr=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$tmp/ctl.log")
 http=$(sed -n 's/.*http \(http:[^ ]*\).*/\1/p' "$tmp/ctl.log")
 [ -n "$addr" ] || { cat "$tmp/ctl.log" >&2; exit 1; }

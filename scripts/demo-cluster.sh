@@ -43,7 +43,7 @@ fabric_flag=(--fabric gen:brief)
   --auth-tokens "$tmp/tokens" --quota research=1024 --quota prod=512 --quota interns=128 \
   --node-timeout-ms 5000 "${fabric_flag[@]}" >"$tmp/ctl.log" 2>&1 &
 ctl=$!
-for _ in $(seq 100); do grep -q grpc "$tmp/ctl.log" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -qs grpc "$tmp/ctl.log" && break; sleep 0.1; done
 addr=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$tmp/ctl.log")
 http=$(sed -n 's/.*http \(http:[^ ]*\).*/\1/p' "$tmp/ctl.log")
 [ -n "$addr" ] || { cat "$tmp/ctl.log" >&2; exit 1; }

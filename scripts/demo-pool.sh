@@ -56,7 +56,7 @@ openssl rand -hex 32 >"$tmp/lease.key"
 "$GPOOL" controller --store "sqlite:$tmp/state.db" --listen 127.0.0.1:0 --interval-ms 100 \
   --lease-key "$tmp/lease.key" >"$tmp/ctl.log" 2>&1 &
 pids+=($!)
-until_ok 30 "the controller" grep -q grpc "$tmp/ctl.log"
+until_ok 30 "the controller" grep -qs grpc "$tmp/ctl.log"
 addr=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$tmp/ctl.log")
 echo "controller on $addr (SQLite in $tmp, lease key $tmp/lease.key)"
 

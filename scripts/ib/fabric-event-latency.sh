@@ -30,7 +30,7 @@ trap cleanup EXIT
 "$GPOOL" controller --store "sqlite:$W/state.db" --listen 127.0.0.1:0 --fabric "$W/net" \
   --fabric-hold-down-ms "$HOLD" >"$W/ctl.log" 2>&1 &
 CTL_PID=$!
-for _ in $(seq 600); do grep -q grpc "$W/ctl.log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -qs grpc "$W/ctl.log" && break; sleep 0.1; done
 ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$W/ctl.log")
 C=(--controller "$ADDR")
 

@@ -44,7 +44,7 @@ trap cleanup EXIT
   --fabric-sweep "cd $IBSIM_DIR && LD_PRELOAD=$IBSIM_UMAD2SIM timeout -k 2 30 ibnetdiscover" \
   --fabric-sweep-ms 100 --fabric-hold-down-ms 1000 >"$W/ctl.log" 2>&1 &
 CTL_PID=$!
-for _ in $(seq 600); do grep -q grpc "$W/ctl.log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -qs grpc "$W/ctl.log" && break; sleep 0.1; done
 ADDR=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$W/ctl.log")
 C=(--controller "$ADDR")
 hosts=$("$GPOOL" fabric show -o json "${C[@]}" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["hosts"]))')

@@ -36,7 +36,7 @@ set -e
 # A daemon runs as libexec/gpool-full under the process name gpool (ps -o comm, pgrep -x gpool).
 "$gpool" controller --store "sqlite:$tmp/state.db" --listen 127.0.0.1:0 >"$tmp/ctl.log" 2>&1 &
 ctl=$!
-for _ in $(seq 100); do grep -q grpc "$tmp/ctl.log" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -qs grpc "$tmp/ctl.log" && break; sleep 0.1; done
 exe=$(readlink "/proc/$ctl/exe"); comm=$(cat "/proc/$ctl/comm")
 kill "$ctl"; wait "$ctl" || true
 [[ $exe == "$(dirname "$(dirname "$gpool")")/libexec/gpool-full" ]] || fail "controller runs $exe"
