@@ -15,10 +15,11 @@ namespace {
 // steps widen as |delta| grows, so small differences of an estimated workload tie and large ones
 // still count. Ties go to a fixed scrambled order of the nodes (TieOrder), the same for every
 // task: consistent ties pack pods onto the same nodes, as the artifact's kube-scheduler does by
-// node name. Measured in FGD's fill (docs/simulator.md, seed 42, unallocated GPUs): deltas in
-// 0.2-GPU steps with best-fit and model-demand ties stranded 285 / 865 / 847 on the default,
-// gpushare100 and gpuspec33 traces; this scale with scrambled ties 280 / 818 / 671; the same
-// with node-id ties 834 and 685 on the two variants (ids follow the node list's grouping by type).
+// node name. Measured in FGD's fill (docs/simulator.md; unallocated GPUs, mean of seeds 42-44):
+// deltas in 0.2-GPU steps with best-fit and model-demand ties (exact deltas for fractional
+// tasks) stranded 864 on gpushare100 and 832 on gpuspec33 (fgd 835 and 752); this scale with
+// TieOrder ties 825 and 718, and 283 on the default trace (10 seeds; 287 before, fgd 298).
+// Ties in node-id order did worse on both variants (834 and 685 against 830 and 669, seed 42).
 int64_t FgdScore(double delta_milli) {
   return static_cast<int64_t>(std::floor(100.0 / (1.0 + std::exp(delta_milli / 1000.0))));
 }
