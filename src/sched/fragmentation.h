@@ -5,7 +5,7 @@
 // the expected free GPU capacity, in milli-GPU, that a task drawn from the workload could not
 // use on that node:
 //   - if the task can't run on the node at all (too little CPU, memory, free GPUs, or the wrong
-//     model), all of the node's free GPU capacity is fragmented for it;
+//     model), or uses no GPU, all of the node's free GPU capacity is fragmented for it;
 //   - otherwise, for a fractional task the free capacity of GPUs with less free than it asks is
 //     fragmented, and for a whole-GPU task every partially free GPU is fragmented.
 // FGD places a task where this expectation grows least. Summed over the cluster it is the

@@ -10,13 +10,27 @@
 
 namespace gpool::sched {
 namespace {
-// Fragmentation deltas of whole-GPU and GPU-less tasks are compared in steps of this many
-// milli-GPU (PlaceOneByFragmentation). The target workload is an estimate (the running and
-// pending jobs' shapes), and below about a fifth of a GPU its differences are noise that the
-// best-fit tie break decides better: in FGD's fill on openb, exact deltas stranded 426 GPUs,
-// steps of 40 395, 100 370 (with GPU-less tasks sent where GPUs are gone: 318), 200 285,
-// 300-500 283 (one seed); docs/simulator.md.
-constexpr double kFragStepMilli = 200;
+// A GPU task's fragmentation delta is compared on FGD's own score scale: floor(100 x
+// sigmoid(-delta / 1000)), higher better. Near a zero delta a step is about 40 milli-GPU, and
+// steps widen as |delta| grows, so small differences of an estimated workload tie and large ones
+// still count. Ties go to a fixed scrambled order of the nodes (TieOrder), the same for every
+// task: consistent ties pack pods onto the same nodes, as the artifact's kube-scheduler does by
+// node name. Measured in FGD's fill (docs/simulator.md; unallocated GPUs, mean of seeds 42-44):
+// deltas in 0.2-GPU steps with best-fit and model-demand ties (exact deltas for fractional
+// tasks) stranded 864 on gpushare100 and 832 on gpuspec33 (fgd 835 and 752); this scale with
+// TieOrder ties 825 and 718, and 283 on the default trace (10 seeds; 287 before, fgd 298).
+// Ties in node-id order did worse on both variants (834 and 685 against 830 and 669, seed 42).
+int64_t FgdScore(double delta_milli) {
+  return static_cast<int64_t>(std::floor(100.0 / (1.0 + std::exp(delta_milli / 1000.0))));
+}
+// A node's place in the tie order: its id through splitmix64's finalizer (a bijection, so the
+// order is total and the same on every call and every replica of the state).
+uint64_t TieOrder(NodeId n) {
+  uint64_t z = n.value() + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 // A single task's fragmentation scan covers every leaf on clusters of at most this many nodes;
 // larger clusters place single tasks like gangs (leaf first), which keeps a 10,000-job cycle on
 // 10,000 nodes within its 100 ms (scanning 128 nodes a task took it to 130-200 ms).
@@ -196,15 +210,16 @@ class Placer {
 
   // One task on the node where the target workload's fragmentation grows least (FGD's rule,
   // fragmentation.h: CPU and memory count, so a node left without the CPU its free GPUs need is
-  // fragmented), in steps of kFragStepMilli for GPU tasks; ties to the node whose GPU model the
-  // least of the workload can use, then the one left with the least free GPU milli (GPU-less
-  // tasks: where the GPUs are gone, then the least CPU), then the lowest id. Fractional tasks: PlaceOneFractional, which also picks the GPU. Needs a
-  // workload.
+  // fragmented). GPU tasks: the best FgdScore of the delta, ties to the first node in TieOrder.
+  // GPU-less tasks: the least exact delta, ties to the node left with the least free GPU milli
+  // (where GPUs are gone), then the least CPU, then the lowest id. Fractional tasks:
+  // PlaceOneFractional, which also picks the GPU. Needs a workload.
   bool PlaceOneByFragmentation(const std::vector<NodeId>& nodes) {
     if (t_.fractional()) return PlaceOneFractional(nodes);
     const WorkloadDistribution& w = *o_.workload;
-    double best_delta = 0, best_demand = 0;
+    double best_delta = 0;
     int64_t best_room = 0;
+    uint64_t best_tie = 0;
     NodeId best;
     // Nodes in the same state (model, GPU count, the multiset of per-GPU free milli and memory,
     // free CPU and memory) score the same: a large cluster has many (empty nodes of one type,
@@ -258,25 +273,17 @@ class Placer {
                      FragmentationOf(node, f.milli.data(), f.mem.data(), f.cpu, f.memory, w);
       }
       double delta = it->second;
-      double demand = 0;
+      uint64_t tie = 0;
       if (t_.gpus > 0) {
-        delta = std::floor(delta / kFragStepMilli);
-        // Within a step, the node whose GPU model the least of the workload can use: the
-        // steps hide the fragmentation a scarce model's constrained tasks would see (on the
-        // artifact's GPU-model-constrained openb variant this cut gpool's figure from 1,155 to
-        // 847 GPUs, seed 42; no change on the default trace).
-        for (const WorkloadClass& c : w.classes()) {
-          if (c.task.gpus > 0 && node.gpu_model >= 0 && (c.models & (ModelMask{1} << node.gpu_model))) {
-            demand += c.weight;
-          }
-        }
+        delta = -static_cast<double>(FgdScore(delta));
+        tie = TieOrder(n);
       }
       const bool better = !best.valid() || delta < best_delta - 1e-9 ||
-                          (delta <= best_delta + 1e-9 && (demand < best_demand - 1e-9 ||
-                          (demand <= best_demand + 1e-9 && room < best_room)));
+                          (delta <= best_delta + 1e-9 && (tie < best_tie ||
+                          (tie == best_tie && room < best_room)));
       if (better) {
         best_delta = delta;
-        best_demand = demand;
+        best_tie = tie;
         best_room = room;
         best = n;
       }
@@ -454,8 +461,10 @@ class Placer {
   bool PlaceOneFractional(const std::vector<NodeId>& nodes) {
     const WorkloadDistribution* w =
         o_.workload != nullptr && !o_.workload->empty() ? o_.workload : nullptr;
+    // With a workload: the best FgdScore, ties to the first node in TieOrder and its first GPU.
+    // Without: the GPU left with the least free milli (best fit), the first on ties.
     double best_score = 0;
-    int32_t best_left = 0;
+    uint64_t best_tie = 0;
     NodeId best;
     int best_gpu = -1;
     for (NodeId n : nodes) {
@@ -473,18 +482,20 @@ class Placer {
         if (seen) continue;
         const int32_t left = f.milli[g] - t_.gpu_milli;
         double score = 0;
+        uint64_t tie = static_cast<uint64_t>(left);
         if (w) {
           NodeFree a = f;
           a.milli[g] = left;
           a.mem[g] -= t_.gpu_memory_bytes;
-          score = FragmentationOf(node, a.milli.data(), a.mem.data(), f.cpu - t_.cpu_milli,
-                                  f.memory - t_.memory_bytes, *w) - before;
+          score = -static_cast<double>(
+              FgdScore(FragmentationOf(node, a.milli.data(), a.mem.data(), f.cpu - t_.cpu_milli,
+                                       f.memory - t_.memory_bytes, *w) - before));
+          tie = TieOrder(n);
         }
-        const bool better = !best.valid() || score < best_score - 1e-9 ||
-                            (score <= best_score + 1e-9 && left < best_left);
+        const bool better = !best.valid() || score < best_score || (score == best_score && tie < best_tie);
         if (better) {
           best_score = score;
-          best_left = left;
+          best_tie = tie;
           best = n;
           best_gpu = g;
         }

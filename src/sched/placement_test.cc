@@ -152,6 +152,15 @@ TEST(Fragmentation, MatchesTheDefinition) {
   EXPECT_DOUBLE_EQ(NodeFragmentation(s, NodeId(0), w), (500.0 + 500.0 + 2 * 1500.0) / 4);
 }
 
+TEST(Fragmentation, AGpuLessTaskCountsEveryFreeGpuAsFragmented) {
+  // FGD's definition: a task that uses no GPU can use none of the free ones, even where its CPU
+  // and memory fit. Free: GPU0 500, GPU1 1000; the CPU task fits the node: 1500 fragmented.
+  ClusterState s = MakeCluster({.nodes = 1, .gpus_per_node = 2, .nodes_per_leaf = 1});
+  ASSERT_TRUE(s.Bind(Fractional(9, 500), {.tasks = {{.node = NodeId(0), .gpu_mask = 0b01}}}, 0).ok());
+  WorkloadDistribution w({{.task = Job(1, 1, 0).task}});
+  EXPECT_DOUBLE_EQ(NodeFragmentation(s, NodeId(0), w), 1500.0);
+}
+
 TEST(Fragmentation, PackingFollowsTheWorkload) {
   // GPU0 wholly free, GPU1 has 700 left. Target workload: 600-milli tasks. Placing a 300 task on
   // GPU1 leaves 400 that no 600 task can use; on GPU0 it leaves 700, still usable. Plain best
@@ -213,6 +222,44 @@ TEST(PlacementByFragmentation, ACpuTaskGoesWhereTheGpusAreGone) {
   std::optional<Placement> p = PlaceGang(s, cpu, {.workload = &w});
   ASSERT_TRUE(p);
   EXPECT_EQ(Nodes(*p), (std::set<uint32_t>{1}));
+}
+
+TEST(PlacementByFragmentation, ComparesDeltasOnFgdsScoreScale) {
+  // Two 4-GPU nodes of one model: node 0 has 2 whole GPUs free, node 1 has 3. Target: 1-GPU
+  // tasks (weight 0.85) and 2-GPU tasks (0.15). A 1-GPU task on node 0 leaves 1 GPU, which a
+  // 2-GPU task can't use: +0.15 x 1000 = +150 milli. On node 1 it leaves 2: +0. FGD's scores are
+  // floor(100 sigmoid(-delta/1000)): 46 against 50, so node 1. Deltas in 0.2-GPU steps put both
+  // in step 0 and best fit (fewest whole GPUs left) took node 0, giving up 150 milli for nothing.
+  ClusterState s = MakeCluster({.nodes = 2, .gpus_per_node = 4, .nodes_per_leaf = 2});
+  Fill(s, 0, 2, 100);
+  Fill(s, 1, 1, 101);
+  const WorkloadDistribution w({{.task = Job(50, 1, 1).task, .weight = 0.85},
+                                {.task = Job(51, 1, 2).task, .weight = 0.15}});
+  const JobSpec one = Job(1, 1, 1);
+  std::optional<Placement> p = PlaceGang(s, one, {.workload = &w});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(Nodes(*p), (std::set<uint32_t>{1}));
+  EXPECT_DOUBLE_EQ(FragmentationDelta(s, p->tasks[0], one.task, w), 0.0);
+  // The other node's delta is the 150 the comment works out.
+  TaskBinding on0{.node = NodeId(0), .gpu_mask = 0b0100, .gpu_milli = 1000};
+  EXPECT_NEAR(FragmentationDelta(s, on0, one.task, w), 150.0, 1e-9);
+}
+
+TEST(PlacementByFragmentation, EqualScoresPackOntoOneNode) {
+  // Four empty 2-GPU nodes, target 1-GPU tasks: every placement scores the same (delta 0), and
+  // ties go to one fixed node order, so a second task joins the first instead of opening another
+  // node (which would leave two half-used nodes where one empty node could take a 2-GPU task).
+  ClusterState s = MakeCluster({.nodes = 4, .gpus_per_node = 2, .nodes_per_leaf = 4});
+  const WorkloadDistribution w({{.task = Job(50, 1, 1).task}});
+  std::set<uint32_t> used;
+  for (uint64_t id = 1; id <= 2; ++id) {
+    const JobSpec j = Job(id, 1, 1);
+    std::optional<Placement> p = PlaceGang(s, j, {.workload = &w});
+    ASSERT_TRUE(p);
+    ASSERT_TRUE(s.Bind(j, *p, 0).ok());
+    used.insert(p->tasks[0].node.value());
+  }
+  EXPECT_EQ(used.size(), 1u);
 }
 
 TEST(PlacementByFragmentation, LooksAcrossLeaves) {

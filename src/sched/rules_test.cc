@@ -199,17 +199,20 @@ TEST(QueueRules, WholeDomainQuotaIsReclaimed) {
 }
 
 TEST(QueueRules, GuaranteedDomainIsPreferredForPlacement) {
-  // Two leaves of two empty nodes. Queue a is guaranteed leaf 1: its job goes there although
-  // leaf 0 fits it as well; queue b's identical job goes to leaf 0.
+  // Two leaves of two empty nodes. Queue b (no guarantee) places a job where the policy's ties
+  // send it; queue a, guaranteed the other leaf, places the identical job in its own leaf.
   ClusterState s = MakeCluster({.nodes = 4, .nodes_per_leaf = 2});
+  const DomainId leaf0 = s.ancestor(NodeId(0), Level::kLeaf);
   const DomainId leaf1 = s.ancestor(NodeId(2), Level::kLeaf);
-  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_domains = {leaf1}}, {.name = "b"}};
-  Decisions d = Decide(s, {Job(1, 1, 8, 0)}, queues, Sec(1));
-  ASSERT_EQ(d.binds.size(), 1u);
-  EXPECT_EQ(s.ancestor(d.binds[0].placement.tasks[0].node, Level::kLeaf), leaf1);
+  std::vector<QueueSpec> queues = {{.name = "a"}, {.name = "b"}};
   Decisions e = Decide(s, {Job(2, 1, 8, 1)}, queues, Sec(1));
   ASSERT_EQ(e.binds.size(), 1u);
-  EXPECT_NE(s.ancestor(e.binds[0].placement.tasks[0].node, Level::kLeaf), leaf1);
+  const DomainId unguarded = s.ancestor(e.binds[0].placement.tasks[0].node, Level::kLeaf);
+  const DomainId other = unguarded == leaf0 ? leaf1 : leaf0;
+  queues[0].guaranteed_domains = {other};
+  Decisions d = Decide(s, {Job(1, 1, 8, 0)}, queues, Sec(1));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(s.ancestor(d.binds[0].placement.tasks[0].node, Level::kLeaf), other);
 }
 
 // ---- Power rate limits ------------------------------------------------------------------------

@@ -160,6 +160,10 @@ TEST(RemoteAttachFill, SameSeedSameResult) {
   EXPECT_EQ(std::isnan(a->avg_remote_slowdown_at_100), std::isnan(b->avg_remote_slowdown_at_100));
   if (!std::isnan(a->avg_remote_slowdown_at_100)) {
     EXPECT_EQ(a->avg_remote_slowdown_at_100, b->avg_remote_slowdown_at_100);
+  }
+  // Undefined (NaN) when no pod arrived at exactly 100%, which the slowdown's "up to 100%" is not.
+  EXPECT_EQ(std::isnan(a->recovered_gpus_at_100), std::isnan(b->recovered_gpus_at_100));
+  if (!std::isnan(a->recovered_gpus_at_100)) {
     EXPECT_EQ(a->recovered_gpus_at_100, b->recovered_gpus_at_100);
   }
 }
