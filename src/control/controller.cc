@@ -641,6 +641,7 @@ StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
   GPOOL_ASSIGN_OR_RETURN(v1::Job j, NewJobFromRequest(req));
   uint64_t seq = 0;
   bool inline_cycle = false;
+  bool wake = options_.schedule_on_submit;  // the loop's cycle is to place the job
   Cycle cycle;
   if (!req.client_request_id().empty()) {
     // Idempotent submit across retention: a request id whose job left the live state answers
@@ -698,6 +699,8 @@ StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
         if (Status cs = CycleLocked(&cycle); !cs.ok()) {
           // What it changed before failing is committed below; the job stays queued.
           GPOOL_LOG_ERROR("scheduling cycle at submit of {}: {}", j.id(), cs.ToString());
+        } else {
+          wake = false;  // this was the cycle: bound, or it waits for room like any other
         }
         cycle.changed.try_emplace(j.id(), j);  // the submit itself, if the cycle left it as is
         j = cycle.changed.at(j.id());          // as committed: bound, or pending with a reason
@@ -707,7 +710,7 @@ StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
       }
     }
   }
-  if (options_.schedule_on_submit && !inline_cycle) {
+  if (wake) {
     {
       std::lock_guard<std::mutex> l(mu_);
       wake_ = true;

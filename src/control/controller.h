@@ -31,7 +31,9 @@
 // nodes' GPU servers, allocations.h). With options.fabric the domains come from the fabric
 // (fabric_view.h); without it nodes are laid out in a uniform tree of 16-node leaves in name
 // order (docs/control-plane.md). The cycle is controller_schedule.cc; what a task's host is told
-// (assignments, devices, leases) is controller_leases.cc.
+// (assignments, devices, leases) is controller_leases.cc. A submit that finds nothing else
+// pending and the store idle runs that cycle itself and commits the job with its bind in one
+// Txn (bind at submit: the rule is at Controller::Submit).
 //
 // Liveness: a node that has not heartbeated for node_timeout is "down" (unschedulable). The
 // scheduling cycle that first sees it down applies the lost-node policy to the jobs that had an
