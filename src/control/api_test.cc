@@ -47,8 +47,12 @@ class ApiTest : public ::testing::Test {
     ao.auth = with_auth ? auth_.get() : nullptr;
     Status s = api_->Start(ao);
     ASSERT_TRUE(s.ok()) << s.ToString();
-    channel_ = grpc::CreateChannel(fmt::format("127.0.0.1:{}", api_->grpc_port()),
-                                   grpc::InsecureChannelCredentials());
+    // The CLI's and agents' own channel (an IP literal: gRPC's ipv4: resolver, ChannelTarget).
+    ClientOptions co;
+    co.address = fmt::format("127.0.0.1:{}", api_->grpc_port());
+    auto ch = MakeChannel(co);
+    ASSERT_TRUE(ch.ok()) << ch.status().ToString();
+    channel_ = std::move(*ch);
     jobs_ = v1::JobService::NewStub(channel_);
     nodes_ = v1::NodeService::NewStub(channel_);
     tenants_ = v1::TenantService::NewStub(channel_);
@@ -79,6 +83,19 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<v1::NodeService::Stub> nodes_;
   std::unique_ptr<v1::TenantService::Stub> tenants_;
 };
+
+// IP literals go to gRPC's sockaddr resolvers (no DNS lookup); anything else as given.
+TEST(ChannelTargetTest, IpLiteralsSkipTheResolver) {
+  EXPECT_EQ(ChannelTarget("127.0.0.1:7070"), "ipv4:127.0.0.1:7070");
+  EXPECT_EQ(ChannelTarget("[::1]:7070"), "ipv6:[::1]:7070");
+  EXPECT_EQ(ChannelTarget("ctl.example:7070"), "ctl.example:7070");
+  EXPECT_EQ(ChannelTarget("localhost:7070"), "localhost:7070");
+  EXPECT_EQ(ChannelTarget("127.0.0.1"), "127.0.0.1");          // no port: gRPC's default
+  EXPECT_EQ(ChannelTarget("127.0.0.1:x"), "127.0.0.1:x");      // gRPC reports it
+  EXPECT_EQ(ChannelTarget("1.2.3:80"), "1.2.3:80");            // not a dotted quad
+  EXPECT_EQ(ChannelTarget("dns:///127.0.0.1:80"), "dns:///127.0.0.1:80");  // a URI stays
+  EXPECT_EQ(ChannelTarget("ipv4:127.0.0.1:80"), "ipv4:127.0.0.1:80");
+}
 
 TEST(TokenAuthTest, FileErrorsNameTheLine) {
   auto a = TokenAuth::Parse("admin-token-0123456789 admin\nshort admin\n", "tok.txt");
@@ -397,9 +414,10 @@ TEST_F(ApiTest, WatchStreamsSubmitAndBind) {
   }
   ctx.TryCancel();
   (void)reader->Finish();
-  ASSERT_FALSE(states.empty());
-  EXPECT_EQ(states.back(), "running");
-  EXPECT_EQ(states.front(), "pending");
+  // Bound at submit (Controller::Submit, inline bind): the reply is the bound job, and the
+  // stream's one event of it is the commit that created and bound it.
+  EXPECT_EQ(j.state(), "running");
+  EXPECT_EQ(states, std::vector<std::string>{"running"});
 }
 
 TEST_F(ApiTest, ThousandConcurrentSubmitsAllAcknowledgedUniqueAndPersisted) {

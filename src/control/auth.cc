@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 #include <openssl/evp.h>
@@ -191,6 +192,21 @@ StatusOr<std::string> ResolveToken(const std::string& token, const std::string& 
   return std::string(env ? env : "");
 }
 
+std::string ChannelTarget(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) return address;
+  const std::string port = address.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return address;
+  std::string host = address.substr(0, colon);
+  unsigned char buf[sizeof(struct in6_addr)];
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1) return "ipv4:" + address;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']' &&
+      inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1) {
+    return "ipv6:" + address;
+  }
+  return address;
+}
+
 StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& o) {
   grpc::ChannelArguments args;
   // gRPC's reconnect backoff grows to 120 s while the controller is down; an agent would then
@@ -199,13 +215,14 @@ StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& o) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   if (o.tls_ca_file.empty()) {
-    return grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args);
+    return grpc::CreateCustomChannel(ChannelTarget(o.address), grpc::InsecureChannelCredentials(),
+                                     args);
   }
   GPOOL_ASSIGN_OR_RETURN(std::string roots, ReadFile(o.tls_ca_file));
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = roots;
   if (!o.tls_server_name.empty()) args.SetSslTargetNameOverride(o.tls_server_name);
-  return grpc::CreateCustomChannel(o.address, grpc::SslCredentials(ssl), args);
+  return grpc::CreateCustomChannel(ChannelTarget(o.address), grpc::SslCredentials(ssl), args);
 }
 
 }  // namespace gpool::control

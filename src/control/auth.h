@@ -86,5 +86,9 @@ struct ClientOptions {
 // Resolves the token: `token` if set, else the first line of `token_file`, else $GPOOL_TOKEN.
 StatusOr<std::string> ResolveToken(const std::string& token, const std::string& token_file);
 StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& options);
+// The gRPC target for a controller address: "ipv4:A.B.C.D:PORT" / "ipv6:[...]:PORT" for an IP
+// literal, so that gRPC's sockaddr resolver takes it as is (no DNS resolution on an executor
+// thread: one thread hand-off and ~0.5 ms of a CLI command's CPU less); other addresses as given.
+std::string ChannelTarget(const std::string& address);
 
 }  // namespace gpool::control

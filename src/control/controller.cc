@@ -169,6 +169,7 @@ Status Controller::RecoverLocked() {
   nodes_.clear();
   node_life_.clear();
   jobs_.clear();
+  pending_jobs_ = 0;
   node_jobs_.clear();
   request_ids_.clear();
   next_job_ = 1;
@@ -210,7 +211,9 @@ void Controller::SetJobLocked(v1::Job j) {
   auto it = jobs_.find(j.id());
   if (it != jobs_.end()) {
     for (const std::string& n : JobNodeNames(it->second)) node_jobs_[n].erase(j.id());
+    if (it->second.state() == "pending") --pending_jobs_;
   }
+  if (j.state() == "pending") ++pending_jobs_;
   if (j.state() == "running") {
     for (const std::string& n : JobNodeNames(j)) node_jobs_[n].insert(j.id());
   }
@@ -617,9 +620,29 @@ StatusOr<v1::Job> Controller::NewJobFromRequest(const v1::SubmitJobRequest& req)
   return j;
 }
 
+// Inline bind. A submit that finds no other job pending, the store healthy and no commit queued
+// or in flight (InlineBindAllowedLocked) runs one scheduling cycle itself, under mu_, right
+// after adding the job: CycleLocked, the very cycle the loop runs, with the same pure policy
+// (src/sched), quotas, caps, priority, fair share, gang and topology rules. Its queue holds only
+// the new job, so nothing pending ranks ahead of it, it overtakes no one, and no reservation
+// exists (reservations are made each cycle for blocked pending jobs, and there are none). The
+// job's record and everything that cycle decided (the bind, a preemption it made room by, a
+// lost node it found, a wait reason when the job does not fit) commit in ONE store transaction
+// (the submit's, through the same group-commit pipeline and, on etcd, the same leader fence);
+// the reply is the job as committed, so a bound job comes back bound. Otherwise the job is
+// queued as before and the loop is woken; its cycle decides. So an inline bind is exactly the
+// decision the loop's next cycle would have made had it run at this instant. The idle-commit
+// condition keeps bursts cheap: while submits arrive faster than the store commits, they queue
+// and one loop cycle places them all (a cycle per submit would cost O(running jobs) each under
+// mu_). Bind latency: an inline bind counts in gpool_job_bind_latency_seconds from the
+// accepted submit to its (one) commit; a job the inline cycle could not place waited a cycle,
+// so its later bind counts as queueing time only.
 StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
   GPOOL_ASSIGN_OR_RETURN(v1::Job j, NewJobFromRequest(req));
   uint64_t seq = 0;
+  bool inline_cycle = false;
+  bool wake = options_.schedule_on_submit;  // the loop's cycle is to place the job
+  Cycle cycle;
   if (!req.client_request_id().empty()) {
     // Idempotent submit across retention: a request id whose job left the live state answers
     // that job from the archive, never a second job. Looked up outside mu_ (a store read); the
@@ -662,14 +685,32 @@ StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
       j.set_id(JobIdOf(next_job_));
       const int64_t now_ns = clock_->NowNanos();
       j.set_submit_ms(now_ns / 1000000);
-      GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({&j}, {}));
+      inline_cycle = InlineBindAllowedLocked();  // asked before this job counts as pending
+      if (!inline_cycle) {
+        GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked({&j}, {}));
+      }
       submit_ns_[j.id()] = now_ns;
       ++next_job_;
       if (!j.client_request_id().empty()) request_ids_[j.client_request_id()] = j.id();
       SetJobLocked(j);
+      if (inline_cycle) {
+        // The cycle sees the store healthy and idle (InlineBindAllowedLocked), and nothing can
+        // start a commit while mu_ is held, so the enqueue below cannot fail.
+        if (Status cs = CycleLocked(&cycle); !cs.ok()) {
+          // What it changed before failing is committed below; the job stays queued.
+          GPOOL_LOG_ERROR("scheduling cycle at submit of {}: {}", j.id(), cs.ToString());
+        } else {
+          wake = false;  // this was the cycle: bound, or it waits for room like any other
+        }
+        cycle.changed.try_emplace(j.id(), j);  // the submit itself, if the cycle left it as is
+        j = cycle.changed.at(j.id());          // as committed: bound, or pending with a reason
+        std::vector<const v1::Job*> ptrs;
+        for (const auto& [id, cj] : cycle.changed) ptrs.push_back(&cj);
+        GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, cycle.power_changed));
+      }
     }
   }
-  if (options_.schedule_on_submit) {
+  if (wake) {
     {
       std::lock_guard<std::mutex> l(mu_);
       wake_ = true;
@@ -677,7 +718,17 @@ StatusOr<v1::Job> Controller::Submit(const v1::SubmitJobRequest& req) {
     cv_.notify_all();
   }
   GPOOL_RETURN_IF_ERROR(WaitDurable(seq));
+  if (inline_cycle) CycleCommitted(cycle);
   return j;
+}
+
+bool Controller::InlineBindAllowedLocked() {
+  if (!options_.bind_at_submit || !options_.schedule_on_submit || pending_jobs_ > 0 ||
+      nodes_.empty()) {
+    return false;
+  }
+  std::lock_guard<std::mutex> cl(commit_mu_);
+  return broken_.ok() && commit_queue_.empty() && !committing_;
 }
 
 StatusOr<v1::Job> Controller::GetJob(const std::string& id) {

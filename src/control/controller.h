@@ -31,7 +31,9 @@
 // nodes' GPU servers, allocations.h). With options.fabric the domains come from the fabric
 // (fabric_view.h); without it nodes are laid out in a uniform tree of 16-node leaves in name
 // order (docs/control-plane.md). The cycle is controller_schedule.cc; what a task's host is told
-// (assignments, devices, leases) is controller_leases.cc.
+// (assignments, devices, leases) is controller_leases.cc. A submit that finds nothing else
+// pending and the store idle runs that cycle itself and commits the job with its bind in one
+// Txn (bind at submit: the rule is at Controller::Submit).
 //
 // Liveness: a node that has not heartbeated for node_timeout is "down" (unschedulable). The
 // scheduling cycle that first sees it down applies the lost-node policy to the jobs that had an
@@ -107,8 +109,14 @@ struct ControllerOptions {
   // Wall clock with the Unix epoch (timestamps in records, heartbeat ages, lease expiry).
   // nullptr = the real one. Tests pass a ManualClock.
   const Clock* clock = nullptr;
-  // false: don't wake the scheduling loop on every submit (benchmarks of pure submit rate).
+  // false: don't wake the scheduling loop on every submit, and never bind at submit
+  // (benchmarks of pure submit rate).
   bool schedule_on_submit = true;
+  // Bind at submit (Controller::Submit, "Inline bind"): a job submitted while no other job is
+  // pending and no commit is in flight is placed by a scheduling cycle run inside the submit,
+  // and the job and its bind commit in one store transaction. false: every job waits for the
+  // loop's next cycle (tests of the cycle's ordering among several queued jobs use this).
+  bool bind_at_submit = true;
   int64_t lease_ttl_s = 2;  // HA (etcd store): the leader lease TTL
   // The fabric (`--fabric`): when set, the scheduler's leaf/pod/fabric domains come from it
   // (FabricView::BuildDomains) instead of the uniform 16-node leaves. Not owned by value: the
@@ -200,6 +208,15 @@ class Controller {
     std::vector<std::string> deletes;  // keys (retention); a later put or delete of a key wins
   };
 
+  // What one scheduling cycle changed (CycleLocked), to commit and then report.
+  struct Cycle {
+    std::map<std::string, v1::Job> changed;        // by id, as they are in jobs_ now
+    std::vector<const v1::Node*> power_changed;    // into nodes_ (power plans)
+    // First binds: accepted-submit time (clock ns) and whether the job waited a cycle.
+    std::vector<std::pair<int64_t, bool>> first_binds;
+    std::vector<std::string> log;  // logged once committed: a refused commit never happened
+  };
+
   explicit Controller(const ControllerOptions& options);
   Status Recover();
   Status RecoverLocked();  // replaces the in-memory state with the store's; mu_ held
@@ -237,6 +254,16 @@ class Controller {
   uint64_t LastEnqueuedLocked() const { return enqueued_seq_; }
   std::string NodeStateLocked(const v1::Node& n, int64_t now_ms) const;
   void RefreshNodeStates(int64_t now_ms);
+  // One scheduling cycle on the in-memory state (controller_schedule.cc): lost nodes, unserved
+  // jobs, the policy's preemptions, binds and wait reasons, power plans; every change is
+  // applied to memory and listed in *out for the caller to commit (also when it fails midway).
+  // mu_ held; the caller checked leading_.
+  Status CycleLocked(Cycle* out);
+  // After the cycle's commit is durable: its log lines and the bind latency metrics.
+  void CycleCommitted(const Cycle& c);
+  // Whether a job being submitted now may be bound by a cycle inside Submit (the rule is at
+  // Controller::Submit). mu_ held.
+  bool InlineBindAllowedLocked();
   // Applies the lost-node policy to jobs on down nodes; returns the changed jobs. `log` gets a
   // line per job, to be logged once the change is committed.
   std::vector<v1::Job> HandleLostNodesLocked(int64_t now_ms, std::vector<std::string>* log);
@@ -291,6 +318,7 @@ class Controller {
   // (SetJobLocked). In memory only: after a restart the record's submit_ms serves.
   std::unordered_map<std::string, int64_t> submit_ns_;
   std::unordered_set<std::string> waited_;
+  int64_t pending_jobs_ = 0;  // jobs_ in state "pending" (SetJobLocked keeps it)
   uint64_t next_job_ = 1;
   // Retention, under mu_: archived jobs in the store, the highest archived job number (so ids
   // are never reused after the live records of the newest jobs left), and ever archived.

@@ -89,6 +89,7 @@ void Controller::ApplyEvent(const WatchEvent& ev) {
       if (it != jobs_.end()) {  // retention archived it (or an operator deleted it)
         for (const std::string& n : JobNodeNames(it->second)) node_jobs_[n].erase(id);
         request_ids_.erase(it->second.client_request_id());
+        if (it->second.state() == "pending") --pending_jobs_;
         jobs_.erase(it);
       }
       return;

@@ -156,6 +156,52 @@ TEST(ControllerHaTest, RetentionArchivesOnEtcdAndStandbysFollow) {
   (*b)->Stop();
 }
 
+// Inline bind on etcd (Controller::Submit): a submit into an idle cluster comes back bound, its
+// record created and bound in one Txn (one revision); the Txn carries the leader fence like any
+// commit, so a leader deposed before it noticed binds nothing and writes nothing.
+TEST(ControllerHaTest, InlineBindIsOneFencedTxn) {
+  auto cluster = EtcdTestCluster::Start({});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  ControllerOptions o;
+  o.store_url = (*cluster)->Url();
+  o.lease_ttl_s = 2;
+  auto a = Controller::Open(o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  (*a)->SetAdvertiseAddress("127.0.0.1:1001");
+  (*a)->Start();
+  ASSERT_TRUE(Eventually([&] { return (*a)->leading(); }));
+  for (const char* name : {"n1", "n2"}) {
+    v1::RegisterNodeRequest r;
+    r.mutable_node()->set_name(name);
+    r.mutable_node()->set_gpus(8);
+    r.mutable_node()->set_gpu_model("H100");
+    ASSERT_TRUE((*a)->RegisterNode(r).ok());
+  }
+  v1::SubmitJobRequest gang = Job("r1");
+  gang.set_gpus(16);
+  auto j = (*a)->Submit(gang);
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  ASSERT_EQ(j->state(), "running") << j->pending_reason();
+  ASSERT_EQ(j->allocations_size(), 2);
+  auto store = OpenStore(o.store_url);
+  ASSERT_TRUE(store.ok());
+  auto kv = (*store)->Get(keys::Job(j->id()));
+  ASSERT_TRUE(kv.ok() && kv->has_value());
+  EXPECT_EQ((*kv)->create_revision, (*kv)->mod_revision);  // created and bound in one Txn
+  EXPECT_NE((*kv)->value.find("\"running\""), std::string::npos) << (*kv)->value;
+
+  ASSERT_TRUE((*a)->Cancel(j->id()).ok());  // room again, nothing pending
+  ASSERT_TRUE((*store)->Txn(TxnRequest().Delete("/control/leader")).ok());
+  auto stale = (*a)->Submit(Job("r2"));
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.status().code(), StatusCode::kUnavailable) << stale.status().ToString();
+  auto jobs = (*store)->Range(keys::kJobs, {});
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->kvs.size(), 1u);  // the cancelled gang only
+  EXPECT_EQ(jobs->kvs[0].key, keys::Job(j->id()));
+  (*a)->Stop();
+}
+
 // Every log line from now until destruction (spdlog's default logger, which GPOOL_LOG_* use).
 class LogCapture {
  public:

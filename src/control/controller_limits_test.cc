@@ -128,6 +128,7 @@ TEST_F(LimitsTest, PriorityDoesNotBuyGpusInsideAnotherTenantsGuarantee) {
 // (equal weights, equal demand). Before the fix a's 8 jobs went first and took all 64 GPUs.
 TEST_F(LimitsTest, PriorityDoesNotOrderJobsAcrossTenants) {
   opts_.tenant_quotas = {{"a", 16}, {"b", 16}};
+  opts_.bind_at_submit = false;  // all 16 queued before one cycle (else b's first 8 bind at submit)
   Open();
   AddNodes(8);
   for (int i = 0; i < 8; ++i) Submit("b", 8, 0);

@@ -80,20 +80,15 @@ std::vector<v1::Job> Controller::HandleLostNodesLocked(int64_t now_ms,
   return changed;
 }
 
-Status Controller::ScheduleOnce() {
-  auto start = std::chrono::steady_clock::now();
-  uint64_t seq = 0;
-  // First binds of this cycle: accepted-submit time (ns) and whether the job waited a cycle.
-  std::vector<std::pair<int64_t, bool>> first_binds;
-  std::vector<std::string> lost_log;  // logged once committed: a refused commit never happened
+Status Controller::CycleLocked(Cycle* out) {
+  std::map<std::string, v1::Job>& changed = out->changed;
+  std::vector<std::pair<int64_t, bool>>& first_binds = out->first_binds;
+  std::vector<const v1::Node*>& power_changed = out->power_changed;
   {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!leading_) return Status::Ok();  // standbys do not schedule
     int64_t now_ms = NowMs();
     int64_t now_ns = now_ms * 1000000;
     RefreshNodeStates(now_ms);
-    std::map<std::string, v1::Job> changed;
-    for (v1::Job& j : HandleLostNodesLocked(now_ms, &lost_log)) changed[j.id()] = std::move(j);
+    for (v1::Job& j : HandleLostNodesLocked(now_ms, &out->log)) changed[j.id()] = std::move(j);
     // Running jobs whose GPU servers can no longer serve them (a node re-registered without
     // one, or a restart without the lease key) fail: the scheduler could not rebuild their
     // placements, and their hosts could not be told their devices.
@@ -101,7 +96,7 @@ Status Controller::ScheduleOnce() {
     for (const auto& [id, j] : jobs_) {
       if (j.state() == "running") running.insert(id);
     }
-    for (v1::Job& j : FailUnservedLocked(std::move(running), now_ms, &lost_log)) {
+    for (v1::Job& j : FailUnservedLocked(std::move(running), now_ms, &out->log)) {
       changed[j.id()] = std::move(j);
     }
 
@@ -125,9 +120,7 @@ Status Controller::ScheduleOnce() {
       node_index[name] = static_cast<int>(spec.nodes.size());
       spec.nodes.push_back(std::move(ns));
     }
-    bool any_pending = std::any_of(jobs_.begin(), jobs_.end(),
-                                   [](const auto& kv) { return kv.second.state() == "pending"; });
-    std::vector<const v1::Node*> power_changed;
+    const bool any_pending = pending_jobs_ > 0;
     if (!spec.nodes.empty() && (any_pending || power_.enabled())) {
       if (options_.fabric) {
         GPOOL_RETURN_IF_ERROR(options_.fabric->BuildDomains(&spec));  // domains from the fabric
@@ -310,25 +303,42 @@ Status Controller::ScheduleOnce() {
         GPOOL_RETURN_IF_ERROR(power_.Plan(state, pending, d, now_ms, &nodes_, &power_changed));
       }
     }
+  }
+  return Status::Ok();
+}
+
+void Controller::CycleCommitted(const Cycle& c) {
+  for (const std::string& line : c.log) GPOOL_LOG_WARN("{}", line);
+  if (c.first_binds.empty()) return;
+  const int64_t now_ns = clock_->NowNanos();  // the binds are committed now
+  for (const auto& [submit_ns, waited] : c.first_binds) {
+    const double seconds = static_cast<double>(std::max<int64_t>(now_ns - submit_ns, 0)) * 1e-9;
+    queue_time_.Observe(seconds);
+    if (!waited) bind_latency_.Observe(seconds);
+  }
+}
+
+Status Controller::ScheduleOnce() {
+  auto start = std::chrono::steady_clock::now();
+  uint64_t seq = 0;
+  Cycle cycle;
+  Status cycle_status;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!leading_) return Status::Ok();  // standbys do not schedule
+    Status cs = CycleLocked(&cycle);
+    // What the cycle changed before an error is in memory already: commit it all the same, so
+    // memory never stays ahead of the store.
     std::vector<const v1::Job*> ptrs;
-    for (const auto& [id, j] : changed) ptrs.push_back(&j);
-    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, power_changed));
+    for (const auto& [id, j] : cycle.changed) ptrs.push_back(&j);
+    GPOOL_ASSIGN_OR_RETURN(seq, EnqueueLocked(ptrs, cycle.power_changed));
+    cycle_status = std::move(cs);
   }
   Status s = WaitDurable(seq);
-  if (s.ok()) {
-    for (const std::string& line : lost_log) GPOOL_LOG_WARN("{}", line);
-  }
-  if (s.ok() && !first_binds.empty()) {  // the binds are committed now
-    const int64_t now_ns = clock_->NowNanos();
-    for (const auto& [submit_ns, waited] : first_binds) {
-      const double seconds = static_cast<double>(std::max<int64_t>(now_ns - submit_ns, 0)) * 1e-9;
-      queue_time_.Observe(seconds);
-      if (!waited) bind_latency_.Observe(seconds);
-    }
-  }
+  if (s.ok()) CycleCommitted(cycle);
   sched_latency_.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return s;
+  return cycle_status.ok() ? s : cycle_status;
 }
 
 }  // namespace gpool::control

@@ -279,6 +279,7 @@ TEST_F(ControllerTest, LostNodeRequeuesAndIgnoresStaleReports) {
 // Bind latency runs from the accepted submit to the committed bind, at sub-millisecond
 // resolution; a job that waited for room counts only in the queueing histogram.
 TEST_F(ControllerTest, BindLatencyIsSubMillisecondAndQueueingIsApart) {
+  opts_.bind_at_submit = false;  // time passes between the submit and the loop's cycle
   Open();
   AddNode("n0");
   v1::Job a = Submit(8);
@@ -422,6 +423,7 @@ TEST_F(ControllerTest, ConcurrentSubmitsAreAllDurableAndUnique) {
 }
 
 TEST_F(ControllerTest, WatchDeliversCommittedChangesInOrder) {
+  opts_.bind_at_submit = false;  // a submit's commit, then the cycle's (ControllerInlineTest: one)
   Open();
   AddNode("n0");
   v1::Job before = Submit(1, "a");
@@ -597,6 +599,7 @@ TEST_F(ControllerTest, CpuAndMemoryRequestsArePlacedAgainstNodes) {
 // submit an 8-GPU job, a first. a's 4 s of use put b ahead. (Charged only from the jobs running
 // at a cycle, a's finished job would count nothing and the older job, a's, would go first.)
 TEST_F(ControllerTest, FairShareChargesAJobThatEndedBetweenCycles) {
+  opts_.bind_at_submit = false;  // a2 and b1 meet in one cycle (else a2 binds at its submit)
   Open();
   AddNode("n0");
   v1::Job a1 = Submit(8, "a");

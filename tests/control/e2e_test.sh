@@ -87,8 +87,12 @@ curl -sf "${HTTP}api/state" | python3 -c 'import json,sys; d=json.load(sys.stdin
   || fail "/api/state"
 
 # Crash: long jobs, 4 fit (32 GPUs), 6 wait. kill -9 after they are acknowledged.
-acked=()
-for i in $(seq 10); do acked+=("$("$GPOOL" submit --gpus 8 --duration 600s --controller "$ADDR" -- train)"); done
+# The first finds nothing pending and binds at its submit (docs/control-plane.md, "Bind at
+# submit"): acknowledged running, so the crash tests a bind committed with its submit.
+first=$("$GPOOL" submit --gpus 8 --duration 600s -o json --controller "$ADDR" -- train)
+grep -q '"state": "running"' <<<"$first" || fail "a submit into an idle cluster was not bound at submit: $first"
+acked=("$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$first")")
+for i in $(seq 9); do acked+=("$("$GPOOL" submit --gpus 8 --duration 600s --controller "$ADDR" -- train)"); done
 for _ in $(seq 100); do [ "$(jobs_json | count_state running)" = 4 ] && break; sleep 0.1; done
 before=$(jobs_json)
 [ "$(echo "$before" | count_state running)" = 4 ] || fail "expected 4 running before the crash"
