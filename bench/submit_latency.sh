@@ -38,7 +38,7 @@ fail() { echo "submit_latency: $*" >&2; exit 1; }
 "$GPOOL" controller --store "sqlite:$TMP/state.db" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
   --fabric gen:brief >"$TMP/ctl.log" 2>&1 &
 PIDS="$PIDS $!"
-for _ in $(seq 100); do grep -q grpc "$TMP/ctl.log" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -qs grpc "$TMP/ctl.log" && break; sleep 0.1; done
 addr=$(sed -n 's/.*grpc \([^ ]*\).*/\1/p' "$TMP/ctl.log")
 http=$(sed -n 's/.* http \(http:[^ ]*\).*/\1/p' "$TMP/ctl.log")
 [ -n "$addr" ] || fail "controller did not start: $(cat "$TMP/ctl.log")"
