@@ -112,6 +112,7 @@ Status Engine::StopRun(sched::ClusterState& state, uint32_t id, double t) {
   net_.AddRing(run.hosts, -1);
   load_dirty_ |= run.hosts.size() > 1;
   tenant_used_milli_[r_.jobs[id].tenant] -= specs_[id].total_milli_gpus();
+  r_.spans.push_back({id, run.start_s, t});
   ++run.epoch;
   return Status::Ok();
 }
