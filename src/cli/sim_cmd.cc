@@ -521,6 +521,7 @@ Status RunPoolingMode(const SimFlags& f) {
   p.output = f.output;
   p.policy_config = f.policy_config;
   p.arrival_scale = f.arrival_scale;
+  p.min_cycle_s = f.min_cycle_s;
   p.seed = f.seed;
   p.gpus_per_host = f.gpus_per_host;
   p.quiet = f.quiet;

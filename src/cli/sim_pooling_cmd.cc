@@ -83,6 +83,8 @@ Status RunPoolingCommand(const PoolingCliFlags& f) {
   po.seed = f.seed;
   po.gpool_config = f.policy_config;
   po.remote = f.remote;
+  if (f.min_cycle_s < 0) return Status::InvalidArgument("--min-cycle-s: must be >= 0");
+  po.min_cycle_s = f.min_cycle_s;
   if (!f.quiet) po.progress = [](const std::string& line) { std::fprintf(stderr, "sim[pooling]: %s\n", line.c_str()); };
   GPOOL_ASSIGN_OR_RETURN(sim::PoolingResult r, sim::RunPooling(sc, work, po, offered));
 

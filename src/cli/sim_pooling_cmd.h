@@ -19,6 +19,7 @@ struct PoolingCliFlags {
   std::string out, output, policy_config, command;
   sim::RemoteAttach remote;  // the pool+remote row's settings (enabled implied)
   double arrival_scale = 1;
+  double min_cycle_s = 0;
   uint64_t seed = 1;
   int gpus_per_host = 8;
   bool quiet = false;

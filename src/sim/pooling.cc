@@ -111,12 +111,13 @@ PoolingRow MakeRow(const std::string& name, int32_t tenant, int64_t gpus, const 
 // One engine run of `w` (whose job i is the experiment's job ids[i]); records into `tracks`.
 Status RunOne(const SimCluster& cluster, const Workload& w, const std::vector<uint32_t>& ids,
               const std::string& policy_name, const PolicyContext& ctx, const TenantQueues* queues,
-              uint64_t seed, std::vector<JobTrack>* tracks, std::vector<Span>* spans, int64_t* preemptions,
+              const PoolingOptions& o, std::vector<JobTrack>* tracks, std::vector<Span>* spans, int64_t* preemptions,
               int64_t* remote_jobs) {
   GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Policy> policy, MakePolicy(policy_name, ctx));
   EngineOptions eo;
-  eo.seed = seed;
+  eo.seed = o.seed;
   eo.queues = queues;
+  eo.min_cycle_interval_s = o.min_cycle_s;
   GPOOL_ASSIGN_OR_RETURN(RunResult r, RunSimulation(cluster, w, *policy, eo));
   for (size_t i = 0; i < r.jobs.size(); ++i) {
     JobTrack& t = (*tracks)[ids[i]];
@@ -393,14 +394,14 @@ StatusOr<PoolingResult> RunPooling(const SlicedCluster& sc, const Workload& work
         }
         if (sub.jobs.empty()) continue;
         const SimCluster slice = SubCluster(sc.cluster, sc.first_host[k], sc.end_host[k]);
-        Status s = RunOne(slice, sub, ids, "gpool", ctx, nullptr, o.seed, &tracks, &spans, &cfg.preemptions,
+        Status s = RunOne(slice, sub, ids, "gpool", ctx, nullptr, o, &tracks, &spans, &cfg.preemptions,
                           &cfg.remote_jobs);
         if (!s.ok()) return s.WithContext(fmt::format("pooling: static slice of '{}'", sc.slices[k].tenant));
       }
     } else {
       const Workload& w = name == "pool" ? rounded : work;
       Status s = RunOne(sc.cluster, w, identity, name == "pool+remote" ? std::string(kGpoolRemote) : "gpool", ctx,
-                        &pool_queues, o.seed, &tracks, &spans, &cfg.preemptions, &cfg.remote_jobs);
+                        &pool_queues, o, &tracks, &spans, &cfg.preemptions, &cfg.remote_jobs);
       if (!s.ok()) return s.WithContext("pooling: " + name);
     }
     // Busy counts the request; alloc what was held (RunOne set alloc from the run's own shape).

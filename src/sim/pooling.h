@@ -100,6 +100,9 @@ struct PoolingOptions {
   uint64_t seed = 1;
   std::string gpool_config;  // extra gpool policy config, after power.enabled=false
   bool remote_row = true;    // run pool+remote
+  // EngineOptions::min_cycle_interval_s for every run (`--min-cycle-s`): a static slice with a
+  // backlog of thousands of jobs makes a cycle per event slow.
+  double min_cycle_s = 0;
   RemoteAttach remote;       // its within / max_slowdown / source (enabled implied)
   std::function<void(const std::string&)> progress;  // a line per finished run
 };
