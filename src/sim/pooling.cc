@@ -103,6 +103,7 @@ PoolingRow MakeRow(const std::string& name, int32_t tenant, int64_t gpus, const 
     row.avg_wait_s = sw / static_cast<double>(waits.size());
     row.avg_jct_s = sj / static_cast<double>(jcts.size());
     row.p99_wait_s = Percentile(&waits, 99);
+    row.max_wait_s = waits.back();  // sorted by Percentile
     row.p99_jct_s = Percentile(&jcts, 99);
   }
   return row;
@@ -449,6 +450,7 @@ nlohmann::json RowJson(const PoolingRow& r) {
           {"busy_run", Num(r.busy_run)},
           {"avg_wait_s", Num(r.avg_wait_s)},
           {"p99_wait_s", Num(r.p99_wait_s)},
+          {"max_wait_s", Num(r.max_wait_s)},
           {"avg_jct_s", Num(r.avg_jct_s)},
           {"p99_jct_s", Num(r.p99_jct_s)}};
 }

@@ -114,6 +114,7 @@ struct PoolingRow {
   int64_t jobs = 0, finished = 0, rejected = 0, unfinished = 0;
   double alloc = kUndefined, busy = kUndefined, alloc_run = kUndefined, busy_run = kUndefined;
   double avg_wait_s = kUndefined, p99_wait_s = kUndefined, avg_jct_s = kUndefined, p99_jct_s = kUndefined;
+  double max_wait_s = kUndefined;  // the tail p99 hides (pooling.json only)
 };
 
 struct PoolingConfig {

@@ -147,6 +147,7 @@ TEST(Pooling, FractionsPackMoreJobsThanWholeGpuRounding) {
     SCOPED_TRACE(whole);
     const PoolingRow& a = Config(*r, whole).all;
     EXPECT_DOUBLE_EQ(a.avg_wait_s, (0 + 99 + 198 + 297) / 4.0);
+    EXPECT_DOUBLE_EQ(a.max_wait_s, 297);
     EXPECT_DOUBLE_EQ(a.avg_jct_s, (100 + 199 + 298 + 397) / 4.0);
     EXPECT_DOUBLE_EQ(a.alloc, 1.0);   // the GPU held whole over [0, 3]...
     EXPECT_DOUBLE_EQ(a.busy, 0.25);   // ...for a quarter-GPU request
