@@ -508,7 +508,9 @@ Status RunPoolingMode(const SimFlags& f) {
   for (const auto& [given, flag] :
        {std::pair{!f.nodes.empty() || !f.fabric.empty(), "--nodes/--fabric (the cluster is made of the slices)"},
         std::pair{!f.policy.empty() || !f.compare.empty(), "--policy/--compare (the configurations are fixed)"},
-        std::pair{f.fill, "--fill"}, std::pair{!f.queues.empty(), "--queues (the slices set the quotas)"}}) {
+        std::pair{f.fill || f.fill_first_failure, "--fill"},
+        std::pair{!f.queues.empty(), "--queues (the slices set the quotas)"},
+        std::pair{!f.net_model.empty() || !f.lfts.empty(), "--net-model/--lfts (no fabric: aggregate pipes)"}}) {
     if (given) return Status::InvalidArgument(fmt::format("--pooling: {} doesn't apply", flag));
   }
   PoolingCliFlags p;

@@ -489,6 +489,7 @@ TEST_F(SimCliTest, PoolingFlagsAreCheckedUpFront) {
            {" --pooling", "--pooling needs --slices"},
            {" --pooling --slices " + Path("slices.csv") + " --nodes " + Path("nodes.csv"), "--nodes/--fabric"},
            {" --pooling --slices " + Path("slices.csv") + " --compare all", "--policy/--compare"},
+           {" --pooling --slices " + Path("slices.csv") + " --net-model route", "--net-model/--lfts"},
            {" --slices " + Path("slices.csv"), "need --pooling"},
            {" --pooling --slices " + Path("slices.csv") + " --shapes x.csv", "--shapes is read only by"},
            {" --pooling --slices " + Path("nope.csv"), "nope.csv"}}) {
