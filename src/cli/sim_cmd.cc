@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/sim_pooling_cmd.h"
 #include "common/file.h"
 #include "fabric/lft_dump.h"
 #include "fabric/load.h"
@@ -64,6 +65,10 @@ struct SimFlags {
   std::string remote_within;
   double max_slowdown = 0;
   bool max_slowdown_given = false;
+  // The pooling experiment (sim/pooling.h, sim_pooling_cmd.h): --pooling --slices FILE
+  // [--slices-date D] [--shapes FILE].
+  bool pooling = false;
+  std::string slices, slices_date, shapes;
   std::vector<std::string> argv;
 };
 
@@ -547,7 +552,46 @@ Status CheckPolicyConfig(const SimFlags& f, const std::vector<std::string>& poli
   return Status::Ok();
 }
 
+// --pooling: the flags that make sense there go to RunPoolingCommand; the others are errors.
+Status RunPoolingMode(const SimFlags& f) {
+  for (const auto& [given, flag] :
+       {std::pair{!f.nodes.empty() || !f.fabric.empty(), "--nodes/--fabric (the cluster is made of the slices)"},
+        std::pair{!f.policy.empty() || !f.compare.empty(), "--policy/--compare (the configurations are fixed)"},
+        std::pair{f.fill || f.fill_first_failure, "--fill"},
+        std::pair{!f.queues.empty(), "--queues (the slices set the quotas)"},
+        std::pair{!f.net_model.empty() || !f.lfts.empty(), "--net-model/--lfts (no fabric: aggregate pipes)"}}) {
+    if (given) return Status::InvalidArgument(fmt::format("--pooling: {} doesn't apply", flag));
+  }
+  PoolingCliFlags p;
+  p.trace = f.trace;
+  p.trace_format = f.trace_format;
+  p.slices = f.slices;
+  p.slices_date = f.slices_date;
+  p.shapes = f.shapes;
+  p.out = f.out;
+  p.output = f.output;
+  p.policy_config = f.policy_config;
+  p.arrival_scale = f.arrival_scale;
+  p.min_cycle_s = f.min_cycle_s;
+  p.seed = f.seed;
+  p.gpus_per_host = f.gpus_per_host;
+  p.quiet = f.quiet;
+  for (size_t i = 0; i < f.argv.size(); ++i) p.command += (i ? " " : "") + f.argv[i];
+  if (!f.policy_config.empty()) {
+    StatusOr<sched::PolicyConfig> c = sched::ParsePolicyConfig(f.policy_config);
+    if (!c.ok()) return c.status().WithContext("--policy-config");
+  }
+  // The pool+remote row's settings.
+  std::vector<std::string> rows = {std::string(sim::kGpoolRemote)};
+  GPOOL_ASSIGN_OR_RETURN(rows, ApplyRemoteFlags(f, std::move(rows), &p.remote));
+  return RunPoolingCommand(p);
+}
+
 Status RunSim(const SimFlags& f) {
+  if (f.pooling) return RunPoolingMode(f);
+  if (!f.slices.empty() || !f.slices_date.empty() || !f.shapes.empty()) {
+    return Status::InvalidArgument("--slices, --slices-date and --shapes need --pooling");
+  }
   GPOOL_ASSIGN_OR_RETURN(std::vector<std::string> policies, PolicyList(f));
   sim::RemoteAttach remote;
   GPOOL_ASSIGN_OR_RETURN(policies, ApplyRemoteFlags(f, std::move(policies), &remote));
@@ -724,6 +768,17 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
   auto* slowdown_opt = cmd->add_option("--max-slowdown", f->max_slowdown,
                                        "gpool+remote: the estimated slowdown a job accepts, a factor "
                                        ">= 1 (default 0 = any)");
+  cmd->add_flag("--pooling", f->pooling,
+                "the pooling experiment: static slices per tenant vs one pool (quotas, borrowing, "
+                "reclaim), with fractions, with remote attachment; writes pooling.json "
+                "(needs --slices; --trace-format helios|philly|jobs-csv|jobs-jsonl|pooling-synthetic:...)");
+  cmd->add_option("--slices", f->slices,
+                  "with --pooling: the tenants' slices: Helios cluster_gpu_number.csv, Lucid vc_config.csv "
+                  "(,num nodes), or tenant,gpus / tenant,nodes");
+  cmd->add_option("--slices-date", f->slices_date,
+                  "with --pooling and a Helios cluster_gpu_number.csv: the day whose VC sizes to use (default the last)");
+  cmd->add_option("--shapes", f->shapes,
+                  "with --trace-format pooling-synthetic: the openb pod list whose GPU job shapes to draw");
   cmd->add_option("--net-model", f->net_model,
                   "route (follow the fabric's routes; default with --fabric) or aggregate (pipes per "
                   "leaf/pod; default with --nodes)");
@@ -742,6 +797,7 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
              {"--trace", f->trace}, {"--trace-format", f->trace_format}, {"--nodes", f->nodes},
              {"--fabric", f->fabric}, {"--policy", f->policy}, {"--compare", f->compare},
              {"--policy-config", f->policy_config}, {"--queues", f->queues},
+             {"--slices", f->slices}, {"--slices-date", f->slices_date}, {"--shapes", f->shapes},
              {"--net-model", f->net_model},
              {"--lfts", f->lfts}, {"--out", f->out}}) {
       if (!val.empty()) {
@@ -775,6 +831,7 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
         f->argv.push_back(fmt::format("--fill-load {}", f->fill_load));
       }
     }
+    if (f->pooling) f->argv.push_back("--pooling");
     if (f->remote_attach_given) {
       f->argv.push_back("--remote-attach=" + (f->remote_attach.empty() ? std::string("pooled") : f->remote_attach));
     }

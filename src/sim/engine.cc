@@ -168,6 +168,8 @@ Status Engine::StopRun(sched::ClusterState& state, uint32_t id, double t) {
     run.boot_wait = false;
   }
   --running_jobs_;
+  // A job bound to a node still booting starts when the boot ends: its span is empty then.
+  r_.spans.push_back({id, std::min(run.start_s, t), t});
   ++run.epoch;
   for (uint32_t h : run.hosts) ArmIdleCheck(state, h, t);
   return Status::Ok();

@@ -145,6 +145,14 @@ struct RunResult {
   double start_s = 0, end_s = 0;         // first submit, last finish
   bool remote_attach = false;            // the policy ran with remote attachment
   double wall_s = 0;
+  // Every run of every job, in the order the runs ended (finish or preemption): [start_s,
+  // end_s) of job `job`. Measures over a window need them (sim/pooling.h); a job preempted
+  // twice has three.
+  struct Span {
+    uint32_t job = 0;
+    double start_s = 0, end_s = 0;
+  };
+  std::vector<Span> spans;
 };
 
 // Runs `workload` on `cluster` under `policy`.

@@ -487,4 +487,85 @@ TEST_F(SimCliTest, LoadedReplayKnobsAndPowerOffBaseline) {
   }
 }
 
+// --pooling on a Helios-format log and VC table: two VCs of one 8-GPU node each (the table's
+// day chosen), vcA submits two 8-GPU jobs 1 s apart and vcB one 1-GPU job at 50 s. On static slices
+// vcA's second job waits 99 s for its first; pooled, it borrows vcB's idle node. The CPU-only row
+// is skipped and counted; -o json prints what pooling.json holds.
+TEST_F(SimCliTest, PoolingComparesStaticSlicesWithThePool) {
+  Write("gpu_number.csv", "date,vcA,vcB,vcC,total\n2020-09-01,16,8,8,32\n2020-09-02,8,8,0,16\n"
+                          "2020-09-03,24,8,8,40\n");
+  Write("cluster_log.csv",
+        "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+        "1,u1,vcA,8,8,1,COMPLETED,2020-09-02 10:00:00,2020-09-02 10:00:00,2020-09-02 10:01:40,100,0\n"
+        "2,u1,vcA,8,8,1,COMPLETED,2020-09-02 10:00:01,2020-09-02 10:00:01,2020-09-02 10:01:41,100,0\n"
+        "3,u2,vcB,0,2,1,COMPLETED,2020-09-02 10:00:01,2020-09-02 10:00:01,2020-09-02 10:00:05,4,0\n"
+        "4,u2,vcB,1,2,1,COMPLETED,2020-09-02 10:00:50,2020-09-02 10:00:50,2020-09-02 10:00:55,5,0\n");
+  const std::string args = "sim --pooling --trace " + Path("cluster_log.csv") + " --trace-format helios --slices " +
+                           Path("gpu_number.csv") + " --slices-date 2020-09-02 --seed 3 -q --out " + Path("out");
+  Json doc = RunJson(args + " -o json");
+  EXPECT_EQ(Json::parse(Slurp(Path("out/pooling.json"))), doc);
+  EXPECT_EQ(doc["mode"], "pooling");
+  EXPECT_EQ(doc["total_gpus"], 16);
+  EXPECT_EQ(doc["jobs"], 3);
+  EXPECT_EQ(doc["window_start_s"], 0);
+  EXPECT_EQ(doc["window_end_s"], 50);
+  ASSERT_EQ(doc["slices"].size(), 2u);  // vcC has no GPUs that day
+  ASSERT_EQ(doc["skipped_rows"].size(), 1u);
+  EXPECT_EQ(doc["skipped_rows"][0]["example"], Path("cluster_log.csv") + ":4");
+  const std::string cmd = doc["command"].get<std::string>();
+  for (const char* flag : {"--pooling", "--slices-date 2020-09-02", "--seed 3", "--trace-format helios"}) {
+    EXPECT_NE(cmd.find(flag), std::string::npos) << cmd;
+  }
+  std::vector<std::string> names;
+  for (const Json& c : doc["configs"]) names.push_back(c["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"static", "pool", "pool+frac", "pool+remote"}));
+  const Json& st = doc["configs"][0];
+  const Json& pool = doc["configs"][1];
+  EXPECT_EQ(st["tenants"][0]["tenant"], "vcA");
+  EXPECT_DOUBLE_EQ(st["tenants"][0]["avg_wait_s"].get<double>(), 99.0 / 2);
+  EXPECT_DOUBLE_EQ(pool["tenants"][0]["avg_wait_s"].get<double>(), 0);
+  // Over [0, 50] s (first to last submit): static holds vcA's node only (8 GPUs for 50 s); the
+  // pool also lends vcB's node to vcA's second job from 1 s.
+  EXPECT_DOUBLE_EQ(st["all"]["alloc"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(pool["all"]["alloc"].get<double>(), (8 * 50 + 8 * 49) / (16.0 * 50));
+  // A real trace's offered load per tenant is not computed (only the stand-in's).
+  EXPECT_TRUE(st["tenants"][1]["offered_load"].is_null());
+
+  // The table says the same.
+  Result r = Run(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("static       all"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote " + Path("out") + "/pooling.json"), std::string::npos) << r.out;
+}
+
+TEST_F(SimCliTest, PoolingFlagsAreCheckedUpFront) {
+  Write("slices.csv", "tenant,gpus\na,8\n");
+  Write("jobs.csv", "submit_s,run_s,gpus,tenant\n0,10,1,a\n");
+  const std::string base = "sim --trace " + Path("jobs.csv") + " --trace-format jobs-csv --out " + Path("out");
+  for (const auto& [extra, want] : std::vector<std::pair<std::string, std::string>>{
+           {" --pooling", "--pooling needs --slices"},
+           {" --pooling --slices " + Path("slices.csv") + " --nodes " + Path("nodes.csv"), "--nodes/--fabric"},
+           {" --pooling --slices " + Path("slices.csv") + " --compare all", "--policy/--compare"},
+           {" --pooling --slices " + Path("slices.csv") + " --net-model route", "--net-model/--lfts"},
+           {" --slices " + Path("slices.csv"), "need --pooling"},
+           {" --pooling --slices " + Path("slices.csv") + " --shapes x.csv", "--shapes is read only by"},
+           {" --pooling --slices " + Path("nope.csv"), "nope.csv"}}) {
+    Result r = Run(base + extra);
+    EXPECT_NE(r.code, 0) << extra;
+    EXPECT_NE(r.err.find(want), std::string::npos) << extra << "\n" << r.err;
+  }
+  Result ok = Run(base + " --pooling --slices " + Path("slices.csv") + " -q");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  // Philly's job log goes through the same mode (tenant = its vc).
+  Write("philly.json", R"([{"jobid": "app_1", "vc": "a", "user": "u", "status": "Pass",
+    "submitted_time": "2017-10-03 02:54:53", "attempts": [{"start_time": "2017-10-03 02:55:00",
+    "end_time": "2017-10-03 03:00:00", "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu1"]}]}]}])");
+  Json philly = RunJson("sim --pooling --trace " + Path("philly.json") + " --trace-format philly --slices " +
+                        Path("slices.csv") + " -q -o json --out " + Path("philly"));
+  EXPECT_EQ(philly["jobs"], 1);
+  // Its run time is its attempt's, 300 s; the trace's own 7 s in the queue is not replayed (the
+  // scheduler under test decides when it starts, here at once).
+  EXPECT_DOUBLE_EQ(philly["configs"][0]["all"]["avg_jct_s"].get<double>(), 300);
+}
+
 }  // namespace
