@@ -699,7 +699,7 @@ std::optional<Placement> PlaceGangNow(const ClusterState& state, const JobSpec& 
   // target workload it goes on the node, in any leaf, where the workload's fragmentation grows
   // least (Placer::PlaceOneByFragmentation), as FGD places every pod. Placing it best fit inside
   // the fullest leaf instead stranded 1.6 times as many GPUs in FGD's fill experiment on the
-  // openb trace (docs/simulator.md, "Fill"). The scan covers every leaf whose bound holds the task: when it
+  // openb trace (docs/simulator.md, "FGD's fill experiment on openb"). The scan covers every leaf whose bound holds the task: when it
   // finds no node, neither would the levels below.
   if (n == 1 && options.workload != nullptr && !options.workload->empty() &&
       state.num_nodes() <= kFragScanMaxNodes) {

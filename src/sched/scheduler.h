@@ -73,7 +73,7 @@ struct PowerConfig {
   // ...and at least as many as the jobs submitted in the last arrival_window_s asked for
   // (pending or running; PowerInput::recent_arrival_gpus): arrivals come in bursts and a
   // boot takes boot_latency_s, so capacity that follows demand one boot behind makes every
-  // job of a burst wait a boot (docs/simulator.md, round 3). The idle timeout's length: a node
+  // job of a burst wait a boot (docs/simulator.md, "openb time replay"). The idle timeout's length: a node
   // resumed for a burst stays on that long anyway. 0 = the fixed buffer only. The policy and
   // the controller's own PlanPower call (src/control/node_power.cc) both pass the arrivals.
   double arrival_window_s = 600;
@@ -103,8 +103,9 @@ struct PolicyConfig {
   bool least_work_first = true;
   // How least_work_first ranks jobs without an estimate (key least_work_unknown=last|mean).
   // At the mean of the estimates pending: on the synthetic workload with half the jobs
-  // estimated it cut average JCT on every seed measured (docs/simulator.md); `last` let such
-  // jobs wait behind all estimated work until they starved.
+  // estimated it cut average JCT on the loaded seeds and was about even on the light one
+  // (docs/simulator.md, "Jobs without a run-time estimate"); `last` let such jobs wait behind
+  // all estimated work until they starved.
   UnknownEstimate least_work_unknown = UnknownEstimate::kMean;
   bool backfill = true;            // EASY backfill behind the head reservation
   int max_reservations = 1;
