@@ -60,6 +60,9 @@ Status ValidatePolicyConfig(const PolicyConfig& c) {
     return err("power.max_suspends_per_cycle", fmt::format("must be >= 0, got {}", p.max_suspends_per_cycle));
   }
   if (p.max_resuming < 1) return err("power.max_resuming", fmt::format("must be >= 1, got {}", p.max_resuming));
+  if (!(p.max_resuming_fraction >= 0 && p.max_resuming_fraction <= 1)) {
+    return err("power.max_resuming_fraction", fmt::format("must be in [0, 1], got {}", p.max_resuming_fraction));
+  }
   if (!(p.resume_timeout_s > 0)) {
     return err("power.resume_timeout_s", fmt::format("must be > 0, got {}", p.resume_timeout_s));
   }
@@ -169,6 +172,8 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.power.max_suspends_per_cycle, ParseInt<int>(k, v));
     } else if (k == "power.max_resuming") {
       GPOOL_ASSIGN_OR_RETURN(c.power.max_resuming, ParseInt<int>(k, v));
+    } else if (k == "power.max_resuming_fraction") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.max_resuming_fraction, ParseDouble(k, v));
     } else if (k == "power.resume_timeout_s") {
       GPOOL_ASSIGN_OR_RETURN(c.power.resume_timeout_s, ParseSeconds(k, v));
     } else if (k == "power.resume_retries") {

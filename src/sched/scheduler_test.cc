@@ -418,7 +418,10 @@ TEST(Policy, ResumesWholeLeavesOnDemandAtALimitedRate) {
   for (uint32_t n : {1u, 2u, 3u, 5u, 6u, 7u}) testing::Fill(s, n, 8, 100 + n);
   std::vector<QueueSpec> queues = {{.name = "q"}};
   PolicyConfig c;
-  c.power = {.enabled = true, .warm_buffer_gpus = 0, .boot_latency_s = 120, .max_resumes_per_cycle = 2};
+  // The fixed limit only: the scaled one (every node by default) would boot all four at once.
+  // No arrival window: the warm buffer would ask for the gang's 32 GPUs again (power.h).
+  c.power = {.enabled = true, .warm_buffer_gpus = 0, .arrival_window_s = 0, .boot_latency_s = 120,
+             .max_resumes_per_cycle = 2, .max_resuming_fraction = 0};
   std::vector<JobSpec> pending = {Job(1, 4, 8)};
   Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
   EXPECT_TRUE(d.binds.empty());
@@ -430,12 +433,21 @@ TEST(Policy, ResumesWholeLeavesOnDemandAtALimitedRate) {
     resumed.insert(p.node.value());
   }
   EXPECT_EQ(resumed, (std::set<uint32_t>{8, 9}));
+  // With the default storm limit (the cluster's size): the whole leaf boots in one wave.
+  c.power.max_resuming_fraction = PowerConfig{}.max_resuming_fraction;
+  d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  resumed.clear();
+  for (const PowerDecision& p : d.power) resumed.insert(p.node.value());
+  EXPECT_EQ(resumed, (std::set<uint32_t>{8, 9, 10, 11}));
 }
 
 TEST(Policy, ResumesABigGangsNodesInOneBootWaveByDefault) {
   // 160 suspended 8-GPU nodes and a 1,024-GPU gang (128 x 8): with the default limits all 128
   // nodes it needs boot in this cycle (the old limits, 8 per cycle and 32 at once, made it wait
-  // four boot latencies). The warm buffer's 16 GPUs beyond it wait for the next cycle.
+  // four boot latencies), and the warm buffer's 32 more nodes: it keeps the size of the last
+  // 10 minutes' arrivals (this gang's 1,024 GPUs) free for the next burst, and the storm limit
+  // scales to the whole cluster. With the fixed limits only (max_resuming_fraction=0), 128
+  // boot and the buffer waits for the next wave.
   ClusterState s = MakeCluster({.nodes = 160, .nodes_per_leaf = 8, .leaves_per_pod = 20});
   for (uint32_t n = 0; n < 160; ++n) s.SetPower(NodeId(n), PowerState::kOff);
   std::vector<QueueSpec> queues = {{.name = "q"}};
@@ -444,8 +456,11 @@ TEST(Policy, ResumesABigGangsNodesInOneBootWaveByDefault) {
   std::vector<JobSpec> pending = {Job(1, 128, 8)};
   Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
   EXPECT_TRUE(d.binds.empty());
-  EXPECT_EQ(d.power.size(), 128u);
+  EXPECT_EQ(d.power.size(), 160u);
   for (const PowerDecision& p : d.power) EXPECT_EQ(p.target, PowerState::kOn);
+  c.power.max_resuming_fraction = 0;
+  d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  EXPECT_EQ(d.power.size(), 128u);
 }
 
 TEST(Policy, JobsWithoutAnEstimateRankAtTheMeanByDefault) {
