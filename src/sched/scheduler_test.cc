@@ -191,6 +191,46 @@ TEST(Policy, ShortJobsBackfillOntoReservedNodesWhenTheyEndBeforeTheShadowTime) {
   EXPECT_EQ(again->nodes, d.reservations[0].nodes);
 }
 
+TEST(Policy, ReserveOldestGivesTheReservationToTheOldestBlockedJob) {
+  // Two 8-GPU nodes: node 0 full (job 90), node 1 half used (job 91), 4 GPUs free. Pending,
+  // both 8 GPUs and blocked: job 1 (oldest, 5,000 s) and job 2 (newer, 100 s). Least work first
+  // orders 2 before 1; with reserve_oldest the reservation still goes to 1, the job that has
+  // waited longest.
+  // Neither running job is past short_preempt.min_run_s, so nothing is preempted.
+  ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
+  JobSpec r90 = Job(90, 1, 8), r91 = Job(91, 1, 4);
+  r90.est_runtime_s = 1000;
+  r91.est_runtime_s = 2000;
+  Start(s, r90, 0);
+  Start(s, r91, 0);
+  std::vector<QueueSpec> queues = {{.name = "q"}, {.name = "r", .max_running_jobs = 0}};
+  // Job 3, newest and longest, is last in the order: the cycle's last job gets no
+  // reservation computed (it would change nothing), so it keeps jobs 1 and 2 from being last.
+  std::vector<JobSpec> pending = {Job(1, 1, 8), Job(2, 1, 8), Job(3, 1, 8)};
+  pending[0].est_runtime_s = 5000;
+  pending[0].submit_ns = Sec(1);
+  pending[1].est_runtime_s = 100;
+  pending[1].submit_ns = Sec(2);
+  pending[2].est_runtime_s = 100000;
+  pending[2].submit_ns = Sec(3);
+  PolicyConfig c;
+  c.reserve_oldest = true;
+  Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  EXPECT_TRUE(d.binds.empty());
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job, JobId(1));
+  // Without the rule (the default), the first blocked job in the order takes it.
+  d = RunPolicy(*Make(), s, pending, queues, Sec(10));
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job, JobId(2));
+  // An older job that can't take a reservation (its queue runs its limit of 0 jobs) doesn't
+  // keep it from the newer one.
+  pending[0].queue = QueueId(1);
+  d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job, JobId(2));
+}
+
 TEST(Policy, ReservationWaitsForReserveAfter) {
   // Job 2 (2 nodes) is blocked behind job 1 (3 of 4 nodes). With reserve_after_s=100 it gets no
   // reservation while younger than 100 s, and one once it has waited that long.
