@@ -1,6 +1,7 @@
 #include "sched/power.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace gpool::sched {
 
@@ -29,9 +30,12 @@ std::vector<PowerDecision> PlanPower(const ClusterState& state, const PowerConfi
   for (DomainId f : state.domains_at(Level::kFabric)) free_on += state.FreeWholeGpus(f, kAnyModel);
   int64_t resuming_gpus = 0;
   int resuming = 0;
+  int gpu_nodes = 0;  // healthy nodes with GPUs: what the storm limit scales with
   for (size_t i = 0; i < state.num_nodes(); ++i) {
     const NodeSpec& n = state.spec().nodes[i];
-    if (n.health == Health::kHealthy && n.power == PowerState::kResuming) {
+    if (n.health != Health::kHealthy) continue;
+    gpu_nodes += n.gpus > 0 ? 1 : 0;
+    if (n.power == PowerState::kResuming) {
       resuming_gpus += n.gpus;
       ++resuming;
     }
@@ -58,7 +62,10 @@ std::vector<PowerDecision> PlanPower(const ClusterState& state, const PowerConfi
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     });
     int64_t got = 0;
-    const int budget = std::min(config.max_resumes_per_cycle, config.max_resuming - resuming);
+    // The limits scale with the cluster (PowerConfig::max_resuming_fraction).
+    const int scaled = static_cast<int>(std::ceil(config.max_resuming_fraction * gpu_nodes));
+    const int budget = std::min(std::max(config.max_resumes_per_cycle, scaled),
+                                std::max(config.max_resuming, scaled) - resuming);
     for (const auto& [off, l] : leaves) {
       for (NodeId n : state.leaf_nodes(l)) {
         if (got >= deficit || static_cast<int>(out.size()) >= budget) return out;

@@ -8,7 +8,8 @@
 // and contiguous capacity comes back when they resume.
 // Resume: when jobs wait for GPUs that powered-on nodes can't give (`demand_gpus`) or the warm
 // buffer is short, off nodes are resumed, whole leaves first (leaves with the most off nodes),
-// at most max_resumes_per_cycle per call and max_resuming booting at once. A resumed node is
+// at most max_resumes_per_cycle per call and max_resuming booting at once, each limit raised to
+// max_resuming_fraction of the healthy GPU nodes on a large cluster. A resumed node is
 // ready after the boot latency; the decision carries that time.
 //
 // Thread safety: pure functions over a const ClusterState.

@@ -235,13 +235,43 @@ TEST(PowerLimits, AtMostMaxResumingBootAtOnce) {
   ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
   for (uint32_t n = 0; n < 8; ++n) s.SetPower(NodeId(n), n < 2 ? PowerState::kResuming : PowerState::kOff);
   PowerConfig c{.enabled = true, .warm_buffer_gpus = 0, .arrival_window_s = 0, .boot_latency_s = 120,
-                .max_resumes_per_cycle = 128, .max_resuming = 3};
+                .max_resumes_per_cycle = 128, .max_resuming = 3, .max_resuming_fraction = 0};
   std::vector<PowerDecision> p = PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 64});
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].target, PowerState::kOn);
   EXPECT_EQ(p[0].ready_ns, Sec(130));
   c.max_resuming = 128;
   EXPECT_EQ(PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 64}).size(), 6u);
+}
+
+TEST(PowerLimits, StormLimitScalesWithTheCluster) {
+  // 8 healthy nodes of 8 GPUs, all off, 64 GPUs wanted; the fixed limits allow 2 boots. With
+  // max_resuming_fraction 0.5 both limits rise to ceil(0.5 x 8) = 4, so 4 nodes boot in this
+  // wave instead of 2.
+  ClusterState s = MakeCluster({.nodes = 8, .nodes_per_leaf = 4});
+  for (uint32_t n = 0; n < 8; ++n) s.SetPower(NodeId(n), PowerState::kOff);
+  PowerConfig c{.enabled = true, .warm_buffer_gpus = 0, .arrival_window_s = 0, .boot_latency_s = 120,
+                .max_resumes_per_cycle = 2, .max_resuming = 2, .max_resuming_fraction = 0};
+  EXPECT_EQ(PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 64}).size(), 2u);
+  c.max_resuming_fraction = 0.5;
+  EXPECT_EQ(PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 64}).size(), 4u);
+  // The per-cycle limit alone does not hold it back, nor the boot-at-once limit alone.
+  c.max_resumes_per_cycle = 1;
+  EXPECT_EQ(PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 64}).size(), 4u);
+  // Boots already under way count against the scaled limit: 3 booting leave room for 1.
+  for (uint32_t n = 0; n < 3; ++n) s.SetPower(NodeId(n), PowerState::kResuming);
+  EXPECT_EQ(PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 64}).size(), 1u);
+  // Never more than the demand: 24 GPUs wanted and 24 already booting resume nothing more.
+  EXPECT_EQ(PlanPower(s, c, {.now_ns = Sec(10), .demand_gpus = 24}).size(), 0u);
+}
+
+TEST(PowerLimits, StormFractionIsParsedAndChecked) {
+  StatusOr<PolicyConfig> c = ParsePolicyConfig("power.max_resuming_fraction=0.25");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->power.max_resuming_fraction, 0.25);
+  c = ParsePolicyConfig("power.max_resuming_fraction=1.5");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("power.max_resuming_fraction"), std::string::npos) << c.status().ToString();
 }
 
 // ---- Fragmentation-aware packing, through the policy -----------------------------------------

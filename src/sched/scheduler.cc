@@ -60,6 +60,9 @@ Status ValidatePolicyConfig(const PolicyConfig& c) {
     return err("power.max_suspends_per_cycle", fmt::format("must be >= 0, got {}", p.max_suspends_per_cycle));
   }
   if (p.max_resuming < 1) return err("power.max_resuming", fmt::format("must be >= 1, got {}", p.max_resuming));
+  if (!(p.max_resuming_fraction >= 0 && p.max_resuming_fraction <= 1)) {
+    return err("power.max_resuming_fraction", fmt::format("must be in [0, 1], got {}", p.max_resuming_fraction));
+  }
   if (!(p.resume_timeout_s > 0)) {
     return err("power.resume_timeout_s", fmt::format("must be > 0, got {}", p.resume_timeout_s));
   }
@@ -127,6 +130,8 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.backfill, ParseBool(k, v));
     } else if (k == "assumed_runtime_s") {
       GPOOL_ASSIGN_OR_RETURN(c.assumed_runtime_s, ParseSeconds(k, v));
+    } else if (k == "reserve_oldest") {
+      GPOOL_ASSIGN_OR_RETURN(c.reserve_oldest, ParseBool(k, v));
     } else if (k == "reserve_after_s") {
       GPOOL_ASSIGN_OR_RETURN(c.reserve_after_s, ParseSeconds(k, v));
     } else if (k == "backfill_reserved_nodes") {
@@ -169,6 +174,8 @@ StatusOr<PolicyConfig> ParsePolicyConfig(std::string_view text) {
       GPOOL_ASSIGN_OR_RETURN(c.power.max_suspends_per_cycle, ParseInt<int>(k, v));
     } else if (k == "power.max_resuming") {
       GPOOL_ASSIGN_OR_RETURN(c.power.max_resuming, ParseInt<int>(k, v));
+    } else if (k == "power.max_resuming_fraction") {
+      GPOOL_ASSIGN_OR_RETURN(c.power.max_resuming_fraction, ParseDouble(k, v));
     } else if (k == "power.resume_timeout_s") {
       GPOOL_ASSIGN_OR_RETURN(c.power.resume_timeout_s, ParseSeconds(k, v));
     } else if (k == "power.resume_retries") {
@@ -387,6 +394,25 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     if (in.explain) out.waits.push_back({.job = job.id, .kind = kind, .text = text()});
   };
 
+  // reserve_oldest: the submit times of the jobs that may still take the reservation in this
+  // cycle, i.e. not bound yet and not held back by a cap or a size no cluster holds (checked
+  // against the cycle's starting state here, and dropped again when the loop skips them).
+  std::multiset<int64_t> candidates;
+  if (c_.reserve_oldest) {
+    for (size_t k : order) {
+      const JobSpec& j = pending[k];
+      const size_t jq = j.queue.value();
+      if (jq >= queues.size()) continue;
+      const QueueSpec& qs = queues[jq];
+      if (!NeverFits(work, j, qs, &cluster_milli).empty()) continue;
+      if (qs.max_gpus >= 0 && work.queue_used_milli(j.queue) + j.total_milli_gpus() > qs.max_gpus * 1000) continue;
+      if (qs.max_running_jobs >= 0 && running_jobs[jq] >= qs.max_running_jobs) continue;
+      candidates.insert(j.submit_ns);
+    }
+  }
+  auto drop_candidate = [&](const JobSpec& j) {
+    if (auto it = candidates.find(j.submit_ns); it != candidates.end()) candidates.erase(it);
+  };
   for (size_t oi = 0; oi < order.size(); ++oi) {
     const size_t idx = order[oi];
     const JobSpec& job = pending[idx];
@@ -396,6 +422,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       // Not even an empty cluster (or its queue's cap) holds it: no placement, no reservation,
       // no preemption, no resumes for it.
       note_wait(job, WaitKind::kNeverFits, [&] { return never; });
+      drop_candidate(job);
       continue;
     }
     if (blocked) {
@@ -408,6 +435,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
         return fmt::format("{}'s running jobs and this one would pass its cap of {} GPUs "
                            "(max_gpus): it waits for them to end", OwnerText(queue), queue.max_gpus);
       });
+      drop_candidate(job);
       continue;
     }
     if (queue.max_running_jobs >= 0 && running_jobs[q] >= queue.max_running_jobs) {
@@ -415,6 +443,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
         return fmt::format("{} runs its limit of {} jobs (max_running_jobs)", OwnerText(queue),
                            queue.max_running_jobs);
       });
+      drop_candidate(job);
       continue;
     }
 
@@ -521,6 +550,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       GPOOL_RETURN_IF_ERROR(bound);
       if (unheld_work) GPOOL_RETURN_IF_ERROR(unheld_work->Bind(job, *placement, now));
       bound_now.insert(job.id);
+      drop_candidate(job);
       bound_milli += job.total_milli_gpus();
       ++running_jobs[q];
       out.binds.push_back({.job = job.id,
@@ -541,6 +571,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     // cycle with one pending job that does not fit (every arrival in a full cluster) skips it.
     const bool reservation_matters = oi + 1 < order.size() || c_.power.enabled || in.explain;
     if (reservation_matters && static_cast<int>(out.reservations.size()) < c_.max_reservations &&
+        (!c_.reserve_oldest || candidates.empty() || job.submit_ns <= *candidates.begin()) &&
         static_cast<double>(now - job.submit_ns) >= c_.reserve_after_s * 1e9) {
       if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now, c_.assumed_runtime_s)) {
         reserved = true;
@@ -553,6 +584,7 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
         out.reservations.push_back(std::move(*r));
       }
     }
+    drop_candidate(job);  // processed: a newer blocked job may take the reservation now
     if (reserved) {
       note_wait(job, WaitKind::kReserved, [&] {
         return fmt::format("next to start: nodes are held for its {} GPUs while running jobs "

@@ -191,6 +191,46 @@ TEST(Policy, ShortJobsBackfillOntoReservedNodesWhenTheyEndBeforeTheShadowTime) {
   EXPECT_EQ(again->nodes, d.reservations[0].nodes);
 }
 
+TEST(Policy, ReserveOldestGivesTheReservationToTheOldestBlockedJob) {
+  // Two 8-GPU nodes: node 0 full (job 90), node 1 half used (job 91), 4 GPUs free. Pending,
+  // both 8 GPUs and blocked: job 1 (oldest, 5,000 s) and job 2 (newer, 100 s). Least work first
+  // orders 2 before 1; with reserve_oldest the reservation still goes to 1, the job that has
+  // waited longest.
+  // Neither running job is past short_preempt.min_run_s, so nothing is preempted.
+  ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
+  JobSpec r90 = Job(90, 1, 8), r91 = Job(91, 1, 4);
+  r90.est_runtime_s = 1000;
+  r91.est_runtime_s = 2000;
+  Start(s, r90, 0);
+  Start(s, r91, 0);
+  std::vector<QueueSpec> queues = {{.name = "q"}, {.name = "r", .max_running_jobs = 0}};
+  // Job 3, newest and longest, is last in the order: the cycle's last job gets no
+  // reservation computed (it would change nothing), so it keeps jobs 1 and 2 from being last.
+  std::vector<JobSpec> pending = {Job(1, 1, 8), Job(2, 1, 8), Job(3, 1, 8)};
+  pending[0].est_runtime_s = 5000;
+  pending[0].submit_ns = Sec(1);
+  pending[1].est_runtime_s = 100;
+  pending[1].submit_ns = Sec(2);
+  pending[2].est_runtime_s = 100000;
+  pending[2].submit_ns = Sec(3);
+  PolicyConfig c;
+  c.reserve_oldest = true;
+  Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  EXPECT_TRUE(d.binds.empty());
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job, JobId(1));
+  // Without the rule (the default), the first blocked job in the order takes it.
+  d = RunPolicy(*Make(), s, pending, queues, Sec(10));
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job, JobId(2));
+  // An older job that can't take a reservation (its queue runs its limit of 0 jobs) doesn't
+  // keep it from the newer one.
+  pending[0].queue = QueueId(1);
+  d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job, JobId(2));
+}
+
 TEST(Policy, ReservationWaitsForReserveAfter) {
   // Job 2 (2 nodes) is blocked behind job 1 (3 of 4 nodes). With reserve_after_s=100 it gets no
   // reservation while younger than 100 s, and one once it has waited that long.
@@ -418,7 +458,10 @@ TEST(Policy, ResumesWholeLeavesOnDemandAtALimitedRate) {
   for (uint32_t n : {1u, 2u, 3u, 5u, 6u, 7u}) testing::Fill(s, n, 8, 100 + n);
   std::vector<QueueSpec> queues = {{.name = "q"}};
   PolicyConfig c;
-  c.power = {.enabled = true, .warm_buffer_gpus = 0, .boot_latency_s = 120, .max_resumes_per_cycle = 2};
+  // The fixed limit only: the scaled one (every node by default) would boot all four at once.
+  // No arrival window: the warm buffer would ask for the gang's 32 GPUs again (power.h).
+  c.power = {.enabled = true, .warm_buffer_gpus = 0, .arrival_window_s = 0, .boot_latency_s = 120,
+             .max_resumes_per_cycle = 2, .max_resuming_fraction = 0};
   std::vector<JobSpec> pending = {Job(1, 4, 8)};
   Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
   EXPECT_TRUE(d.binds.empty());
@@ -430,12 +473,21 @@ TEST(Policy, ResumesWholeLeavesOnDemandAtALimitedRate) {
     resumed.insert(p.node.value());
   }
   EXPECT_EQ(resumed, (std::set<uint32_t>{8, 9}));
+  // With the default storm limit (the cluster's size): the whole leaf boots in one wave.
+  c.power.max_resuming_fraction = PowerConfig{}.max_resuming_fraction;
+  d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  resumed.clear();
+  for (const PowerDecision& p : d.power) resumed.insert(p.node.value());
+  EXPECT_EQ(resumed, (std::set<uint32_t>{8, 9, 10, 11}));
 }
 
 TEST(Policy, ResumesABigGangsNodesInOneBootWaveByDefault) {
   // 160 suspended 8-GPU nodes and a 1,024-GPU gang (128 x 8): with the default limits all 128
   // nodes it needs boot in this cycle (the old limits, 8 per cycle and 32 at once, made it wait
-  // four boot latencies). The warm buffer's 16 GPUs beyond it wait for the next cycle.
+  // four boot latencies), and the warm buffer's 32 more nodes: it keeps the size of the last
+  // 10 minutes' arrivals (this gang's 1,024 GPUs) free for the next burst, and the storm limit
+  // scales to the whole cluster. With the fixed limits only (max_resuming_fraction=0), 128
+  // boot and the buffer waits for the next wave.
   ClusterState s = MakeCluster({.nodes = 160, .nodes_per_leaf = 8, .leaves_per_pod = 20});
   for (uint32_t n = 0; n < 160; ++n) s.SetPower(NodeId(n), PowerState::kOff);
   std::vector<QueueSpec> queues = {{.name = "q"}};
@@ -444,8 +496,11 @@ TEST(Policy, ResumesABigGangsNodesInOneBootWaveByDefault) {
   std::vector<JobSpec> pending = {Job(1, 128, 8)};
   Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
   EXPECT_TRUE(d.binds.empty());
-  EXPECT_EQ(d.power.size(), 128u);
+  EXPECT_EQ(d.power.size(), 160u);
   for (const PowerDecision& p : d.power) EXPECT_EQ(p.target, PowerState::kOn);
+  c.power.max_resuming_fraction = 0;
+  d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
+  EXPECT_EQ(d.power.size(), 128u);
 }
 
 TEST(Policy, JobsWithoutAnEstimateRankAtTheMeanByDefault) {
