@@ -12,34 +12,12 @@
 #include "sim/baselines.h"
 #include "sim/engine.h"
 #include "sim/parse_util.h"
+#include "sim/rng.h"
 #include "sim/trace.h"
 
 namespace gpool::sim {
 
 namespace {
-
-// splitmix64, as the synthetic generator uses: identical on every platform.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed ^ 0x9E3779B97F4A7C15ull) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0,1)
-  double Exp(double rate) { return -std::log(1.0 - Uniform()) / rate; }
-  // Box-Muller; one of the pair.
-  double Normal() {
-    const double u = 1.0 - Uniform(), v = Uniform();
-    return std::sqrt(-2.0 * std::log(u)) * std::cos(2 * std::numbers::pi * v);
-  }
-  size_t Index(size_t n) { return static_cast<size_t>(Uniform() * static_cast<double>(n)) % n; }
-
- private:
-  uint64_t s_;
-};
 
 // Per job of the experiment's workload: what a configuration did with it.
 struct JobTrack {
@@ -265,7 +243,7 @@ StatusOr<StandIn> GenerateStandIn(const std::vector<TenantSlice>& slices, const 
   for (double r : runtimes) mean_run += std::clamp(r, o.min_run_s, o.max_run_s);
   mean_run /= static_cast<double>(runtimes.size());
 
-  Rng rng(o.seed);
+  SplitMix rng(o.seed, SplitMix::kWorkloadSalt);
   std::vector<double> f(slices.size());
   double offered = 0, total = 0;
   for (size_t k = 0; k < slices.size(); ++k) {
@@ -281,7 +259,7 @@ StatusOr<StandIn> GenerateStandIn(const std::vector<TenantSlice>& slices, const 
   for (size_t k = 0; k < slices.size(); ++k) {
     // Offered GPU load = rate x mean GPUs x mean run time.
     const double rate = f[k] * static_cast<double>(slices[k].gpus) / (mean_gpus * mean_run);
-    Rng r(o.seed * 1000003 + k + 1);  // a stream per tenant: a tenant's jobs don't depend on the others'
+    SplitMix r(o.seed * 1000003 + k + 1, SplitMix::kWorkloadSalt);  // a stream per tenant: a tenant's jobs don't depend on the others'
     int64_t n = 0;
     for (double t = r.Exp(rate); t < horizon; t += r.Exp(rate)) {
       const SimJob& shape = *pool[r.Index(pool.size())];

@@ -52,26 +52,9 @@
 #include "sched/cluster.h"
 #include "sched/scheduler.h"
 #include "sched/types.h"
+#include "sim/rng.h"
 
 namespace gpool::sim {
-
-// splitmix64: seeded randomness the policies' ties and the fill's workload draw on (the results
-// must not depend on the standard library's generators).
-class SplitMix {
- public:
-  explicit SplitMix(uint64_t seed) : s_(seed ^ 0xD1B54A32D192ED03ull) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n) (n > 0); the modulo bias is negligible for these sizes.
-  size_t Below(size_t n) { return static_cast<size_t>(Next() % n); }
-
- private:
-  uint64_t s_;
-};
 
 // A node as the artifact's NodeResource sees it.
 struct NodeRes {

@@ -8,28 +8,12 @@
 
 #include "common/file.h"
 #include "sim/parse_util.h"
+#include "sim/rng.h"
 #include "sim/trace.h"
 
 namespace gpool::sim {
 
 namespace {
-
-// splitmix64: small, fast, and identical everywhere.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed ^ 0x9E3779B97F4A7C15ull) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0,1)
-  double Exp(double rate) { return -std::log(1.0 - Uniform()) / rate; }
-
- private:
-  uint64_t s_;
-};
 
 }  // namespace
 
@@ -145,8 +129,8 @@ StatusOr<Workload> GenerateSynthetic(const SyntheticOptions& o, const std::vecto
                           ? o.jobs_per_hour / 3600.0
                           : o.load * static_cast<double>(cluster_gpus) / (mean_gpus * mean_run);
   double max_rate = base_per_s * (1 + o.day_amplitude);
-  Rng rng(o.seed);
-  Rng est_rng(o.seed ^ 0xE57EE57Eull);  // has_estimate only: the jobs don't depend on est_known
+  SplitMix rng(o.seed, SplitMix::kWorkloadSalt);
+  SplitMix est_rng(o.seed ^ 0xE57EE57Eull, SplitMix::kWorkloadSalt);  // has_estimate only: the jobs don't depend on est_known
   Workload w;
   w.jobs.reserve(static_cast<size_t>(o.jobs));
   double t = 0;
