@@ -1,8 +1,9 @@
-// Tenant isolation and wait reasons: a queue's priorities order its own jobs only (never
-// another's place, never another's guarantee), a queue waiting within its guarantee is served
-// first and reclaims borrowed GPUs whatever the borrower's priorities, a queue's cap holds, and
-// every pending job that is not bound gets its reason (Decisions::waits). Each test is arranged
-// so that the decision changes if the rule is dropped.
+// Tenant isolation, reclaim to a placement, and wait reasons: a queue's priorities order its own
+// jobs only (never another's place, never another's guarantee), a queue waiting within its
+// guarantee is served first and reclaims borrowed GPUs whatever the borrower's priorities (as
+// whole room on a node when its job needs that), a queue's cap holds, and every pending job
+// that is not bound gets its reason (Decisions::waits). Each test is arranged so that the
+// decision changes if the rule is dropped.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -275,6 +276,24 @@ TEST(ReclaimToPlacement, FreesAWholeNodeForAnEightGpuJob) {
   EXPECT_EQ(d.binds[0].job, JobId(1));
   ASSERT_EQ(d.binds[0].placement.tasks.size(), 1u);
   EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(1));
+}
+
+// A gang of 2 x 8 GPUs: reclaim frees the two cheapest nodes whole (node 1, then node 3, whose
+// older jobs are the youngest of the rest), 16 victims, and places the gang there.
+TEST(ReclaimToPlacement, FreesWholeNodesForAGang) {
+  ClusterState s = MakeCluster({.nodes = 4});
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 16}, {.name = "b"}};
+  FillWithOneGpuJobs(s, 4, /*young=*/4, /*cheap_node=*/1);
+  Decisions d = TenantDecide(s, {Job(1, 2, 8, 0)}, queues, Sec(2000));
+  std::set<uint64_t> want;
+  for (uint32_t n : {1u, 3u}) {
+    for (int g = 0; g < 8; ++g) want.insert(OneGpuId(n, g));
+  }
+  EXPECT_EQ(Victims(d), want);
+  ASSERT_EQ(d.binds.size(), 1u);
+  std::set<uint32_t> nodes;
+  for (const TaskBinding& t : d.binds[0].placement.tasks) nodes.insert(t.node.value());
+  EXPECT_EQ(nodes, (std::set<uint32_t>{1, 3}));
 }
 
 // A 4-GPU job on 8 nodes: the 16 cheapest are GPUs 0-1 of every node (2 free per node); reclaim
