@@ -11,6 +11,14 @@
 // jobs go first; ties go to the lower priority, then the younger job, then the larger job id.
 // Victims are added in cost order on a copy of the state until the job fits, then any victim
 // whose removal still leaves a fit is spared (most costly first).
+// When that finds no placement within max_victims (the cheapest victims lie in pieces on many
+// nodes, so they free GPUs everywhere and a whole node, or 4 GPUs of one, nowhere), a
+// node-targeted pass follows: for every node, the cheapest prefix of its own eligible victims
+// that lets it hold one task of the job; nodes are freed in order of that prefix's work lost
+// (then fewest victims, then node id) until the gang places; unneeded victims are spared as
+// above. A job of a queue within its guarantee thus gets a placement it can use, not just
+// GPUs. Limit: a gang's nodes are chosen by cost, not by fabric domain (PlaceGang picks the
+// domain among what is then free), and victims' remote GPUs don't count toward a node's room.
 //
 // Thread safety: pure functions over a const ClusterState.
 #pragma once

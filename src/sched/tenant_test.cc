@@ -1,11 +1,13 @@
-// Tenant isolation and wait reasons: a queue's priorities order its own jobs only (never
-// another's place, never another's guarantee), a queue waiting within its guarantee is served
-// first and reclaims borrowed GPUs whatever the borrower's priorities, a queue's cap holds, and
-// every pending job that is not bound gets its reason (Decisions::waits). Each test is arranged
-// so that the decision changes if the rule is dropped.
+// Tenant isolation, reclaim to a placement, and wait reasons: a queue's priorities order its own
+// jobs only (never another's place, never another's guarantee), a queue waiting within its
+// guarantee is served first and reclaims borrowed GPUs whatever the borrower's priorities (as
+// whole room on a node when its job needs that), a queue's cap holds, and every pending job
+// that is not bound gets its reason (Decisions::waits). Each test is arranged so that the
+// decision changes if the rule is dropped.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <memory>
 #include <vector>
 
@@ -216,6 +218,128 @@ TEST(WaitReasons, EveryUnboundPendingJobSaysWhy) {
   // Not asked: no reasons (the simulator's default).
   EXPECT_TRUE(TenantDecide(s, pending, queues, Sec(100), c).waits.empty());
   EXPECT_EQ(WaitKindName(WaitKind::kNeverFits), "never-fits");
+}
+
+
+// ---- Reclaim to a placement: the owner's multi-GPU job needs whole room on one node ----
+//
+// b (guaranteed nothing) holds every GPU as one-GPU jobs. Adding b's cheapest jobs
+// cluster-wide frees the young GPUs of every node and a whole node (or 4 GPUs of one) nowhere
+// within the 16 victims of a cycle; reclaim must free one node instead (the pooling
+// experiment's 4- and 8-GPU jobs that waited for days under their owners' guarantees).
+
+// One-GPU job `id` of queue q on GPU g of node n, started at `start`.
+void BindOneGpu(ClusterState& s, uint64_t id, uint32_t q, uint32_t n, int g, int64_t start,
+                bool preemptible = true) {
+  JobSpec j = Job(id, 1, 1, q);
+  j.preemptible = preemptible;
+  ASSERT_TRUE(s.Bind(j, {.tasks = {{.node = NodeId(n), .gpu_mask = 1u << g, .gpu_milli = 1000}}},
+                     start).ok());
+}
+
+uint64_t OneGpuId(uint32_t n, int g) { return 100 + n * 8 + static_cast<uint64_t>(g); }
+
+// Fills nodes [0, nodes) with b's (queue 1) one-GPU jobs: GPUs below `young` of every node
+// started at 1000 s (cheap: little work lost at 2000 s), the rest at 100 s, except on node
+// `cheap_node`, whose older jobs started at 600 s (the cheapest node to free as a whole).
+void FillWithOneGpuJobs(ClusterState& s, uint32_t nodes, int young, uint32_t cheap_node) {
+  for (uint32_t n = 0; n < nodes; ++n) {
+    for (int g = 0; g < 8; ++g) {
+      const double start = g < young ? 1000 + n : (n == cheap_node ? 600 : 100) + n;
+      BindOneGpu(s, OneGpuId(n, g), 1, n, g, Sec(start + g * 0.1));
+    }
+  }
+}
+
+std::set<uint64_t> Victims(const Decisions& d) {
+  std::set<uint64_t> v;
+  for (const auto& p : d.preemptions) {
+    EXPECT_EQ(p.reason, "reclaim");
+    v.insert(p.victim.value());
+  }
+  return v;
+}
+
+// An 8-GPU job of a, within its guarantee: the 16 cheapest of b's jobs are GPUs 0-3 of every
+// node, so cheapest-first reclaim frees no node; reclaim frees node 1 (8 victims, the least
+// work lost of any node) and binds the job there. Before the node-targeted pass: no victims,
+// no bind, a waited.
+TEST(ReclaimToPlacement, FreesAWholeNodeForAnEightGpuJob) {
+  ClusterState s = MakeCluster({.nodes = 4});
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 16}, {.name = "b"}};
+  FillWithOneGpuJobs(s, 4, /*young=*/4, /*cheap_node=*/1);
+  Decisions d = TenantDecide(s, {Job(1, 1, 8, 0)}, queues, Sec(2000));
+  std::set<uint64_t> want;
+  for (int g = 0; g < 8; ++g) want.insert(OneGpuId(1, g));
+  EXPECT_EQ(Victims(d), want);
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, JobId(1));
+  ASSERT_EQ(d.binds[0].placement.tasks.size(), 1u);
+  EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(1));
+}
+
+// A gang of 2 x 8 GPUs: reclaim frees the two cheapest nodes whole (node 1, then node 3, whose
+// older jobs are the youngest of the rest), 16 victims, and places the gang there.
+TEST(ReclaimToPlacement, FreesWholeNodesForAGang) {
+  ClusterState s = MakeCluster({.nodes = 4});
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 16}, {.name = "b"}};
+  FillWithOneGpuJobs(s, 4, /*young=*/4, /*cheap_node=*/1);
+  Decisions d = TenantDecide(s, {Job(1, 2, 8, 0)}, queues, Sec(2000));
+  std::set<uint64_t> want;
+  for (uint32_t n : {1u, 3u}) {
+    for (int g = 0; g < 8; ++g) want.insert(OneGpuId(n, g));
+  }
+  EXPECT_EQ(Victims(d), want);
+  ASSERT_EQ(d.binds.size(), 1u);
+  std::set<uint32_t> nodes;
+  for (const TaskBinding& t : d.binds[0].placement.tasks) nodes.insert(t.node.value());
+  EXPECT_EQ(nodes, (std::set<uint32_t>{1, 3}));
+}
+
+// A 4-GPU job on 8 nodes: the 16 cheapest are GPUs 0-1 of every node (2 free per node); reclaim
+// takes 4 jobs of node 5: its two young ones and its two cheapest older ones (the latest
+// started, on GPUs 6 and 7).
+TEST(ReclaimToPlacement, FreesFourGpusOfOneNodeForAFourGpuJob) {
+  ClusterState s = MakeCluster({.nodes = 8});
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 8}, {.name = "b"}};
+  FillWithOneGpuJobs(s, 8, /*young=*/2, /*cheap_node=*/5);
+  Decisions d = TenantDecide(s, {Job(1, 1, 4, 0)}, queues, Sec(2000));
+  EXPECT_EQ(Victims(d), (std::set<uint64_t>{OneGpuId(5, 0), OneGpuId(5, 1), OneGpuId(5, 6),
+                                           OneGpuId(5, 7)}));
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].placement.tasks[0].node, NodeId(5));
+}
+
+// The cheapest node to free holds one job reclaim may not take: of queue c, within its own
+// guarantee, or of b but not preemptible. Reclaim frees another node and leaves that job
+// running; before the node-targeted pass a waited (no victims at all).
+TEST(ReclaimToPlacement, NeverTakesAQueueWithinItsGuaranteeNorANonPreemptibleJob) {
+  for (bool within_guarantee : {true, false}) {
+    SCOPED_TRACE(within_guarantee ? "within its guarantee" : "not preemptible");
+    ClusterState s = MakeCluster({.nodes = 4});
+    std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 16},
+                                     {.name = "b"},
+                                     {.name = "c", .guaranteed_gpus = 8}};
+    // Node 1 is the cheapest to free but for its GPU 7, the youngest job of all.
+    for (uint32_t n = 0; n < 4; ++n) {
+      for (int g = 0; g < 8; ++g) {
+        if (n == 1 && g == 7) continue;
+        const double start = g < 4 ? 1000 + n : (n == 1 ? 600 : 100) + n;
+        BindOneGpu(s, OneGpuId(n, g), 1, n, g, Sec(start + g * 0.1));
+      }
+    }
+    const uint64_t guarded = OneGpuId(1, 7);
+    BindOneGpu(s, guarded, within_guarantee ? 2 : 1, 1, 7, Sec(1900),
+               /*preemptible=*/within_guarantee);
+    Decisions d = TenantDecide(s, {Job(1, 1, 8, 0)}, queues, Sec(2000));
+    const std::set<uint64_t> victims = Victims(d);
+    EXPECT_FALSE(victims.count(guarded));
+    ASSERT_EQ(d.binds.size(), 1u);
+    const NodeId node = d.binds[0].placement.tasks[0].node;
+    EXPECT_NE(node, NodeId(1));
+    EXPECT_EQ(victims.size(), 8u);  // exactly the 8 jobs of the node freed
+    for (uint64_t v : victims) EXPECT_EQ((v - 100) / 8, node.value()) << v;
+  }
 }
 
 }  // namespace
