@@ -5,7 +5,7 @@
 // symbols, events, limits) on a machine without a GPU: GPOOL_LIBCUDA=<this library>.
 //
 // What it is:
-//   - device memory is host memory (aligned_alloc), bounded per device by
+//   - device memory is host memory (mmap'd high in the address space, MapDevice), bounded per device by
 //     GPOOL_EMULATED_DRIVER_MEMORY bytes (default 1 GiB) so cuMemGetInfo and out-of-memory mean
 //     something; every device range a call touches must lie inside one allocation or module
 //     variable (CUDA_ERROR_INVALID_VALUE otherwise, where a GPU might fault or copy on);
@@ -40,6 +40,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +53,9 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -246,6 +250,27 @@ void SubmitHost(bool pinned, std::function<void()> op) {
   op();
 }
 
+// Device memory is mapped high in the address space, in a window per process, away from where
+// malloc (and ASan's allocator, at 0x6000'0000'0000) puts host memory: gpool's client keeps host
+// memory and every server's device memory in one address space (unified addressing: cuMemcpy
+// tells the direction from the pointers), so a device address must not be one the program's own
+// heap can hold, nor another server's. A real driver reserves its device range likewise. Falls
+// back to any address when the window is taken. Limit: the window is not reused after frees.
+uint64_t PageRound(uint64_t n) { return (n + 4095) / 4096 * 4096; }
+void* MapDevice(uint64_t bytes) {
+  static std::atomic<uint64_t> next{(uint64_t{0x50} << 40) +
+                                    static_cast<uint64_t>(getpid() % 4096) * (uint64_t{4} << 30)};
+  const uint64_t len = PageRound(bytes);
+  void* hint = reinterpret_cast<void*>(next.fetch_add(len));
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+#ifdef MAP_FIXED_NOREPLACE
+  flags |= MAP_FIXED_NOREPLACE;
+#endif
+  void* p = mmap(hint, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
 CUresult Allocate(const char* call, uint64_t size, bool variable, uint64_t* out) {
   State& s = S();
   int dev = current->dev;
@@ -254,9 +279,8 @@ CUresult Allocate(const char* call, uint64_t size, bool variable, uint64_t* out)
     return Fail(CUDA_ERROR_OUT_OF_MEMORY, call, "{} bytes asked, {} of {} in use on device {}",
                 size, s.used[dev], s.memory, dev);
   }
-  void* p = std::aligned_alloc(kAlign, rounded);
-  if (!p) return Fail(CUDA_ERROR_OUT_OF_MEMORY, call, "host allocation of {} bytes failed", rounded);
-  if (variable) std::memset(p, 0, rounded);
+  void* p = MapDevice(rounded);  // zeroed, as fresh anonymous pages are
+  if (!p) return Fail(CUDA_ERROR_OUT_OF_MEMORY, call, "mapping {} bytes of device memory failed", rounded);
   s.used[dev] += rounded;
   *out = reinterpret_cast<uint64_t>(p);
   s.blocks[*out] = Block{std::max<uint64_t>(size, 1), dev, variable};
@@ -264,8 +288,9 @@ CUresult Allocate(const char* call, uint64_t size, bool variable, uint64_t* out)
 }
 void Release(std::map<uint64_t, Block>::iterator it) {
   State& s = S();
-  s.used[it->second.dev] -= (it->second.size + kAlign - 1) / kAlign * kAlign;
-  std::free(Ptr(it->first));
+  const uint64_t rounded = (it->second.size + kAlign - 1) / kAlign * kAlign;
+  s.used[it->second.dev] -= rounded;
+  munmap(Ptr(it->first), PageRound(rounded));
   s.blocks.erase(it);
 }
 
