@@ -254,7 +254,7 @@ std::string StartPlainEcho() {
 // The UCX floor: plain ucp tag ping-pong of 48 bytes (plain_ucx.h).
 using bench::PlainUcx;
 
-// The fair UCX floor for copies (issue 4): plain ucp, no gpool code, moving the copy's bytes in
+// The fair UCX floor for copies (the copy target): plain ucp, no gpool code, moving the copy's bytes in
 // the copy path's message size (min(size, 4 MiB)) between buffers as large as the copy, each
 // message from or into its own slice, as a ucp program streaming a buffer would: every message
 // of a step posted at once (all in flight: tag sends and receives, non-blocking, contiguous, so
@@ -1128,7 +1128,7 @@ int RunInterleaved(const DriverFlags& f) {
                          }});
       }
       if (t == 1) {
-        // The plain ucp ping-pong is the peer (issue 4's target is against it), as the plain
+        // The plain ucp ping-pong is the peer (the round-trip target is against it), as the plain
         // socket is for TCP; the ratio to gpool's own Connection echo is printed second. Its
         // echo server busy-polls while it waits, so it is paused outside its own turns (a
         // message makes it block on its bootstrap socket; a byte there resumes it): left
@@ -1220,7 +1220,7 @@ int RunInterleaved(const DriverFlags& f) {
       }
       std::vector<double> rate;
       std::vector<double> r = RunGroup(grp, f.reps, f.min_time, &rate);
-      std::printf("issue 4, %s%s: no-op call through a session / %s = %.2fx (target <= 1.3x)\n",
+      std::printf("round trip, %s%s: no-op call through a session / %s = %.2fx (target <= 1.3x)\n",
                   Name(t), t == 1 ? fmt::format(" (UCX_TLS={})", tls ? tls : "unset").c_str() : "",
                   grp.c[0].name.c_str(), r[session_noop]);
       if (!f.clients.empty()) {
@@ -1437,7 +1437,7 @@ int RunInterleaved(const DriverFlags& f) {
   }
   if (!cells.empty()) {
     PrintCells(
-        "issue 4, copies through a session / raw, buffers of the copy's size (target >= 0.95)",
+        "copies through a session / raw, buffers of the copy's size (target >= 0.95)",
         "met", cells);
   }
   if (!driver_cells.empty()) {

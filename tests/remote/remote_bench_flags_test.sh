@@ -73,7 +73,7 @@ fi
 want+=("raw again (A/A), copy's size"
        "A/A calibration: "
        "of 1 cells >= 0.95 (the method's own false-miss rate on this host): [tcp h2d 64K "
-       "issue 4, copies through a session / raw, buffers of the copy's size (target >= 0.95): ")
+       "copies through a session / raw, buffers of the copy's size (target >= 0.95): ")
 for w in "${want[@]}"; do
   grep -q -F -- "$w" "$tmp/run" || fail "missing from the output: $w"
 done
