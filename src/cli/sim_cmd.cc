@@ -55,7 +55,7 @@ struct SimFlags {
   bool quiet = false;
   bool seed_given = false;
   bool fill = false;   // FGD's fill experiment (sim/fill.h) instead of a time replay
-  bool fill_first_failure = false;  // the older variant: fill until the first failed placement
+  bool fill_first_failure = false;  // fill until the first failed placement
   int fill_runs = -1;  // fill repetitions (seeds seed, seed+1, ...); unset: 10 (FGD's), 1 (first failure)
   double fill_load = 1.3;  // fill: GPU request of the workload, x the cluster's GPUs
   // Remote attachment (sim/adapter.h RemoteAttach; policy gpool+remote): --remote-attach[=MODE]
@@ -235,7 +235,7 @@ nlohmann::json StartFill(const char* mode, const SimFlags& f, const sim::SimClus
   return doc;
 }
 
-// --fill --fill-until-first-failure: the older variant (sim/fill.h), per policy over
+// --fill --fill-until-first-failure: the first-failure variant (sim/fill.h), per policy over
 // `fill_runs` seeds; writes fill.json.
 // Both fill modes' last step: fill.json into --out, and on stdout with -o json.
 Status WriteFillJson(const SimFlags& f, const nlohmann::json& doc) {
@@ -755,7 +755,7 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
   cmd->add_option("--fill-load", f->fill_load,
                   "with --fill: the workload's GPU request, x the cluster's GPUs (default 1.3)");
   cmd->add_flag("--fill-until-first-failure", f->fill_first_failure,
-                "with --fill: the older variant: GPU jobs only, until the first failed placement");
+                "with --fill: GPU jobs only, until the first failed placement (not FGD's method)");
   auto* remote_opt = cmd->add_option("--remote-attach", f->remote_attach,
                                      "gpool runs with remote attachment (reported as gpool+remote): GPU "
                                      "hosts serve their GPUs and GPU jobs take them from other nodes "

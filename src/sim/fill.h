@@ -33,7 +33,7 @@
 // share of placed pods that have a remote GPU, and the mean and p99 of those pods' estimated
 // slowdown (sched/remote_cost.h; a model's estimate, not a measurement).
 //
-// The older variant, RunFillUntilFirstFailure, fills with GPU pods only until the first
+// The first-failure variant, RunFillUntilFirstFailure, fills with GPU pods only until the first
 // placement fails and reports what is left then (`--fill-until-first-failure`).
 //
 // Thread safety: reentrant.
