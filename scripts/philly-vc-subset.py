@@ -9,7 +9,8 @@ service = run time x speedup(model_name, GPUs), the speedup taken from PCS's
 simulation/models.py (model_name is PCS's assignment, not Philly's). This script recovers
     run_s = service / speedup   (an integer number of seconds for every row; checked)
 puts the VCs on one clock by aligning their last submissions (see the README beside the output
-for why) and cuts three windows of 7 days of warm-up + 4 measured days.
+for why), cuts three windows of 7 days of warm-up + 4 measured days and writes the demand
+sizing of the VCs (philly_vc_demand_nodes.csv).
 
 It imports models.py from the PCS checkout (nothing of PCS is copied here); models.py imports
 numpy, which need not be installed: a stand-in module is put in its place.
@@ -20,6 +21,7 @@ import csv
 import glob
 import importlib.util
 import inspect
+import math
 import os
 import sys
 import types
@@ -28,6 +30,8 @@ DAY = 86400
 # (file, first measured day on the aligned clock); each file starts 7 days earlier.
 WINDOWS = (("w1", 50), ("w2", 64), ("w3", 78))
 WARMUP_DAYS, MEASURED_DAYS = 7, 4
+# The demand sizing: mean GPU demand over these days of the aligned clock / LOAD, in 8-GPU nodes.
+DENSE_DAYS, LOAD = (43, 95), 0.9
 
 
 def load_models(pcs):
@@ -81,6 +85,21 @@ def main():
             for t, vc, g, r in sel:
                 f.write(f"{t - sel[0][0]},{vc},{g},{r},\n")
         print(f"{name}: {len(sel)} jobs")
+    # VCs in the order of philly_vc_nodes.csv (the Helios sizes), others after; a VC with under
+    # half a GPU of demand (51b7ef) gets no slice.
+    order = []
+    helios = os.path.join(out, "philly_vc_nodes.csv")
+    if os.path.exists(helios):
+        with open(helios) as f:
+            order = [row["tenant"] for row in csv.DictReader(f)]
+    order += sorted(vc for vc in per_vc if vc not in order)
+    a, b = DENSE_DAYS[0] * DAY, DENSE_DAYS[1] * DAY
+    with open(os.path.join(out, "philly_vc_demand_nodes.csv"), "w") as f:
+        f.write("tenant,nodes\n")
+        for vc in order:
+            demand = sum(g * r for t, v, g, r in aligned if v == vc and a <= t < b) / (b - a)
+            if demand >= 0.5:
+                f.write(f"{vc},{max(1, math.ceil(demand / (LOAD * 8)))}\n")
 
 
 if __name__ == "__main__":
