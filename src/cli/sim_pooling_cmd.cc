@@ -110,9 +110,10 @@ Status RunPoolingCommand(const PoolingCliFlags& f) {
   if (f.output == "json") {
     std::puts(doc.dump(2).c_str());
   } else {
-    std::printf("window: [%.0f, %.0f] s (first submit%s to last submit), %lld jobs, %lld GPUs\n", r.window_start_s,
-                r.window_end_s, r.warmup_s > 0 ? fmt::format(" + {:.0f} s warm-up", r.warmup_s).c_str() : "",
-                static_cast<long long>(r.jobs), static_cast<long long>(r.total_gpus));
+    const std::string warmup = r.warmup_s > 0 ? fmt::format(" + {:.0f} s warm-up", r.warmup_s) : "";
+    std::printf("window: [%.0f, %.0f] s (first submit%s to last submit), %lld jobs, %lld GPUs\n",
+                r.window_start_s, r.window_end_s, warmup.c_str(), static_cast<long long>(r.jobs),
+                static_cast<long long>(r.total_gpus));
     std::fputs(sim::FormatPoolingTable(r).c_str(), stdout);
     for (const auto& c : r.configs) {
       std::printf("%s: %s; %lld preemptions%s\n", c.name.c_str(), c.description.c_str(),

@@ -345,7 +345,8 @@ StatusOr<PoolingResult> RunPooling(const SlicedCluster& sc, const Workload& work
     arrived.assign(nt, 0.0);
     for (const auto& j : work.jobs) {
       if (j.submit_s < res.window_start_s) continue;
-      arrived[static_cast<size_t>(base[j.id].tenant)] += static_cast<double>(j.gpu_demand_milli()) / 1000.0 * j.run_s;
+      const double gpus = static_cast<double>(j.gpu_demand_milli()) / 1000.0;
+      arrived[static_cast<size_t>(base[j.id].tenant)] += gpus * j.run_s;
     }
     for (size_t k = 0; k < nt; ++k) {
       arrived[k] /= static_cast<double>(sc.slices[k].gpus) * (res.window_end_s - res.window_start_s);
