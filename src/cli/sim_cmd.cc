@@ -69,6 +69,7 @@ struct SimFlags {
   // [--slices-date D] [--shapes FILE].
   bool pooling = false;
   std::string slices, slices_date, shapes;
+  double warmup_s = 0;  // --warmup-s: measure from the first submit + this
   std::vector<std::string> argv;
 };
 
@@ -573,6 +574,7 @@ Status RunPoolingMode(const SimFlags& f) {
   p.policy_config = f.policy_config;
   p.arrival_scale = f.arrival_scale;
   p.min_cycle_s = f.min_cycle_s;
+  p.warmup_s = f.warmup_s;
   p.seed = f.seed;
   p.gpus_per_host = f.gpus_per_host;
   p.quiet = f.quiet;
@@ -589,8 +591,8 @@ Status RunPoolingMode(const SimFlags& f) {
 
 Status RunSim(const SimFlags& f) {
   if (f.pooling) return RunPoolingMode(f);
-  if (!f.slices.empty() || !f.slices_date.empty() || !f.shapes.empty()) {
-    return Status::InvalidArgument("--slices, --slices-date and --shapes need --pooling");
+  if (!f.slices.empty() || !f.slices_date.empty() || !f.shapes.empty() || f.warmup_s != 0) {
+    return Status::InvalidArgument("--slices, --slices-date, --shapes and --warmup-s need --pooling");
   }
   GPOOL_ASSIGN_OR_RETURN(std::vector<std::string> policies, PolicyList(f));
   sim::RemoteAttach remote;
@@ -779,6 +781,9 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "with --pooling and a Helios cluster_gpu_number.csv: the day whose VC sizes to use (default the last)");
   cmd->add_option("--shapes", f->shapes,
                   "with --trace-format pooling-synthetic: the openb pod list whose GPU job shapes to draw");
+  cmd->add_option("--warmup-s", f->warmup_s,
+                  "with --pooling: measure from the first submit + this many seconds; the jobs submitted "
+                  "before load the cluster but are not counted (default 0)");
   cmd->add_option("--net-model", f->net_model,
                   "route (follow the fabric's routes; default with --fabric) or aggregate (pipes per "
                   "leaf/pod; default with --nodes)");
@@ -832,6 +837,7 @@ void RegisterSim(CLI::App& app, const GlobalFlags&, int* exit_code) {
       }
     }
     if (f->pooling) f->argv.push_back("--pooling");
+    if (f->warmup_s != 0) f->argv.push_back(fmt::format("--warmup-s {}", f->warmup_s));
     if (f->remote_attach_given) {
       f->argv.push_back("--remote-attach=" + (f->remote_attach.empty() ? std::string("pooled") : f->remote_attach));
     }

@@ -85,6 +85,8 @@ Status RunPoolingCommand(const PoolingCliFlags& f) {
   po.remote = f.remote;
   if (f.min_cycle_s < 0) return Status::InvalidArgument("--min-cycle-s: must be >= 0");
   po.min_cycle_s = f.min_cycle_s;
+  if (f.warmup_s < 0) return Status::InvalidArgument("--warmup-s: must be >= 0");
+  po.warmup_s = f.warmup_s;
   if (!f.quiet) po.progress = [](const std::string& line) { std::fprintf(stderr, "sim[pooling]: %s\n", line.c_str()); };
   GPOOL_ASSIGN_OR_RETURN(sim::PoolingResult r, sim::RunPooling(sc, work, po, offered));
 
@@ -108,8 +110,10 @@ Status RunPoolingCommand(const PoolingCliFlags& f) {
   if (f.output == "json") {
     std::puts(doc.dump(2).c_str());
   } else {
-    std::printf("window: [%.0f, %.0f] s (first to last submit), %lld jobs, %lld GPUs\n", r.window_start_s,
-                r.window_end_s, static_cast<long long>(r.jobs), static_cast<long long>(r.total_gpus));
+    const std::string warmup = r.warmup_s > 0 ? fmt::format(" + {:.0f} s warm-up", r.warmup_s) : "";
+    std::printf("window: [%.0f, %.0f] s (first submit%s to last submit), %lld jobs, %lld GPUs\n",
+                r.window_start_s, r.window_end_s, warmup.c_str(), static_cast<long long>(r.jobs),
+                static_cast<long long>(r.total_gpus));
     std::fputs(sim::FormatPoolingTable(r).c_str(), stdout);
     for (const auto& c : r.configs) {
       std::printf("%s: %s; %lld preemptions%s\n", c.name.c_str(), c.description.c_str(),

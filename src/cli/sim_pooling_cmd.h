@@ -20,6 +20,7 @@ struct PoolingCliFlags {
   sim::RemoteAttach remote;  // the pool+remote row's settings (enabled implied)
   double arrival_scale = 1;
   double min_cycle_s = 0;
+  double warmup_s = 0;  // sim::PoolingOptions::warmup_s
   uint64_t seed = 1;
   int gpus_per_host = 8;
   bool quiet = false;

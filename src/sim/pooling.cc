@@ -36,6 +36,8 @@ struct Span {
 double Overlap(double a0, double a1, double b0, double b1) { return std::max(0.0, std::min(a1, b1) - std::max(a0, b0)); }
 
 // Fills a row from the jobs of `tenant` (-1: all) and their spans.
+// Jobs submitted before w0 (the warm-up) load the cluster, and their GPU time inside the windows
+// counts, but they are not counted as jobs nor in the waits and JCTs.
 PoolingRow MakeRow(const std::string& name, int32_t tenant, int64_t gpus, const std::vector<JobTrack>& jobs,
                    const std::vector<Span>& spans, double w0, double w1, double r0, double r1) {
   PoolingRow row;
@@ -44,6 +46,7 @@ PoolingRow MakeRow(const std::string& name, int32_t tenant, int64_t gpus, const 
   std::vector<double> waits, jcts;
   for (const auto& j : jobs) {
     if (tenant >= 0 && j.tenant != tenant) continue;
+    if (j.submit_s < w0) continue;
     ++row.jobs;
     if (j.rejected) {
       ++row.rejected;
@@ -323,6 +326,33 @@ StatusOr<PoolingResult> RunPooling(const SlicedCluster& sc, const Workload& work
     res.window_start_s = work.jobs.front().submit_s;
     res.window_end_s = work.jobs.back().submit_s;
   }
+  if (!(o.warmup_s >= 0) || !std::isfinite(o.warmup_s)) {
+    return Status::InvalidArgument(fmt::format("pooling: warm-up {} s: must be >= 0", o.warmup_s));
+  }
+  if (o.warmup_s > 0) {
+    if (res.window_start_s + o.warmup_s >= res.window_end_s) {
+      return Status::InvalidArgument(
+          fmt::format("pooling: warm-up {} s leaves no window: the jobs arrive over [{}, {}] s", o.warmup_s,
+                      res.window_start_s, res.window_end_s));
+    }
+    res.window_start_s += o.warmup_s;
+  }
+  res.warmup_s = o.warmup_s;
+  // Without a generator's figure, the load that arrived: per tenant, the GPU time its jobs
+  // submitted in the window ask for (requested GPUs x base run time), over its slice's GPU time.
+  std::vector<double> arrived;
+  if (offered.empty() && res.window_end_s > res.window_start_s) {
+    arrived.assign(nt, 0.0);
+    for (const auto& j : work.jobs) {
+      if (j.submit_s < res.window_start_s) continue;
+      const double gpus = static_cast<double>(j.gpu_demand_milli()) / 1000.0;
+      arrived[static_cast<size_t>(base[j.id].tenant)] += gpus * j.run_s;
+    }
+    for (size_t k = 0; k < nt; ++k) {
+      arrived[k] /= static_cast<double>(sc.slices[k].gpus) * (res.window_end_s - res.window_start_s);
+    }
+  }
+  const std::vector<double>& load = offered.empty() ? arrived : offered;
   PolicyContext ctx;
   ctx.gpool_config = o.gpool_config.empty() ? "power.enabled=false" : "power.enabled=false," + o.gpool_config;
   ctx.remote = o.remote;
@@ -392,11 +422,11 @@ StatusOr<PoolingResult> RunPooling(const SlicedCluster& sc, const Workload& work
     for (size_t k = 0; k < nt; ++k) {
       cfg.tenants.push_back(MakeRow(sc.slices[k].tenant, static_cast<int32_t>(k), sc.slices[k].gpus, tracks, spans,
                                     res.window_start_s, res.window_end_s, res.window_start_s, run_end));
-      if (k < offered.size()) cfg.tenants.back().offered = offered[k];
+      if (k < load.size()) cfg.tenants.back().offered = load[k];
     }
-    if (!offered.empty()) {
+    if (!load.empty()) {
       double sum = 0;
-      for (size_t k = 0; k < nt && k < offered.size(); ++k) sum += offered[k] * static_cast<double>(sc.slices[k].gpus);
+      for (size_t k = 0; k < nt && k < load.size(); ++k) sum += load[k] * static_cast<double>(sc.slices[k].gpus);
       cfg.all.offered = sum / static_cast<double>(res.total_gpus);
     }
     cfg.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -458,6 +488,7 @@ nlohmann::json PoolingToJson(const PoolingResult& r) {
                        {"wall_s", c.wall_s}});
   }
   return {{"window_start_s", r.window_start_s}, {"window_end_s", r.window_end_s},
+          {"warmup_s", r.warmup_s},
           {"total_gpus", r.total_gpus},         {"jobs", r.jobs},
           {"configs", configs}};
 }

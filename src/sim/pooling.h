@@ -19,7 +19,8 @@
 //
 // Measures, per tenant and overall, from every run of every job (RunResult::spans):
 //   alloc   time-average of the GPU capacity allocated over the capacity (the tenant's slice, or
-//           the cluster), over the window: the arrival span [first submit, last submit], while
+//           the cluster), over the window: the arrival span [first submit (+ the warm-up,
+//           PoolingOptions::warmup_s), last submit], while
 //           demand keeps coming (a backlog left after it doesn't count). Whole GPUs given to
 //           fractional requests count whole.
 //   busy    the same with each job counted at what it asked for (a 0.25-GPU request on a whole
@@ -104,13 +105,21 @@ struct PoolingOptions {
   // backlog of thousands of jobs makes a cycle per event slow.
   double min_cycle_s = 0;
   RemoteAttach remote;       // its within / max_slowdown / source (enabled implied)
+  // Measure from the first submit + warmup_s (`--warmup-s`): a replayed trace starts on an empty
+  // cluster, while in production the jobs submitted before the window still hold GPUs. The jobs
+  // submitted during the warm-up load the cluster (their GPU time inside the window counts in
+  // alloc and busy) but are not counted as jobs nor in waits and JCTs. 0: no warm-up.
+  double warmup_s = 0;
   std::function<void(const std::string&)> progress;  // a line per finished run
 };
 
 struct PoolingRow {
   std::string tenant;  // "all" for the overall row
   int64_t gpus = 0;    // slice (cluster) GPUs
-  double offered = kUndefined;  // offered load / capacity, when known (stand-in)
+  // Offered load / capacity: the stand-in's target; for a trace, the load that arrived: the GPU
+  // time (requested GPUs x base run time) of the jobs submitted in the window over the
+  // capacity's GPU time in the window.
+  double offered = kUndefined;
   int64_t jobs = 0, finished = 0, rejected = 0, unfinished = 0;
   double alloc = kUndefined, busy = kUndefined, alloc_run = kUndefined, busy_run = kUndefined;
   double avg_wait_s = kUndefined, p99_wait_s = kUndefined, avg_jct_s = kUndefined, p99_jct_s = kUndefined;
@@ -128,7 +137,8 @@ struct PoolingConfig {
 };
 
 struct PoolingResult {
-  double window_start_s = 0, window_end_s = 0;
+  double window_start_s = 0, window_end_s = 0;  // first submit (+ warm-up) to last submit
+  double warmup_s = 0;
   int64_t total_gpus = 0;
   int64_t jobs = 0;
   std::vector<PoolingConfig> configs;

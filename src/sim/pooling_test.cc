@@ -112,6 +112,46 @@ TEST(Pooling, StaticSlicesKeepATenantOffIdleNodesThePoolLendsThem) {
   EXPECT_DOUBLE_EQ(pool.all.alloc, 0.75);
 }
 
+// A warm-up: a's job submitted at 0 (before the window starts at 50) runs to 150 and holds a's
+// node; it loads the cluster but is not counted. a's job at 60 waits for it (90 s) and counts;
+// b's job counts. Without the window's figure for the trace, "offered" is the GPU time the
+// counted jobs asked for over the slice's GPU time in the window [50, 100].
+TEST(Pooling, WarmupJobsLoadTheClusterButAreNotCounted) {
+  SlicedCluster sc = Cluster({{"a", 8, "s:2"}, {"b", 8, "s:3"}}, 8);
+  Workload w = Work({{"a", 0, 150, 8}, {"a", 60, 10, 8}, {"b", 100, 25, 8}});
+  PoolingOptions o;
+  o.remote_row = false;
+  o.warmup_s = 50;
+  auto r = RunPooling(sc, w, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_DOUBLE_EQ(r->window_start_s, 50);
+  EXPECT_DOUBLE_EQ(r->window_end_s, 100);
+  EXPECT_EQ(r->jobs, 3);  // the workload; the rows count the window's jobs
+  const PoolingConfig& st = Config(*r, "static");
+  const PoolingRow& sa = st.tenants[0];
+  EXPECT_EQ(sa.jobs, 1);
+  EXPECT_EQ(sa.finished, 1);
+  EXPECT_DOUBLE_EQ(sa.avg_wait_s, 90);  // 60 -> 150: the warm-up job held the node
+  EXPECT_DOUBLE_EQ(sa.alloc, 1.0);       // the warm-up job's GPU time inside [50, 100] counts
+  EXPECT_EQ(st.all.jobs, 2);
+  EXPECT_DOUBLE_EQ(sa.offered, 8.0 * 10 / (8.0 * 50));
+  EXPECT_DOUBLE_EQ(st.tenants[1].offered, 8.0 * 25 / (8.0 * 50));
+  EXPECT_DOUBLE_EQ(st.all.offered, (80.0 + 200.0) / (16.0 * 50));
+
+  o.warmup_s = 0;
+  auto none = RunPooling(sc, w, o);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(Config(*none, "static").tenants[0].jobs, 2);
+  EXPECT_DOUBLE_EQ(Config(*none, "static").tenants[0].avg_wait_s, 45);
+
+  o.warmup_s = 100;  // nothing left to measure
+  auto all = RunPooling(sc, w, o);
+  ASSERT_FALSE(all.ok());
+  EXPECT_NE(all.status().message().find("leaves no window"), std::string::npos) << all.status().ToString();
+  o.warmup_s = -1;
+  EXPECT_FALSE(RunPooling(sc, w, o).ok());
+}
+
 // a borrows b's node with a long job; when b submits, reclaim preempts the borrower and b runs at
 // once. With reclaim off (a config key of gpool's policy) b waits for the borrower to end.
 TEST(Pooling, ReclaimGivesBorrowedGpusBackToTheirOwner) {

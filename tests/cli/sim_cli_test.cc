@@ -3,6 +3,7 @@
 // against the run's own numbers.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -528,14 +529,70 @@ TEST_F(SimCliTest, PoolingComparesStaticSlicesWithThePool) {
   // pool also lends vcB's node to vcA's second job from 1 s.
   EXPECT_DOUBLE_EQ(st["all"]["alloc"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(pool["all"]["alloc"].get<double>(), (8 * 50 + 8 * 49) / (16.0 * 50));
-  // A real trace's offered load per tenant is not computed (only the stand-in's).
-  EXPECT_TRUE(st["tenants"][1]["offered_load"].is_null());
+  // A real trace's offered load per tenant is the GPU time its jobs submitted in the window ask
+  // for over the slice's: vcA 2 x 8 GPUs x 100 s, vcB 1 GPU x 5 s, slices of 8 GPUs x 50 s.
+  EXPECT_DOUBLE_EQ(st["tenants"][0]["offered_load"].get<double>(), 1600.0 / 400);
+  EXPECT_DOUBLE_EQ(st["tenants"][1]["offered_load"].get<double>(), 5.0 / 400);
+  EXPECT_DOUBLE_EQ(st["all"]["offered_load"].get<double>(), 1605.0 / 800);
 
   // The table says the same.
   Result r = Run(args);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("static       all"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wrote " + Path("out") + "/pooling.json"), std::string::npos) << r.out;
+}
+
+// The Philly subset in testdata (testdata/sim/philly_vc/README.md): the VC table gives 11 slices
+// (nodes x 8 GPUs, 2,816 GPUs), and a run on a window file's first 400 jobs (a whole window takes
+// minutes) reads every one of them as a job of its VC and, with --warmup-s, counts only those
+// submitted after the warm-up; each is finished, rejected or left unfinished.
+TEST_F(SimCliTest, PoolingReadsThePhillySubset) {
+  const std::string dir = "testdata/sim/philly_vc/";
+  std::ifstream in(dir + "philly_w3.csv");
+  ASSERT_TRUE(in) << "missing " << dir << "philly_w3.csv";
+  std::string line, header, head;
+  int64_t rows = 0, measured = 0;
+  double first_submit = -1;
+  const double warmup = 3600;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (header.empty()) {
+      header = line;
+      continue;
+    }
+    if (++rows > 400) continue;
+    head += line + "\n";
+    const double submit = std::stod(line.substr(0, line.find(',')));
+    if (first_submit < 0) first_submit = submit;
+    if (submit >= first_submit + warmup) ++measured;
+  }
+  EXPECT_EQ(header, "submit_s,tenant,gpus,run_s,est_s");
+  EXPECT_GT(rows, 10000);
+  ASSERT_GT(measured, 0);
+  ASSERT_LT(measured, 400);
+
+  Write("head.csv", header + "\n" + head);
+  Json doc = RunJson("sim --pooling --trace " + Path("head.csv") + " --trace-format jobs-csv --slices " + dir +
+                     "philly_vc_nodes.csv --warmup-s " + std::to_string(static_cast<int>(warmup)) +
+                     " --min-cycle-s 30 -q -o json --out " + Path("out"));
+  EXPECT_EQ(doc["total_gpus"], 2816);
+  ASSERT_EQ(doc["slices"].size(), 11u);
+  EXPECT_EQ(doc["slices"][0]["tenant"], "6214e9");
+  EXPECT_EQ(doc["slices"][0]["gpus"], 512);
+  EXPECT_EQ(doc["jobs"], 400);
+  EXPECT_TRUE(doc["skipped_rows"].empty());
+  EXPECT_DOUBLE_EQ(doc["warmup_s"].get<double>(), warmup);
+  EXPECT_DOUBLE_EQ(doc["window_start_s"].get<double>(), first_submit + warmup);
+  EXPECT_NE(doc["command"].get<std::string>().find("--warmup-s 3600"), std::string::npos);
+  for (const Json& c : doc["configs"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    EXPECT_EQ(c["all"]["jobs"], measured);
+    const int64_t accounted = c["all"]["finished"].get<int64_t>() + c["all"]["rejected"].get<int64_t>() +
+                              c["all"]["unfinished"].get<int64_t>();
+    EXPECT_EQ(accounted, measured);
+    EXPECT_EQ(c["tenants"].size(), 11u);
+    EXPECT_GT(c["all"]["offered_load"].get<double>(), 0);
+  }
 }
 
 TEST_F(SimCliTest, PoolingFlagsAreCheckedUpFront) {
@@ -548,6 +605,9 @@ TEST_F(SimCliTest, PoolingFlagsAreCheckedUpFront) {
            {" --pooling --slices " + Path("slices.csv") + " --compare all", "--policy/--compare"},
            {" --pooling --slices " + Path("slices.csv") + " --net-model route", "--net-model/--lfts"},
            {" --slices " + Path("slices.csv"), "need --pooling"},
+           {" --warmup-s 60", "need --pooling"},
+           {" --pooling --slices " + Path("slices.csv") + " --warmup-s -1", "--warmup-s: must be >= 0"},
+           {" --pooling --slices " + Path("slices.csv") + " --warmup-s 60", "leaves no window"},
            {" --pooling --slices " + Path("slices.csv") + " --shapes x.csv", "--shapes is read only by"},
            {" --pooling --slices " + Path("nope.csv"), "nope.csv"}}) {
     Result r = Run(base + extra);
