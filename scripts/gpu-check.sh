@@ -38,7 +38,8 @@
 # backward pass with cuBLAS GEMMs and custom kernels, gradients summed by an NCCL all-reduce, 100
 # steps) natively and through gpool on one device, and through gpool on device 0 of two servers
 # (two pooled GPUs; on one GPU the same GPU twice), printing each median step time through gpool
-# against native as a "train:" line; --emulated runs its naive-GEMM variant on one device. `nccl` runs NCCL (nccl_allreduce.cu, the toolkit's
+# against native as a "train:" line; --emulated runs its naive-GEMM variant on one device.
+# `nccl` runs NCCL (nccl_allreduce.cu, the toolkit's
 # libnccl) over two pooled GPUs, device 0 of two servers (on one GPU: the same GPU twice):
 # ncclCommInitAll with each communicator's checks, then an all-reduce, natively over two devices
 # when the machine has two (NCCL refuses two ranks on one GPU) and through gpool; the emulated
