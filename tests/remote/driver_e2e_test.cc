@@ -663,8 +663,8 @@ std::pair<int, std::string> RunSampleWithArgs(const std::string& name,
   std::vector<std::string> env = {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR, "NCCL_DEBUG=WARN",
                                   "NCCL_SOCKET_IFNAME=lo"};
   for (std::string& e : NoLeakCheckUnderAsan()) env.push_back(std::move(e));
-  std::vector<std::string> cmd = {GPOOL_BIN, "run", "--devices", devices, "--transport",
-                                  transport, "--", Built(name)};
+  std::vector<std::string> cmd = {GPOOL_BIN,     "run",     "--devices", devices,
+                                  "--transport", transport, "--",        Built(name)};
   cmd.insert(cmd.end(), args.begin(), args.end());
   return gpool::testing::Run(cmd, env);
 }
@@ -680,11 +680,13 @@ double NumberAfter(const std::string& out, const std::string& key) {
 // on the server for 100 steps and the loss falls. The server's launch log holds each step's five
 // GEMMs and one SGD update; no NCCL call is made with one device, and nothing was missing.
 TEST_P(DriverE2E, MlpTrainingWithNaiveGemmLearnsOnOneDevice) {
-  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (GetParam().backend != "emulated")
+    GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
   if (!std::filesystem::exists(Built("mlp_train"))) {
     GTEST_SKIP() << "the toolkit has no libcublas.so or libnccl.so: mlp_train was not built";
   }
-  const size_t gemms_before = LaunchesOf(server_->launch_log(), "_Z9gemmNaiveiiiiiPKfiS0_iPfi").size();
+  const size_t gemms_before =
+      LaunchesOf(server_->launch_log(), "_Z9gemmNaiveiiiiiPKfiS0_iPfi").size();
   const size_t sgd_before = LaunchesOf(server_->launch_log(), "_Z9sgdUpdatePfPKffi").size();
   auto [rc, out] = RunSampleWithArgs("mlp_train", {"--naive-gemm", "--steps", "100"},
                                      server_->address() + "/0", GetParam().transport);
@@ -706,14 +708,15 @@ TEST_P(DriverE2E, MlpTrainingWithNaiveGemmLearnsOnOneDevice) {
 // the NCCL stand-in (NCCL's own all-reduce kernel has no CPU version: the run stops there today,
 // as NcclAllReduceReachesBothServersAndFailsAtItsKernel shows).
 TEST_P(DriverE2E, DISABLED_MlpTrainingOverTwoServersAllReducesGradients) {
-  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (GetParam().backend != "emulated")
+    GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
   if (!std::filesystem::exists(Built("mlp_train"))) {
     GTEST_SKIP() << "the toolkit has no libcublas.so or libnccl.so: mlp_train was not built";
   }
   Server other(GetParam(), 2);
-  auto [rc, out] = RunSampleWithArgs("mlp_train", {"--naive-gemm", "--steps", "100"},
-                                     server_->address() + "/0," + other.address() + "/0",
-                                     GetParam().transport);
+  auto [rc, out] =
+      RunSampleWithArgs("mlp_train", {"--naive-gemm", "--steps", "100"},
+                        server_->address() + "/0," + other.address() + "/0", GetParam().transport);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "mlp_train: devices=2 gemm=naive")) << out;
   EXPECT_TRUE(Has(out, "ncclCommInitAll: ok (2 ranks)")) << out;
@@ -727,7 +730,8 @@ TEST_P(DriverE2E, DISABLED_MlpTrainingOverTwoServersAllReducesGradients) {
 // as a launch of cuDNN's convolution kernel with the input, filter and output tensors among its
 // parameters; that kernel has no CPU version, so the synchronize fails naming it.
 TEST_P(DriverE2E, CudnnConvolutionReachesTheServer) {
-  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (GetParam().backend != "emulated")
+    GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
   if (!std::filesystem::exists(Built("cudnn_conv"))) {
     GTEST_SKIP() << "the toolkit has no libcudnn.so: cudnn_conv was not built";
   }
@@ -743,7 +747,8 @@ TEST_P(DriverE2E, CudnnConvolutionReachesTheServer) {
   ASSERT_EQ(ptrs.size(), 3u) << out;
   auto found = LaunchesOf(server_->launch_log(), kernel);
   ASSERT_FALSE(found.empty()) << "no launch of " << kernel << " in " << server_->launch_log();
-  for (const auto& p : ptrs) EXPECT_TRUE(Has(ParamsOf(found.back()), p)) << p << " not in " << found.back();
+  for (const auto& p : ptrs)
+    EXPECT_TRUE(Has(ParamsOf(found.back()), p)) << p << " not in " << found.back();
   ExpectOnlyGpoolLines(out, {kNoCpu, "cuMemHostGetDevicePointer_v2: "});
 }
 
@@ -751,12 +756,13 @@ TEST_P(DriverE2E, CudnnConvolutionReachesTheServer) {
 // as at 256, the launch reaching the server as a cuBLAS GEMM kernel with the three matrices'
 // device addresses among its parameters.
 TEST_P(DriverE2E, Sgemm4096ReachesTheServerAsACublasKernel) {
-  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
+  if (GetParam().backend != "emulated")
+    GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
   if (!std::filesystem::exists(Built("cublas_sgemm"))) {
     GTEST_SKIP() << "the toolkit has no libcublas.so: cublas_sgemm was not built";
   }
-  auto [rc, out] = RunSampleWithArgs("cublas_sgemm", {"4096"}, server_->address() + "/0",
-                                     GetParam().transport);
+  auto [rc, out] =
+      RunSampleWithArgs("cublas_sgemm", {"4096"}, server_->address() + "/0", GetParam().transport);
   EXPECT_TRUE(Has(out, "cublasSgemm: CUBLAS_STATUS_SUCCESS")) << out;
   std::string kernel = KernelWithoutCpu(out);
   ASSERT_FALSE(kernel.empty()) << out;
@@ -766,7 +772,8 @@ TEST_P(DriverE2E, Sgemm4096ReachesTheServerAsACublasKernel) {
   ASSERT_EQ(ptrs.size(), 3u) << out;
   auto found = LaunchesOf(server_->launch_log(), kernel);
   ASSERT_FALSE(found.empty()) << "no launch of " << kernel << " in " << server_->launch_log();
-  for (const auto& p : ptrs) EXPECT_TRUE(Has(ParamsOf(found.back()), p)) << p << " not in " << found.back();
+  for (const auto& p : ptrs)
+    EXPECT_TRUE(Has(ParamsOf(found.back()), p)) << p << " not in " << found.back();
   ExpectOnlyGpoolLines(out, {kNoCpu});
 }
 
