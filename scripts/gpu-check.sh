@@ -26,13 +26,20 @@
 #                        [--no-agent] [BUILD_DIR]
 #   scripts/gpu-check.sh --bundle OUT [--build DIR]
 #
-# --timeout (default 120) bounds each step, --budget (default 330) the whole run: once it is spent
-# the remaining steps fail at once, so a hung backend still ends with a summary inside a 400 s
-# lease call. --only takes a comma-separated subset of: samples, aggregate, driver, nccl, perf,
-# shares, stub, agent (default: all). `driver` runs programs that reach gpool through its libcuda.so.1
-# stand-in instead: vector_add built the default way (NVIDIA's static runtime), a driver-API
-# program (driver_api.cc) and, on a real GPU, cuBLAS SGEMM (cublas_sgemm.cu), each natively and
-# through gpool, their PASS lines compared. `nccl` runs NCCL (nccl_allreduce.cu, the toolkit's
+# --timeout (default 120) bounds each step, --budget (default 480, 8 minutes) the whole run: once
+# it is spent the remaining steps fail at once, so a hung backend still ends with a summary inside
+# a 540 s device call. --only takes a comma-separated subset of: samples, aggregate, driver, nccl,
+# train, perf, shares, stub, agent (default: all). `driver` runs programs that reach gpool through
+# its libcuda.so.1 stand-in instead: vector_add built the default way (NVIDIA's static runtime), a
+# driver-API program (driver_api.cc) and, on a real GPU, a 4096 x 4096 cuBLAS SGEMM
+# (cublas_sgemm.cu, 64 entries checked against the CPU) and a cuDNN convolution forward pass
+# (cudnn_conv.cu, every output checked against the CPU), each natively and through gpool, their
+# PASS lines compared. `train` runs a small training loop (mlp_train.cu: an MLP's forward and
+# backward pass with cuBLAS GEMMs and custom kernels, gradients summed by an NCCL all-reduce, 100
+# steps) natively and through gpool on one device, and through gpool on device 0 of two servers
+# (two pooled GPUs; on one GPU the same GPU twice), printing each median step time through gpool
+# against native as a "train:" line; --emulated runs its naive-GEMM variant on one device.
+# `nccl` runs NCCL (nccl_allreduce.cu, the toolkit's
 # libnccl) over two pooled GPUs, device 0 of two servers (on one GPU: the same GPU twice):
 # ncclCommInitAll with each communicator's checks, then an all-reduce, natively over two devices
 # when the machine has two (NCCL refuses two ranks on one GPU) and through gpool; the emulated
@@ -47,7 +54,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build=$here/build
 emulated=0
 step_timeout=120
-total_budget=330
+total_budget=480
 share_secs=
 samples_dir=
 keep=0
@@ -89,7 +96,8 @@ samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_devic
          noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls module_reload)
 # Programs that reach gpool through the driver stand-in (the `driver` section), as
 # tests/remote/CMakeLists.txt names them.
-driver_samples=(vector_add_static driver_api driver_kernels.fatbin cublas_sgemm nccl_allreduce)
+driver_samples=(vector_add_static driver_api driver_kernels.fatbin cublas_sgemm cudnn_conv mlp_train
+                nccl_allreduce)
 # The kernel library module_reload dlopen()s, built beside the samples.
 reload_lib=libreload_kernels.so
 # nvcc flags beyond the common ones, per sample (as tests/remote/CMakeLists.txt builds them).
@@ -250,6 +258,50 @@ else
   echo "samples: prebuilt in $samples_dir"
 fi
 
+# Programs over the driver stand-in (the driver and train sections), plain nvcc builds (NVIDIA's
+# static runtime): compiled in parallel in the background with the samples, for this GPU's arch,
+# when there is a GPU and nvcc; otherwise (and where nvcc fails) the CMake-built ones (sm_90).
+ddir=$work/driver
+mkdir -p "$ddir"
+dbuild() {  # NAME NVCC-ARGS...: $ddir/NAME, or the prebuilt one
+  local name=$1; shift
+  if [[ -x $nvcc ]] && ((!emulated)); then
+    timeout 300 "$nvcc" -arch="${GPOOL_ARCH:-sm_90}" -O2 -o "$ddir/$name" "$@" >"$work/nvcc-$name.log" 2>&1 &&
+      return 0
+  fi
+  [[ -x $build/tests/remote/cuda/$name ]] && cp "$build/tests/remote/cuda/$name" "$ddir/"
+}
+dbuild_pids=()
+if want driver || want train; then
+  ex=$here/examples/cuda
+  dbuild vector_add_static "$ex/vector_add.cu" & dbuild_pids+=($!)
+  dbuild driver_api -cudart none "$ex/driver_api.cc" -L"$cuda_home/lib64/stubs" -lcuda & dbuild_pids+=($!)
+  dbuild cublas_sgemm "$ex/cublas_sgemm.cu" -lcublas & dbuild_pids+=($!)
+  dbuild cudnn_conv "$ex/cudnn_conv.cu" -lcudnn & dbuild_pids+=($!)
+  dbuild mlp_train "$ex/mlp_train.cu" -lcublas -lnccl & dbuild_pids+=($!)
+  # driver_api's module: driver_kernels.cu as a fatbin, which it loads with cuModuleLoadData.
+  if [[ -x $nvcc ]] && ((!emulated)); then
+    timeout 300 "$nvcc" -fatbin -arch="${GPOOL_ARCH:-sm_90}" -o "$ddir/driver_kernels.fatbin" \
+      "$ex/driver_kernels.cu" >"$work/nvcc-driver_kernels.fatbin.log" 2>&1 & dbuild_pids+=($!)
+  elif [[ -f $build/tests/remote/cuda/driver_kernels.fatbin ]]; then
+    cp "$build/tests/remote/cuda/driver_kernels.fatbin" "$ddir/"
+  fi
+fi
+# Waits for those builds (by pid: a bare `wait` would wait for the servers too).
+dbuild_wait() { for p in "${dbuild_pids[@]}"; do wait "$p"; done; dbuild_pids=(); }
+# Why a driver program is missing: its nvcc log's tail, when nvcc ran.
+dbuild_why() { [[ -f $work/nvcc-$1.log ]] && sed 's/^/   nvcc: /' "$work/nvcc-$1.log" | tail -5; }
+# NVIDIA's libraries (cuBLAS, cuDNN, NCCL) for those programs: the toolkit's folder, after
+# gpool's (which `gpool run` puts first) or after the native runtime's.
+lib_ld=${gpool_ld:+$gpool_ld:}$cuda_home/lib64
+# The shared libraries a built program needs and this machine lacks (a GPU machine's toolkit may
+# have no cuDNN or NCCL; the bundle cannot carry them): such a step is SKIPPED, not failed.
+# (libcuda.so.1 is not among them: gpool's stand-in or the driver provides it.)
+missing_libs() {
+  LD_LIBRARY_PATH=$lib_ld ldd "$1" 2>/dev/null |
+    awk '$3 == "not" && $1 ~ /^lib(cublas|cublasLt|cudnn|nccl)\./ { printf "%s%s", sep, $1; sep = ", " }'
+}
+
 # Servers: the cuda (or emulated) one for the samples, a keyed one for the share check.
 start_server() {  # NAME ARGS...: sets $addr
   local name=$1; shift
@@ -406,37 +458,24 @@ fi
 
 if want driver; then
 echo "== driver API: programs over gpool's libcuda.so.1 stand-in, native vs gpool"
-# Built here with nvcc for this GPU when there is one, else the CMake-built ones (sm_90).
-ddir=$work/driver
-mkdir -p "$ddir"
-dbuild() {  # NAME NVCC-ARGS...: $ddir/NAME, or the prebuilt one
-  local name=$1; shift
-  if [[ -x $nvcc ]] && ((!emulated)); then
-    timeout 300 "$nvcc" -arch="${GPOOL_ARCH:-sm_90}" -O2 -o "$ddir/$name" "$@" >"$work/nvcc-$name.log" 2>&1 &&
-      return 0
-    tail -5 "$work/nvcc-$name.log"
-  fi
-  [[ -x $build/tests/remote/cuda/$name ]] && cp "$build/tests/remote/cuda/$name" "$ddir/"
-}
-dbuild vector_add_static "$here/examples/cuda/vector_add.cu"
-dbuild driver_api -cudart none "$here/examples/cuda/driver_api.cc" -L"$cuda_home/lib64/stubs" -lcuda
-dbuild cublas_sgemm "$here/examples/cuda/cublas_sgemm.cu" -lcublas
-# driver_api's module: driver_kernels.cu as a fatbin, which it loads with cuModuleLoadData.
-if [[ -x $nvcc ]] && ((!emulated)); then
-  timeout 300 "$nvcc" -fatbin -arch="${GPOOL_ARCH:-sm_90}" -o "$ddir/driver_kernels.fatbin" \
-    "$here/examples/cuda/driver_kernels.cu" >"$work/nvcc-driver_kernels.log" 2>&1 || tail -5 "$work/nvcc-driver_kernels.log"
-elif [[ -f $build/tests/remote/cuda/driver_kernels.fatbin ]]; then
-  cp "$build/tests/remote/cuda/driver_kernels.fatbin" "$ddir/"
-fi
+# Built in the background above (this GPU's arch), else the CMake-built ones (sm_90).
+dbuild_wait
+[[ -f $ddir/driver_kernels.fatbin ]] || dbuild_why driver_kernels.fatbin
 druns=("vector_add_static 1048576" "driver_api $ddir/driver_kernels.fatbin")
-# cuBLAS's kernels have no CPU version for the emulated server to run: real GPU only.
-if ((emulated)); then note "driver: cublas_sgemm skipped (the emulated server cannot run cuBLAS's kernels)"
-else druns+=("cublas_sgemm"); fi
+# cuBLAS's and cuDNN's kernels have no CPU version for the emulated server to run: real GPU only
+# (remote_driver_e2e_test checks on CPU that both reach the server as launches of their kernels).
+# cublas_sgemm checks 64 sampled entries of C against a CPU reference; cudnn_conv every output.
+if ((emulated)); then note "driver: cublas_sgemm 4096 and cudnn_conv skipped (the emulated server cannot run cuBLAS's or cuDNN's kernels)"
+else druns+=("cublas_sgemm 4096" "cudnn_conv"); fi
 for r in "${druns[@]}"; do
   read -r name args <<<"$r"
-  if [[ ! -x $ddir/$name ]]; then fail "driver $name: not built (nvcc, or the CMake-built sample, missing)"; continue; fi
+  if [[ ! -x $ddir/$name ]]; then
+    fail "driver $name: not built (nvcc, or the CMake-built sample, missing)"; dbuild_why "$name"; continue
+  fi
+  miss=$(missing_libs "$ddir/$name")
+  if [[ -n $miss ]]; then note "driver $name: SKIPPED, this machine has no $miss"; continue; fi
   # shellcheck disable=SC2086
-  samples_dir=$ddir remote_run "$work/remote.out" "$name" $args; rrc=$?
+  gpool_ld=$lib_ld samples_dir=$ddir remote_run "$work/remote.out" "$name" $args; rrc=$?
   remote=$(strip "$work/remote.out")
   if timed_out $rrc; then fail "driver $name: gpool run timed out"; show_tail "$work/remote.out" gpool; continue; fi
   if ((emulated)); then
@@ -445,7 +484,7 @@ for r in "${druns[@]}"; do
     continue
   fi
   # shellcheck disable=SC2086
-  samples_dir=$ddir native_run "$work/native.out" "$name" $args; nrc=$?
+  native_ld=${native_ld:+$native_ld:}$cuda_home/lib64 samples_dir=$ddir native_run "$work/native.out" "$name" $args; nrc=$?
   native=$(strip "$work/native.out")
   if [[ $nrc == 0 && $rrc == 0 && -n $native && "$native" == "$remote" ]]; then
     pass "driver $name: $remote"
@@ -516,6 +555,81 @@ else
       fail "nccl all-reduce (gpool): exit $rrc (known: docs/remoting.md, NVML and NCCL)"
     fi
     show_tail "$work/nccl-ar.out" gpool
+  fi
+fi
+fi
+
+if want train; then
+echo "== training: an MLP with cuBLAS and custom kernels, gradients all-reduced by NCCL, 100 steps"
+# examples/cuda/mlp_train.cu, a plain nvcc build (NVIDIA's static runtime, the toolkit's cuBLAS
+# and NCCL). Each run judges itself (PASS: the loss fell under 80% of its first value and every
+# replica's weights equal device 0's); native and gpool PASS lines are compared, and each run's
+# median step time printed as a "train:" ratio line (gpool against native, same device count
+# natively where the machine has it, else one device).
+dbuild_wait
+mlp=$ddir/mlp_train
+if [[ ! -x $mlp ]] && ((emulated)); then
+  note "train: SKIPPED, mlp_train not built (the toolkit has no libcublas or libnccl, or nvcc is missing)"
+elif [[ ! -x $mlp ]]; then
+  fail "train: mlp_train not built (nvcc, or the CMake-built sample, missing)"; dbuild_why mlp_train
+elif [[ -n $(missing_libs "$mlp") ]]; then
+  note "train: SKIPPED, this machine has no $(missing_libs "$mlp")"
+else
+  train_env=(NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=WARN)
+  train_remote() {  # OUT DEVICES SECONDS ARGS...
+    local out=$1 devs=$2 secs=$3; shift 3
+    env "${train_env[@]}" LD_LIBRARY_PATH=$lib_ld LD_PRELOAD=${GPOOL_CHECK_PRELOAD:-} GPOOL_DEVICES="$devs" \
+      timeout --kill-after=5 "$secs" "$gpool" run -- "$mlp" "$@" >"$out" 2>&1
+  }
+  train_native() {  # OUT ARGS...
+    local out=$1; shift
+    env "${train_env[@]}" LD_LIBRARY_PATH=${native_ld:+$native_ld:}$cuda_home/lib64 \
+      timeout --kill-after=5 "$(limit)" "$mlp" "$@" >"$out" 2>&1
+  }
+  median() { sed -n 's/^median_step_ms=\([0-9.]*\).*/\1/p' "$1"; }
+  ratio() {  # LABEL GPOOL-OUT NATIVE-OUT
+    awk -v l="$1" -v g="$(median "$2")" -v n="$(median "$3")" 'BEGIN {
+      if (g > 0 && n > 0) printf "train: %s: median step gpool %.3f ms, native %.3f ms: %.2fx native\n", l, g, n, g / n
+      else print "train: " l ": no median step time on one side" }'
+  }
+  # LABEL RC OUT [NATIVE-OUT]: PASS when the run passed (and its PASS line equals native's).
+  train_judge() {
+    local label=$1 rc=$2 out=$3 nout=${4:-} got want
+    got=$(strip "$out")
+    if timed_out "$rc"; then fail "$label: timed out"; show_tail "$out" "$label"; return 1; fi
+    if [[ $rc != 0 || -z $got ]]; then fail "$label: exit $rc"; show_tail "$out" "$label"; return 1; fi
+    if [[ -n $nout ]]; then
+      want=$(strip "$nout")
+      if [[ $want != "$got" ]]; then fail "$label: '$got', native '$want'"; show_tail "$nout" native; return 1; fi
+    fi
+    pass "$label: $(grep '^mlp_train: ' "$out" | sed 's/^mlp_train: //'), loss $(sed -n 's/^loss //p' "$out"), $got"
+  }
+  if ((emulated)); then
+    # The naive GEMM kernel instead of cuBLAS (whose kernels have no CPU version), one device.
+    train_remote "$work/train-g1.out" "$server_addr/0" "$(limit)" --naive-gemm --steps 100
+    train_judge "train 1 device (gpool, emulated, naive GEMM)" $? "$work/train-g1.out" &&
+      echo "train: median step gpool $(median "$work/train-g1.out") ms (emulated: not compared)"
+    note "train: two pooled GPUs skipped (the emulated server has no CPU version of NCCL's all-reduce kernel)"
+  else
+    targs=(--steps 100 --batch 512 --in 256 --hidden 1024 --classes 16)
+    train_native "$work/train-n1.out" "${targs[@]}" --devices 1
+    train_judge "train natively (1 device)" $? "$work/train-n1.out"
+    train_remote "$work/train-g1.out" "$server_addr/0" "$(limit)" "${targs[@]}"
+    train_judge "train 1 device (gpool)" $? "$work/train-g1.out" "$work/train-n1.out" &&
+      ratio "1 device" "$work/train-g1.out" "$work/train-n1.out"
+    nref=$work/train-n1.out nlabel="native 1 GPU"
+    if ((ngpu >= 2)); then
+      train_native "$work/train-n2.out" "${targs[@]}" --devices 2
+      train_judge "train natively (2 devices)" $? "$work/train-n2.out" && nref=$work/train-n2.out nlabel="native 2 GPUs"
+    fi
+    # Device 0 of two servers: on a one-GPU machine both replicas run on the same GPU. NCCL's
+    # all-reduce through gpool is expected to fail until the NCCL stand-in lands (docs/remoting.md,
+    # "NVML and NCCL"), so this step gets at most 60 s: a kernel waiting on a flag costs no more.
+    start_server train2 --insecure --session-mem-limit 8GiB
+    t=$(limit); ((t > 60)) && t=60
+    train_remote "$work/train-g2.out" "$server_addr/0,$addr/0" "$t" "${targs[@]}"
+    train_judge "train 2 pooled GPUs (gpool, two servers)" $? "$work/train-g2.out" "$nref" &&
+      ratio "2 pooled GPUs vs $nlabel" "$work/train-g2.out" "$nref"
   fi
 fi
 fi

@@ -2,7 +2,9 @@
 // (gpool gpu-server --backend emulated --emulated-kernels libgpool_example_kernels.so).
 // Each loops over the whole grid; parameters are read at the offsets of the kernel's real
 // parameter layout, so this also checks that the client packed them byte-exact.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -247,6 +249,123 @@ int CoopFlip(const gpool_emu_launch* l) {
   return 0;
 }
 
+// mlp_train.cu's kernels (column-major matrices, as there).
+// gemmNaive(int ta, int tb, int m, int n, int k, const float* a, int lda, const float* b,
+// int ldb, float* c, int ldc): C = op(A) op(B) over the elements the 2-D grid covers.
+int GemmNaive(const gpool_emu_launch* l) {
+  if (!Sizes(l, {4, 4, 4, 4, 4, 8, 4, 8, 4, 8, 4})) {
+    return Fail(l, "gemmNaive: unexpected parameter layout");
+  }
+  int ta = gpool_emu_param<int>(l, 0), tb = gpool_emu_param<int>(l, 1);
+  int m = gpool_emu_param<int>(l, 2), n = gpool_emu_param<int>(l, 3);
+  int k = gpool_emu_param<int>(l, 4);
+  auto a = gpool_emu_param<const float*>(l, 5);
+  int lda = gpool_emu_param<int>(l, 6);
+  auto b = gpool_emu_param<const float*>(l, 7);
+  int ldb = gpool_emu_param<int>(l, 8);
+  auto c = gpool_emu_param<float*>(l, 9);
+  int ldc = gpool_emu_param<int>(l, 10);
+  uint64_t rows = std::min<uint64_t>(uint64_t(m), uint64_t(l->grid.x) * l->block.x);
+  uint64_t cols = std::min<uint64_t>(uint64_t(n), uint64_t(l->grid.y) * l->block.y);
+  for (uint64_t j = 0; j < cols; ++j) {
+    for (uint64_t i = 0; i < rows; ++i) {
+      float acc = 0.f;
+      for (int p = 0; p < k; ++p) {
+        float x = ta ? a[p + i * lda] : a[i + uint64_t(p) * lda];
+        float y = tb ? b[j + uint64_t(p) * ldb] : b[p + j * ldb];
+        acc += x * y;
+      }
+      c[i + j * ldc] = acc;
+    }
+  }
+  return 0;
+}
+
+// biasRelu(float* z, const float* bias, int rows, int cols)
+int BiasRelu(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8, 4, 4})) return Fail(l, "biasRelu: unexpected parameter layout");
+  auto z = gpool_emu_param<float*>(l, 0);
+  auto bias = gpool_emu_param<const float*>(l, 1);
+  int rows = gpool_emu_param<int>(l, 2), cols = gpool_emu_param<int>(l, 3);
+  ForEachThread(l, [&](uint64_t i) {
+    if (rows > 0 && i < uint64_t(rows) * uint64_t(cols)) {
+      float v = z[i] + bias[i % uint64_t(rows)];
+      z[i] = v > 0.f ? v : 0.f;
+    }
+  });
+  return 0;
+}
+
+// reluBackward(float* grad, const float* act, int n)
+int ReluBackward(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8, 4})) return Fail(l, "reluBackward: unexpected parameter layout");
+  auto grad = gpool_emu_param<float*>(l, 0);
+  auto act = gpool_emu_param<const float*>(l, 1);
+  int n = gpool_emu_param<int>(l, 2);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i < uint64_t(n) && act[i] <= 0.f) grad[i] = 0.f;
+  });
+  return 0;
+}
+
+// rowSum(const float* g, float* out, int rows, int cols)
+int RowSum(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8, 4, 4})) return Fail(l, "rowSum: unexpected parameter layout");
+  auto g = gpool_emu_param<const float*>(l, 0);
+  auto out = gpool_emu_param<float*>(l, 1);
+  int rows = gpool_emu_param<int>(l, 2), cols = gpool_emu_param<int>(l, 3);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i >= uint64_t(rows)) return;
+    float s = 0.f;
+    for (int j = 0; j < cols; ++j) s += g[i + uint64_t(j) * rows];
+    out[i] = s;
+  });
+  return 0;
+}
+
+// softmaxXent(const float* logits, const float* bias, const int* labels, float* grad,
+// float* loss, int classes, int cols, float scale)
+int SoftmaxXent(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8, 8, 8, 8, 4, 4, 4})) {
+    return Fail(l, "softmaxXent: unexpected parameter layout");
+  }
+  auto logits = gpool_emu_param<const float*>(l, 0);
+  auto bias = gpool_emu_param<const float*>(l, 1);
+  auto labels = gpool_emu_param<const int*>(l, 2);
+  auto grad = gpool_emu_param<float*>(l, 3);
+  auto loss = gpool_emu_param<float*>(l, 4);
+  int classes = gpool_emu_param<int>(l, 5), cols = gpool_emu_param<int>(l, 6);
+  float scale = gpool_emu_param<float>(l, 7);
+  ForEachThread(l, [&](uint64_t j) {
+    if (j >= uint64_t(cols)) return;
+    const float* z = logits + j * classes;
+    float mx = -INFINITY;
+    for (int c = 0; c < classes; ++c) mx = std::fmax(mx, z[c] + bias[c]);
+    float sum = 0.f;
+    for (int c = 0; c < classes; ++c) sum += std::exp(z[c] + bias[c] - mx);
+    int y = labels[j];
+    loss[j] = std::log(sum) - (z[y] + bias[y] - mx);
+    for (int c = 0; c < classes; ++c) {
+      float p = std::exp(z[c] + bias[c] - mx) / sum;
+      grad[j * classes + c] = (p - (c == y ? 1.f : 0.f)) * scale;
+    }
+  });
+  return 0;
+}
+
+// sgdUpdate(float* w, const float* g, float lr, int n)
+int SgdUpdate(const gpool_emu_launch* l) {
+  if (!Sizes(l, {8, 8, 4, 4})) return Fail(l, "sgdUpdate: unexpected parameter layout");
+  auto w = gpool_emu_param<float*>(l, 0);
+  auto g = gpool_emu_param<const float*>(l, 1);
+  float lr = gpool_emu_param<float>(l, 2);
+  int n = gpool_emu_param<int>(l, 3);
+  ForEachThread(l, [&](uint64_t i) {
+    if (i < uint64_t(n)) w[i] -= lr * g[i];
+  });
+  return 0;
+}
+
 const gpool_emu_kernel kKernels[] = {
     {"_Z9vectorAddPKfS0_Pfi", VectorAdd},
     {"_Z11applyParams6Params4WidecPf", ApplyParams},
@@ -265,6 +384,12 @@ const gpool_emu_kernel kKernels[] = {
     {"_Z11bumpManagedPii", BumpManaged},
     {"_Z7addIntoPiPKii", AddInto},
     {"_Z8coopFlipPiS_i", CoopFlip},
+    {"_Z9gemmNaiveiiiiiPKfiS0_iPfi", GemmNaive},
+    {"_Z8biasReluPfPKfii", BiasRelu},
+    {"_Z12reluBackwardPfPKfi", ReluBackward},
+    {"_Z6rowSumPKfPfii", RowSum},
+    {"_Z11softmaxXentPKfS0_PKiPfS3_iif", SoftmaxXent},
+    {"_Z9sgdUpdatePfPKffi", SgdUpdate},
 };
 
 }  // namespace

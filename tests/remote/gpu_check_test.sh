@@ -2,8 +2,8 @@
 # CTest for scripts/gpu-check.sh without a GPU (its --emulated mode), so that the script a GPU
 # lease runs once is itself tested in CI:
 #  1. the whole flow against emulated servers passes, with a PASS line for every sample, the
-#     share check, NCCL's init over two servers and the cuda backend's symbol check against the
-#     toolkit's stub libcuda;
+#     share check, NCCL's init over two servers, the training loop on one device and the cuda
+#     backend's symbol check against the toolkit's stub libcuda;
 #  2. it fails, naming the sample, when a sample fails, and a sample that hangs is stopped by
 #     --timeout and reported, not waited for (fake samples in a scratch dir);
 #  3. with --budget spent, every remaining step is cut short and the summary still comes.
@@ -34,19 +34,31 @@ for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
             "latency: gpool" "bandwidth: gpool" "PASS shares: both sessions ran" \
             "PASS driver vector_add_static (gpool, emulated): PASS vector_add n=1048576" \
             "PASS driver driver_api (gpool, emulated): PASS driver_api" \
-            "NOTE driver: cublas_sgemm skipped" \
+            "NOTE driver: cublas_sgemm 4096 and cudnn_conv skipped" \
             "gpu-check: PASS"; do
   grep -qF -- "$want" "$tmp/full.log" || fail "missing line: $want"
 done
+# The training loop (mlp_train --naive-gemm) through gpool on one emulated device; the two pooled
+# GPUs' run (NCCL's all-reduce kernel) is skipped, saying why. Without cuBLAS or NCCL in the
+# toolkit the sample is not built and the step says SKIPPED.
+passes=24
+if [[ -x $build/tests/remote/cuda/mlp_train ]]; then
+  grep -q "^PASS train 1 device (gpool, emulated, naive GEMM): devices=1 gemm=naive .*PASS mlp_train steps=100 gemm=naive" \
+    "$tmp/full.log" || fail "no training PASS"
+  grep -q "^train: median step gpool [0-9.]* ms" "$tmp/full.log" || fail "no training step time"
+  grep -qF "NOTE train: two pooled GPUs skipped" "$tmp/full.log" || fail "the skipped two-GPU training is not said"
+  passes=$((passes + 1))
+else
+  grep -qF "NOTE train: SKIPPED, mlp_train not built" "$tmp/full.log" || fail "the skipped training step is not said"
+fi
 # NCCL's step: init through gpool over two emulated servers; the all-reduce is skipped, saying
 # why. Without libnccl in the toolkit the sample is not built and the step says SKIPPED.
-passes=24
 if [[ -x $build/tests/remote/cuda/nccl_allreduce ]]; then
   grep -qF "PASS nccl init (gpool, two servers): 2 communicators checked, PASS nccl_allreduce init devices=2" \
     "$tmp/full.log" || fail "no nccl init PASS"
   grep -qF "NOTE nccl: all-reduce skipped (the emulated server has no CPU version of NCCL's kernels" \
     "$tmp/full.log" || fail "the skipped all-reduce is not said"
-  passes=25
+  passes=$((passes + 1))
 else
   grep -qF "NOTE nccl: SKIPPED, nccl_allreduce not built" "$tmp/full.log" || fail "the skipped nccl step is not said"
 fi
@@ -54,7 +66,7 @@ fi
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [[ -e $cuda_home/lib64/stubs/libcuda.so || -e $cuda_home/targets/x86_64-linux/lib/stubs/libcuda.so ]]; then
   grep -qF "PASS cuda-stub: every driver symbol resolved" "$tmp/full.log" || fail "no cuda-stub PASS"
-  grep -qF "== summary: $passes passed, 0 failed, 2 notes" "$tmp/full.log" || fail "wrong summary"
+  grep -qF "== summary: $passes passed, 0 failed, 3 notes" "$tmp/full.log" || fail "wrong summary"
 else
   echo "gpu_check_test: NOTE: no stub libcuda.so under $cuda_home: the driver-symbol check was skipped"
   grep -qF "NOTE cuda-stub: SKIPPED" "$tmp/full.log" || fail "the skipped stub check is not reported"
