@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -156,41 +157,48 @@ C DivideTowardZero(C x, int n) {
   return neg ? static_cast<C>(static_cast<U>(U{0} - q)) : static_cast<C>(q);
 }
 
-template <class A>
-void ReduceAs(int op, const void* const* inputs, int n, void* out, size_t count) {
+// acc[i] = f(acc[i], input[i]) for each further input in rank order, each step rounded to the
+// element type; the operator is a template argument, so the inner loop has no branch on it.
+template <class A, class F>
+void Fold(bool premul, const void* const* inputs, int n, void* out, size_t count, F f) {
   using S = typename A::Store;
   using C = typename A::Calc;
-  auto at = [&](int r, size_t i) {
-    S s;
-    std::memcpy(&s, static_cast<const char*>(inputs[r]) + i * sizeof(S), sizeof(S));
-    return s;
-  };
   // Floating avg: each input times 1/n rounded to the element type first (PreMulSum).
   const C scale = A::Load(A::Put(static_cast<C>(1.0 / n)));
+  auto load = [&](int r, size_t i) {
+    S s;
+    std::memcpy(&s, static_cast<const char*>(inputs[r]) + i * sizeof(S), sizeof(S));
+    C v = A::Load(s);
+    if constexpr (std::is_floating_point_v<C>) {
+      if (premul) v = A::Load(A::Put(v * scale));
+    }
+    return v;
+  };
+  std::vector<C> acc(count);
+  for (size_t i = 0; i < count; ++i) acc[i] = load(0, i);
+  for (int r = 1; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) acc[i] = A::Load(A::Put(f(acc[i], load(r, i))));
+  }
   for (size_t i = 0; i < count; ++i) {
-    auto in = [&](int r) {
-      C v = A::Load(at(r, i));
-      if constexpr (std::is_floating_point_v<C>) {
-        if (op == static_cast<int>(RedOp::kAvg)) v = A::Load(A::Put(v * scale));
-      }
-      return v;
-    };
-    C acc = in(0);
-    for (int r = 1; r < n; ++r) {
-      const C v = in(r);
-      switch (static_cast<RedOp>(op)) {
-        case RedOp::kSum: case RedOp::kAvg: acc = Sum(acc, v); break;
-        case RedOp::kProd: acc = Prod(acc, v); break;
-        case RedOp::kMax: acc = Max(acc, v); break;
-        case RedOp::kMin: acc = Min(acc, v); break;
-      }
-      acc = A::Load(A::Put(acc));  // each step rounded to the element type, as on the GPU
-    }
+    C v = acc[i];
     if constexpr (std::is_integral_v<C>) {
-      if (op == static_cast<int>(RedOp::kAvg)) acc = DivideTowardZero(acc, n);
+      if (premul) v = DivideTowardZero(v, n);  // integer avg: the sum's magnitude divided
     }
-    const S s = A::Put(acc);
+    const S s = A::Put(v);
     std::memcpy(static_cast<char*>(out) + i * sizeof(S), &s, sizeof(S));
+  }
+}
+
+template <class A>
+void ReduceAs(int op, const void* const* inputs, int n, void* out, size_t count) {
+  using C = typename A::Calc;
+  const bool avg = op == static_cast<int>(RedOp::kAvg);
+  switch (static_cast<RedOp>(op)) {
+    case RedOp::kSum: case RedOp::kAvg:
+      return Fold<A>(avg, inputs, n, out, count, [](C a, C b) { return Sum(a, b); });
+    case RedOp::kProd: return Fold<A>(false, inputs, n, out, count, [](C a, C b) { return Prod(a, b); });
+    case RedOp::kMax: return Fold<A>(false, inputs, n, out, count, [](C a, C b) { return Max(a, b); });
+    case RedOp::kMin: return Fold<A>(false, inputs, n, out, count, [](C a, C b) { return Min(a, b); });
   }
 }
 

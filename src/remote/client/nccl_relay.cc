@@ -1,8 +1,8 @@
 // The data path of gpool's libnccl.so.2 stand-in: a collective whose ranks have all posted runs
 // here, relayed through this process over the driver stand-in's own calls. For each rank, in rank
-// order: its input is read with cuMemcpyDtoHAsync on the rank's stream into ordinary host memory
-// (a copy into pageable memory is synchronous: it waits for the stream's earlier work, then
-// reads, one round trip); the CPU reduces (nccl_reduce.h); the result goes back to each rank that
+// order: its input is read with cuMemcpyDtoHAsync on the rank's stream into the driver
+// stand-in's page-locked host memory (requested for every rank first, then each stream
+// synchronized, so reads from different servers overlap); the CPU reduces (nccl_reduce.h); the result goes back to each rank that
 // receives one with cuMemcpyHtoDAsync on the rank's stream, so work the program queues on that
 // stream afterwards runs after it, as after NCCL's kernel. Correct on either backend and on real
 // GPUs, whatever server each rank's GPU is on.
@@ -23,7 +23,9 @@
 #include <cuda.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
@@ -68,6 +70,48 @@ ncclResult_t Read(const Op& o, const void* dev, void* host, size_t bytes) {
   return r == CUDA_SUCCESS ? ncclSuccess : CudaFailed(o, "reading", dev, bytes, r);
 }
 
+// Host memory from the driver stand-in's cuMemHostAlloc: a device-to-host copy into it on the
+// pointer's own stream returns once requested (the data lands by the stream's synchronize), so
+// the reads of ranks on different servers overlap instead of taking one round trip after another.
+class HostBuf {
+ public:
+  explicit HostBuf(size_t n) {
+    if (cuMemHostAlloc(&p_, std::max<size_t>(n, 1), 0) != CUDA_SUCCESS) p_ = nullptr;
+  }
+  ~HostBuf() {
+    if (p_) cuMemFreeHost(p_);
+  }
+  HostBuf(const HostBuf&) = delete;
+  HostBuf& operator=(const HostBuf&) = delete;
+  std::byte* data() const { return static_cast<std::byte*>(p_); }
+  bool ok() const { return p_ != nullptr; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+// Reads `bytes` of each rank's `src(op)` into `dst[r]`: every copy requested first, then each
+// rank's stream synchronized (which lands it).
+template <class Src>
+ncclResult_t ReadAll(const std::vector<Op>& ops, Src src, const std::vector<std::byte*>& dst,
+                     size_t bytes) {
+  if (bytes == 0) return ncclSuccess;
+  for (size_t r = 0; r < ops.size(); ++r) {
+    if (!dst[r]) continue;
+    OnRank on(ops[r].comm);
+    CUresult e = cuMemcpyDtoHAsync(dst[r], reinterpret_cast<CUdeviceptr>(src(ops[r])), bytes,
+                                   ops[r].stream);
+    if (e != CUDA_SUCCESS) return CudaFailed(ops[r], "reading", src(ops[r]), bytes, e);
+  }
+  for (size_t r = 0; r < ops.size(); ++r) {
+    if (!dst[r]) continue;
+    OnRank on(ops[r].comm);
+    CUresult e = cuStreamSynchronize(ops[r].stream);
+    if (e != CUDA_SUCCESS) return CudaFailed(ops[r], "reading (stream synchronize)", src(ops[r]), bytes, e);
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t Write(const Op& o, void* dev, const void* host, size_t bytes) {
   if (bytes == 0) return ncclSuccess;
   OnRank on(o.comm);
@@ -80,15 +124,23 @@ ncclResult_t Write(const Op& o, void* dev, const void* host, size_t bytes) {
     if (ncclResult_t r_ = (expr)) return r_;      \
   } while (0)
 
-// Reads every rank's `bytes` from its send buffer (at `offset` bytes in) and reduces them.
+ncclResult_t NoHostMemory(const Op& o, size_t bytes) {
+  return Fail(ncclSystemError, fmt::format("{}: cannot allocate {} bytes of host memory for the "
+                                           "relay", KindName(o.kind), bytes));
+}
+
+// Reads every rank's first `count` elements of its send buffer and reduces them into `out`.
 ncclResult_t ReadAndReduce(const std::vector<Op>& ops, size_t count, std::vector<std::byte>* out) {
   const size_t bytes = count * ElementSize(ops[0].dtype);
-  std::vector<std::vector<std::byte>> in(ops.size(), std::vector<std::byte>(bytes));
-  std::vector<const void*> ptrs;
+  std::vector<std::unique_ptr<HostBuf>> in;
+  std::vector<std::byte*> dst;
   for (size_t r = 0; r < ops.size(); ++r) {
-    GPOOL_NCCL_TRY(Read(ops[r], ops[r].send, in[r].data(), bytes));
-    ptrs.push_back(in[r].data());
+    in.push_back(std::make_unique<HostBuf>(bytes));
+    if (!in.back()->ok()) return NoHostMemory(ops[0], bytes);
+    dst.push_back(in.back()->data());
   }
+  GPOOL_NCCL_TRY(ReadAll(ops, [](const Op& o) { return o.send; }, dst, bytes));
+  std::vector<const void*> ptrs(dst.begin(), dst.end());
   out->resize(bytes);
   Reduce(ops[0].dtype, ops[0].op, ptrs.data(), static_cast<int>(ptrs.size()), out->data(), count);
   return ncclSuccess;
@@ -106,18 +158,26 @@ ncclResult_t RunCollective(const std::vector<Op>& ops) {
     case Kind::kReduce:
       GPOOL_NCCL_TRY(ReadAndReduce(ops, o.count, &buf));
       return Write(ops[o.root], ops[o.root].recv, buf.data(), bytes);
-    case Kind::kBroadcast:
-      buf.resize(bytes);
-      GPOOL_NCCL_TRY(Read(ops[o.root], ops[o.root].send, buf.data(), bytes));
+    case Kind::kBroadcast: {
+      HostBuf h(bytes);
+      if (!h.ok()) return NoHostMemory(o, bytes);
+      std::vector<std::byte*> dst(n, nullptr);
+      dst[o.root] = h.data();
+      GPOOL_NCCL_TRY(ReadAll(ops, [](const Op& x) { return x.send; }, dst, bytes));
       for (const Op& x : ops) {
-        if (&x != &ops[o.root] || x.recv != x.send) GPOOL_NCCL_TRY(Write(x, x.recv, buf.data(), bytes));
+        if (&x != &ops[o.root] || x.recv != x.send) GPOOL_NCCL_TRY(Write(x, x.recv, h.data(), bytes));
       }
       return ncclSuccess;
-    case Kind::kAllGather:
-      buf.resize(n * bytes);
-      for (size_t r = 0; r < n; ++r) GPOOL_NCCL_TRY(Read(ops[r], ops[r].send, buf.data() + r * bytes, bytes));
-      for (const Op& x : ops) GPOOL_NCCL_TRY(Write(x, x.recv, buf.data(), n * bytes));
+    }
+    case Kind::kAllGather: {
+      HostBuf h(n * bytes);
+      if (!h.ok()) return NoHostMemory(o, n * bytes);
+      std::vector<std::byte*> dst;
+      for (size_t r = 0; r < n; ++r) dst.push_back(h.data() + r * bytes);
+      GPOOL_NCCL_TRY(ReadAll(ops, [](const Op& x) { return x.send; }, dst, bytes));
+      for (const Op& x : ops) GPOOL_NCCL_TRY(Write(x, x.recv, h.data(), n * bytes));
       return ncclSuccess;
+    }
     case Kind::kReduceScatter:
       GPOOL_NCCL_TRY(ReadAndReduce(ops, n * o.count, &buf));
       for (size_t r = 0; r < n; ++r) GPOOL_NCCL_TRY(Write(ops[r], ops[r].recv, buf.data() + r * bytes, bytes));
