@@ -174,6 +174,25 @@ void Fold(bool premul, const void* const* inputs, int n, void* out, size_t count
     }
     return v;
   };
+  if constexpr (std::is_same_v<S, C>) {
+    bool aliased = false;  // `out` is a later input: it must not be overwritten before it is read
+    for (int r = 1; r < n; ++r) aliased = aliased || inputs[r] == out;
+    if (!premul && !aliased) {  // integers and float/double: straight into `out`, nothing to round
+      auto* o = static_cast<char*>(out);  // bytes: `out` need not be aligned for C
+      if (out != inputs[0]) std::memmove(out, inputs[0], count * sizeof(C));
+      for (int r = 1; r < n; ++r) {
+        const auto* in = static_cast<const char*>(inputs[r]);
+        for (size_t i = 0; i < count; ++i) {
+          C a, b;
+          std::memcpy(&a, o + i * sizeof(C), sizeof(C));
+          std::memcpy(&b, in + i * sizeof(C), sizeof(C));
+          a = f(a, b);
+          std::memcpy(o + i * sizeof(C), &a, sizeof(C));
+        }
+      }
+      return;
+    }
+  }
   std::vector<C> acc(count);
   for (size_t i = 0; i < count; ++i) acc[i] = load(0, i);
   for (int r = 1; r < n; ++r) {

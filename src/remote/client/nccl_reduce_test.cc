@@ -176,6 +176,12 @@ TEST(NcclReduce, ManyElementsInPlace) {
   const void* in[] = {a.data(), b.data()};
   Reduce(7, kSum, in, 2, a.data(), a.size());  // out is input 0, as an in-place all-reduce
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(a[i], float(3 * i));
+  std::vector<int32_t> x = {1, 2, 3}, y = {10, 20, 30};
+  const void* in2[] = {x.data(), y.data()};
+  Reduce(2, kMax, in2, 2, y.data(), y.size());  // out is the later input
+  EXPECT_EQ(y, (std::vector<int32_t>{10, 20, 30}));
+  Reduce(2, kSum, in2, 2, y.data(), y.size());
+  EXPECT_EQ(y, (std::vector<int32_t>{11, 22, 33}));
 }
 
 }  // namespace
