@@ -516,12 +516,12 @@ else
   # The all-reduce through gpool's libnccl.so.2 (on the emulated server too: no NCCL kernel runs).
   nccl_remote "$work/nccl-ar.out" gpool nccl_allreduce 1048576; rrc=$?
   if timed_out $rrc; then fail "nccl all-reduce (gpool's libnccl.so.2, two servers): timed out"
+    show_tail "$work/nccl-ar.out" gpool
   elif [[ $rrc == 0 ]] && grep -q '^PASS nccl_allreduce devices=2' "$work/nccl-ar.out"; then
     pass "nccl all-reduce (gpool's libnccl.so.2, two servers): $(grep '^PASS' "$work/nccl-ar.out")"
   else
-    fail "nccl all-reduce (gpool's libnccl.so.2, two servers): exit $rrc"
+    fail "nccl all-reduce (gpool's libnccl.so.2, two servers): exit $rrc"; show_tail "$work/nccl-ar.out" gpool
   fi
-  show_tail "$work/nccl-ar.out" gpool
   if [[ -x $ndir/nccl_collectives ]]; then
     nccl_remote "$work/nccl-coll.out" gpool nccl_collectives all; crc=$?
     if [[ $crc == 0 ]] && grep -q '^PASS nccl_collectives all' "$work/nccl-coll.out"; then

@@ -2,7 +2,7 @@
 # CTest for scripts/gpu-check.sh without a GPU (its --emulated mode), so that the script a GPU
 # lease runs once is itself tested in CI:
 #  1. the whole flow against emulated servers passes, with a PASS line for every sample, the
-#     share check, NCCL's init over two servers and the cuda backend's symbol check against the
+#     share check, NCCL's init and collectives over two servers and the cuda backend's symbol check against the
 #     toolkit's stub libcuda;
 #  2. it fails, naming the sample, when a sample fails, and a sample that hangs is stopped by
 #     --timeout and reported, not waited for (fake samples in a scratch dir);
@@ -38,15 +38,24 @@ for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
             "gpu-check: PASS"; do
   grep -qF -- "$want" "$tmp/full.log" || fail "missing line: $want"
 done
-# NCCL's step: init through gpool over two emulated servers; the all-reduce is skipped, saying
-# why. Without libnccl in the toolkit the sample is not built and the step says SKIPPED.
+# NCCL's step: init on NVIDIA's NCCL through gpool over two emulated servers, then the
+# all-reduce and nccl_collectives through gpool's libnccl.so.2 (no NCCL kernel runs, so they pass
+# on the emulated servers). Without libnccl in the toolkit the samples are not built and the step
+# says SKIPPED.
 passes=24
+notes=2
 if [[ -x $build/tests/remote/cuda/nccl_allreduce ]]; then
-  grep -qF "PASS nccl init (gpool, two servers): 2 communicators checked, PASS nccl_allreduce init devices=2" \
+  grep -qF "PASS nccl init (NVIDIA's NCCL through gpool, two servers): 2 communicators checked, PASS nccl_allreduce init devices=2" \
     "$tmp/full.log" || fail "no nccl init PASS"
-  grep -qF "NOTE nccl: all-reduce skipped (the emulated server has no CPU version of NCCL's kernels" \
-    "$tmp/full.log" || fail "the skipped all-reduce is not said"
-  passes=25
+  grep -qF "PASS nccl all-reduce (gpool's libnccl.so.2, two servers): PASS nccl_allreduce devices=2" \
+    "$tmp/full.log" || fail "no nccl all-reduce PASS"
+  passes=26
+  notes=1
+  if [[ -x $build/tests/remote/cuda/nccl_collectives ]]; then
+    grep -qF "PASS nccl collectives (gpool's libnccl.so.2, two servers): PASS nccl_collectives all" \
+      "$tmp/full.log" || fail "no nccl collectives PASS"
+    passes=27
+  fi
 else
   grep -qF "NOTE nccl: SKIPPED, nccl_allreduce not built" "$tmp/full.log" || fail "the skipped nccl step is not said"
 fi
@@ -54,7 +63,7 @@ fi
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [[ -e $cuda_home/lib64/stubs/libcuda.so || -e $cuda_home/targets/x86_64-linux/lib/stubs/libcuda.so ]]; then
   grep -qF "PASS cuda-stub: every driver symbol resolved" "$tmp/full.log" || fail "no cuda-stub PASS"
-  grep -qF "== summary: $passes passed, 0 failed, 2 notes" "$tmp/full.log" || fail "wrong summary"
+  grep -qF "== summary: $passes passed, 0 failed, $notes notes" "$tmp/full.log" || fail "wrong summary"
 else
   echo "gpu_check_test: NOTE: no stub libcuda.so under $cuda_home: the driver-symbol check was skipped"
   grep -qF "NOTE cuda-stub: SKIPPED" "$tmp/full.log" || fail "the skipped stub check is not reported"
