@@ -8,7 +8,8 @@
 # alternate the two (REPS timed operations each, after one warm-up); the figure is the median of
 # the rounds' medians, per size.
 # Usage: bench/nccl_relay.sh [BUILD_DIR] [ROUNDS] [SIZES...]   (default 5 rounds; 64 KiB, 1 MiB,
-# 16 MiB per rank). Needs nvcc and the toolkit's NCCL (the nccl_collectives sample).
+# 16 MiB per rank). Needs nvcc and the toolkit's NCCL (the nccl_collectives sample); part of
+# `make bench` (scripts/bench.sh runs every bench/*.sh).
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
@@ -19,6 +20,11 @@ reps=${REPS:-9}
 here=$(cd "$(dirname "$0")" && pwd)
 gpool=$build/bin/gpool
 prog=$build/tests/remote/cuda/nccl_collectives
+# In `make bench` (scripts/bench.sh) on a toolkit without NCCL: nothing to measure, said so.
+if [ ! -e "$prog" ] && [ ! -e "${CUDA_HOME:-/usr/local/cuda}/lib64/libnccl.so" ]; then
+  echo "nccl_relay: SKIPPED, the toolkit has no libnccl (the nccl_collectives sample is not built)"
+  exit 0
+fi
 for f in "$gpool" "$prog" "$build/lib/nccl/libnccl.so.2" "$build/lib/libcuda.so.1"; do
   [ -e "$f" ] || { echo "nccl_relay: $f is not built (cmake --build $build --target gpool gpool_nccl remote_cuda_samples)" >&2; exit 1; }
 done
