@@ -17,7 +17,8 @@
 #   `Jobs`, `OneLeaf`, `Runtimes`, ...) across sources (not renamed yet).
 # - cudart_stubs.cc: by design a TU of its own (generated weak `extern "C" int f()` stubs that
 #   include no CUDA header; beside cudart_api.cc's real signatures they conflict). Permanent.
-#   driver_stubs.cc likewise, beside driver_api.cc's cuda.h signatures.
+#   driver_stubs.cc likewise, beside driver_api.cc's cuda.h signatures, and nccl_stubs.cc beside
+#   nccl_api.cc's nccl.h ones.
 # - share_arbiter.cc: its ShareArbiter::Shared holds a `Slot` from the anonymous namespace; in a
 #   unity TU the .cc counts as an included file, so GCC's -Wsubobject-linkage (on by default,
 #   an error under -Werror) fires. Moving `Slot` into ShareArbiter (or a named namespace) would
@@ -29,6 +30,7 @@ set(GPOOL_UNITY_SKIP_SOURCES
     src/remote/transport/ucx_transport.cc
     src/remote/client/cudart_stubs.cc
     src/remote/client/driver_stubs.cc
+    src/remote/client/nccl_stubs.cc
     src/remote/server/share_arbiter.cc
     src/control/api.cc
     src/sim/fill.cc)

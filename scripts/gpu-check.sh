@@ -38,12 +38,14 @@
 # backward pass with cuBLAS GEMMs and custom kernels, gradients summed by an NCCL all-reduce, 100
 # steps) natively and through gpool on one device, and through gpool on device 0 of two servers
 # (two pooled GPUs; on one GPU the same GPU twice), printing each median step time through gpool
-# against native as a "train:" line; --emulated runs its naive-GEMM variant on one device.
+# against native as a "train:" line; --emulated runs its naive-GEMM variant on one device and on
+# two servers (the all-reduce by gpool's libnccl.so.2).
 # `nccl` runs NCCL (nccl_allreduce.cu, the toolkit's
 # libnccl) over two pooled GPUs, device 0 of two servers (on one GPU: the same GPU twice):
-# ncclCommInitAll with each communicator's checks, then an all-reduce, natively over two devices
-# when the machine has two (NCCL refuses two ranks on one GPU) and through gpool; the emulated
-# server has no CPU version of NCCL's kernels, so there the all-reduce is skipped. BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and
+# ncclCommInitAll with each communicator's checks on NVIDIA's NCCL (`gpool run --nccl native`),
+# then an all-reduce natively over two devices when the machine has two (NCCL refuses two ranks
+# on one GPU) and through gpool's libnccl.so.2 stand-in (`gpool run`'s default), and
+# nccl_collectives.cu (every collective, checked on the host) through the stand-in. BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and
 # optionally deps/ (a bundle's libraries) and tests/remote/ (the CMake-built samples and emulated
 # kernels). Environment: CUDA_HOME (default /usr/local/cuda), GPOOL_ARCH,
 # GPOOL_CHECK_PRELOAD (LD_PRELOAD for the sample programs run through gpool, e.g. the ASan
@@ -126,6 +128,10 @@ if [[ -n $bundle_out ]]; then
   for so in libcuda.so.1 libnvidia-ml.so.1; do
     [[ -f $lib/$so ]] && { cp "$lib/$so" "$bundle_out/lib/" || die "copy failed"; }
   done
+  # The NCCL stand-in in its own folder, as `gpool run` looks for it (lib/nccl/).
+  if [[ -f $lib/nccl/libnccl.so.2 ]]; then
+    mkdir -p "$bundle_out/lib/nccl" && cp "$lib/nccl/libnccl.so.2" "$bundle_out/lib/nccl/" || die "copy failed"
+  fi
   # Everything ldd resolves except the C/C++ runtime, which the target's (newer) system provides;
   # a bundled older libstdc++ would shadow the target's for the nvcc-built samples.
   for f in "$gpool" "$gpool_full" "$lib/libcudart.so.13" "$lib/libcuda.so.1"; do
@@ -497,46 +503,48 @@ done
 fi
 
 if want nccl; then
-echo "== NCCL: ncclCommInitAll and an all-reduce over two pooled GPUs, native vs gpool"
-# Device 0 of two servers (on a one-GPU machine both are the same GPU): NCCL sees two GPUs with
-# distinct bus ids through gpool's NVML stand-in. `gpool run` turns NCCL's P2P and SHM transports
-# off; the ranks connect over its socket transport (loopback here: one process).
+echo "== NCCL: init on NVIDIA's NCCL, collectives through gpool's libnccl.so.2, over two pooled GPUs"
+# Device 0 of two servers (on a one-GPU machine both are the same GPU). NVIDIA's NCCL (`--nccl
+# native`) sees two GPUs with distinct bus ids through gpool's NVML stand-in and connects them
+# over its socket transport; its collectives cannot run on pooled GPUs (docs/remoting.md, "NVML
+# and NCCL"), so they run through gpool's stand-in (`gpool run`'s default), which relays each
+# collective through the client. Natively, over two devices when the machine has two.
 ndir=$work/nccl
 mkdir -p "$ndir"
-if [[ -x $nvcc ]] && ((!emulated)); then
-  timeout 300 "$nvcc" -arch="${GPOOL_ARCH:-sm_90}" -O2 -o "$ndir/nccl_allreduce" \
-    "$here/examples/cuda/nccl_allreduce.cu" -lnccl >"$work/nvcc-nccl.log" 2>&1 || tail -5 "$work/nvcc-nccl.log"
-fi
-[[ -x $ndir/nccl_allreduce ]] || { [[ -x $build/tests/remote/cuda/nccl_allreduce ]] &&
-  cp "$build/tests/remote/cuda/nccl_allreduce" "$ndir/"; }
+for prog in nccl_allreduce nccl_collectives; do
+  if [[ -x $nvcc ]] && ((!emulated)); then
+    timeout 300 "$nvcc" -arch="${GPOOL_ARCH:-sm_90}" -O2 -o "$ndir/$prog" \
+      "$here/examples/cuda/$prog.cu" -lnccl >"$work/nvcc-$prog.log" 2>&1 || tail -5 "$work/nvcc-$prog.log"
+  fi
+  [[ -x $ndir/$prog ]] || { [[ -x $build/tests/remote/cuda/$prog ]] &&
+    cp "$build/tests/remote/cuda/$prog" "$ndir/"; }
+done
 if [[ ! -x $ndir/nccl_allreduce ]]; then
   note "nccl: SKIPPED, nccl_allreduce not built (the toolkit has no libnccl, or nvcc is missing)"
 else
   start_server nccl2 --insecure --session-mem-limit 8GiB
   nccl_env=(NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=WARN)
-  # NCCL itself from the toolkit: after gpool's folder, which `gpool run` puts first.
+  # NVIDIA's NCCL from the toolkit: after gpool's folders, which `gpool run` puts first.
   nccl_ld=$cuda_home/lib64${gpool_ld:+:$gpool_ld}
-  nccl_remote() {  # OUT ARGS...
-    local out=$1; shift
+  nccl_remote() {  # OUT NCCL(gpool|native) PROGRAM ARGS...
+    local out=$1 mode=$2 prog=$3; shift 3
     env "${nccl_env[@]}" LD_LIBRARY_PATH=$nccl_ld LD_PRELOAD=${GPOOL_CHECK_PRELOAD:-} \
-      GPOOL_DEVICES="$server_addr/0,$addr/0" timeout --kill-after=5 "$(limit)" "$gpool" run -- \
-      "$ndir/nccl_allreduce" "$@" >"$out" 2>&1
+      GPOOL_DEVICES="$server_addr/0,$addr/0" timeout --kill-after=5 "$(limit)" "$gpool" run \
+      --nccl "$mode" -- "$ndir/$prog" "$@" >"$out" 2>&1
   }
   nccl_native() {  # OUT ARGS...
     local out=$1; shift
     env "${nccl_env[@]}" LD_LIBRARY_PATH=$native_ld \
       timeout --kill-after=5 "$(limit)" "$ndir/nccl_allreduce" "$@" >"$out" 2>&1
   }
-  nccl_remote "$work/nccl-init.out" init; rc=$?
-  if timed_out $rc; then fail "nccl init: gpool run timed out"; show_tail "$work/nccl-init.out" gpool
+  nccl_remote "$work/nccl-init.out" native nccl_allreduce init; rc=$?
+  if timed_out $rc; then fail "nccl init (NVIDIA's NCCL through gpool): timed out"; show_tail "$work/nccl-init.out" gpool
   elif [[ $rc == 0 ]] && grep -q '^PASS nccl_allreduce init devices=2' "$work/nccl-init.out"; then
-    pass "nccl init (gpool, two servers): $(grep -c '^comm ' "$work/nccl-init.out") communicators checked, $(grep '^PASS' "$work/nccl-init.out")"
+    pass "nccl init (NVIDIA's NCCL through gpool, two servers): $(grep -c '^comm ' "$work/nccl-init.out") communicators checked, $(grep '^PASS' "$work/nccl-init.out")"
   else
-    fail "nccl init (gpool): exit $rc"; show_tail "$work/nccl-init.out" gpool
+    fail "nccl init (NVIDIA's NCCL through gpool): exit $rc"; show_tail "$work/nccl-init.out" gpool
   fi
-  if ((emulated)); then
-    note "nccl: all-reduce skipped (the emulated server has no CPU version of NCCL's kernels; DriverE2E.NcclAllReduceReachesBothServersAndFailsAtItsKernel checks it fails naming the kernel)"
-  else
+  if ((!emulated)); then
     if ((ngpu >= 2)); then
       nccl_native "$work/nccl-native.out" 1048576; nrc=$?
       if [[ $nrc == 0 ]]; then pass "nccl all-reduce natively ($ngpu devices): $(grep '^PASS' "$work/nccl-native.out")"
@@ -544,17 +552,23 @@ else
     else
       note "nccl: no native all-reduce to compare (one GPU: NCCL refuses two ranks on one GPU)"
     fi
-    # Expected to fail today (docs/remoting.md, "NVML and NCCL"): NCCL's network transport has the
-    # kernel exchange flags and data through the client's host memory, which a remote GPU cannot
-    # reach. The timeout bounds a kernel that waits for a flag.
-    nccl_remote "$work/nccl-ar.out" 1048576; rrc=$?
-    if timed_out $rrc; then fail "nccl all-reduce (gpool): timed out (a kernel waiting on host memory it cannot reach?)"
-    elif [[ $rrc == 0 ]] && grep -q '^PASS nccl_allreduce devices=2' "$work/nccl-ar.out"; then
-      pass "nccl all-reduce (gpool, two servers): $(grep '^PASS' "$work/nccl-ar.out")"
-    else
-      fail "nccl all-reduce (gpool): exit $rrc (known: docs/remoting.md, NVML and NCCL)"
-    fi
+  fi
+  # The all-reduce through gpool's libnccl.so.2 (on the emulated server too: no NCCL kernel runs).
+  nccl_remote "$work/nccl-ar.out" gpool nccl_allreduce 1048576; rrc=$?
+  if timed_out $rrc; then fail "nccl all-reduce (gpool's libnccl.so.2, two servers): timed out"
     show_tail "$work/nccl-ar.out" gpool
+  elif [[ $rrc == 0 ]] && grep -q '^PASS nccl_allreduce devices=2' "$work/nccl-ar.out"; then
+    pass "nccl all-reduce (gpool's libnccl.so.2, two servers): $(grep '^PASS' "$work/nccl-ar.out")"
+  else
+    fail "nccl all-reduce (gpool's libnccl.so.2, two servers): exit $rrc"; show_tail "$work/nccl-ar.out" gpool
+  fi
+  if [[ -x $ndir/nccl_collectives ]]; then
+    nccl_remote "$work/nccl-coll.out" gpool nccl_collectives all; crc=$?
+    if [[ $crc == 0 ]] && grep -q '^PASS nccl_collectives all' "$work/nccl-coll.out"; then
+      pass "nccl collectives (gpool's libnccl.so.2, two servers): $(grep '^PASS' "$work/nccl-coll.out")"
+    else
+      fail "nccl collectives (gpool's libnccl.so.2, two servers): exit $crc"; show_tail "$work/nccl-coll.out" gpool
+    fi
   fi
 fi
 fi
@@ -609,7 +623,11 @@ else
     train_remote "$work/train-g1.out" "$server_addr/0" "$(limit)" --naive-gemm --steps 100
     train_judge "train 1 device (gpool, emulated, naive GEMM)" $? "$work/train-g1.out" &&
       echo "train: median step gpool $(median "$work/train-g1.out") ms (emulated: not compared)"
-    note "train: two pooled GPUs skipped (the emulated server has no CPU version of NCCL's all-reduce kernel)"
+    # Device 0 of two servers, the gradients all-reduced by gpool's libnccl.so.2.
+    start_server train2 --insecure --session-mem-limit 8GiB
+    train_remote "$work/train-g2.out" "$server_addr/0,$addr/0" "$(limit)" --naive-gemm --steps 100
+    train_judge "train 2 pooled GPUs (gpool, emulated, naive GEMM, two servers)" $? "$work/train-g2.out" &&
+      echo "train: 2 pooled GPUs: median step gpool $(median "$work/train-g2.out") ms (emulated: not compared)"
   else
     targs=(--steps 100 --batch 512 --in 256 --hidden 1024 --classes 16)
     train_native "$work/train-n1.out" "${targs[@]}" --devices 1
@@ -622,12 +640,10 @@ else
       train_native "$work/train-n2.out" "${targs[@]}" --devices 2
       train_judge "train natively (2 devices)" $? "$work/train-n2.out" && nref=$work/train-n2.out nlabel="native 2 GPUs"
     fi
-    # Device 0 of two servers: on a one-GPU machine both replicas run on the same GPU. NCCL's
-    # all-reduce through gpool is expected to fail until the NCCL stand-in lands (docs/remoting.md,
-    # "NVML and NCCL"), so this step gets at most 60 s: a kernel waiting on a flag costs no more.
+    # Device 0 of two servers: on a one-GPU machine both replicas run on the same GPU; the
+    # gradients are all-reduced by gpool's libnccl.so.2 (docs/remoting.md, "NVML and NCCL").
     start_server train2 --insecure --session-mem-limit 8GiB
-    t=$(limit); ((t > 60)) && t=60
-    train_remote "$work/train-g2.out" "$server_addr/0,$addr/0" "$t" "${targs[@]}"
+    train_remote "$work/train-g2.out" "$server_addr/0,$addr/0" "$(limit)" "${targs[@]}"
     train_judge "train 2 pooled GPUs (gpool, two servers)" $? "$work/train-g2.out" "$nref" &&
       ratio "2 pooled GPUs vs $nlabel" "$work/train-g2.out" "$nref"
   fi

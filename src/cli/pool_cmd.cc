@@ -209,7 +209,7 @@ std::string ClientLibDir() {
   return (exe.parent_path().parent_path() / "lib").string();
 }
 
-int RunProgram(std::string devices, std::string lease, std::string transport,
+int RunProgram(std::string devices, std::string lease, std::string transport, std::string nccl,
                std::vector<std::string> argv) {
   if (argv.empty()) {
     fmt::print(stderr, "gpool run: no program given (gpool run [flags] -- PROGRAM [ARGS...])\n");
@@ -232,7 +232,18 @@ int RunProgram(std::string devices, std::string lease, std::string transport,
                        "GPOOL_CLIENT_LIB_DIR)\n", dir);
     return 2;
   }
+  if (nccl.empty()) {
+    const char* n = std::getenv("GPOOL_NCCL");
+    nccl = n && *n ? n : "gpool";
+  }
+  if (nccl != "gpool" && nccl != "native") {
+    fmt::print(stderr, "gpool run: --nccl (or GPOOL_NCCL) is '{}': give gpool or native\n", nccl);
+    return 2;
+  }
   std::string ld = dir;
+  // gpool's libnccl.so.2 (docs/remoting.md, "NVML and NCCL") sits in its own folder so that
+  // `--nccl native` can leave it out and let NVIDIA's NCCL (further down the path) load.
+  if (nccl == "gpool" && std::filesystem::exists(dir + "/nccl/libnccl.so.2")) ld += ":" + dir + "/nccl";
   if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) ld += std::string(":") + old;
   setenv("LD_LIBRARY_PATH", ld.c_str(), 1);
   setenv("GPOOL_DEVICES", devices.c_str(), 1);
@@ -280,7 +291,7 @@ void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
   });
 
   struct RunFlags {
-    std::string devices, lease, transport = "tcp";
+    std::string devices, lease, transport = "tcp", nccl;
     std::vector<std::string> argv;
   };
   auto r = std::make_shared<RunFlags>();
@@ -288,8 +299,14 @@ void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
   run->add_option("--devices", r->devices, "HOST:PORT/INDEX,... (default $GPOOL_DEVICES)");
   run->add_option("--lease", r->lease, "lease token(s), comma-separated (default $GPOOL_LEASE)");
   run->add_option("--transport", r->transport, "tcp or ucx")->check(CLI::IsMember({"tcp", "ucx"}));
+  run->add_option("--nccl", r->nccl,
+                  "gpool (default; $GPOOL_NCCL): programs linked with -lnccl get gpool's libnccl.so.2, "
+                  "which relays collectives through this process; native: NVIDIA's NCCL")
+      ->check(CLI::IsMember({"gpool", "native"}));
   run->add_option("program", r->argv, "PROGRAM [ARGS...] after --");
-  run->callback([r, exit_code] { *exit_code = RunProgram(r->devices, r->lease, r->transport, r->argv); });
+  run->callback([r, exit_code] {
+    *exit_code = RunProgram(r->devices, r->lease, r->transport, r->nccl, r->argv);
+  });
 }
 
 GPOOL_REGISTER_COMMAND(RegisterPool);

@@ -523,9 +523,9 @@ TEST_P(DriverE2E, NvmlAnswersAsTheDriverStandInDoes) {
   EXPECT_TRUE(Has(out, "gpool: nvmlDeviceGetMemoryInfo is not implemented")) << out;
 }
 
-// NCCL (libnccl.so.2) through `gpool run`, one process over two emulated devices of two servers
-// (the suite's server's GPU 0 and another server's): the toolkit's folder is in the library path
-// for NCCL itself, and `gpool run` puts its stand-ins first (libcuda.so.1, libnvidia-ml.so.1) and
+// NVIDIA's NCCL (libnccl.so.2, `gpool run --nccl native`), one process over two emulated devices
+// of two servers (the suite's server's GPU 0 and another server's): the toolkit's folder is in the
+// library path for NCCL itself, and `gpool run` puts its stand-ins first (libcuda.so.1, libnvidia-ml.so.1) and
 // turns NCCL's peer-to-peer and shared-memory transports off (docs/remoting.md, "NCCL").
 std::pair<int, std::string> RunNccl(const std::string& devices, const std::string& transport,
                                     const std::vector<std::string>& args) {
@@ -533,7 +533,7 @@ std::pair<int, std::string> RunNccl(const std::string& devices, const std::strin
                                   "NCCL_SOCKET_IFNAME=lo"};
   for (std::string& e : NoLeakCheckUnderAsan()) env.push_back(std::move(e));
   std::vector<std::string> cmd = {GPOOL_BIN, "run", "--devices", devices, "--transport",
-                                  transport, "--", Built("nccl_allreduce")};
+                                  transport, "--nccl", "native", "--", Built("nccl_allreduce")};
   cmd.insert(cmd.end(), args.begin(), args.end());
   return gpool::testing::Run(cmd, env);
 }
@@ -587,6 +587,108 @@ TEST_P(DriverE2E, NcclAllReduceReachesBothServersAndFailsAtItsKernel) {
   ExpectOnlyGpoolLines(out, {kNoCpu});
 }
 
+// gpool's libnccl.so.2 stand-in (`gpool run`'s default, lib/nccl/): nccl_collectives.cu runs
+// NCCL's collectives and checks every result on the host (docs/remoting.md, "NVML and NCCL").
+std::pair<int, std::string> RunCollectives(const std::string& devices, const std::string& transport,
+                                           const std::vector<std::string>& args) {
+  std::vector<std::string> env = {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR};
+  for (std::string& e : NoLeakCheckUnderAsan()) env.push_back(std::move(e));
+  std::vector<std::string> cmd = {GPOOL_BIN, "run", "--devices", devices, "--transport",
+                                  transport, "--", Built("nccl_collectives")};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return gpool::testing::Run(cmd, env);
+}
+#define GPOOL_NEEDS_NCCL_SAMPLE()                                                             \
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here"; \
+  if (!std::filesystem::exists(Built("nccl_collectives"))) {                                  \
+    GTEST_SKIP() << "the toolkit has no libnccl.so: nccl_collectives was not built";          \
+  }
+
+// Every collective (AllReduce of ten types x five operators, Broadcast and Reduce ungrouped,
+// AllGather, ReduceScatter in float, half, bfloat16 and int32, a Send/Recv ring, a copy ordered
+// after an AllReduce on its stream) over device 0 of two servers, each result checked on the
+// host; the communicators from ncclCommInitAll. NVIDIA's NCCL cannot run these here (no CPU
+// version of its kernels; NcclAllReduceReachesBothServersAndFailsAtItsKernel), so passing shows
+// the stand-in ran them: no NCCL kernel reached either server.
+TEST_P(DriverE2E, NcclCollectivesOverTwoServers) {
+  GPOOL_NEEDS_NCCL_SAMPLE();
+  Server other(GetParam(), 2);
+  auto [rc, out] = RunCollectives(server_->address() + "/0," + other.address() + "/0",
+                                  GetParam().transport, {"all", "all"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "allreduce bfloat16: 5 ops ok")) << out;
+  EXPECT_TRUE(Has(out, "send/recv ring: ok")) << out;
+  EXPECT_TRUE(Has(out, "PASS nccl_collectives all init=all devices=2")) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;
+  EXPECT_TRUE(LaunchesOf(other.launch_log(), "ncclDevKernel").empty());
+}
+
+// The same on two devices of one server, the communicators from ncclGetUniqueId and
+// ncclCommInitRank / ncclCommInitRankConfig in one group.
+TEST_P(DriverE2E, NcclCollectivesOverTwoDevicesOfOneServer) {
+  GPOOL_NEEDS_NCCL_SAMPLE();
+  Server other(GetParam(), 2);
+  auto [rc, out] = RunCollectives(other.address() + "/0," + other.address() + "/1",
+                                  GetParam().transport, {"all", "uid"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "init uid: ok")) << out;
+  EXPECT_TRUE(Has(out, "PASS nccl_collectives all init=uid devices=2")) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;
+}
+
+// One thread per rank: ncclCommInitRank outside a group waits for the other thread's rank, and
+// each thread's grouped AllReduce runs once both have posted.
+TEST_P(DriverE2E, NcclRanksInThreadsOfOneProcess) {
+  GPOOL_NEEDS_NCCL_SAMPLE();
+  Server other(GetParam(), 2);
+  auto [rc, out] = RunCollectives(server_->address() + "/0," + other.address() + "/1",
+                                  GetParam().transport, {"threads"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS nccl_collectives threads devices=2")) << out;
+  EXPECT_FALSE(Has(out, "gpool:")) << out;
+}
+
+// A group that ends with an AllReduce posted on rank 0 only: NCCL would hang; the stand-in's
+// ncclGroupEnd returns ncclInvalidUsage naming the call and the rank it waits for, and the next
+// full AllReduce still runs.
+TEST_P(DriverE2E, NcclGroupMissingARankFailsNamingIt) {
+  GPOOL_NEEDS_NCCL_SAMPLE();
+  Server other(GetParam(), 2);
+  auto [rc, out] = RunCollectives(server_->address() + "/0," + other.address() + "/0",
+                                  GetParam().transport, {"missing"});
+  EXPECT_EQ(rc, 0) << out;
+  const std::string why = "ncclGroupEnd: the group ended with ncclAllReduce(count 16, ncclFloat32, "
+                          "ncclSum; the 1st call posted on rank 0) has no matching call on rank(s) "
+                          "1: NCCL would wait here forever; gpool dropped them";
+  EXPECT_TRUE(Has(out, "gpool: " + why)) << out;
+  EXPECT_TRUE(Has(out, "ncclGroupEnd returned invalid usage")) << out;
+  EXPECT_TRUE(Has(out, "last error: " + why)) << out;
+  EXPECT_TRUE(Has(out, "PASS nccl_collectives missing")) << out;
+  ExpectOnlyGpoolLines(out, {why});
+}
+
+// What the stand-in does not do fails by name: an unimplemented collective (ncclAlltoAll), an
+// fp8 reduction, and a communicator whose unique id crosses into another process.
+TEST_P(DriverE2E, NcclUnsupportedCallsAndCrossProcessInitAreLoud) {
+  GPOOL_NEEDS_NCCL_SAMPLE();
+  Server other(GetParam(), 2);
+  const std::string devs = other.address() + "/0," + other.address() + "/1";
+  auto [rc, out] = RunCollectives(devs, GetParam().transport, {"stub"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "gpool: ncclAlltoAll is not implemented by gpool's libnccl.so.2 stand-in")) << out;
+  EXPECT_TRUE(Has(out, "ncclAlltoAll returned invalid usage")) << out;
+  auto [rc2, out2] = RunCollectives(devs, GetParam().transport, {"fp8"});
+  EXPECT_EQ(rc2, 0) << out2;
+  EXPECT_TRUE(Has(out2, "gpool: ncclAllReduce: ncclSum of ncclFloat8e4m3: gpool's libnccl.so.2 "
+                        "stand-in does not reduce fp8")) << out2;
+  auto [rc3, out3] = RunCollectives(devs, GetParam().transport, {"xproc"});
+  EXPECT_EQ(rc3, 0) << out3;
+  EXPECT_TRUE(Has(out3, "gpool: ncclCommInitRank: rank 1 of 2: the unique id was made by another "
+                        "process")) << out3;
+  EXPECT_TRUE(Has(out3, "runs communicators of one process only")) << out3;
+  EXPECT_TRUE(Has(out3, "PASS nccl_collectives xproc")) << out3;
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, DriverE2E, ::testing::ValuesIn(Pairs()), PairName);
 
 // The stand-in defines every function the real driver exports (the toolkit's link stub lists
@@ -614,6 +716,28 @@ TEST(DriverExports, ExactlyTheRealDriversNames) {
   for (const auto& n : our_others) {
     EXPECT_TRUE(their_others.count(n)) << "libcuda.so.1 stand-in exports " << n;
   }
+}
+
+// The NCCL stand-in defines every function NVIDIA's libnccl.so.2 of the toolkit exports (loud
+// stubs for what it does not implement), so a program linked with -lnccl always loads.
+TEST(NcclExports, ExactlyNvidiasNames) {
+  const std::string theirs_lib = GPOOL_CUDA_LIB_DIR "/libnccl.so.2";
+  if (!std::filesystem::exists(theirs_lib)) GTEST_SKIP() << "no " << theirs_lib;
+  auto names = [](const std::string& lib) {
+    auto [rc, out] = gpool::testing::Run({"nm", "-D", "--defined-only", lib});
+    EXPECT_EQ(rc, 0) << out;
+    std::set<std::string> functions;
+    std::istringstream in(out);
+    std::string addr, type, name;
+    while (in >> addr >> type >> name) {
+      if (type == "T" || type == "W") functions.insert(name);
+    }
+    return functions;
+  };
+  auto ours = names(GPOOL_CLIENT_LIB_DIR "/nccl/libnccl.so.2");
+  auto theirs = names(theirs_lib);
+  ASSERT_GT(theirs.size(), 50u);
+  EXPECT_EQ(ours, theirs);
 }
 
 // The NVML stand-in defines every entry point NCCL 2.28.9 fetches with dlsym (src/misc/nvmlwrap.cc
@@ -704,10 +828,11 @@ TEST_P(DriverE2E, MlpTrainingWithNaiveGemmLearnsOnOneDevice) {
   EXPECT_EQ(LaunchesOf(server_->launch_log(), "_Z9sgdUpdatePfPKffi").size() - sgd_before, 100u);
 }
 
-// The same loop over two emulated devices of two servers, its gradients summed by NCCL: waits for
-// the NCCL stand-in (NCCL's own all-reduce kernel has no CPU version: the run stops there today,
-// as NcclAllReduceReachesBothServersAndFailsAtItsKernel shows).
-TEST_P(DriverE2E, DISABLED_MlpTrainingOverTwoServersAllReducesGradients) {
+// The same loop over two emulated devices of two servers, its gradients summed by gpool's
+// libnccl.so.2 (`gpool run`'s default; NVIDIA's all-reduce kernel has no CPU version, as
+// NcclAllReduceReachesBothServersAndFailsAtItsKernel shows): the replicas stay equal only if every
+// step's all-reduce summed both devices' gradients into both.
+TEST_P(DriverE2E, MlpTrainingOverTwoServersAllReducesGradients) {
   if (GetParam().backend != "emulated")
     GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
   if (!std::filesystem::exists(Built("mlp_train"))) {

@@ -2,8 +2,8 @@
 # CTest for scripts/gpu-check.sh without a GPU (its --emulated mode), so that the script a GPU
 # lease runs once is itself tested in CI:
 #  1. the whole flow against emulated servers passes, with a PASS line for every sample, the
-#     share check, NCCL's init over two servers, the training loop on one device and the cuda
-#     backend's symbol check against the toolkit's stub libcuda;
+#     share check, NCCL's init and collectives over two servers, the training loop on one device
+#     and on two servers, and the cuda backend's symbol check against the toolkit's stub libcuda;
 #  2. it fails, naming the sample, when a sample fails, and a sample that hangs is stopped by
 #     --timeout and reported, not waited for (fake samples in a scratch dir);
 #  3. with --budget spent, every remaining step is cut short and the summary still comes.
@@ -38,35 +38,46 @@ for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
             "gpu-check: PASS"; do
   grep -qF -- "$want" "$tmp/full.log" || fail "missing line: $want"
 done
-# The training loop (mlp_train --naive-gemm) through gpool on one emulated device; the two pooled
-# GPUs' run (NCCL's all-reduce kernel) is skipped, saying why. Without cuBLAS or NCCL in the
-# toolkit the sample is not built and the step says SKIPPED.
+# The training loop (mlp_train --naive-gemm) through gpool on one emulated device, then on device
+# 0 of two servers with its gradients all-reduced by gpool's libnccl.so.2. Without cuBLAS or NCCL
+# in the toolkit the sample is not built and the step says SKIPPED (a note).
 passes=24
+notes=1
 if [[ -x $build/tests/remote/cuda/mlp_train ]]; then
   grep -q "^PASS train 1 device (gpool, emulated, naive GEMM): devices=1 gemm=naive .*PASS mlp_train steps=100 gemm=naive" \
     "$tmp/full.log" || fail "no training PASS"
+  grep -q "^PASS train 2 pooled GPUs (gpool, emulated, naive GEMM, two servers): devices=2 gemm=naive .*PASS mlp_train steps=100 gemm=naive" \
+    "$tmp/full.log" || fail "no two-server training PASS"
   grep -q "^train: median step gpool [0-9.]* ms" "$tmp/full.log" || fail "no training step time"
-  grep -qF "NOTE train: two pooled GPUs skipped" "$tmp/full.log" || fail "the skipped two-GPU training is not said"
-  passes=$((passes + 1))
+  passes=$((passes + 2))
 else
   grep -qF "NOTE train: SKIPPED, mlp_train not built" "$tmp/full.log" || fail "the skipped training step is not said"
+  notes=$((notes + 1))
 fi
-# NCCL's step: init through gpool over two emulated servers; the all-reduce is skipped, saying
-# why. Without libnccl in the toolkit the sample is not built and the step says SKIPPED.
+# NCCL's step: init on NVIDIA's NCCL through gpool over two emulated servers, then the
+# all-reduce and nccl_collectives through gpool's libnccl.so.2 (no NCCL kernel runs, so they pass
+# on the emulated servers). Without libnccl in the toolkit the samples are not built and the step
+# says SKIPPED.
 if [[ -x $build/tests/remote/cuda/nccl_allreduce ]]; then
-  grep -qF "PASS nccl init (gpool, two servers): 2 communicators checked, PASS nccl_allreduce init devices=2" \
+  grep -qF "PASS nccl init (NVIDIA's NCCL through gpool, two servers): 2 communicators checked, PASS nccl_allreduce init devices=2" \
     "$tmp/full.log" || fail "no nccl init PASS"
-  grep -qF "NOTE nccl: all-reduce skipped (the emulated server has no CPU version of NCCL's kernels" \
-    "$tmp/full.log" || fail "the skipped all-reduce is not said"
-  passes=$((passes + 1))
+  grep -qF "PASS nccl all-reduce (gpool's libnccl.so.2, two servers): PASS nccl_allreduce devices=2" \
+    "$tmp/full.log" || fail "no nccl all-reduce PASS"
+  passes=$((passes + 2))
+  if [[ -x $build/tests/remote/cuda/nccl_collectives ]]; then
+    grep -qF "PASS nccl collectives (gpool's libnccl.so.2, two servers): PASS nccl_collectives all" \
+      "$tmp/full.log" || fail "no nccl collectives PASS"
+    passes=$((passes + 1))
+  fi
 else
   grep -qF "NOTE nccl: SKIPPED, nccl_allreduce not built" "$tmp/full.log" || fail "the skipped nccl step is not said"
+  notes=$((notes + 1))
 fi
 # The stub libcuda.so comes with the CUDA toolkit; without it the script says SKIPPED.
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [[ -e $cuda_home/lib64/stubs/libcuda.so || -e $cuda_home/targets/x86_64-linux/lib/stubs/libcuda.so ]]; then
   grep -qF "PASS cuda-stub: every driver symbol resolved" "$tmp/full.log" || fail "no cuda-stub PASS"
-  grep -qF "== summary: $passes passed, 0 failed, 3 notes" "$tmp/full.log" || fail "wrong summary"
+  grep -qF "== summary: $passes passed, 0 failed, $notes notes" "$tmp/full.log" || fail "wrong summary"
 else
   echo "gpu_check_test: NOTE: no stub libcuda.so under $cuda_home: the driver-symbol check was skipped"
   grep -qF "NOTE cuda-stub: SKIPPED" "$tmp/full.log" || fail "the skipped stub check is not reported"
