@@ -112,14 +112,40 @@ class Server {
   std::string address_;
 };
 
-std::pair<int, std::string> RunSample(const std::string& devices, std::vector<std::string> argv,
-                                      std::string transport = "tcp",
-                                      std::vector<std::string> extra_flags = {}) {
+// The interception layers a program can run through. kRuntime: gpool's libcudart.so.13 stand-in,
+// which `gpool run` puts first. kDriver: NVIDIA's own libcudart.so.13 from the toolkit over
+// gpool's libcuda.so.1 stand-in, as for a default-built program (NVIDIA's static runtime) or
+// NVIDIA's libraries.
+constexpr const char* kRuntime = "runtime";
+constexpr const char* kDriver = "driver";
+
+// The command line of `gpool run` for `argv`. On the driver layer the program runs under `env`
+// with the toolkit's lib dir ahead of gpool's client lib dir, so the loader takes NVIDIA's
+// libcudart.so.13 and gpool's libcuda.so.1 (`gpool run` itself puts gpool's dir first). Under
+// ASan those children run without the leak check: NVIDIA's runtime is not instrumented and
+// LeakSanitizer's exit-time tracer has crashed in it (driver_e2e_test.cc, NoLeakCheckUnderAsan).
+std::vector<std::string> RunArgv(const std::string& devices, const std::vector<std::string>& argv,
+                                 const std::string& transport = "tcp",
+                                 const std::vector<std::string>& extra_flags = {},
+                                 const std::string& layer = kRuntime) {
   std::vector<std::string> cmd = {GPOOL_BIN, "run", "--devices", devices, "--transport", transport};
   cmd.insert(cmd.end(), extra_flags.begin(), extra_flags.end());
   cmd.push_back("--");
+  if (layer == kDriver) {
+    cmd.insert(cmd.end(), {"env", "LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR});
+#if defined(__SANITIZE_ADDRESS__)
+    const char* o = std::getenv("ASAN_OPTIONS");
+    cmd.push_back(std::string("ASAN_OPTIONS=") + (o ? o : "") + ":detect_leaks=0");
+#endif
+  }
   cmd.insert(cmd.end(), argv.begin(), argv.end());
-  return Run(cmd);
+  return cmd;
+}
+
+std::pair<int, std::string> RunSample(const std::string& devices, std::vector<std::string> argv,
+                                      std::string transport = "tcp",
+                                      std::vector<std::string> extra_flags = {}) {
+  return Run(RunArgv(devices, argv, transport, extra_flags));
 }
 
 // Pid of the session worker, from the server's log line "... in worker PID at ...".
@@ -134,22 +160,30 @@ bool Has(const std::string& out, const std::string& what) {
   return out.find(what) != std::string::npos;
 }
 
-// The shared suite's parameter: a data transport and a backend. Every test runs for every pair
-// (Transports/E2E.NAME/tcp_emulated ... /ucx_cuda). Where the backends rightly differ (the
-// device's name, their own error messages, whether a kernel fault is sticky), a test checks each
-// backend's answer, saying why. CTest runs the two backends as two tests
-// (tests/remote/CMakeLists.txt filters on the name's backend suffix, "_cuda").
+// The shared suite's parameter: a data transport, a backend and an interception layer. Every test
+// runs for every combination (Transports/E2E.NAME/tcp_emulated ... /ucx_cuda on the runtime
+// layer, tcp_emulated_driver ... ucx_cuda_driver on the driver layer). Where the backends rightly
+// differ (the device's name, their own error messages, whether a kernel fault is sticky), a test
+// checks each backend's answer, saying why; where the layers do (the stand-in's loud message
+// names a cuda* call on the runtime layer, the cu* call NVIDIA's runtime made on the driver
+// layer), each layer's. CTest runs them as four tests (tests/remote/CMakeLists.txt filters on the
+// name's suffix: "_cuda", "_driver").
 struct Pair {
   std::string transport;
   std::string backend;
+  std::string layer = kRuntime;
 };
-std::string Name(const Pair& p) { return p.transport + "_" + p.backend; }
+std::string Name(const Pair& p) {
+  return p.transport + "_" + p.backend + (p.layer == kDriver ? "_driver" : "");
+}
 void PrintTo(const Pair& p, std::ostream* os) { *os << Name(p); }
 std::string PairName(const ::testing::TestParamInfo<Pair>& info) { return Name(info.param); }
 std::vector<Pair> Pairs(const std::vector<std::string>& backends) {
   std::vector<Pair> pairs;
-  for (const auto& b : backends) {
-    for (const char* t : {"tcp", "ucx"}) pairs.push_back({t, b});
+  for (const char* layer : {kRuntime, kDriver}) {
+    for (const auto& b : backends) {
+      for (const char* t : {"tcp", "ucx"}) pairs.push_back({t, b, layer});
+    }
   }
   return pairs;
 }
@@ -180,12 +214,29 @@ class E2E : public ::testing::TestWithParam<Pair> {
   const std::string& transport() const { return GetParam().transport; }
   const std::string& backend() const { return GetParam().backend; }
   bool cuda() const { return backend() == kCuda; }
+  bool driver() const { return GetParam().layer == kDriver; }
+  // `gpool run` of `argv` on `devices` over this test's transport and layer.
+  std::vector<std::string> RunArgv(const std::string& devices, const std::vector<std::string>& argv,
+                                    const std::vector<std::string>& flags = {}) const {
+    return remote::RunArgv(devices, argv, transport(), flags, GetParam().layer);
+  }
+  std::pair<int, std::string> RunOn(const std::string& devices, const std::vector<std::string>& argv,
+                                    const std::vector<std::string>& flags = {}) const {
+    return testing::Run(RunArgv(devices, argv, flags));
+  }
+  // The stand-in's loud refusal of an unimplemented call: the runtime stand-in names the cuda*
+  // call, the driver stand-in the cu* call NVIDIA's runtime made for it.
+  std::string NotSupported(const std::string& runtime_call, const std::string& driver_call) const {
+    return driver() ? "gpool: " + driver_call + " is not supported by gpool's libcuda.so.1 stand-in"
+                    : runtime_call + " is not supported by the gpool client runtime";
+  }
   // A server of this test's transport and backend.
   ServerOptions Options(int devices = 1) const {
     return {.transport = transport(), .backend = backend(), .devices = devices};
   }
   Server& Shared() {
-    auto& s = shared_[Name(GetParam())];
+    // Keyed by transport and backend: both layers use the same server.
+    auto& s = shared_[transport() + "_" + backend()];
     // Read its log so far (for 1 ms): the pipe must not fill up while nobody waits on it. A
     // server that died in an earlier test is not replaced: the tests after it fail, loudly.
     if (s) s->proc().WaitFor("\x01never", 1);
@@ -198,7 +249,7 @@ class E2E : public ::testing::TestWithParam<Pair> {
   }
   // Runs a sample against the shared server's device 0.
   std::pair<int, std::string> RunShared(std::vector<std::string> argv) {
-    return RunSample(Shared().address() + "/0", std::move(argv), transport());
+    return RunOn(Shared().address() + "/0", argv);
   }
   // The name device 0 reports (cudaGetDeviceProperties), which says which backend served it.
   std::string DeviceName() const {
@@ -209,6 +260,17 @@ class E2E : public ::testing::TestWithParam<Pair> {
   static std::map<std::string, std::unique_ptr<Server>> shared_;
 };
 std::map<std::string, std::unique_ptr<Server>> E2E::shared_;
+
+// On the driver layer, a test whose sample needs what the driver stand-in does not do yet is
+// skipped, naming the missing call or behaviour (docs/remoting.md, "Known limits" lists the same
+// gaps); the runtime layer's instance runs in full. Remove an entry once its gap is closed: the
+// skip then must go for the test to run.
+#define GPOOL_DRIVER_LAYER_GAP(what)                                                        \
+  do {                                                                                     \
+    if (driver()) {                                                                        \
+      GTEST_SKIP() << "driver layer: " << (what) << " (docs/remoting.md, Known limits)";   \
+    }                                                                                      \
+  } while (0)
 
 TEST_P(E2E, VectorAdd) {
   auto [rc, out] = RunShared({Sample("vector_add"), "100000"});
@@ -236,16 +298,23 @@ TEST_P(E2E, StructParamsThroughTheClientLayoutFallback) {
   ServerOptions o = Options();
   o.without_param_info = true;
   Server s(o);
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("struct_param")}, transport());
+  auto [rc, out] = RunOn(s.address() + "/0", {Sample("struct_param")});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS struct_param")) << out;
-  EXPECT_TRUE(Has(out, "GPU server " + s.address() + " cannot report kernel parameter layouts "
-                       "(kernel _Z11applyParams6Params4WidecPf: cuFuncGetParamInfo is not " +
-                       (cuda() ? "in this driver" : "available"))) << out;
-  auto [rc2, out2] = RunSample(s.address() + "/0", {Sample("vector_add"), "1000"}, transport());
+  // The runtime stand-in asks the server first and says when it falls back. The driver stand-in
+  // takes the layouts from its own parse of the image first (driver_state.h, Function), so it
+  // never asks and has nothing to say: there the PASS lines are the check.
+  if (!driver()) {
+    EXPECT_TRUE(Has(out, "GPU server " + s.address() + " cannot report kernel parameter layouts "
+                         "(kernel _Z11applyParams6Params4WidecPf: cuFuncGetParamInfo is not " +
+                         (cuda() ? "in this driver" : "available"))) << out;
+  }
+  auto [rc2, out2] = RunOn(s.address() + "/0", {Sample("vector_add"), "1000"});
   EXPECT_EQ(rc2, 0) << out2;
   EXPECT_TRUE(Has(out2, "PASS vector_add n=1000")) << out2;
-  EXPECT_TRUE(Has(out2, "cannot report kernel parameter layouts")) << out2;
+  if (!driver()) {
+    EXPECT_TRUE(Has(out2, "cannot report kernel parameter layouts")) << out2;
+  }
 }
 
 TEST_P(E2E, StreamsAndEvents) {
@@ -261,8 +330,9 @@ TEST_P(E2E, StreamsAndEvents) {
 // gives each load its own variables, as the driver does), so the backend must resolve a variable
 // in the asking device's copy, not in the copy of whichever device the session used last.
 TEST_P(E2E, SymbolsAndConstants) {
+  GPOOL_DRIVER_LAYER_GAP("a module variable resolves to one address on both devices of a server (cuLibraryGetGlobal), so per-device copies are not kept apart");
   std::string shared = Shared().address();
-  auto [rc, out] = RunSample(shared + "/0," + shared + "/1", {Sample("symbols")}, transport());
+  auto [rc, out] = RunOn(shared + "/0," + shared + "/1", {Sample("symbols")});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "per-device variables: 2 devices each saw and kept their own gCounter"))
       << out;
@@ -313,6 +383,7 @@ std::string Imports(const std::string& bin) {
 // Run on both devices of the shared server: the managed variable's module may run kernels on
 // device 0 only, and the launch on device 1 must be refused, loudly.
 TEST_P(E2E, ApiCoverage) {
+  GPOOL_DRIVER_LAYER_GAP("cuLibraryGetManaged (__managed__ variables) is a stub");
   std::string imports = Imports(Sample("api_coverage"));
   for (const char* sym : {"cudaLaunchKernel", "cudaLaunchKernel_ptsz", "__cudaRegisterManagedVar",
                           "__cudaInitModule", "cudaMemsetAsync", "cudaPeekAtLastError",
@@ -323,7 +394,7 @@ TEST_P(E2E, ApiCoverage) {
         << "api_coverage does not call " << sym << "\n" << imports;
   }
   std::string shared = Shared().address();
-  auto [rc, out] = RunSample(shared + "/0," + shared + "/1", {Sample("api_coverage")}, transport());
+  auto [rc, out] = RunOn(shared + "/0," + shared + "/1", {Sample("api_coverage")});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS api_coverage")) << out;
   for (const char* line :
@@ -345,6 +416,7 @@ TEST_P(E2E, ApiCoverage) {
 // Host access to a __managed__ variable cannot be right remotely (the GPU never sees a host
 // copy): the client stops the program at __cudaInitModule, naming the variable, before the read.
 TEST_P(E2E, ManagedVariableHostAccessStopsTheProgram) {
+  GPOOL_DRIVER_LAYER_GAP("cuLibraryGetManaged (__managed__ variables) is a stub: host access is not stopped with the runtime stand-in's message");
   auto [rc, out] = RunShared({Sample("api_coverage"), "managed-host"});
   EXPECT_EQ(rc, 128 + SIGABRT) << out;
   EXPECT_TRUE(Has(out, "READ")) << out;
@@ -382,6 +454,7 @@ void ExpectConfigPassed(const std::string& out, const std::string& backend) {
 }
 
 TEST_P(E2E, DeviceLimitsFlagsAndHostRegister) {
+  GPOOL_DRIVER_LAYER_GAP("cuMemHostRegister is a stub");
   auto [rc, out] = RunShared({Sample("error_paths"), "config"});
   EXPECT_EQ(rc, 0) << out;
   ExpectConfigPassed(out, backend());
@@ -395,8 +468,7 @@ TEST_P(E2E, DeviceMemoryBound) {
   ServerOptions o = Options();
   o.device_memory = uint64_t{256} << 20;
   Server s(o);
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("error_paths"), "oom", "512", "268435456"},
-                             transport());
+  auto [rc, out] = RunOn(s.address() + "/0", {Sample("error_paths"), "oom", "512", "268435456"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS error_paths oom")) << out;
   if (cuda()) {
@@ -409,11 +481,12 @@ TEST_P(E2E, DeviceMemoryBound) {
 }
 
 TEST_P(E2E, TwoServersAggregated) {
+  GPOOL_DRIVER_LAYER_GAP("cuDeviceCanAccessPeer and cuCtxEnablePeerAccess are stubs");
   // Another one-device server, then the shared one's two devices: three devices on two servers.
   Server other(Options());
   std::string shared = Shared().address();
   std::string devices = other.address() + "/0," + shared + "/0," + shared + "/1";
-  auto [rc, out] = RunSample(devices, {Sample("multi_device"), "3"}, transport());
+  auto [rc, out] = RunOn(devices, {Sample("multi_device"), "3"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS multi_device devices=3")) << out;
   // Peer access: enabled between the shared server's two devices, refused loudly across servers.
@@ -431,6 +504,7 @@ TEST_P(E2E, TwoServersAggregated) {
 // Then the loud launch attributes, and an asynchronous error first heard by the callback thread
 // that the program's next synchronize must still report.
 TEST_P(E2E, RuntimeCalls) {
+  GPOOL_DRIVER_LAYER_GAP("cuDeviceGetByPCIBusId, cuStreamAddCallback and cuLaunchKernelEx's loud attributes are not covered");
   auto bin_or = ReadFile(Sample("runtime_calls"));
   ASSERT_TRUE(bin_or.ok()) << bin_or.status().ToString();
   for (const char* sym : {"cudaStreamGetFlags", "cudaStreamGetPriority", "cudaStreamGetDevice",
@@ -445,7 +519,7 @@ TEST_P(E2E, RuntimeCalls) {
   std::string shared = Shared().address();
   std::string devices =
       other.address() + "/0," + shared + "/0," + shared + "/1," + shared + "/0";
-  auto [rc, out] = RunSample(devices, {Sample("runtime_calls")}, transport());
+  auto [rc, out] = RunOn(devices, {Sample("runtime_calls")});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS runtime_calls devices=4")) << out;
   EXPECT_FALSE(Has(out, "not supported")) << out;
@@ -481,6 +555,7 @@ TEST_P(E2E, RuntimeCalls) {
 // backend's own (a kernel it has no CPU implementation of); the emulated driver refuses that
 // launch at once instead.
 TEST_P(E2E, ErrorPaths) {
+  GPOOL_DRIVER_LAYER_GAP("cuMemHostRegister is a stub, and a kernel without a CPU implementation is not reported as cudaErrorInvalidDeviceFunction");
   std::vector<std::string> modes = {"oom", "bad-pointer", "unsupported", "dynamic-shared",
                                     "config"};
   if (!cuda()) modes.push_back("no-kernel");
@@ -515,9 +590,11 @@ TEST_P(E2E, ErrorPaths) {
 // log line at the session's end) shows that the 200 small cudaMemcpy2DAsync calls waited for no
 // reply and each 4096-row memset was one request. Before, each 2-D copy was a round trip and a
 // 2-D memset one request per row (> 200 replies, > 8,000 requests).
+std::map<std::string, unsigned long> RepliesByOp(Subprocess& server);  // below
+
 TEST_P(E2E, Copies2DArePostedAndLand) {
   Server s(Options());  // its own: the test reads the one session's counts from the log
-  auto [rc, out] = RunSample(s.address() + "/0", {Sample("copies_2d")}, transport());
+  auto [rc, out] = RunOn(s.address() + "/0", {Sample("copies_2d")});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS copies_2d")) << out;
   ASSERT_TRUE(s.proc().WaitFor(" replies, ", 20000)) << s.proc().output();
@@ -527,7 +604,10 @@ TEST_P(E2E, Copies2DArePostedAndLand) {
   unsigned long requests = 0, replies = 0;
   ASSERT_EQ(std::sscanf(log.c_str() + at, " ended: %lu requests, %lu replies", &requests, &replies), 2)
       << log.substr(at, 200);
-  // The sample's synchronizing calls: mallocs, frees, syncs, reads, the symbol lookup (~30).
+  // The sample's synchronizing calls: mallocs, frees, syncs, reads, the symbol lookup (~30). On
+  // the driver layer NVIDIA's runtime also asks ~100 device attributes at start-up, one round
+  // trip each (GetAttribute, cached after); those are not the copies' and are not counted.
+  if (driver()) replies -= RepliesByOp(s.proc())["GetAttribute"];
   EXPECT_LT(replies, 60u) << log.substr(at, 200);
   EXPECT_LT(requests, 600u) << log.substr(at, 200);
   EXPECT_GT(requests, 200u) << "the burst of 2-D copies did not reach the server: " << log.substr(at, 200);
@@ -577,9 +657,8 @@ long PeakModules(Subprocess& server) {
 // memory on a server without a session limit comes back every round: the module's 8 MiB
 // variable); then cudaDeviceReset: a variable reads its initial value again, and an allocation,
 // a stream and an event made before it are invalid after it.
-std::pair<int, std::string> RunModuleReload(Server& s, const std::string& transport) {
-  return RunSample(s.address() + "/0",
-                   {Sample("module_reload"), Sample("libreload_kernels.so"), "5"}, transport);
+std::vector<std::string> ModuleReloadArgv() {
+  return {Sample("module_reload"), Sample("libreload_kernels.so"), "5"};
 }
 void ExpectModuleReload(Server& s, const std::pair<int, std::string>& run) {
   const auto& [rc, out] = run;
@@ -600,6 +679,7 @@ void ExpectModuleReload(Server& s, const std::pair<int, std::string>& run) {
 // server, since layouts are the same on every device of a server. No session waited for a
 // GetParamInfo or GetSymbol; the samples check their results.
 TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServerDevice) {
+  GPOOL_DRIVER_LAYER_GAP("per-device module variables (see SymbolsAndConstants)");
   auto expect_fetches = [](Subprocess& server, unsigned long fetches, const std::string& what) {
     auto counts = RepliesByOp(server);
     EXPECT_EQ(counts["GetModuleInfo"], fetches) << what << "\n" << server.output();
@@ -609,8 +689,7 @@ TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServerDevice) {
   };
   {
     Server s(Options(2));
-    auto [rc, out] = RunSample(s.address() + "/0," + s.address() + "/1", {Sample("symbols")},
-                               transport());
+    auto [rc, out] = RunOn(s.address() + "/0," + s.address() + "/1", {Sample("symbols")});
     EXPECT_EQ(rc, 0) << out;
     EXPECT_TRUE(Has(out, "per-device variables: 2 devices")) << out;
     EXPECT_TRUE(Has(out, "PASS symbols")) << out;
@@ -618,7 +697,7 @@ TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServerDevice) {
   }
   Server a(Options()), b(Options(2));
   std::string devices = a.address() + "/0," + b.address() + "/0," + b.address() + "/1";
-  auto [rc, out] = RunSample(devices, {Sample("multi_device"), "3"}, transport());
+  auto [rc, out] = RunOn(devices, {Sample("multi_device"), "3"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS multi_device devices=3")) << out;
   expect_fetches(a.proc(), 1, "multi_device, server a");
@@ -627,8 +706,7 @@ TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServerDevice) {
 
 TEST_P(E2E, KilledClientFreesItsMemory) {
   Server s(Options());  // its own: the test reads the one session's worker from the log
-  Subprocess client({GPOOL_BIN, "run", "--devices", s.address() + "/0", "--transport",
-                     transport(), "--", Sample("error_paths"), "hold", "256"});
+  Subprocess client(RunArgv(s.address() + "/0", {Sample("error_paths"), "hold", "256"}));
   ASSERT_TRUE(client.WaitFor("READY", 60000)) << client.output();
   pid_t worker = WorkerPid(s.proc());
   ASSERT_GT(worker, 0) << s.proc().output();
@@ -650,8 +728,7 @@ TEST_P(E2E, KilledClientFreesItsMemory) {
 
 TEST_P(E2E, KilledServerIsReportedNotAHang) {
   auto s = std::make_unique<Server>(Options());
-  Subprocess client({GPOOL_BIN, "run", "--devices", s->address() + "/0", "--transport",
-                     transport(), "--", Sample("error_paths"), "server-dies"});
+  Subprocess client(RunArgv(s->address() + "/0", {Sample("error_paths"), "server-dies"}));
   ASSERT_TRUE(client.WaitFor("READY", 60000)) << client.output();
   s->proc().Kill(SIGKILL);
   s->proc().Wait();
@@ -665,6 +742,7 @@ TEST_P(E2E, KilledServerIsReportedNotAHang) {
 // a forged token and no token are refused, clearly. The other lease checks (another GPU of the
 // server, several tokens, another server's lease) are transport-independent: E2ETcp below.
 TEST_P(E2E, BadTokenIsRefusedAndTheLeaseLimitHolds) {
+  GPOOL_DRIVER_LAYER_GAP("a session the server refuses fails NVIDIA's runtime start-up (cuDeviceGetName), which returns cudaErrorInitializationError, not cudaErrorNotPermitted");
   std::string key_file = ::testing::TempDir() + "/gpool_lease_" + std::to_string(getpid()) + "_" +
                          transport() + ".key";
   ASSERT_TRUE(WriteFileAtomic(key_file, std::string(64, 'a')).ok());
@@ -678,19 +756,19 @@ TEST_P(E2E, BadTokenIsRefusedAndTheLeaseLimitHolds) {
                                 *UnixClock::Default());
   ASSERT_TRUE(token.ok()) << token.status().ToString();
   // Over the lease's 1 GiB; the lease's limit is what the program sees and what refuses it.
-  auto [rc_oom, out_oom] = RunSample(s.address() + "/0",
-                                     {Sample("error_paths"), "oom", "2048", "1073741824"},
-                                     transport(), {"--lease", *token});
+  auto [rc_oom, out_oom] = RunOn(s.address() + "/0",
+                                 {Sample("error_paths"), "oom", "2048", "1073741824"},
+                                 {"--lease", *token});
   EXPECT_EQ(rc_oom, 0) << out_oom;
   EXPECT_TRUE(Has(out_oom, "PASS error_paths oom")) << out_oom;
   EXPECT_TRUE(Has(out_oom, "its lease's memory limit is 1073741824 bytes")) << out_oom;
   std::string forged = *token;
   forged.back() = forged.back() == 'A' ? 'B' : 'A';
-  auto [rc2, out2] = RunSample(s.address() + "/0", {Sample("error_paths"), "refused"}, transport(),
-                               {"--lease", forged});
+  auto [rc2, out2] =
+      RunOn(s.address() + "/0", {Sample("error_paths"), "refused"}, {"--lease", forged});
   EXPECT_EQ(rc2, 0) << out2;
   EXPECT_TRUE(Has(out2, "lease refused")) << out2;
-  auto [rc3, out3] = RunSample(s.address() + "/0", {Sample("error_paths"), "refused"}, transport());
+  auto [rc3, out3] = RunOn(s.address() + "/0", {Sample("error_paths"), "refused"});
   EXPECT_EQ(rc3, 0) << out3;
   EXPECT_TRUE(Has(out3, "no lease token")) << out3;
 }
@@ -733,6 +811,7 @@ TEST_P(E2E, MalformedFrameClosesOnlyThatSession) {
 // idle (its worker exits, which frees its memory), and the program's next call fails with the
 // reason, not a hang and not "lost the server".
 TEST_P(E2E, LeaseExpiryEndsTheSession) {
+  GPOOL_DRIVER_LAYER_GAP("a session the server refuses fails NVIDIA's runtime start-up (cuDeviceGetName), which returns cudaErrorInitializationError, not cudaErrorNotPermitted");
   std::string key_file = ::testing::TempDir() + "/gpool_lease_exp_" + std::to_string(getpid()) +
                          "_" + transport() + ".key";
   ASSERT_TRUE(WriteFileAtomic(key_file, std::string(64, 'b')).ok());
@@ -748,8 +827,7 @@ TEST_P(E2E, LeaseExpiryEndsTheSession) {
   ManualClock past(UnixClock::Default()->NowNanos() - int64_t{100} * 1000000000);
   auto expired = authority->Issue({.gpu = gpu, .ttl_seconds = 10}, past);
   ASSERT_TRUE(expired.ok()) << expired.status().ToString();
-  auto [rc1, out1] = RunSample(gpu, {Sample("error_paths"), "refused"}, transport(),
-                               {"--lease", *expired});
+  auto [rc1, out1] = RunOn(gpu, {Sample("error_paths"), "refused"}, {"--lease", *expired});
   EXPECT_EQ(rc1, 0) << out1;
   EXPECT_TRUE(Has(out1, "refused the session: lease refused: expired at ")) << out1;
 
@@ -758,8 +836,7 @@ TEST_P(E2E, LeaseExpiryEndsTheSession) {
   // slower than the lease would fail the first calls).
   auto token = authority->Issue({.gpu = gpu, .ttl_seconds = 8}, *UnixClock::Default());
   ASSERT_TRUE(token.ok()) << token.status().ToString();
-  Subprocess client({GPOOL_BIN, "run", "--devices", gpu, "--transport", transport(), "--lease",
-                     *token, "--", Sample("error_paths"), "lease-expiry"});
+  Subprocess client(RunArgv(gpu, {Sample("error_paths"), "lease-expiry"}, {"--lease", *token}));
   ASSERT_TRUE(client.WaitFor("READY", 60000)) << client.output() << s.proc().output();
   pid_t worker = WorkerPid(s.proc());
   ASSERT_GT(worker, 0) << s.proc().output();
@@ -784,10 +861,11 @@ TEST_P(E2E, LeaseExpiryEndsTheSession) {
 // (cuda_backend.cc, DeviceReset); there the emulated driver's own 256 MiB bound is the device's
 // memory. No session memory limit: cudaMemGetInfo sees module variables.
 TEST_P(E2E, KernelLibraryReloadAndDeviceReset) {
+  GPOOL_DRIVER_LAYER_GAP("cuDevicePrimaryCtxReset (cudaDeviceReset) is a stub");
   ServerOptions o = Options();
   if (cuda()) o.device_memory = uint64_t{256} << 20;
   Server s(o);
-  ExpectModuleReload(s, RunModuleReload(s, transport()));
+  ExpectModuleReload(s, RunOn(s.address() + "/0", ModuleReloadArgv()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, E2E, ::testing::ValuesIn(Pairs(Backends())), PairName);

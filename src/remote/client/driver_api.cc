@@ -243,14 +243,10 @@ CUresult CreateCtx(const char* call, CUcontext* pctx, unsigned flags, CUdevice d
   return CUDA_SUCCESS;
 }
 
-// Where an operation on device memory at `ptr`, ordered on stream `s`, goes: the server link of
-// the pointer's device (the stream's device when the pointer is not one gpool allocated), and the
-// stream there (the device's default stream when `s` belongs to another device).
-struct Route {
-  ServerLink* link = nullptr;
-  uint64_t stream = 0;
-  bool on_stream = false;  // `stream` is the program's: syncing `s` reaches this link and stream
-};
+}  // namespace
+
+// (Route, RouteTo, IsPageLocked and the 1-D copies are declared in driver_state.h: the 2-D and
+// peer copies of driver_copies.cc use them.)
 CUresult RouteTo(const char* call, uint64_t ptr, CUstream s, Route* out) {
   int sdev;
   uint64_t sid;
@@ -299,7 +295,7 @@ CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUst
 // fast copy): into pageable memory CUDA's own copy is synchronous, and a stream of another device
 // would not make its sync wait for this link's reads.
 CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s,
-                 bool async_call = false) {
+                 bool async_call) {
   Route r;
   if (CUresult e = RouteTo(call, src, s, &r)) return e;
   const bool async = async_call && r.on_stream && IsPageLocked(dst, n);
@@ -342,6 +338,8 @@ CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstrea
   }
   return CUDA_SUCCESS;
 }
+
+namespace {
 
 // A memset of `count` elements of `width` bytes (1 or 4). A 32-bit pattern whose four bytes
 // differ is written as host-to-device data (the protocol's Memset sets bytes).
@@ -796,15 +794,34 @@ CUresult cuMemGetInfo(size_t* free, size_t* total) {
 }
 // Page-locked host memory is ordinary host memory on the client (only a server's staging buffers
 // are truly pinned); the records let cuMemFreeHost refuse what it did not give.
-CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int) {
+CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
   if (!pp) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = Ready("cuMemHostAlloc")) return r;
   void* p = std::aligned_alloc(4096, (std::max<size_t>(bytesize, 1) + 4095) / 4096 * 4096);
   if (!p) return Fail("cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY, fmt::format("{} bytes", bytesize));
   std::lock_guard<std::mutex> lk(D().mu);
-  D().host_allocs[p] = HostAlloc{bytesize, D().next_id++};
+  D().host_allocs[p] = HostAlloc{bytesize, D().next_id++, flags};
   *pp = p;
   return CUDA_SUCCESS;
+}
+// The flags cuMemHostAlloc was given, for any pointer inside such an allocation; other memory is
+// refused with CUDA_ERROR_INVALID_VALUE, as the driver documents the call for its own
+// allocations only.
+CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
+  if (!flags || !p) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Ready("cuMemHostGetFlags")) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  auto it = D().host_allocs.upper_bound(p);
+  if (it != D().host_allocs.begin()) {
+    --it;
+    const auto* base = static_cast<const char*>(it->first);
+    if (static_cast<const char*>(p) < base + std::max<size_t>(it->second.size, 1)) {
+      *flags = it->second.flags;
+      return CUDA_SUCCESS;
+    }
+  }
+  return Fail("cuMemHostGetFlags", CUDA_ERROR_INVALID_VALUE,
+              fmt::format("{} is not inside memory from cuMemHostAlloc or cuMemAllocHost", p));
 }
 CUresult cuMemAllocHost(void** pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
 CUresult cuMemFreeHost(void* p) {

@@ -103,6 +103,7 @@ struct Alloc {
 struct HostAlloc {
   size_t size = 0;
   uint64_t buffer_id = 0;
+  unsigned flags = 0;  // cuMemHostAlloc's (cuMemHostGetFlags); cuMemAllocHost: 0
 };
 
 class Driver {
@@ -203,6 +204,24 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
 CUresult LibraryKernelOn(const char* call, Function* k, int dev, ServerLink* link, Function** out);
 // cuGetExportTable (driver_export_tables.cc).
 CUresult GetExportTable(const void** table, const CUuuid* id);
+
+// Where an operation on device memory at `ptr`, ordered on stream `s`, goes: the server link of
+// the pointer's device (the stream's device when the pointer is not one gpool allocated), and the
+// stream there (the device's default stream when `s` belongs to another device).
+struct Route {
+  ServerLink* link = nullptr;
+  uint64_t stream = 0;
+  bool on_stream = false;  // `stream` is the program's: syncing `s` reaches this link and stream
+};
+CUresult RouteTo(const char* call, uint64_t ptr, CUstream s, Route* out);
+// Whether [p, p+n) lies inside one page-locked allocation (cuMemAllocHost, cuMemHostAlloc).
+bool IsPageLocked(const void* p, size_t n);
+// The 1-D copies (driver_api.cc): host to device, device to host (`async_call`: the Async forms),
+// device to device (relayed through this process between servers). Errors said naming `call`.
+CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUstream s);
+CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s,
+                 bool async_call = false);
+CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s);
 
 // cuInit done? Else CUDA_ERROR_NOT_INITIALIZED, said naming the call.
 CUresult Ready(const char* call);
