@@ -218,7 +218,8 @@ CUresult Props(const char* call, CUdevice dev, const proto::DeviceProps** out) {
   return CUDA_SUCCESS;
 }
 
-// A context handle checked against the live set.
+}  // namespace
+
 CUresult FindCtx(const char* call, CUcontext c, Ctx** out) {
   auto* ctx = reinterpret_cast<Ctx*>(c);
   std::lock_guard<std::mutex> lk(D().mu);
@@ -229,6 +230,8 @@ CUresult FindCtx(const char* call, CUcontext c, Ctx** out) {
   *out = ctx;
   return CUDA_SUCCESS;
 }
+
+namespace {
 
 CUresult CreateCtx(const char* call, CUcontext* pctx, unsigned flags, CUdevice dev) {
   if (!pctx) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null context pointer");

@@ -161,6 +161,7 @@ CUresult Memset2D8(const char* call, CUdeviceptr dst, size_t pitch, unsigned cha
 
 using namespace gpool::remote::client::driver;  // NOLINT: the C API below is this file's point
 namespace proto = gpool::remote::proto;
+using gpool::remote::client::ServerLink;
 
 #pragma GCC visibility push(default)
 extern "C" {
@@ -206,6 +207,60 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontex
                            CUstream s) {
   if (n == 0) return CUDA_SUCCESS;
   return CopyD2D("cuMemcpyPeerAsync", dst, src, n, s);
+}
+
+// Devices of one server can reach each other's memory (the server enables peer access between its
+// contexts); across servers no kernel can reach the other host's memory, so 0 there (copies
+// between them still work, relayed).
+CUresult cuDeviceCanAccessPeer(int* can, CUdevice dev, CUdevice peer) {
+  if (!can) return Fail("cuDeviceCanAccessPeer", CUDA_ERROR_INVALID_VALUE, "null output");
+  if (CUresult r = Ready("cuDeviceCanAccessPeer")) return r;
+  const int n = D().device_count();
+  if (dev < 0 || dev >= n || peer < 0 || peer >= n) {
+    return Fail("cuDeviceCanAccessPeer", CUDA_ERROR_INVALID_DEVICE,
+                fmt::format("device {} or peer {} is not one of the {} device(s) GPOOL_DEVICES "
+                            "lists", dev, peer, n));
+  }
+  *can = dev != peer && D().env.devices[dev].server == D().env.devices[peer].server;
+  return CUDA_SUCCESS;
+}
+
+// Peer access of the current context's device to `peer_ctx`'s device: forwarded to their server
+// (proto::PeerAccess, as the runtime stand-in's cudaDeviceEnablePeerAccess), which answers
+// already-enabled / not-enabled. Across servers refused with CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+// saying why.
+static CUresult PeerAccess(const char* call, CUcontext peer_ctx, unsigned int flags, bool enable) {
+  int dev;
+  if (CUresult r = CurrentDevice(call, &dev)) return r;
+  Ctx* peer_rec;
+  if (CUresult r = FindCtx(call, peer_ctx, &peer_rec)) return r;
+  const int peer = peer_rec->device;
+  if (peer == dev) {
+    return Fail(call, CUDA_ERROR_INVALID_DEVICE,
+                fmt::format("the peer context is of the current device {}", dev));
+  }
+  if (flags != 0) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("flags {:#x} (must be 0)", flags));
+  }
+  if (D().env.devices[dev].server != D().env.devices[peer].server) {
+    return Fail(call, CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                fmt::format("device {} ({}) and device {} ({}) are on different GPU servers: "
+                            "kernels on one cannot reach the other's memory (copies between them "
+                            "work, relayed through the client)",
+                            dev, D().env.devices[dev].server, peer, D().env.devices[peer].server));
+  }
+  CUresult err;
+  ServerLink* l = D().Link(dev, &err, call);
+  if (!l) return err;
+  proto::PeerAccess q{.device = D().Index(dev), .peer = D().Index(peer),
+                      .enable = static_cast<uint8_t>(enable)};
+  return Call(l, q, call);
+}
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  return PeerAccess("cuCtxEnablePeerAccess", peer, flags, true);
+}
+CUresult cuCtxDisablePeerAccess(CUcontext peer) {
+  return PeerAccess("cuCtxDisablePeerAccess", peer, 0, false);
 }
 
 // Per-thread default stream variants (every default stream is the device's stream 0 here).

@@ -223,6 +223,9 @@ CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s
                  bool async_call = false);
 CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s);
 
+// A context handle checked against the live set (CUDA_ERROR_INVALID_CONTEXT, said, if not live).
+CUresult FindCtx(const char* call, CUcontext c, Ctx** out);
+
 // cuInit done? Else CUDA_ERROR_NOT_INITIALIZED, said naming the call.
 CUresult Ready(const char* call);
 // The current context's device (cuInit done, a context current), else the error, said.
