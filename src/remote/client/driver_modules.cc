@@ -244,6 +244,17 @@ CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, cons
   Module* m;
   if (CUresult r = FindModule(call, hmod, &m)) return r;
   if (CUresult r = EnsureLoaded(call, m)) return r;
+  // A module's variables are its context's device's. A library's (cuLibraryGetGlobal) are the
+  // current context's device's copy when that device is on the library's server (each device
+  // has its own copy); otherwise the library's own device's (no copy on another server yet).
+  int dev = m->device;
+  CUcontext cur = nullptr;
+  int cur_dev = -1;
+  if (m->library && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != nullptr &&
+      CurrentDevice(call, &cur_dev) == CUDA_SUCCESS &&
+      D().env.devices[cur_dev].server == D().env.devices[m->device].server) {
+    dev = cur_dev;
+  }
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lk(D().mu);
@@ -255,20 +266,18 @@ CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, cons
       return Fail(call, CUDA_ERROR_NOT_FOUND, fmt::format("module has no variable named {} (the "
                   "client could not read its image: {})", name, m->parse_status.message()));
     }
-    if (it->second.known) {
-      if (dptr) *dptr = it->second.symbol.ptr;
-      if (bytes) *bytes = it->second.symbol.size;
+    if (auto known = it->second.symbols.find(dev); known != it->second.symbols.end()) {
+      if (dptr) *dptr = known->second.ptr;
+      if (bytes) *bytes = known->second.size;
       return CUDA_SUCCESS;
     }
     id = it->second.id;
   }
-  proto::GetSymbol q{.var = id, .device = D().Index(m->device)};
+  proto::GetSymbol q{.var = id, .device = D().Index(dev)};
   proto::Symbol sym;
   if (CUresult r = Call(m->link, q, &sym, call)) return r;
   std::lock_guard<std::mutex> lk(D().mu);
-  Global& g = m->globals[name];
-  g.symbol = sym;
-  g.known = true;
+  m->globals[name].symbols[dev] = sym;
   if (dptr) *dptr = sym.ptr;
   if (bytes) *bytes = sym.size;
   return CUDA_SUCCESS;

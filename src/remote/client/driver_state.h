@@ -69,8 +69,9 @@ struct Function {
 };
 struct Global {
   uint64_t id = 0;  // on the server
-  bool known = false;  // symbol fetched (GetSymbol)
-  proto::Symbol symbol;
+  // Address and size per device (GetSymbol, fetched at the first lookup there): each device
+  // has its own copy of a module's variables. Forgotten for a device at its reset.
+  std::map<int, proto::Symbol> symbols;
 };
 // Loaded lazily, as CUDA's lazy loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2) does:
 // cuModuleLoadData/cuLibraryLoadData only copy the image; the client parses it and sends it to
