@@ -818,7 +818,8 @@ CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
   if (it != D().host_allocs.begin()) {
     --it;
     const auto* base = static_cast<const char*>(it->first);
-    if (static_cast<const char*>(p) < base + std::max<size_t>(it->second.size, 1)) {
+    if (static_cast<const char*>(p) < base + std::max<size_t>(it->second.size, 1) &&
+        !it->second.registered) {
       *flags = it->second.flags;
       return CUDA_SUCCESS;
     }
@@ -832,10 +833,12 @@ CUresult cuMemFreeHost(void* p) {
   std::vector<ServerLink*> links;
   {
     std::lock_guard<std::mutex> lk(D().mu);
-    if (!D().host_allocs.erase(p)) {
+    auto it = D().host_allocs.find(p);
+    if (it == D().host_allocs.end() || it->second.registered) {
       return Fail("cuMemFreeHost", CUDA_ERROR_INVALID_VALUE, fmt::format("{} is not from "
                   "cuMemAllocHost/cuMemHostAlloc", p));
     }
+    D().host_allocs.erase(it);
     for (auto& [addr, l] : D().links) {
       if (l) links.push_back(l.get());
     }

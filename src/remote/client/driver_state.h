@@ -105,6 +105,7 @@ struct HostAlloc {
   size_t size = 0;
   uint64_t buffer_id = 0;
   unsigned flags = 0;  // cuMemHostAlloc's (cuMemHostGetFlags); cuMemAllocHost: 0
+  bool registered = false;  // the program's own memory, cuMemHostRegister'ed (not ours to free)
 };
 
 class Driver {
