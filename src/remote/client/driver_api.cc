@@ -126,15 +126,15 @@ ServerLink* Driver::LinkLocked(int dev, CUresult* err, const char* call) {
     return it->second.get();
   }
   if (auto it = link_errors.find(ref.server); it != link_errors.end()) {
-    *err = CUDA_ERROR_DEVICE_UNAVAILABLE;
+    *err = it->second;
     return nullptr;
   }
   auto link = ConnectServer(env, ref.server);
   if (!link.ok()) {
     Say(fmt::format("{}: {}", call, link.status().message()));
-    link_errors[ref.server] = link.status().message();
     *err = link.status().code() == StatusCode::kPermissionDenied ? CUDA_ERROR_NOT_PERMITTED
                                                                   : CUDA_ERROR_DEVICE_UNAVAILABLE;
+    link_errors[ref.server] = *err;
     return nullptr;
   }
   ServerLink* l = link->get();
@@ -419,7 +419,13 @@ CUresult cuDriverGetVersion(int* v) {
   return CUDA_SUCCESS;
 }
 
-// Checks the environment only: servers are connected at the first call that needs one.
+// Checks the environment and connects to every server GPOOL_DEVICES names (NVIDIA's runtime asks
+// every device's name and attributes at its start anyway). A server that refuses the session (a
+// bad, expired or missing lease) or cannot be reached fails cuInit, naming it, with
+// CUDA_ERROR_NOT_PERMITTED or CUDA_ERROR_DEVICE_UNAVAILABLE: NVIDIA's runtime returns cuInit's
+// error from the program's first call (a failure after cuInit, during its start-up, it reports as
+// cudaErrorInitializationError), so the program sees cudaErrorNotPermitted for a refused lease
+// as through the runtime stand-in. Later calls of cuInit return the same.
 CUresult cuInit(unsigned int flags) {
   if (flags != 0) return Fail("cuInit", CUDA_ERROR_INVALID_VALUE, fmt::format("flags {} (want 0)", flags));
   Driver& d = D();
@@ -432,6 +438,7 @@ CUresult cuInit(unsigned int flags) {
       d.contexts.insert(c);
     }
     d.primary_refs.assign(d.device_count(), 0);
+    d.initialized.store(true, std::memory_order_release);
     // GPOOL_DRIVER_STATS=1: at exit, how many modules and libraries the program loaded and how
     // many of them reached a server (lazy loading, driver_modules.cc).
     const char* stats = std::getenv("GPOOL_DRIVER_STATS");
@@ -442,7 +449,10 @@ CUresult cuInit(unsigned int flags) {
       });
     }
   }
-  d.initialized.store(true, std::memory_order_release);
+  for (int i = 0; i < d.device_count(); ++i) {
+    CUresult err;
+    if (!d.LinkLocked(i, &err, "cuInit")) return err;
+  }
   return CUDA_SUCCESS;
 }
 

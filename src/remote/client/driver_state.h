@@ -119,7 +119,9 @@ class Driver {
   PoolEnv env;
   std::atomic<bool> initialized{false};
   std::map<std::string, std::unique_ptr<ServerLink>> links;
-  std::map<std::string, std::string> link_errors;
+  // Servers that could not be connected, and the error each call on them returns (a refused
+  // session: CUDA_ERROR_NOT_PERMITTED; an unreachable server: CUDA_ERROR_DEVICE_UNAVAILABLE).
+  std::map<std::string, CUresult> link_errors;
   std::vector<Ctx*> primary;       // per device; never freed
   std::vector<int> primary_refs;   // cuDevicePrimaryCtxRetain count per device
   std::set<const Ctx*> contexts;   // live: primaries and cuCtxCreate's
