@@ -699,7 +699,11 @@ void ExpectModuleReload(Server& s, const std::pair<int, std::string>& run, bool 
 // each device, whose copies differ, so two fetches (one per device); multi_device (no variables,
 // its kernel launched on device 0 of one server and devices 0 and 1 of another): one fetch per
 // server, since layouts are the same on every device of a server. No session waited for a
-// GetParamInfo or GetSymbol; the samples check their results.
+// GetParamInfo or GetSymbol; the samples check their results. On the driver layer the layouts come
+// from the client's own parse of the image (driver_state.h, Function), so a module without
+// variables needs no fetch at all (multi_device: none); variables cost the same one fetch per
+// module and device. A kernel's attributes, which NVIDIA's runtime asks at its first launch, are
+// one FuncAttributes round trip per kernel, kept after (at most one per kernel and server).
 TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServerDevice) {
   auto expect_fetches = [](Subprocess& server, unsigned long fetches, const std::string& what) {
     auto counts = RepliesByOp(server);
@@ -707,6 +711,7 @@ TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServerDevice) {
     EXPECT_EQ(counts.count("GetParamInfo"), 0u) << what << "\n" << server.output();
     EXPECT_EQ(counts.count("GetSymbol"), 0u) << what << "\n" << server.output();
     EXPECT_GT(counts["Malloc"], 0u) << what << ": the counts were not read\n" << server.output();
+    return counts;
   };
   {
     Server s(Options(2));
@@ -714,15 +719,17 @@ TEST_P(E2E, ModuleInfoIsFetchedOncePerModuleAndServerDevice) {
     EXPECT_EQ(rc, 0) << out;
     EXPECT_TRUE(Has(out, "per-device variables: 2 devices")) << out;
     EXPECT_TRUE(Has(out, "PASS symbols")) << out;
-    expect_fetches(s.proc(), 2, "symbols on two devices of one server");
+    auto counts = expect_fetches(s.proc(), 2, "symbols on two devices of one server");
+    // symbols has four kernels.
+    EXPECT_LE(counts["FuncAttributes"], 4u) << s.proc().output();
   }
   Server a(Options()), b(Options(2));
   std::string devices = a.address() + "/0," + b.address() + "/0," + b.address() + "/1";
   auto [rc, out] = RunOn(devices, {Sample("multi_device"), "3"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS multi_device devices=3")) << out;
-  expect_fetches(a.proc(), 1, "multi_device, server a");
-  expect_fetches(b.proc(), 1, "multi_device, server b (two devices)");
+  expect_fetches(a.proc(), driver() ? 0 : 1, "multi_device, server a");
+  expect_fetches(b.proc(), driver() ? 0 : 1, "multi_device, server b (two devices)");
 }
 
 TEST_P(E2E, KilledClientFreesItsMemory) {

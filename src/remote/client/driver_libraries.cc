@@ -160,8 +160,9 @@ CUresult cuKernelGetName(const char** name, CUkernel kernel) {
 
 // ---- function and kernel attributes (a CUkernel is a CUfunction here)
 
-// Read from the server (FuncAttributes, one round trip). Attributes gpool does not model (cache
-// mode, clusters, scheduling policy) are 0, what a kernel that sets none of them has.
+// Read from the server (FuncAttributes, one round trip, then kept: Function::server_attrs).
+// Attributes gpool does not model (cache mode, clusters, scheduling policy) are 0, what a kernel
+// that sets none of them has.
 CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   const char* call = "cuFuncGetAttribute";
   if (!pi) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result pointer");
@@ -171,10 +172,25 @@ CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfu
     *pi = -1;  // no preference set
     return CUDA_SUCCESS;
   }
-  proto::FuncAttributes q;
-  q.func = f->id;
   proto::FuncAttrs a;
-  if (CUresult r = Call(f->module->link, q, &a, call)) return r;
+  bool known;
+  uint64_t sets;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    known = f->server_attrs_known;
+    sets = f->attrs_set;
+    if (known) a = f->server_attrs;
+  }
+  if (!known) {
+    proto::FuncAttributes q;
+    q.func = f->id;
+    if (CUresult r = Call(f->module->link, q, &a, call)) return r;
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (f->attrs_set == sets) {
+      f->server_attrs = a;
+      f->server_attrs_known = true;
+    }
+  }
   switch (attrib) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = a.max_threads_per_block; break;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = static_cast<int>(a.shared_size_bytes); break;
@@ -217,6 +233,8 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
   {
     std::lock_guard<std::mutex> lk(D().mu);
     f->attrs[static_cast<int32_t>(attrib)] = value;
+    f->server_attrs_known = false;  // asked again after the set, which the link sends first
+    ++f->attrs_set;
     f->attr_devices.insert(f->module->device);
     devices = f->attr_devices;
   }

@@ -19,6 +19,7 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <unordered_map>
 
 #include "remote/client/driver_state.h"
 
@@ -273,11 +274,30 @@ CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, cons
     }
     id = it->second.id;
   }
-  proto::GetSymbol q{.var = id, .device = D().Index(dev)};
-  proto::Symbol sym;
-  if (CUresult r = Call(m->link, q, &sym, call)) return r;
+  // One round trip per module and device for all its variables (GetModuleInfo, as the runtime
+  // stand-in does), not one per variable: the addresses of the others are kept for their lookups.
+  proto::GetModuleInfo q{.module = m->id, .device = D().Index(dev)};
+  proto::ModuleInfo info;
+  if (CUresult r = Call(m->link, q, &info, call)) return r;
   std::lock_guard<std::mutex> lk(D().mu);
-  m->globals[name].symbols[dev] = sym;
+  std::unordered_map<uint64_t, Global*> by_id;
+  for (auto& [n, g] : m->globals) by_id[g.id] = &g;
+  const proto::VarInfo* mine = nullptr;
+  for (const proto::VarInfo& vi : info.vars) {
+    if (vi.var == id) mine = &vi;
+    auto it = by_id.find(vi.var);
+    if (vi.error == 0 && it != by_id.end()) {
+      it->second->symbols[dev] = proto::Symbol{.ptr = vi.ptr, .size = vi.size};
+    }
+  }
+  if (!mine) {
+    return Fail(call, CUDA_ERROR_NOT_FOUND, fmt::format("{}: the server did not report variable "
+                "{} of the module", m->link->address(), name));
+  }
+  if (mine->error != 0) {
+    return Fail(call, ToCU(mine->error), fmt::format("{}: {}", m->link->address(), mine->message));
+  }
+  const proto::Symbol& sym = m->globals[name].symbols[dev];
   if (dptr) *dptr = sym.ptr;
   if (bytes) *bytes = sym.size;
   return CUDA_SUCCESS;

@@ -63,7 +63,10 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
       auto* m = const_cast<Module*>(cm);  // the live set holds const pointers to owned records
       if (m->link != l) continue;
       for (auto& [name, g] : m->globals) g.symbols.erase(dev);
-      for (auto& [name, f] : m->functions) f->attr_devices.erase(dev);
+      for (auto& [name, f] : m->functions) {
+        f->attr_devices.erase(dev);
+        f->server_attrs_known = false;
+      }
     }
     primary = d.primary[dev];
     storage.swap(primary->storage);

@@ -66,6 +66,12 @@ struct Function {
   // a function launched on another device of its module's server gets them there first.
   std::map<int32_t, int32_t> attrs;
   std::set<int> attr_devices;
+  // The server's answer to FuncAttributes, kept (under D().mu) until an attribute is set or its
+  // device reset: libraries ask the same attributes many times (NCCL ~2,500 at its start), and
+  // they change only when set.
+  bool server_attrs_known = false;
+  proto::FuncAttrs server_attrs;
+  uint64_t attrs_set = 0;  // sets so far: an answer asked before a set is not kept after it
 };
 struct Global {
   uint64_t id = 0;  // on the server
