@@ -519,7 +519,6 @@ TEST_P(E2E, TwoServersAggregated) {
 // Then the loud launch attributes, and an asynchronous error first heard by the callback thread
 // that the program's next synchronize must still report.
 TEST_P(E2E, RuntimeCalls) {
-  GPOOL_DRIVER_LAYER_GAP("cuDeviceGetByPCIBusId, cuStreamAddCallback and cuLaunchKernelEx's loud attributes are not covered");
   auto bin_or = ReadFile(Sample("runtime_calls"));
   ASSERT_TRUE(bin_or.ok()) << bin_or.status().ToString();
   for (const char* sym : {"cudaStreamGetFlags", "cudaStreamGetPriority", "cudaStreamGetDevice",
@@ -543,14 +542,22 @@ TEST_P(E2E, RuntimeCalls) {
     EXPECT_TRUE(Has(out, id)) << out;
   }
 
-  auto [urc, uout] = RunShared({Sample("runtime_calls"), "unsupported"});
-  EXPECT_EQ(urc, 0) << uout;
-  EXPECT_TRUE(Has(uout, "PASS runtime_calls unsupported")) << uout;
-  EXPECT_TRUE(Has(uout, "cudaLaunchKernelExC with cudaLaunchAttributePriority (8) is not supported"))
-      << uout;
-  EXPECT_TRUE(Has(uout, "cudaLaunchKernelExC with cudaLaunchAttributeClusterDimension (4) is not "
-                        "supported by the gpool client runtime: thread block clusters other than "
-                        "1x1x1 are not remoted")) << uout;
+  // The loud launch attributes are the runtime stand-in's policy: it refuses a launch priority.
+  // The driver stand-in accepts one (ignoring a scheduling hint changes nothing a program can
+  // observe, and libraries pass it; stream priorities are accepted on both layers), so the
+  // sample's "priority is refused" does not hold there, and this mode runs on the runtime layer
+  // only (the driver stand-in's own refusal of clusters larger than 1x1x1, in cuLaunchKernelEx,
+  // is not exercised by this suite).
+  if (!driver()) {
+    auto [urc, uout] = RunShared({Sample("runtime_calls"), "unsupported"});
+    EXPECT_EQ(urc, 0) << uout;
+    EXPECT_TRUE(Has(uout, "PASS runtime_calls unsupported")) << uout;
+    EXPECT_TRUE(Has(uout, "cudaLaunchKernelExC with cudaLaunchAttributePriority (8) is not "
+                          "supported")) << uout;
+    EXPECT_TRUE(Has(uout, "cudaLaunchKernelExC with cudaLaunchAttributeClusterDimension (4) is "
+                          "not supported by the gpool client runtime: thread block clusters other "
+                          "than 1x1x1 are not remoted")) << uout;
+  }
 
   // The emulated backend reports the fault once; the emulated driver keeps it, as a GPU does.
   auto [arc, aout] =

@@ -91,6 +91,14 @@ CUresult ToCU(int32_t e) {
 }
 
 CUresult FromReply(const proto::ReplyHead& h, ServerLink* l, const char* call) {
+  if (h.async_error == 0) {
+    int32_t code;
+    std::string message;
+    if (TakeDeferredError(l, &code, &message)) {
+      Say(fmt::format("{}: asynchronous error on {}: {}", call, l->address(), message));
+      return ToCU(code);
+    }
+  }
   if (h.async_error != 0) {
     Say(fmt::format("{}: asynchronous error on {}: {}", call, l->address(), h.async_message));
     return ToCU(h.async_error);
@@ -169,20 +177,22 @@ CUresult CurrentDevice(const char* call, int* dev) {
   return CUDA_SUCCESS;
 }
 
-CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id) {
+CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id, bool gate) {
   if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
     *id = 0;
-    return CurrentDevice(call, dev);
+    if (CUresult r = CurrentDevice(call, dev)) return r;
+  } else {
+    if (CUresult r = Ready(call)) return r;
+    auto* rec = reinterpret_cast<const Stream*>(s);
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (!D().streams.count(rec)) {
+      return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("stream {} is not a live stream",
+                  static_cast<const void*>(s)));
+    }
+    *dev = rec->device;
+    *id = rec->id;
   }
-  if (CUresult r = Ready(call)) return r;
-  auto* rec = reinterpret_cast<const Stream*>(s);
-  std::lock_guard<std::mutex> lk(D().mu);
-  if (!D().streams.count(rec)) {
-    return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("stream {} is not a live stream",
-                static_cast<const void*>(s)));
-  }
-  *dev = rec->device;
-  *id = rec->id;
+  if (gate) HostFnGate(*dev, *id);
   return CUDA_SUCCESS;
 }
 
@@ -687,6 +697,7 @@ CUresult cuCtxSynchronize(void) {
   const char* call = "cuCtxSynchronize";
   int dev;
   if (CUresult r = CurrentDevice(call, &dev)) return r;
+  HostFnGate(dev, 0);  // the device's host functions first
   CUresult err;
   ServerLink* l = D().Link(dev, &err, call);
   if (!l) return err;

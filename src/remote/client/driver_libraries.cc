@@ -277,13 +277,36 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, CUfunc
   if (CUresult r = FindKernel(call, reinterpret_cast<CUkernel>(func), &f)) return r;
   const proto::DeviceProps* p;
   if (CUresult r = DevProps(call, f->module->device, &p)) return r;
-  int static_shared = 0;
+  int static_shared = 0, max_threads = 0, max_dynamic = 0;
   if (CUresult r = cuFuncGetAttribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func)) {
     return r;
   }
-  uint64_t per_block = std::min<uint64_t>(p->shared_mem_per_mp / static_cast<uint64_t>(numBlocks),
-                                          p->shared_mem_per_block_optin);
-  *dynamicSmemSize = per_block > static_cast<uint64_t>(static_shared) ? per_block - static_shared : 0;
+  if (CUresult r = cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func)) {
+    return r;
+  }
+  if (CUresult r = cuFuncGetAttribute(&max_dynamic, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      func)) {
+    return r;
+  }
+  // As the runtime stand-in's cudaOccupancyAvailableDynamicSMemPerBlock: the multiprocessor's
+  // shared memory split numBlocks ways, less the per-block reserve (1 KiB from compute
+  // capability 8.0 on) and the kernel's static shared memory, capped by the kernel's maximum
+  // dynamic shared memory; 0 when the blocks cannot reside together by threads or block count.
+  // Registers and the allocation granularity are not modelled.
+  *dynamicSmemSize = 0;
+  const uint64_t warp = std::max(p->warp_size, 1);
+  const uint64_t threads = (static_cast<uint64_t>(blockSize) + warp - 1) / warp * warp;
+  if (blockSize > max_threads ||
+      threads * static_cast<uint64_t>(numBlocks) > static_cast<uint64_t>(p->max_threads_per_mp) ||
+      numBlocks > p->max_blocks_per_mp) {
+    return CUDA_SUCCESS;
+  }
+  const uint64_t reserve = p->major >= 8 ? 1024 : 0;
+  const uint64_t per_block = p->shared_mem_per_mp / static_cast<uint64_t>(numBlocks);
+  const uint64_t used = reserve + static_cast<uint64_t>(std::max(static_shared, 0));
+  if (per_block <= used) return CUDA_SUCCESS;
+  *dynamicSmemSize =
+      std::min<uint64_t>(per_block - used, static_cast<uint64_t>(std::max(max_dynamic, 0)));
   return CUDA_SUCCESS;
 }
 

@@ -312,15 +312,17 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
 // The launch attributes that change nothing a program can observe when ignored are accepted:
 // priority, the L2 access policy window, the memory synchronization domain, the cluster
 // scheduling preference, programmatic stream serialization (it only allows the next kernel to
-// start early: launching it after is stricter), and a 1x1x1 cluster. The others (clusters of
-// more blocks, cooperative launches, programmatic and completion events, device-updatable
-// nodes, ...) are refused, naming the attribute, since ignoring them would change results.
+// start early: launching it after is stricter), and a 1x1x1 cluster. A cooperative launch is
+// made cooperative on the server (proto::LaunchCooperative). The others (clusters of more
+// blocks, programmatic and completion events, device-updatable nodes, ...) are refused, naming
+// the attribute, since ignoring them would change results.
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   const char* call = "cuLaunchKernelEx";
   if (!config) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null launch configuration");
   if (config->numAttrs > 0 && !config->attrs) {
     return Fail(call, CUDA_ERROR_INVALID_VALUE, "numAttrs > 0 with null attrs");
   }
+  bool cooperative = false;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
     switch (a.id) {
@@ -341,8 +343,8 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** par
         }
         break;
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-        if (a.value.cooperative == 0) break;
-        [[fallthrough]];
+        cooperative = a.value.cooperative != 0;
+        break;
       default:
         return Fail(call, CUDA_ERROR_NOT_SUPPORTED,
                     fmt::format("launch attribute {} is not supported by gpool",
@@ -351,7 +353,23 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** par
   }
   return LaunchKernel(call, f, config->gridDimX, config->gridDimY, config->gridDimZ,
                       config->blockDimX, config->blockDimY, config->blockDimZ,
-                      config->sharedMemBytes, config->hStream, params, extra);
+                      config->sharedMemBytes, config->hStream, params, extra, cooperative);
+}
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                   unsigned int bx, unsigned int by, unsigned int bz,
+                                   unsigned int shmem, CUstream s, void** params) {
+  return LaunchKernel("cuLaunchCooperativeKernel", f, gx, gy, gz, bx, by, bz, shmem, s, params,
+                      nullptr, /*cooperative=*/true);
+}
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int shmem, CUstream s,
+                                        void** params);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int shmem, CUstream s,
+                                        void** params) {
+  return cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                void** extra) {
@@ -376,7 +394,8 @@ thread_local ParamsBuffer t_params;
 
 CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned int gy,
                       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
-                      unsigned int shmem, CUstream s, void** params, void** extra) {
+                      unsigned int shmem, CUstream s, void** params, void** extra,
+                      bool cooperative) {
   if (CUresult r = Ready(call)) return r;
   auto* fn = reinterpret_cast<Function*>(f);
   {
@@ -430,6 +449,13 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
   if (CUresult r = PackParams(call, fn, params, extra, &buf)) return r;
   proto::Launch m{.func = fn->id, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .shmem = shmem,
                   .device = D().Index(dev), .stream = sid, .params = buf};
+  if (cooperative) {
+    // The server launches it with the driver's cooperative attribute (grid-wide sync works;
+    // a grid too large to be resident is refused there), as the runtime stand-in's.
+    proto::LaunchCooperative c;
+    static_cast<proto::Launch&>(c) = m;
+    return Post(fn->module->link, c, call);
+  }
   return Post(fn->module->link, m, call);
 }
 

@@ -210,12 +210,14 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute*
       return Fail(call, CUDA_ERROR_NOT_SUPPORTED, fmt::format("pointer attribute {} is not "
                   "supported by gpool", static_cast<int>(attributes[i])));
     }
-    // Host memory has no device pointer here (nothing is mapped into a remote GPU): the plural
-    // form reads it as null, as CUDA does for an attribute that does not apply (NVIDIA's
-    // runtime asks it for cudaPointerGetAttributes); cuPointerGetAttribute refuses it loudly.
-    if (!info.device && attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_POINTER) {
+    // Host memory has no device pointer here (nothing is mapped into a remote GPU), and device
+    // memory no host pointer: the plural form reads them as null, as CUDA does for an attribute
+    // that does not apply (NVIDIA's runtime asks both for cudaPointerGetAttributes);
+    // cuPointerGetAttribute refuses them.
+    if ((!info.device && attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_POINTER) ||
+        (info.device && attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER)) {
       if (!data[i]) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result pointer");
-      std::memset(data[i], 0, sizeof(CUdeviceptr));
+      std::memset(data[i], 0, ValueSize(attributes[i]));
       continue;
     }
     if (CUresult r = GetOne(call, data[i], attributes[i], info, ptr)) return r;

@@ -207,7 +207,8 @@ CUresult DevProps(const char* call, CUdevice dev, const proto::DeviceProps** out
 // A kernel launch (cuLaunchKernel, cuLaunchKernelEx; driver_modules.cc), errors naming `call`.
 CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned int gy,
                       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
-                      unsigned int shmem, CUstream s, void** params, void** extra);
+                      unsigned int shmem, CUstream s, void** params, void** extra,
+                      bool cooperative = false);
 // Library kernel `k` (a Function of a library) for a launch on device `dev`, whose server (`link`)
 // is not the library's: the same kernel of the library's copy there, loaded at the first such
 // launch, with the attributes set on `k` (driver_libraries.cc). Takes D().mu: call without it.
@@ -241,7 +242,19 @@ CUresult Ready(const char* call);
 // The current context's device (cuInit done, a context current), else the error, said.
 CUresult CurrentDevice(const char* call, int* dev);
 // A stream's device and server id: a default stream (null, CU_STREAM_LEGACY,
-// CU_STREAM_PER_THREAD) is the current context's device's stream 0.
-CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id);
+// CU_STREAM_PER_THREAD) is the current context's device's stream 0. `gate`: the caller is about
+// to put work on the stream, which must first wait for the host functions queued on it
+// (driver_hostfns.cc); queries pass false.
+CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id, bool gate = true);
+
+// Host functions on streams (driver_hostfns.cc). HostFnGate blocks until no host function queued
+// orders work of (dev, stream) (stream 0: the device's default stream, which waits for all of
+// the device's); HostFnPending says whether one does.
+void HostFnGate(int dev, uint64_t stream);
+bool HostFnPending(int dev, uint64_t stream);
+// An asynchronous error the host-function thread received, kept for the program's next reply
+// from that server (FromReply takes it).
+void DeferAsyncError(const ServerLink* l, int32_t code, const std::string& message);
+bool TakeDeferredError(const ServerLink* l, int32_t* code, std::string* message);
 
 }  // namespace gpool::remote::client::driver

@@ -11,10 +11,13 @@
 namespace gpool::remote::client::driver {
 namespace {
 
+// A stream sync waits for the stream's host functions first (gated); a query does not wait and
+// says not ready while one of them is queued (driver_hostfns.cc).
 CUresult StreamCall(const char* call, CUstream s, bool query) {
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/!query)) return r;
+  if (query && HostFnPending(dev, id)) return CUDA_ERROR_NOT_READY;
   CUresult err;
   ServerLink* l = D().Link(dev, &err, call);
   if (!l) return err;
@@ -100,7 +103,7 @@ CUresult cuStreamGetFlags(CUstream s, unsigned int* flags) {
   if (!flags) return CUDA_ERROR_INVALID_VALUE;
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, "cuStreamGetFlags", &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, "cuStreamGetFlags", &dev, &id, /*gate=*/false)) return r;
   *flags = id == 0 ? 0 : reinterpret_cast<const Stream*>(s)->flags;
   return CUDA_SUCCESS;
 }
@@ -109,7 +112,7 @@ CUresult cuStreamGetDevice(CUstream s, CUdevice* device) {
   if (!device) return CUDA_ERROR_INVALID_VALUE;
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, "cuStreamGetDevice", &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, "cuStreamGetDevice", &dev, &id, /*gate=*/false)) return r;
   *device = dev;
   return CUDA_SUCCESS;
 }
@@ -117,7 +120,7 @@ CUresult cuStreamGetPriority(CUstream s, int* priority) {
   if (!priority) return CUDA_ERROR_INVALID_VALUE;
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, "cuStreamGetPriority", &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, "cuStreamGetPriority", &dev, &id, /*gate=*/false)) return r;
   *priority = id == 0 ? 0 : reinterpret_cast<const Stream*>(s)->priority;
   return CUDA_SUCCESS;
 }
@@ -257,7 +260,7 @@ CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
   if (!status) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null status");
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/false)) return r;
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
@@ -270,7 +273,7 @@ CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus* status, cuuin
   if (!status) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null status");
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/false)) return r;
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (id_out) *id_out = 0;
   if (graph) *graph = nullptr;

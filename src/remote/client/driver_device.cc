@@ -1,6 +1,9 @@
-// The driver stand-in's device reset (cuDevicePrimaryCtxReset, which NVIDIA's runtime calls for
-// cudaDeviceReset); see driver_state.h for the records it clears.
+// The driver stand-in's device-level calls beyond driver_api.cc's: the device reset
+// (cuDevicePrimaryCtxReset, which NVIDIA's runtime calls for cudaDeviceReset; see driver_state.h
+// for the records it clears) and the lookup of a device by its PCI bus id.
 #include <cuda.h>
+
+#include <cstdio>
 
 #include <vector>
 
@@ -75,6 +78,37 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
     if (v.dtor) v.dtor(reinterpret_cast<CUcontext>(primary), key, v.value);
   }
   return CUDA_SUCCESS;
+}
+
+// The device whose PCI bus id (cuDeviceGetPCIBusId's "dddd:bb:dd.f", or "bb:dd.f" in domain 0,
+// hexadecimal, any case) is `id`. Each device of the program has its own (pool.h,
+// PoolPciAddress), so at most one matches.
+CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* id) {
+  const char* call = "cuDeviceGetByPCIBusId";
+  if (!dev || !id) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null argument");
+  if (CUresult r = Ready(call)) return r;
+  unsigned dom = 0, bus = 0, slot = 0, fn = 0;
+  int used = 0;
+  if (std::sscanf(id, "%x:%x:%x.%x%n", &dom, &bus, &slot, &fn, &used) != 4 || id[used] != 0) {
+    dom = 0;
+    used = 0;
+    if (std::sscanf(id, "%x:%x.%x%n", &bus, &slot, &fn, &used) != 3 || id[used] != 0) {
+      return Fail(call, CUDA_ERROR_INVALID_VALUE,
+                  fmt::format("\"{}\" is not a PCI bus id (dddd:bb:dd.f)", id));
+    }
+  }
+  for (int d = 0; d < D().device_count(); ++d) {
+    char own[32];
+    if (CUresult r = cuDeviceGetPCIBusId(own, sizeof own, d)) return r;
+    unsigned od = 0, ob = 0, os = 0, of = 0;
+    if (std::sscanf(own, "%x:%x:%x.%x", &od, &ob, &os, &of) == 4 && od == dom && ob == bus &&
+        os == slot && of == fn) {
+      *dev = d;
+      return CUDA_SUCCESS;
+    }
+  }
+  return Fail(call, CUDA_ERROR_INVALID_DEVICE,
+              fmt::format("no device of the program has PCI bus id {}", id));
 }
 
 // The CUDA 7.0 export (NVIDIA's runtime asks cuGetProcAddress for it): the same ABI.
