@@ -18,6 +18,7 @@
 // on a device of another server is refused.
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -239,22 +240,26 @@ CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name)
   return Post(m->link, q, call);
 }
 
-CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, const char* name) {
-  const char* call = "cuModuleGetGlobal_v2";
+// A variable's address and size on device `dev` of module `m`'s server, or, when `dev` is -1: a
+// module's variables are its context's device's; a library's (cuLibraryGetGlobal) are the
+// current context's device's copy when that device is on the library's server (each device has
+// its own copy), otherwise the library's own device's (no copy on another server yet).
+static CUresult GetGlobal(const char* call, CUmodule hmod, const char* name, int dev,
+                          CUdeviceptr* dptr, size_t* bytes) {
   if (!name) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null name");
   Module* m;
   if (CUresult r = FindModule(call, hmod, &m)) return r;
   if (CUresult r = EnsureLoaded(call, m)) return r;
-  // A module's variables are its context's device's. A library's (cuLibraryGetGlobal) are the
-  // current context's device's copy when that device is on the library's server (each device
-  // has its own copy); otherwise the library's own device's (no copy on another server yet).
-  int dev = m->device;
   CUcontext cur = nullptr;
   int cur_dev = -1;
-  if (m->library && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != nullptr &&
-      CurrentDevice(call, &cur_dev) == CUDA_SUCCESS &&
-      D().env.devices[cur_dev].server == D().env.devices[m->device].server) {
+  if (dev >= 0) {
+    // as given
+  } else if (m->library && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != nullptr &&
+             CurrentDevice(call, &cur_dev) == CUDA_SUCCESS &&
+             D().env.devices[cur_dev].server == D().env.devices[m->device].server) {
     dev = cur_dev;
+  } else {
+    dev = m->device;
   }
   uint64_t id = 0;
   {
@@ -300,6 +305,39 @@ CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, cons
   const proto::Symbol& sym = m->globals[name].symbols[dev];
   if (dptr) *dptr = sym.ptr;
   if (bytes) *bytes = sym.size;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, const char* name) {
+  return GetGlobal("cuModuleGetGlobal_v2", hmod, name, -1, dptr, bytes);
+}
+
+// A __managed__ variable (NVIDIA's runtime asks at library load for each one): its address as
+// device memory of the library's device, said once per variable, since managed memory is not
+// remoted: host access to it cannot work (the address is the server's, not mapped in this
+// process: the program crashes there), and the library's kernels may launch on that device only
+// (LaunchKernel refuses the others, naming the variables), as through the runtime stand-in.
+CUresult cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
+  const char* call = "cuLibraryGetManaged";
+  Module* m;
+  if (CUresult r = FindModule(call, reinterpret_cast<CUmodule>(lib), &m)) return r;
+  if (!name) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null name");
+  if (CUresult r = GetGlobal(call, reinterpret_cast<CUmodule>(lib), name, m->device, dptr,
+                             bytes)) {
+    return r;
+  }
+  bool first;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    first = std::find(m->managed.begin(), m->managed.end(), name) == m->managed.end();
+    if (first) m->managed.push_back(name);
+  }
+  if (first) {
+    Say(fmt::format("warning: __managed__ variable {} is registered as device memory of one GPU "
+                    "(device {}): managed memory is not remoted, so host access to it crashes the "
+                    "program and its library's kernels may run on that device only",
+                    name, m->device));
+  }
   return CUDA_SUCCESS;
 }
 
@@ -415,6 +453,21 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
   int dev;
   uint64_t sid;
   if (CUresult r = ResolveStream(s, call, &dev, &sid)) return r;
+  {
+    // A library with __managed__ variables runs on their device only (cuLibraryGetManaged).
+    std::unique_lock<std::mutex> lk(D().mu);
+    if (!fn->module->managed.empty() && dev != fn->module->device) {
+      std::string names;
+      for (const auto& n : fn->module->managed) names += (names.empty() ? "" : ", ") + n;
+      const int own = fn->module->device;
+      lk.unlock();
+      return Fail(call, CUDA_ERROR_NOT_SUPPORTED,
+                  fmt::format("launch of kernel {} on device {} refused: its module has "
+                              "__managed__ variable(s) {}, which gpool keeps as device memory of "
+                              "device {} only (managed memory is not remoted), so a kernel on "
+                              "another device would not see them", fn->name, dev, names, own));
+    }
+  }
   std::vector<std::pair<int32_t, int32_t>> replay;
   if (dev != fn->module->device) {
     CUresult err;

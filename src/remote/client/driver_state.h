@@ -101,6 +101,10 @@ struct Module {
   // copy on each further server a kernel of it launches on (LibraryKernelOn), unloaded with it.
   bool library = false;
   std::map<const ServerLink*, CUmodule> copies;  // under D().mu
+  // __managed__ variables NVIDIA's runtime asked for (cuLibraryGetManaged), each device memory of
+  // the library's device only (managed memory is not remoted), so the module's kernels launch on
+  // that device only (LaunchKernel refuses others). Under D().mu.
+  std::vector<std::string> managed;
 };
 struct Alloc {
   uint64_t size = 0;
