@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -348,7 +349,14 @@ CUresult cuMemAllocPitch(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t 
     return Fail("cuMemAllocPitch", CUDA_ERROR_INVALID_VALUE,
                 fmt::format("element size {} is not 4, 8 or 16 bytes", element_bytes));
   }
+  if (width > SIZE_MAX - kPitchAlign) {
+    return Fail("cuMemAllocPitch", CUDA_ERROR_INVALID_VALUE, fmt::format("width {}", width));
+  }
   const size_t p = (width + kPitchAlign - 1) / kPitchAlign * kPitchAlign;
+  if (height != 0 && p > SIZE_MAX / height) {
+    return Fail("cuMemAllocPitch", CUDA_ERROR_INVALID_VALUE,
+                fmt::format("{} rows of pitch {} overflow the address space", height, p));
+  }
   if (CUresult r = cuMemAlloc(dptr, p * height)) return r;
   *pitch = p;
   return CUDA_SUCCESS;
