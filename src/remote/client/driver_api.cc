@@ -1,7 +1,8 @@
 // gpool's stand-in for libcuda.so.1: the CUDA driver API, remoted to GPU servers over the same
-// links and protocol as the runtime stand-in (cudart_api.cc). See driver_state.h for the state,
-// driver_modules.cc for modules and launches, driver_streams.cc for streams and events,
-// docs/remoting.md ("The driver API") for coverage.
+// links and protocol as the runtime stand-in (cudart_api.cc): errors, devices, contexts,
+// allocations, cuGetProcAddress. See driver_state.h for the state, driver_modules.cc for modules
+// and launches, driver_streams.cc for streams and events, driver_copies.cc for copies and
+// memsets, docs/remoting.md ("The driver API") for coverage.
 //
 // Signatures come from the CUDA 13 cuda.h, whose macros give each definition its exported
 // versioned name (cuMemAlloc here defines cuMemAlloc_v2). The per-thread default stream variants
@@ -91,6 +92,14 @@ CUresult ToCU(int32_t e) {
 }
 
 CUresult FromReply(const proto::ReplyHead& h, ServerLink* l, const char* call) {
+  if (h.async_error == 0) {
+    int32_t code;
+    std::string message;
+    if (TakeDeferredError(l, &code, &message)) {
+      Say(fmt::format("{}: asynchronous error on {}: {}", call, l->address(), message));
+      return ToCU(code);
+    }
+  }
   if (h.async_error != 0) {
     Say(fmt::format("{}: asynchronous error on {}: {}", call, l->address(), h.async_message));
     return ToCU(h.async_error);
@@ -126,15 +135,15 @@ ServerLink* Driver::LinkLocked(int dev, CUresult* err, const char* call) {
     return it->second.get();
   }
   if (auto it = link_errors.find(ref.server); it != link_errors.end()) {
-    *err = CUDA_ERROR_DEVICE_UNAVAILABLE;
+    *err = it->second;
     return nullptr;
   }
   auto link = ConnectServer(env, ref.server);
   if (!link.ok()) {
     Say(fmt::format("{}: {}", call, link.status().message()));
-    link_errors[ref.server] = link.status().message();
     *err = link.status().code() == StatusCode::kPermissionDenied ? CUDA_ERROR_NOT_PERMITTED
                                                                   : CUDA_ERROR_DEVICE_UNAVAILABLE;
+    link_errors[ref.server] = *err;
     return nullptr;
   }
   ServerLink* l = link->get();
@@ -169,20 +178,22 @@ CUresult CurrentDevice(const char* call, int* dev) {
   return CUDA_SUCCESS;
 }
 
-CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id) {
+CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id, bool gate) {
   if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
     *id = 0;
-    return CurrentDevice(call, dev);
+    if (CUresult r = CurrentDevice(call, dev)) return r;
+  } else {
+    if (CUresult r = Ready(call)) return r;
+    auto* rec = reinterpret_cast<const Stream*>(s);
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (!D().streams.count(rec)) {
+      return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("stream {} is not a live stream",
+                  static_cast<const void*>(s)));
+    }
+    *dev = rec->device;
+    *id = rec->id;
   }
-  if (CUresult r = Ready(call)) return r;
-  auto* rec = reinterpret_cast<const Stream*>(s);
-  std::lock_guard<std::mutex> lk(D().mu);
-  if (!D().streams.count(rec)) {
-    return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("stream {} is not a live stream",
-                static_cast<const void*>(s)));
-  }
-  *dev = rec->device;
-  *id = rec->id;
+  if (gate) HostFnGate(*dev, *id);
   return CUDA_SUCCESS;
 }
 
@@ -218,7 +229,8 @@ CUresult Props(const char* call, CUdevice dev, const proto::DeviceProps** out) {
   return CUDA_SUCCESS;
 }
 
-// A context handle checked against the live set.
+}  // namespace
+
 CUresult FindCtx(const char* call, CUcontext c, Ctx** out) {
   auto* ctx = reinterpret_cast<Ctx*>(c);
   std::lock_guard<std::mutex> lk(D().mu);
@@ -229,6 +241,8 @@ CUresult FindCtx(const char* call, CUcontext c, Ctx** out) {
   *out = ctx;
   return CUDA_SUCCESS;
 }
+
+namespace {
 
 CUresult CreateCtx(const char* call, CUcontext* pctx, unsigned flags, CUdevice dev) {
   if (!pctx) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null context pointer");
@@ -241,122 +255,6 @@ CUresult CreateCtx(const char* call, CUcontext* pctx, unsigned flags, CUdevice d
   t_stack.push_back(ctx);
   *pctx = reinterpret_cast<CUcontext>(ctx);
   return CUDA_SUCCESS;
-}
-
-// Where an operation on device memory at `ptr`, ordered on stream `s`, goes: the server link of
-// the pointer's device (the stream's device when the pointer is not one gpool allocated), and the
-// stream there (the device's default stream when `s` belongs to another device).
-struct Route {
-  ServerLink* link = nullptr;
-  uint64_t stream = 0;
-  bool on_stream = false;  // `stream` is the program's: syncing `s` reaches this link and stream
-};
-CUresult RouteTo(const char* call, uint64_t ptr, CUstream s, Route* out) {
-  int sdev;
-  uint64_t sid;
-  if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
-  int dev;
-  {
-    std::lock_guard<std::mutex> lk(D().mu);
-    dev = D().DeviceOfLocked(ptr);
-  }
-  if (dev < 0) dev = sdev;
-  CUresult err;
-  out->link = D().Link(dev, &err, call);
-  if (!out->link) return err;
-  out->stream = dev == sdev ? sid : 0;
-  out->on_stream = dev == sdev;
-  return CUDA_SUCCESS;
-}
-
-// Whether [p, p+n) lies inside one page-locked allocation (cuMemAllocHost, cuMemHostAlloc).
-bool IsPageLocked(const void* p, size_t n) {
-  std::lock_guard<std::mutex> lk(D().mu);
-  auto it = D().host_allocs.upper_bound(p);
-  if (it == D().host_allocs.begin()) return false;
-  --it;
-  const auto* base = static_cast<const char*>(it->first);
-  const auto* at = static_cast<const char*>(p);
-  return at >= base && at + n <= base + it->second.size;
-}
-
-// Host-to-device bytes to `dst` (its device's server; the current device's if unknown).
-CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUstream s) {
-  Route r;
-  if (CUresult e = RouteTo(call, dst, s, &r)) return e;
-  std::lock_guard<std::mutex> lk(r.link->mu());
-  return FromStatus(
-      r.link->CopyToDevice(dst, wire::ByteSpan(static_cast<const std::byte*>(src), n), r.stream),
-      call);
-}
-
-// Device-to-host. `async_call` (the Async forms) into page-locked memory, on a stream of the
-// copy's own device: returns once the requests are out, as CUDA's does; the data lands by the
-// next synchronizing call that reaches the link (the link's pending reads), as the runtime
-// stand-in's cudaMemcpyAsync does. So a burst of small copies costs one round trip, not one each
-// (NVIDIA's runtime turns cudaMemcpyAsync into these calls). Otherwise complete when the call
-// returns (for the Async forms a stronger order than CUDA's, which the program cannot tell from a
-// fast copy): into pageable memory CUDA's own copy is synchronous, and a stream of another device
-// would not make its sync wait for this link's reads.
-CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s,
-                 bool async_call = false) {
-  Route r;
-  if (CUresult e = RouteTo(call, src, s, &r)) return e;
-  const bool async = async_call && r.on_stream && IsPageLocked(dst, n);
-  proto::ReplyHead h;
-  std::lock_guard<std::mutex> lk(r.link->mu());
-  if (Status st = r.link->CopyFromDevice(static_cast<std::byte*>(dst), src, n, r.stream, &h, async);
-      !st.ok()) {
-    return FromStatus(st, call);
-  }
-  return FromReply(h, r.link, call);
-}
-
-CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s) {
-  int sdev;
-  uint64_t sid;
-  if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
-  int from, to;
-  {
-    std::lock_guard<std::mutex> lk(D().mu);
-    from = D().DeviceOfLocked(src);
-    to = D().DeviceOfLocked(dst);
-  }
-  if (from < 0) from = sdev;
-  if (to < 0) to = from;
-  CUresult err;
-  ServerLink* ls = D().Link(from, &err, call);
-  if (!ls) return err;
-  ServerLink* ld = D().Link(to, &err, call);
-  if (!ld) return err;
-  if (ls == ld) {
-    proto::MemcpyD2D m{.dst = dst, .src = src, .size = n, .stream = from == sdev ? sid : 0};
-    return Post(ls, m, call);
-  }
-  // Between servers: relayed through this process, 16 MiB at a time.
-  std::vector<std::byte> buf(std::min<size_t>(n, size_t{16} << 20));
-  for (size_t off = 0; off < n; off += buf.size()) {
-    size_t len = std::min(buf.size(), n - off);
-    if (CUresult r = CopyD2H(call, buf.data(), src + off, len, s)) return r;
-    if (CUresult r = CopyH2D(call, dst + off, buf.data(), len, s)) return r;
-  }
-  return CUDA_SUCCESS;
-}
-
-// A memset of `count` elements of `width` bytes (1 or 4). A 32-bit pattern whose four bytes
-// differ is written as host-to-device data (the protocol's Memset sets bytes).
-CUresult MemsetD(const char* call, uint64_t dst, uint32_t value, size_t count, unsigned width,
-                 CUstream s) {
-  const uint8_t byte = value & 0xff;
-  const bool bytewise = width == 1 || value == 0x01010101u * byte;
-  if (!bytewise) {
-    std::vector<uint32_t> pattern(count, value);
-    return CopyH2D(call, dst, pattern.data(), count * 4, s);
-  }
-  Route r;
-  if (CUresult e = RouteTo(call, dst, s, &r)) return e;
-  proto::Memset m{.dst = dst, .value = byte, .size = count * width, .stream = r.stream};
-  return Post(r.link, m, call);
 }
 
 }  // namespace
@@ -418,7 +316,13 @@ CUresult cuDriverGetVersion(int* v) {
   return CUDA_SUCCESS;
 }
 
-// Checks the environment only: servers are connected at the first call that needs one.
+// Checks the environment and connects to every server GPOOL_DEVICES names (NVIDIA's runtime asks
+// every device's name and attributes at its start anyway). A server that refuses the session (a
+// bad, expired or missing lease) or cannot be reached fails cuInit, naming it, with
+// CUDA_ERROR_NOT_PERMITTED or CUDA_ERROR_DEVICE_UNAVAILABLE: NVIDIA's runtime returns cuInit's
+// error from the program's first call (a failure after cuInit, during its start-up, it reports as
+// cudaErrorInitializationError), so the program sees cudaErrorNotPermitted for a refused lease
+// as through the runtime stand-in. Later calls of cuInit return the same.
 CUresult cuInit(unsigned int flags) {
   if (flags != 0) return Fail("cuInit", CUDA_ERROR_INVALID_VALUE, fmt::format("flags {} (want 0)", flags));
   Driver& d = D();
@@ -431,6 +335,7 @@ CUresult cuInit(unsigned int flags) {
       d.contexts.insert(c);
     }
     d.primary_refs.assign(d.device_count(), 0);
+    d.initialized.store(true, std::memory_order_release);
     // GPOOL_DRIVER_STATS=1: at exit, how many modules and libraries the program loaded and how
     // many of them reached a server (lazy loading, driver_modules.cc).
     const char* stats = std::getenv("GPOOL_DRIVER_STATS");
@@ -441,7 +346,10 @@ CUresult cuInit(unsigned int flags) {
       });
     }
   }
-  d.initialized.store(true, std::memory_order_release);
+  for (int i = 0; i < d.device_count(); ++i) {
+    CUresult err;
+    if (!d.LinkLocked(i, &err, "cuInit")) return err;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -676,6 +584,7 @@ CUresult cuCtxSynchronize(void) {
   const char* call = "cuCtxSynchronize";
   int dev;
   if (CUresult r = CurrentDevice(call, &dev)) return r;
+  HostFnGate(dev, 0);  // the device's host functions first
   CUresult err;
   ServerLink* l = D().Link(dev, &err, call);
   if (!l) return err;
@@ -796,15 +705,35 @@ CUresult cuMemGetInfo(size_t* free, size_t* total) {
 }
 // Page-locked host memory is ordinary host memory on the client (only a server's staging buffers
 // are truly pinned); the records let cuMemFreeHost refuse what it did not give.
-CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int) {
+CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
   if (!pp) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = Ready("cuMemHostAlloc")) return r;
   void* p = std::aligned_alloc(4096, (std::max<size_t>(bytesize, 1) + 4095) / 4096 * 4096);
   if (!p) return Fail("cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY, fmt::format("{} bytes", bytesize));
   std::lock_guard<std::mutex> lk(D().mu);
-  D().host_allocs[p] = HostAlloc{bytesize, D().next_id++};
+  D().host_allocs[p] = HostAlloc{bytesize, D().next_id++, flags};
   *pp = p;
   return CUDA_SUCCESS;
+}
+// The flags cuMemHostAlloc was given, for any pointer inside such an allocation; other memory is
+// refused with CUDA_ERROR_INVALID_VALUE, as the driver documents the call for its own
+// allocations only.
+CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
+  if (!flags || !p) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Ready("cuMemHostGetFlags")) return r;
+  std::lock_guard<std::mutex> lk(D().mu);
+  auto it = D().host_allocs.upper_bound(p);
+  if (it != D().host_allocs.begin()) {
+    --it;
+    const auto* base = static_cast<const char*>(it->first);
+    if (static_cast<const char*>(p) < base + std::max<size_t>(it->second.size, 1) &&
+        !it->second.registered) {
+      *flags = it->second.flags;
+      return CUDA_SUCCESS;
+    }
+  }
+  return Fail("cuMemHostGetFlags", CUDA_ERROR_INVALID_VALUE,
+              fmt::format("{} is not inside memory from cuMemHostAlloc or cuMemAllocHost", p));
 }
 CUresult cuMemAllocHost(void** pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
 CUresult cuMemFreeHost(void* p) {
@@ -812,10 +741,12 @@ CUresult cuMemFreeHost(void* p) {
   std::vector<ServerLink*> links;
   {
     std::lock_guard<std::mutex> lk(D().mu);
-    if (!D().host_allocs.erase(p)) {
+    auto it = D().host_allocs.find(p);
+    if (it == D().host_allocs.end() || it->second.registered) {
       return Fail("cuMemFreeHost", CUDA_ERROR_INVALID_VALUE, fmt::format("{} is not from "
                   "cuMemAllocHost/cuMemHostAlloc", p));
     }
+    D().host_allocs.erase(it);
     for (auto& [addr, l] : D().links) {
       if (l) links.push_back(l.get());
     }
@@ -827,63 +758,6 @@ CUresult cuMemFreeHost(void* p) {
   }
   std::free(p);
   return CUDA_SUCCESS;
-}
-
-CUresult cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
-  return CopyH2D("cuMemcpyHtoD_v2", dst, src, n, nullptr);
-}
-CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
-  return CopyD2H("cuMemcpyDtoH_v2", dst, src, n, nullptr);
-}
-CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return CopyD2D("cuMemcpyDtoD_v2", dst, src, n, nullptr);
-}
-CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-  return CopyH2D("cuMemcpyHtoDAsync_v2", dst, src, n, s);
-}
-CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-  return CopyD2H("cuMemcpyDtoHAsync_v2", dst, src, n, s, /*async_call=*/true);
-}
-CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return CopyD2D("cuMemcpyDtoDAsync_v2", dst, src, n, s);
-}
-// Unified addressing: the direction from where each pointer lies (a device allocation of the
-// program, else host memory). Host to host is a memcpy once the stream's earlier work is done
-// (CUDA orders it on the stream too). NCCL copies this way at communicator creation.
-static CUresult MemcpyUnified(const char* call, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  if (CUresult r = Ready(call)) return r;
-  bool dst_dev, src_dev;
-  {
-    std::lock_guard<std::mutex> lk(D().mu);
-    dst_dev = D().DeviceOfLocked(dst) >= 0;
-    src_dev = D().DeviceOfLocked(src) >= 0;
-  }
-  if (dst_dev && src_dev) return CopyD2D(call, dst, src, n, s);
-  if (dst_dev) return CopyH2D(call, dst, reinterpret_cast<const void*>(src), n, s);
-  if (src_dev) return CopyD2H(call, reinterpret_cast<void*>(dst), src, n, s);
-  if (s) {
-    if (CUresult r = cuStreamSynchronize(s)) return r;
-  }
-  if (n > 0) std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
-  return CUDA_SUCCESS;
-}
-CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return MemcpyUnified("cuMemcpy", dst, src, n, nullptr);
-}
-CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return MemcpyUnified("cuMemcpyAsync", dst, src, n, s);
-}
-CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n) {
-  return MemsetD("cuMemsetD8_v2", dst, uc, n, 1, nullptr);
-}
-CUresult cuMemsetD32(CUdeviceptr dst, unsigned int ui, size_t n) {
-  return MemsetD("cuMemsetD32_v2", dst, ui, n, 4, nullptr);
-}
-CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s) {
-  return MemsetD("cuMemsetD8Async", dst, uc, n, 1, s);
-}
-CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s) {
-  return MemsetD("cuMemsetD32Async", dst, ui, n, 4, s);
 }
 
 // ---- entry points
@@ -941,24 +815,6 @@ CUresult cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTable
 #define GPOOL_SAME(ret, name, exported, target, params, args) \
   ret name params __asm__(exported);                          \
   ret name params { return target args; }
-GPOOL_SAME(CUresult, cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD_v2_ptds", cuMemcpyHtoD, (CUdeviceptr d, const void* s, size_t n), (d, s, n))
-GPOOL_SAME(CUresult, cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH_v2_ptds", cuMemcpyDtoH, (void* d, CUdeviceptr s, size_t n), (d, s, n))
-GPOOL_SAME(CUresult, cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD_v2_ptds", cuMemcpyDtoD, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
-GPOOL_SAME(CUresult, cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync_v2_ptsz", cuMemcpyHtoDAsync,
-           (CUdeviceptr d, const void* s, size_t n, CUstream st), (d, s, n, st))
-GPOOL_SAME(CUresult, cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync_v2_ptsz", cuMemcpyDtoHAsync,
-           (void* d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
-GPOOL_SAME(CUresult, cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync_v2_ptsz", cuMemcpyDtoDAsync,
-           (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
-GPOOL_SAME(CUresult, cuMemcpy_ptds, "cuMemcpy_ptds", cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
-GPOOL_SAME(CUresult, cuMemcpyAsync_ptsz, "cuMemcpyAsync_ptsz", cuMemcpyAsync,
-           (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
-GPOOL_SAME(CUresult, cuMemsetD8_v2_ptds, "cuMemsetD8_v2_ptds", cuMemsetD8, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n))
-GPOOL_SAME(CUresult, cuMemsetD32_v2_ptds, "cuMemsetD32_v2_ptds", cuMemsetD32, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n))
-GPOOL_SAME(CUresult, cuMemsetD8Async_ptsz, "cuMemsetD8Async_ptsz", cuMemsetD8Async,
-           (CUdeviceptr d, unsigned char v, size_t n, CUstream st), (d, v, n, st))
-GPOOL_SAME(CUresult, cuMemsetD32Async_ptsz, "cuMemsetD32Async_ptsz", cuMemsetD32Async,
-           (CUdeviceptr d, unsigned int v, size_t n, CUstream st), (d, v, n, st))
 // Older names, same ABI (their differences are in semantics gpool does not model).
 GPOOL_SAME(CUresult, cuCtxDestroy_v1, "cuCtxDestroy", cuCtxDestroy, (CUcontext c), (c))
 GPOOL_SAME(CUresult, cuCtxPushCurrent_v1, "cuCtxPushCurrent", cuCtxPushCurrent, (CUcontext c), (c))

@@ -160,8 +160,9 @@ CUresult cuKernelGetName(const char** name, CUkernel kernel) {
 
 // ---- function and kernel attributes (a CUkernel is a CUfunction here)
 
-// Read from the server (FuncAttributes, one round trip). Attributes gpool does not model (cache
-// mode, clusters, scheduling policy) are 0, what a kernel that sets none of them has.
+// Read from the server (FuncAttributes, one round trip, then kept: Function::server_attrs).
+// Attributes gpool does not model (cache mode, clusters, scheduling policy) are 0, what a kernel
+// that sets none of them has.
 CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   const char* call = "cuFuncGetAttribute";
   if (!pi) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result pointer");
@@ -171,10 +172,25 @@ CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfu
     *pi = -1;  // no preference set
     return CUDA_SUCCESS;
   }
-  proto::FuncAttributes q;
-  q.func = f->id;
   proto::FuncAttrs a;
-  if (CUresult r = Call(f->module->link, q, &a, call)) return r;
+  bool known;
+  uint64_t sets;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    known = f->server_attrs_known;
+    sets = f->attrs_set;
+    if (known) a = f->server_attrs;
+  }
+  if (!known) {
+    proto::FuncAttributes q;
+    q.func = f->id;
+    if (CUresult r = Call(f->module->link, q, &a, call)) return r;
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (f->attrs_set == sets) {
+      f->server_attrs = a;
+      f->server_attrs_known = true;
+    }
+  }
   switch (attrib) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = a.max_threads_per_block; break;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = static_cast<int>(a.shared_size_bytes); break;
@@ -217,6 +233,8 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
   {
     std::lock_guard<std::mutex> lk(D().mu);
     f->attrs[static_cast<int32_t>(attrib)] = value;
+    f->server_attrs_known = false;  // asked again after the set, which the link sends first
+    ++f->attrs_set;
     f->attr_devices.insert(f->module->device);
     devices = f->attr_devices;
   }
@@ -259,13 +277,36 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, CUfunc
   if (CUresult r = FindKernel(call, reinterpret_cast<CUkernel>(func), &f)) return r;
   const proto::DeviceProps* p;
   if (CUresult r = DevProps(call, f->module->device, &p)) return r;
-  int static_shared = 0;
+  int static_shared = 0, max_threads = 0, max_dynamic = 0;
   if (CUresult r = cuFuncGetAttribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func)) {
     return r;
   }
-  uint64_t per_block = std::min<uint64_t>(p->shared_mem_per_mp / static_cast<uint64_t>(numBlocks),
-                                          p->shared_mem_per_block_optin);
-  *dynamicSmemSize = per_block > static_cast<uint64_t>(static_shared) ? per_block - static_shared : 0;
+  if (CUresult r = cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func)) {
+    return r;
+  }
+  if (CUresult r = cuFuncGetAttribute(&max_dynamic, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      func)) {
+    return r;
+  }
+  // As the runtime stand-in's cudaOccupancyAvailableDynamicSMemPerBlock: the multiprocessor's
+  // shared memory split numBlocks ways, less the per-block reserve (1 KiB from compute
+  // capability 8.0 on) and the kernel's static shared memory, capped by the kernel's maximum
+  // dynamic shared memory; 0 when the blocks cannot reside together by threads or block count.
+  // Registers and the allocation granularity are not modelled.
+  *dynamicSmemSize = 0;
+  const uint64_t warp = std::max(p->warp_size, 1);
+  const uint64_t threads = (static_cast<uint64_t>(blockSize) + warp - 1) / warp * warp;
+  if (blockSize > max_threads ||
+      threads * static_cast<uint64_t>(numBlocks) > static_cast<uint64_t>(p->max_threads_per_mp) ||
+      numBlocks > p->max_blocks_per_mp) {
+    return CUDA_SUCCESS;
+  }
+  const uint64_t reserve = p->major >= 8 ? 1024 : 0;
+  const uint64_t per_block = p->shared_mem_per_mp / static_cast<uint64_t>(numBlocks);
+  const uint64_t used = reserve + static_cast<uint64_t>(std::max(static_shared, 0));
+  if (per_block <= used) return CUDA_SUCCESS;
+  *dynamicSmemSize =
+      std::min<uint64_t>(per_block - used, static_cast<uint64_t>(std::max(max_dynamic, 0)));
   return CUDA_SUCCESS;
 }
 

@@ -18,7 +18,9 @@
 // on a device of another server is refused.
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "remote/client/driver_state.h"
 
@@ -238,12 +240,27 @@ CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name)
   return Post(m->link, q, call);
 }
 
-CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, const char* name) {
-  const char* call = "cuModuleGetGlobal_v2";
+// A variable's address and size on device `dev` of module `m`'s server, or, when `dev` is -1: a
+// module's variables are its context's device's; a library's (cuLibraryGetGlobal) are the
+// current context's device's copy when that device is on the library's server (each device has
+// its own copy), otherwise the library's own device's (no copy on another server yet).
+static CUresult GetGlobal(const char* call, CUmodule hmod, const char* name, int dev,
+                          CUdeviceptr* dptr, size_t* bytes) {
   if (!name) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null name");
   Module* m;
   if (CUresult r = FindModule(call, hmod, &m)) return r;
   if (CUresult r = EnsureLoaded(call, m)) return r;
+  CUcontext cur = nullptr;
+  int cur_dev = -1;
+  if (dev >= 0) {
+    // as given
+  } else if (m->library && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != nullptr &&
+             CurrentDevice(call, &cur_dev) == CUDA_SUCCESS &&
+             D().env.devices[cur_dev].server == D().env.devices[m->device].server) {
+    dev = cur_dev;
+  } else {
+    dev = m->device;
+  }
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lk(D().mu);
@@ -255,22 +272,72 @@ CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, cons
       return Fail(call, CUDA_ERROR_NOT_FOUND, fmt::format("module has no variable named {} (the "
                   "client could not read its image: {})", name, m->parse_status.message()));
     }
-    if (it->second.known) {
-      if (dptr) *dptr = it->second.symbol.ptr;
-      if (bytes) *bytes = it->second.symbol.size;
+    if (auto known = it->second.symbols.find(dev); known != it->second.symbols.end()) {
+      if (dptr) *dptr = known->second.ptr;
+      if (bytes) *bytes = known->second.size;
       return CUDA_SUCCESS;
     }
     id = it->second.id;
   }
-  proto::GetSymbol q{.var = id, .device = D().Index(m->device)};
-  proto::Symbol sym;
-  if (CUresult r = Call(m->link, q, &sym, call)) return r;
+  // One round trip per module and device for all its variables (GetModuleInfo, as the runtime
+  // stand-in does), not one per variable: the addresses of the others are kept for their lookups.
+  proto::GetModuleInfo q{.module = m->id, .device = D().Index(dev)};
+  proto::ModuleInfo info;
+  if (CUresult r = Call(m->link, q, &info, call)) return r;
   std::lock_guard<std::mutex> lk(D().mu);
-  Global& g = m->globals[name];
-  g.symbol = sym;
-  g.known = true;
+  std::unordered_map<uint64_t, Global*> by_id;
+  for (auto& [n, g] : m->globals) by_id[g.id] = &g;
+  const proto::VarInfo* mine = nullptr;
+  for (const proto::VarInfo& vi : info.vars) {
+    if (vi.var == id) mine = &vi;
+    auto it = by_id.find(vi.var);
+    if (vi.error == 0 && it != by_id.end()) {
+      it->second->symbols[dev] = proto::Symbol{.ptr = vi.ptr, .size = vi.size};
+    }
+  }
+  if (!mine) {
+    return Fail(call, CUDA_ERROR_NOT_FOUND, fmt::format("{}: the server did not report variable "
+                "{} of the module", m->link->address(), name));
+  }
+  if (mine->error != 0) {
+    return Fail(call, ToCU(mine->error), fmt::format("{}: {}", m->link->address(), mine->message));
+  }
+  const proto::Symbol& sym = m->globals[name].symbols[dev];
   if (dptr) *dptr = sym.ptr;
   if (bytes) *bytes = sym.size;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, const char* name) {
+  return GetGlobal("cuModuleGetGlobal_v2", hmod, name, -1, dptr, bytes);
+}
+
+// A __managed__ variable (NVIDIA's runtime asks at library load for each one): its address as
+// device memory of the library's device, said once per variable, since managed memory is not
+// remoted: host access to it cannot work (the address is the server's, not mapped in this
+// process: the program crashes there), and the library's kernels may launch on that device only
+// (LaunchKernel refuses the others, naming the variables), as through the runtime stand-in.
+CUresult cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
+  const char* call = "cuLibraryGetManaged";
+  Module* m;
+  if (CUresult r = FindModule(call, reinterpret_cast<CUmodule>(lib), &m)) return r;
+  if (!name) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null name");
+  if (CUresult r = GetGlobal(call, reinterpret_cast<CUmodule>(lib), name, m->device, dptr,
+                             bytes)) {
+    return r;
+  }
+  bool first;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    first = std::find(m->managed.begin(), m->managed.end(), name) == m->managed.end();
+    if (first) m->managed.push_back(name);
+  }
+  if (first) {
+    Say(fmt::format("warning: __managed__ variable {} is registered as device memory of one GPU "
+                    "(device {}): managed memory is not remoted, so host access to it crashes the "
+                    "program and its library's kernels may run on that device only",
+                    name, m->device));
+  }
   return CUDA_SUCCESS;
 }
 
@@ -283,15 +350,17 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
 // The launch attributes that change nothing a program can observe when ignored are accepted:
 // priority, the L2 access policy window, the memory synchronization domain, the cluster
 // scheduling preference, programmatic stream serialization (it only allows the next kernel to
-// start early: launching it after is stricter), and a 1x1x1 cluster. The others (clusters of
-// more blocks, cooperative launches, programmatic and completion events, device-updatable
-// nodes, ...) are refused, naming the attribute, since ignoring them would change results.
+// start early: launching it after is stricter), and a 1x1x1 cluster. A cooperative launch is
+// made cooperative on the server (proto::LaunchCooperative). The others (clusters of more
+// blocks, programmatic and completion events, device-updatable nodes, ...) are refused, naming
+// the attribute, since ignoring them would change results.
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   const char* call = "cuLaunchKernelEx";
   if (!config) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null launch configuration");
   if (config->numAttrs > 0 && !config->attrs) {
     return Fail(call, CUDA_ERROR_INVALID_VALUE, "numAttrs > 0 with null attrs");
   }
+  bool cooperative = false;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
     switch (a.id) {
@@ -312,8 +381,8 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** par
         }
         break;
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-        if (a.value.cooperative == 0) break;
-        [[fallthrough]];
+        cooperative = a.value.cooperative != 0;
+        break;
       default:
         return Fail(call, CUDA_ERROR_NOT_SUPPORTED,
                     fmt::format("launch attribute {} is not supported by gpool",
@@ -322,7 +391,23 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** par
   }
   return LaunchKernel(call, f, config->gridDimX, config->gridDimY, config->gridDimZ,
                       config->blockDimX, config->blockDimY, config->blockDimZ,
-                      config->sharedMemBytes, config->hStream, params, extra);
+                      config->sharedMemBytes, config->hStream, params, extra, cooperative);
+}
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                   unsigned int bx, unsigned int by, unsigned int bz,
+                                   unsigned int shmem, CUstream s, void** params) {
+  return LaunchKernel("cuLaunchCooperativeKernel", f, gx, gy, gz, bx, by, bz, shmem, s, params,
+                      nullptr, /*cooperative=*/true);
+}
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int shmem, CUstream s,
+                                        void** params);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int shmem, CUstream s,
+                                        void** params) {
+  return cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                void** extra) {
@@ -347,7 +432,8 @@ thread_local ParamsBuffer t_params;
 
 CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned int gy,
                       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
-                      unsigned int shmem, CUstream s, void** params, void** extra) {
+                      unsigned int shmem, CUstream s, void** params, void** extra,
+                      bool cooperative) {
   if (CUresult r = Ready(call)) return r;
   auto* fn = reinterpret_cast<Function*>(f);
   {
@@ -367,6 +453,21 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
   int dev;
   uint64_t sid;
   if (CUresult r = ResolveStream(s, call, &dev, &sid)) return r;
+  {
+    // A library with __managed__ variables runs on their device only (cuLibraryGetManaged).
+    std::unique_lock<std::mutex> lk(D().mu);
+    if (!fn->module->managed.empty() && dev != fn->module->device) {
+      std::string names;
+      for (const auto& n : fn->module->managed) names += (names.empty() ? "" : ", ") + n;
+      const int own = fn->module->device;
+      lk.unlock();
+      return Fail(call, CUDA_ERROR_NOT_SUPPORTED,
+                  fmt::format("launch of kernel {} on device {} refused: its module has "
+                              "__managed__ variable(s) {}, which gpool keeps as device memory of "
+                              "device {} only (managed memory is not remoted), so a kernel on "
+                              "another device would not see them", fn->name, dev, names, own));
+    }
+  }
   std::vector<std::pair<int32_t, int32_t>> replay;
   if (dev != fn->module->device) {
     CUresult err;
@@ -401,6 +502,13 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
   if (CUresult r = PackParams(call, fn, params, extra, &buf)) return r;
   proto::Launch m{.func = fn->id, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .shmem = shmem,
                   .device = D().Index(dev), .stream = sid, .params = buf};
+  if (cooperative) {
+    // The server launches it with the driver's cooperative attribute (grid-wide sync works;
+    // a grid too large to be resident is refused there), as the runtime stand-in's.
+    proto::LaunchCooperative c;
+    static_cast<proto::Launch&>(c) = m;
+    return Post(fn->module->link, c, call);
+  }
   return Post(fn->module->link, m, call);
 }
 

@@ -17,6 +17,9 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <iterator>
+#include <tuple>
+#include <vector>
 
 #include "remote/client/driver_state.h"
 
@@ -166,6 +169,7 @@ CUresult GetOne(const char* call, void* data, CUpointer_attribute attr, const Po
 }  // namespace gpool::remote::client::driver
 
 using namespace gpool::remote::client::driver;  // NOLINT: the C API below is this file's point
+using gpool::remote::client::ServerLink;
 
 #pragma GCC visibility push(default)
 extern "C" {
@@ -206,6 +210,16 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute*
       return Fail(call, CUDA_ERROR_NOT_SUPPORTED, fmt::format("pointer attribute {} is not "
                   "supported by gpool", static_cast<int>(attributes[i])));
     }
+    // Host memory has no device pointer here (nothing is mapped into a remote GPU), and device
+    // memory no host pointer: the plural form reads them as null, as CUDA does for an attribute
+    // that does not apply (NVIDIA's runtime asks both for cudaPointerGetAttributes);
+    // cuPointerGetAttribute refuses them.
+    if ((!info.device && attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_POINTER) ||
+        (info.device && attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER)) {
+      if (!data[i]) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null result pointer");
+      std::memset(data[i], 0, ValueSize(attributes[i]));
+      continue;
+    }
     if (CUresult r = GetOne(call, data[i], attributes[i], info, ptr)) return r;
   }
   return CUDA_SUCCESS;
@@ -223,6 +237,73 @@ CUresult cuMemGetAddressRange(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dpt
   }
   if (pbase) *pbase = info.base;
   if (psize) *psize = info.size;
+  return CUDA_SUCCESS;
+}
+
+// Host registration: the program's memory is recorded as page-locked (the records of
+// cuMemHostAlloc, marked registered), so device-to-host Async copies into it return at once (as
+// into cuMemHostAlloc memory) and cuPointerGetAttribute reports it as host memory. Nothing is
+// pinned on the client: only a server's staging buffers are truly pinned. Mapping it into the
+// GPU (DEVICEMAP), I/O memory and READ_ONLY (which qualifies a device mapping) cannot reach a GPU
+// on another host: refused loudly, naming the flag.
+CUresult cuMemHostRegister(void* p, size_t bytesize, unsigned int flags) {
+  const char* call = "cuMemHostRegister_v2";
+  if (CUresult r = Ready(call)) return r;
+  for (auto [flag, name, why] :
+       {std::tuple{CU_MEMHOSTREGISTER_DEVICEMAP, "CU_MEMHOSTREGISTER_DEVICEMAP",
+                   "a GPU on another host cannot map this host's memory"},
+        std::tuple{CU_MEMHOSTREGISTER_IOMEMORY, "CU_MEMHOSTREGISTER_IOMEMORY",
+                   "a GPU on another host cannot map this host's I/O memory"},
+        std::tuple{CU_MEMHOSTREGISTER_READ_ONLY, "CU_MEMHOSTREGISTER_READ_ONLY",
+                   "it qualifies a device mapping of host memory, which a GPU on another host "
+                   "cannot have"}}) {
+    if (flags & flag) {
+      Say(fmt::format("{}({}) is not supported by gpool's libcuda.so.1 stand-in: {}", call, name,
+                      why));
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  if (!p || bytesize == 0 || (flags & ~unsigned{CU_MEMHOSTREGISTER_PORTABLE}) != 0) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE,
+                fmt::format("pointer {}, {} bytes, flags {:#x}", p, bytesize, flags));
+  }
+  const char* at = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lk(D().mu);
+  Driver& d = D();
+  auto next = d.host_allocs.lower_bound(p);
+  bool overlaps = next != d.host_allocs.end() && static_cast<const char*>(next->first) < at + bytesize;
+  if (next != d.host_allocs.begin()) {
+    auto prev = std::prev(next);
+    overlaps |= static_cast<const char*>(prev->first) + std::max<size_t>(prev->second.size, 1) > at;
+  }
+  if (overlaps) {
+    return Fail(call, CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+                fmt::format("[{}, +{}) overlaps page-locked or registered memory", p, bytesize));
+  }
+  d.host_allocs[p] = HostAlloc{bytesize, d.next_id++, flags, /*registered=*/true};
+  return CUDA_SUCCESS;
+}
+CUresult cuMemHostUnregister(void* p) {
+  const char* call = "cuMemHostUnregister";
+  if (CUresult r = Ready(call)) return r;
+  std::vector<ServerLink*> links;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    auto it = D().host_allocs.find(p);
+    if (it == D().host_allocs.end() || !it->second.registered) {
+      return Fail(call, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+                  fmt::format("{} is not the start of memory cuMemHostRegister registered", p));
+    }
+    D().host_allocs.erase(it);
+    for (auto& [addr, l] : D().links) {
+      if (l) links.push_back(l.get());
+    }
+  }
+  // The program may free the memory next: no asynchronous copy may still be writing into it.
+  for (ServerLink* l : links) {
+    std::lock_guard<std::mutex> lk(l->mu());
+    (void)l->WaitReads();
+  }
   return CUDA_SUCCESS;
 }
 

@@ -66,11 +66,18 @@ struct Function {
   // a function launched on another device of its module's server gets them there first.
   std::map<int32_t, int32_t> attrs;
   std::set<int> attr_devices;
+  // The server's answer to FuncAttributes, kept (under D().mu) until an attribute is set or its
+  // device reset: libraries ask the same attributes many times (NCCL ~2,500 at its start), and
+  // they change only when set.
+  bool server_attrs_known = false;
+  proto::FuncAttrs server_attrs;
+  uint64_t attrs_set = 0;  // sets so far: an answer asked before a set is not kept after it
 };
 struct Global {
   uint64_t id = 0;  // on the server
-  bool known = false;  // symbol fetched (GetSymbol)
-  proto::Symbol symbol;
+  // Address and size per device (GetSymbol, fetched at the first lookup there): each device
+  // has its own copy of a module's variables. Forgotten for a device at its reset.
+  std::map<int, proto::Symbol> symbols;
 };
 // Loaded lazily, as CUDA's lazy loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2) does:
 // cuModuleLoadData/cuLibraryLoadData only copy the image; the client parses it and sends it to
@@ -94,6 +101,10 @@ struct Module {
   // copy on each further server a kernel of it launches on (LibraryKernelOn), unloaded with it.
   bool library = false;
   std::map<const ServerLink*, CUmodule> copies;  // under D().mu
+  // __managed__ variables NVIDIA's runtime asked for (cuLibraryGetManaged), each device memory of
+  // the library's device only (managed memory is not remoted), so the module's kernels launch on
+  // that device only (LaunchKernel refuses others). Under D().mu.
+  std::vector<std::string> managed;
 };
 struct Alloc {
   uint64_t size = 0;
@@ -103,6 +114,8 @@ struct Alloc {
 struct HostAlloc {
   size_t size = 0;
   uint64_t buffer_id = 0;
+  unsigned flags = 0;  // cuMemHostAlloc's (cuMemHostGetFlags); cuMemAllocHost: 0
+  bool registered = false;  // the program's own memory, cuMemHostRegister'ed (not ours to free)
 };
 
 class Driver {
@@ -116,7 +129,9 @@ class Driver {
   PoolEnv env;
   std::atomic<bool> initialized{false};
   std::map<std::string, std::unique_ptr<ServerLink>> links;
-  std::map<std::string, std::string> link_errors;
+  // Servers that could not be connected, and the error each call on them returns (a refused
+  // session: CUDA_ERROR_NOT_PERMITTED; an unreachable server: CUDA_ERROR_DEVICE_UNAVAILABLE).
+  std::map<std::string, CUresult> link_errors;
   std::vector<Ctx*> primary;       // per device; never freed
   std::vector<int> primary_refs;   // cuDevicePrimaryCtxRetain count per device
   std::set<const Ctx*> contexts;   // live: primaries and cuCtxCreate's
@@ -196,7 +211,8 @@ CUresult DevProps(const char* call, CUdevice dev, const proto::DeviceProps** out
 // A kernel launch (cuLaunchKernel, cuLaunchKernelEx; driver_modules.cc), errors naming `call`.
 CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned int gy,
                       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
-                      unsigned int shmem, CUstream s, void** params, void** extra);
+                      unsigned int shmem, CUstream s, void** params, void** extra,
+                      bool cooperative = false);
 // Library kernel `k` (a Function of a library) for a launch on device `dev`, whose server (`link`)
 // is not the library's: the same kernel of the library's copy there, loaded at the first such
 // launch, with the attributes set on `k` (driver_libraries.cc). Takes D().mu: call without it.
@@ -204,12 +220,45 @@ CUresult LibraryKernelOn(const char* call, Function* k, int dev, ServerLink* lin
 // cuGetExportTable (driver_export_tables.cc).
 CUresult GetExportTable(const void** table, const CUuuid* id);
 
+// Where an operation on device memory at `ptr`, ordered on stream `s`, goes: the server link of
+// the pointer's device (the stream's device when the pointer is not one gpool allocated), and the
+// stream there (the device's default stream when `s` belongs to another device).
+struct Route {
+  ServerLink* link = nullptr;
+  uint64_t stream = 0;
+  bool on_stream = false;  // `stream` is the program's: syncing `s` reaches this link and stream
+};
+CUresult RouteTo(const char* call, uint64_t ptr, CUstream s, Route* out);
+// Whether [p, p+n) lies inside one page-locked allocation (cuMemAllocHost, cuMemHostAlloc).
+bool IsPageLocked(const void* p, size_t n);
+// The 1-D copies (driver_api.cc): host to device, device to host (`async_call`: the Async forms),
+// device to device (relayed through this process between servers). Errors said naming `call`.
+CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUstream s);
+CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s,
+                 bool async_call = false);
+CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s);
+
+// A context handle checked against the live set (CUDA_ERROR_INVALID_CONTEXT, said, if not live).
+CUresult FindCtx(const char* call, CUcontext c, Ctx** out);
+
 // cuInit done? Else CUDA_ERROR_NOT_INITIALIZED, said naming the call.
 CUresult Ready(const char* call);
 // The current context's device (cuInit done, a context current), else the error, said.
 CUresult CurrentDevice(const char* call, int* dev);
 // A stream's device and server id: a default stream (null, CU_STREAM_LEGACY,
-// CU_STREAM_PER_THREAD) is the current context's device's stream 0.
-CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id);
+// CU_STREAM_PER_THREAD) is the current context's device's stream 0. `gate`: the caller is about
+// to put work on the stream, which must first wait for the host functions queued on it
+// (driver_hostfns.cc); queries pass false.
+CUresult ResolveStream(CUstream s, const char* call, int* dev, uint64_t* id, bool gate = true);
+
+// Host functions on streams (driver_hostfns.cc). HostFnGate blocks until no host function queued
+// orders work of (dev, stream) (stream 0: the device's default stream, which waits for all of
+// the device's); HostFnPending says whether one does.
+void HostFnGate(int dev, uint64_t stream);
+bool HostFnPending(int dev, uint64_t stream);
+// An asynchronous error the host-function thread received, kept for the program's next reply
+// from that server (FromReply takes it).
+void DeferAsyncError(const ServerLink* l, int32_t code, const std::string& message);
+bool TakeDeferredError(const ServerLink* l, int32_t* code, std::string* message);
 
 }  // namespace gpool::remote::client::driver

@@ -11,10 +11,13 @@
 namespace gpool::remote::client::driver {
 namespace {
 
+// A stream sync waits for the stream's host functions first (gated); a query does not wait and
+// says not ready while one of them is queued (driver_hostfns.cc).
 CUresult StreamCall(const char* call, CUstream s, bool query) {
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/!query)) return r;
+  if (query && HostFnPending(dev, id)) return CUDA_ERROR_NOT_READY;
   CUresult err;
   ServerLink* l = D().Link(dev, &err, call);
   if (!l) return err;
@@ -100,15 +103,24 @@ CUresult cuStreamGetFlags(CUstream s, unsigned int* flags) {
   if (!flags) return CUDA_ERROR_INVALID_VALUE;
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, "cuStreamGetFlags", &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, "cuStreamGetFlags", &dev, &id, /*gate=*/false)) return r;
   *flags = id == 0 ? 0 : reinterpret_cast<const Stream*>(s)->flags;
+  return CUDA_SUCCESS;
+}
+// The stream's device (a default stream: the current context's).
+CUresult cuStreamGetDevice(CUstream s, CUdevice* device) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  int dev;
+  uint64_t id;
+  if (CUresult r = ResolveStream(s, "cuStreamGetDevice", &dev, &id, /*gate=*/false)) return r;
+  *device = dev;
   return CUDA_SUCCESS;
 }
 CUresult cuStreamGetPriority(CUstream s, int* priority) {
   if (!priority) return CUDA_ERROR_INVALID_VALUE;
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, "cuStreamGetPriority", &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, "cuStreamGetPriority", &dev, &id, /*gate=*/false)) return r;
   *priority = id == 0 ? 0 : reinterpret_cast<const Stream*>(s)->priority;
   return CUDA_SUCCESS;
 }
@@ -165,6 +177,15 @@ CUresult cuEventRecord(CUevent e, CUstream s) {
   if (!l) return err;
   proto::EventRecord m{.event = ev->id, .stream = id, .device = D().Index(dev)};
   return Post(l, m, call);
+}
+// Flags 0 is cuEventRecord; CU_EVENT_RECORD_EXTERNAL (graph capture's external events) fails
+// loudly: stream capture is not remoted.
+CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags) {
+  if (flags != CU_EVENT_RECORD_DEFAULT) {
+    return Fail("cuEventRecordWithFlags", CUDA_ERROR_NOT_SUPPORTED,
+                fmt::format("flags {:#x}: only CU_EVENT_RECORD_DEFAULT is remoted", flags));
+  }
+  return cuEventRecord(e, s);
 }
 CUresult cuEventSynchronize(CUevent e) {
   const char* call = "cuEventSynchronize";
@@ -239,7 +260,7 @@ CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
   if (!status) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null status");
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/false)) return r;
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
@@ -252,7 +273,7 @@ CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus* status, cuuin
   if (!status) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null status");
   int dev;
   uint64_t id;
-  if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
+  if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/false)) return r;
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (id_out) *id_out = 0;
   if (graph) *graph = nullptr;
@@ -277,9 +298,12 @@ GPOOL_SAME(CUresult, cuStreamSynchronize_ptsz, cuStreamSynchronize, (CUstream s)
 GPOOL_SAME(CUresult, cuStreamQuery_ptsz, cuStreamQuery, (CUstream s), (s))
 GPOOL_SAME(CUresult, cuStreamGetFlags_ptsz, cuStreamGetFlags, (CUstream s, unsigned int* f), (s, f))
 GPOOL_SAME(CUresult, cuStreamGetPriority_ptsz, cuStreamGetPriority, (CUstream s, int* p), (s, p))
+GPOOL_SAME(CUresult, cuStreamGetDevice_ptsz, cuStreamGetDevice, (CUstream s, CUdevice* d), (s, d))
 GPOOL_SAME(CUresult, cuStreamWaitEvent_ptsz, cuStreamWaitEvent,
            (CUstream s, CUevent e, unsigned int f), (s, e, f))
 GPOOL_SAME(CUresult, cuEventRecord_ptsz, cuEventRecord, (CUevent e, CUstream s), (e, s))
+GPOOL_SAME(CUresult, cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags,
+           (CUevent e, CUstream s, unsigned int f), (e, s, f))
 GPOOL_SAME(CUresult, cuStreamIsCapturing_ptsz, cuStreamIsCapturing,
            (CUstream s, CUstreamCaptureStatus* st), (s, st))
 GPOOL_SAME(CUresult, cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo,

@@ -334,7 +334,12 @@ int DeviceAttribute(CUdevice_attribute a, bool* known) {
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return kMaxBlocksPerMp;
     case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: return 0;
-    default: *known = false; return 0;
+    default:
+      // Any other attribute the driver defines reads 0 (a feature this device lacks), as the
+      // emulated backend answers (emulated_backend.cc, GetAttribute): NVIDIA's runtime asks for
+      // ~110 of them at start-up, on the driver layer. Numbers outside the enum are refused.
+      *known = a > 0 && a < CU_DEVICE_ATTRIBUTE_MAX;
+      return 0;
   }
 }
 
