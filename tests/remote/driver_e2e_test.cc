@@ -295,6 +295,17 @@ std::vector<std::string> LaunchesOf(const std::string& log_path, const std::stri
   }
   return found;
 }
+// The launches of `kernel` once the log has them, waiting up to 20 s: a program that ends on an
+// error may leave the last server's worker still writing what it received when the test reads.
+// Not a timing assertion: an absent launch fails after the wait, a present one returns at once.
+std::vector<std::string> AwaitLaunchesOf(const std::string& log_path, const std::string& kernel) {
+  for (int i = 0; i < 200; ++i) {
+    auto found = LaunchesOf(log_path, kernel);
+    if (!found.empty()) return found;
+    usleep(100 * 1000);
+  }
+  return LaunchesOf(log_path, kernel);
+}
 std::string ParamsOf(const std::string& record) {
   size_t at = record.find(" params=");
   return at == std::string::npos ? "" : record.substr(at + 8);
@@ -580,9 +591,9 @@ TEST_P(DriverE2E, NcclAllReduceReachesBothServersAndFailsAtItsKernel) {
   std::string kernel = KernelWithoutCpu(out);
   EXPECT_TRUE(Has(kernel, "ncclDevKernel_AllReduce_Sum_f32")) << out;
   EXPECT_TRUE(Has(out, "cudaStreamSynchronize(streams[d]) failed")) << out;
-  EXPECT_FALSE(LaunchesOf(server_->launch_log(), kernel).empty())
+  EXPECT_FALSE(AwaitLaunchesOf(server_->launch_log(), kernel).empty())
       << "no launch of " << kernel << " in " << server_->launch_log();
-  EXPECT_FALSE(LaunchesOf(other.launch_log(), kernel).empty())
+  EXPECT_FALSE(AwaitLaunchesOf(other.launch_log(), kernel).empty())
       << "no launch of " << kernel << " in " << other.launch_log();
   ExpectOnlyGpoolLines(out, {kNoCpu});
 }
