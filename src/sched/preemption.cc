@@ -269,11 +269,12 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
   }
   if (!placement) {
     // Node-targeted pass (preemption.h): undo the global pass on the trial, then free the
-    // cheapest node (or nodes, for a gang) for the job.
-    for (const Cand& c : chosen) {
-      const RunningJob* r = state.FindRunning(c.id);
-      if (r != nullptr) (void)trial.Bind(r->spec, r->placement, r->start_ns);
-    }
+    // cheapest node (or nodes, for a gang) for the job. Undone by copying the state again, not
+    // by re-binding the victims: a victim with a task on a held node (a reservation's) can't
+    // be bound again, and left released on the trial it would look free to the pass below
+    // without being named a victim (test AVictimWithATaskOnAHeldNodeIsNamedNotAssumedGone).
+    // The copy reuses the trial's buffers; this pass runs only when the global one failed.
+    trial = state;
     chosen.clear();
     used = used_before;
     cands.clear();

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <tuple>
@@ -394,10 +395,15 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     if (in.explain) out.waits.push_back({.job = job.id, .kind = kind, .text = text()});
   };
 
-  // reserve_oldest: the submit times of the jobs that may still take the reservation in this
-  // cycle, i.e. not bound yet and not held back by a cap or a size no cluster holds (checked
-  // against the cycle's starting state here, and dropped again when the loop skips them).
-  std::multiset<int64_t> candidates;
+  // reserve_oldest: per queue, the submit times of the jobs that may still take the
+  // reservation in this cycle, i.e. not bound yet and not held back by a cap or a size no
+  // cluster holds (checked against the cycle's starting state here, and dropped again when the
+  // loop skips them). The reservation goes to the queue of the first blocked job in the order
+  // (`reserve_queue`: the tenant fair share and the guarantees put next) and, inside it, to
+  // its oldest such job.
+  std::vector<std::multiset<int64_t>> candidates(c_.reserve_oldest ? queues.size() : 0);
+  constexpr size_t kNoQueue = SIZE_MAX;
+  size_t reserve_queue = kNoQueue;  // (not std::optional: GCC's -Wmaybe-uninitialized misfires)
   if (c_.reserve_oldest) {
     for (size_t k : order) {
       const JobSpec& j = pending[k];
@@ -407,11 +413,22 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
       if (!NeverFits(work, j, qs, &cluster_milli).empty()) continue;
       if (qs.max_gpus >= 0 && work.queue_used_milli(j.queue) + j.total_milli_gpus() > qs.max_gpus * 1000) continue;
       if (qs.max_running_jobs >= 0 && running_jobs[jq] >= qs.max_running_jobs) continue;
-      candidates.insert(j.submit_ns);
+      candidates[jq].insert(j.submit_ns);
     }
   }
   auto drop_candidate = [&](const JobSpec& j) {
-    if (auto it = candidates.find(j.submit_ns); it != candidates.end()) candidates.erase(it);
+    const size_t jq = j.queue.value();
+    if (jq >= candidates.size()) return;
+    if (auto it = candidates[jq].find(j.submit_ns); it != candidates[jq].end()) candidates[jq].erase(it);
+  };
+  // Whether `job` (blocked) may take the reservation under reserve_oldest; the first blocked
+  // job to ask names the queue.
+  auto oldest_of_turn = [&](const JobSpec& job) {
+    if (!c_.reserve_oldest) return true;
+    const size_t jq = job.queue.value();
+    if (reserve_queue == kNoQueue) reserve_queue = jq;
+    if (reserve_queue != jq) return false;
+    return candidates[jq].empty() || job.submit_ns <= *candidates[jq].begin();
   };
   for (size_t oi = 0; oi < order.size(); ++oi) {
     const size_t idx = order[oi];
@@ -571,10 +588,10 @@ StatusOr<Decisions> GpoolPolicy::Schedule(const SchedulingInput& in) const {
     // cycle with one pending job that does not fit (every arrival in a full cluster) skips it.
     const bool reservation_matters = oi + 1 < order.size() || c_.power.enabled || in.explain;
     if (reservation_matters && static_cast<int>(out.reservations.size()) < c_.max_reservations &&
-        (!c_.reserve_oldest || candidates.empty() || job.submit_ns <= *candidates.begin()) &&
-        static_cast<double>(now - job.submit_ns) >= c_.reserve_after_s * 1e9) {
+        static_cast<double>(now - job.submit_ns) >= c_.reserve_after_s * 1e9 && oldest_of_turn(job)) {
       if (std::optional<Reservation> r = ComputeReservation(work, job, popts, now, c_.assumed_runtime_s)) {
         reserved = true;
+        reserve_queue = kNoQueue;  // a further reservation goes to the next blocked job's queue
         if (c_.backfill_reserved_nodes && !unheld_work) unheld_work = work;
         for (NodeId n : r->nodes) work.SetHeld(n, true);
         held_nodes.insert(held_nodes.end(), r->nodes.begin(), r->nodes.end());

@@ -128,20 +128,22 @@ struct PolicyConfig {
   // retried each cycle. A reservation buys a bounded wait for one gang at the price of capacity
   // held for it; a gang that will likely fit by itself soon needn't pay that. 0 = at once.
   double reserve_after_s = 0;
-  // The reservation goes to the oldest blocked job, not to the first blocked one in the
-  // scheduling order: a blocked job takes it only if no older job that may still take it (not
-  // bound, capped or too big for the cluster in this cycle) remains. The reservation is what
-  // bounds a big gang's wait, so it belongs to the job that has waited longest, as in EASY's
-  // FCFS head; least-work-first decides who goes first among the jobs that fit. Reserving for
-  // the least-work head instead held nodes idle for a job that was seldom next a cycle later
-  // (new short jobs keep taking the head) and cost the loaded replay 26 s of mean average JCT
-  // (docs/simulator.md "Loaded replay"). Limit: an older job later in the order that is then
-  // skipped for a cap reached within the cycle still denies the newer ones for that cycle.
-  // Off by default for now: with it a preempted (requeued, so older) job of a borrowing tenant
-  // takes the reservation ahead of the reclaiming tenant's jobs past their guarantee, which
-  // src/control/controller_limits_test.cc (PriorityDoesNotBuyGpusInsideAnotherTenantsGuarantee)
-  // asserts against; turning it on is a product decision to take with that test.
-  bool reserve_oldest = false;
+  // The reservation goes to the oldest blocked job of the queue whose turn it is, not to the
+  // first blocked job in the scheduling order: the first blocked job names the queue (the
+  // tenant that fair share and the guarantees put next), and a blocked job of that queue takes
+  // the reservation only if no older job of the queue that may still take it (not bound,
+  // capped or too big for the cluster in this cycle) remains. The reservation is what bounds a
+  // big gang's wait, so inside the tenant it belongs to the job that has waited longest, as in
+  // EASY's FCFS head; least-work-first decides who goes first among the jobs that fit, and a
+  // preempted (requeued, so older) job gets its place back. Reserving for the least-work head
+  // instead held nodes idle for a job that was seldom next a cycle later (new short jobs keep
+  // taking the head). The reservation stays with the tenant whose turn it is: an older job of
+  // another tenant, e.g. a borrower's job just reclaimed, doesn't take it ahead of the jobs of
+  // a tenant that fair share puts first (src/control/controller_limits_test.cc,
+  // PriorityDoesNotBuyGpusInsideAnotherTenantsGuarantee). Measured in docs/simulator.md
+  // "Loaded replay". Limit: an older job later in the order that is then skipped for a cap
+  // reached within the cycle still denies the newer ones of its queue for that cycle.
+  bool reserve_oldest = true;
   // Run time assumed for running jobs without an estimate when computing a reservation (a time
   // limit); 0 = they never end, and a gang blocked by them gets no reservation.
   double assumed_runtime_s = 24 * 3600.0;

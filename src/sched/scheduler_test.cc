@@ -213,14 +213,15 @@ TEST(Policy, ReserveOldestGivesTheReservationToTheOldestBlockedJob) {
   pending[1].submit_ns = Sec(2);
   pending[2].est_runtime_s = 100000;
   pending[2].submit_ns = Sec(3);
-  PolicyConfig c;
-  c.reserve_oldest = true;
+  PolicyConfig c;  // reserve_oldest is the default
   Decisions d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
   EXPECT_TRUE(d.binds.empty());
   ASSERT_EQ(d.reservations.size(), 1u);
   EXPECT_EQ(d.reservations[0].job, JobId(1));
-  // Without the rule (the default), the first blocked job in the order takes it.
-  d = RunPolicy(*Make(), s, pending, queues, Sec(10));
+  // Without the rule, the first blocked job in the order takes it.
+  PolicyConfig head;
+  head.reserve_oldest = false;
+  d = RunPolicy(*Make(head), s, pending, queues, Sec(10));
   ASSERT_EQ(d.reservations.size(), 1u);
   EXPECT_EQ(d.reservations[0].job, JobId(2));
   // An older job that can't take a reservation (its queue runs its limit of 0 jobs) doesn't
@@ -229,6 +230,40 @@ TEST(Policy, ReserveOldestGivesTheReservationToTheOldestBlockedJob) {
   d = RunPolicy(*Make(c), s, pending, queues, Sec(10));
   ASSERT_EQ(d.reservations.size(), 1u);
   EXPECT_EQ(d.reservations[0].job, JobId(2));
+}
+
+TEST(Policy, ReserveOldestStaysInsideTheQueueWhoseTurnItIs) {
+  // Two 8-GPU nodes, 4 GPUs free; queue b runs 12 GPUs (jobs 90, 91), queue a none, no quotas.
+  // Pending, all 8 GPUs and blocked: b's job 1 (oldest: say a job b had preempted and
+  // requeued), a's job 2 (older, long) and a's job 4 (newer, short). Fair share puts a first
+  // (share 0 against b's 12/16), least work puts 4 before 2. The reservation goes to a, the
+  // tenant whose turn it is, and inside a to its oldest job, 2: not to b's older job 1, which
+  // would hand the next free GPUs to the tenant holding most of them.
+  ClusterState s = MakeCluster({.nodes = 2, .nodes_per_leaf = 2});
+  JobSpec r90 = Job(90, 1, 8, 1), r91 = Job(91, 1, 4, 1);
+  r90.est_runtime_s = 1000;
+  r91.est_runtime_s = 2000;
+  Start(s, r90, 0);
+  Start(s, r91, 0);
+  std::vector<QueueSpec> queues = {{.name = "a"}, {.name = "b"}};
+  std::vector<JobSpec> pending = {Job(1, 1, 8, 1), Job(2, 1, 8, 0), Job(4, 1, 8, 0)};
+  pending[0].est_runtime_s = 3000;
+  pending[0].submit_ns = Sec(1);
+  pending[1].est_runtime_s = 5000;
+  pending[1].submit_ns = Sec(2);
+  pending[2].est_runtime_s = 100;
+  pending[2].submit_ns = Sec(3);
+  Decisions d = RunPolicy(*Make(), s, pending, queues, Sec(10));
+  EXPECT_TRUE(d.binds.empty());
+  EXPECT_TRUE(d.preemptions.empty());
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job, JobId(2));
+  // The head-of-order rule gives it to a's least-work head.
+  PolicyConfig head;
+  head.reserve_oldest = false;
+  d = RunPolicy(*Make(head), s, pending, queues, Sec(10));
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job, JobId(4));
 }
 
 TEST(Policy, ReservationWaitsForReserveAfter) {

@@ -342,5 +342,45 @@ TEST(ReclaimToPlacement, NeverTakesAQueueWithinItsGuaranteeNorANonPreemptibleJob
   }
 }
 
+// The cheapest victim is a 2 x 4-GPU gang G of b with a task on node 0 and one on node 4, which
+// holds a reservation (held nodes take no binds). Cheapest-first reclaim takes G and 15 young
+// one-GPU jobs and frees no whole node; the node-targeted pass then frees node 0 (G and node
+// 0's four young jobs, the least work lost). The plan must name G among its victims: it is
+// applied to the real state, where G still runs on node 0 unless preempted. (Undoing the
+// first pass by re-binding its victims on the trial copy failed for G, whose task lies on the
+// held node; G stayed released on the trial, was skipped as a victim, and the plan placed the
+// job on GPUs G still held: the cycle then failed binding it.)
+TEST(ReclaimToPlacement, AVictimWithATaskOnAHeldNodeIsNamedNotAssumedGone) {
+  ClusterState s = MakeCluster({.nodes = 5});
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 16}, {.name = "b"}};
+  for (int g = 0; g < 4; ++g) BindOneGpu(s, OneGpuId(0, g), 1, 0, g, Sec(1000 + g * 0.1));
+  JobSpec gang = Job(50, 2, 4, 1);
+  ASSERT_TRUE(s.Bind(gang,
+                     {.tasks = {{.node = NodeId(0), .gpu_mask = 0xF0, .gpu_milli = 1000},
+                                {.node = NodeId(4), .gpu_mask = 0x0F, .gpu_milli = 1000}}},
+                     Sec(1999))
+                  .ok());
+  for (uint32_t n = 1; n < 4; ++n) {
+    for (int g = 0; g < 8; ++g) {
+      const double start = g < 4 ? 1000 + n : (n == 1 ? 600 : 100) + n;
+      BindOneGpu(s, OneGpuId(n, g), 1, n, g, Sec(start + g * 0.1));
+    }
+  }
+  s.SetHeld(NodeId(4), true);
+  const JobSpec job = Job(1, 1, 8, 0);
+  std::optional<PreemptionPlan> plan = PlanPreemption(s, job, queues, Sec(2000), {});
+  ASSERT_TRUE(plan.has_value());
+  std::set<uint64_t> victims;
+  for (JobId v : plan->victims) victims.insert(v.value());
+  EXPECT_TRUE(victims.count(50)) << "G holds GPUs 4-7 of node 0";
+  ASSERT_EQ(plan->placement.tasks.size(), 1u);
+  EXPECT_EQ(plan->placement.tasks[0].node, NodeId(0));
+  // What the scheduler does with the plan: release the victims, bind the job.
+  ClusterState after = s;
+  for (JobId v : plan->victims) ASSERT_TRUE(after.Release(v, Sec(2000)).ok());
+  const Status bound = after.Bind(job, plan->placement, Sec(2000));
+  EXPECT_TRUE(bound.ok()) << bound.ToString();
+}
+
 }  // namespace
 }  // namespace gpool::sched
