@@ -13,7 +13,8 @@
 // whose removal still leaves a fit is spared (most costly first).
 // When that finds no placement within max_victims (the cheapest victims lie in pieces on many
 // nodes, so they free GPUs everywhere and a whole node, or 4 GPUs of one, nowhere), a
-// node-targeted pass follows: for every node, the cheapest prefix of its own eligible victims
+// node-targeted pass follows, for reclaim only (priority preemption stops at the first pass):
+// for every node, the cheapest prefix of its own eligible victims
 // that lets it hold one task of the job; nodes are freed in order of that prefix's work lost
 // (then fewest victims, then node id) until the gang places; unneeded victims are spared as
 // above. A job of a queue within its guarantee thus gets a placement it can use, not just

@@ -382,5 +382,23 @@ TEST(ReclaimToPlacement, AVictimWithATaskOnAHeldNodeIsNamedNotAssumedGone) {
   EXPECT_TRUE(bound.ok()) << bound.ToString();
 }
 
+// Priority preemption does not take the node-targeted pass: b's higher-priority 8-GPU job finds
+// only pieces among the 16 cheapest lower-priority jobs of its own queue (4 GPUs per node), and
+// waits, where reclaim (FreesAWholeNodeForAnEightGpuJob, the same cluster) frees node 1 whole.
+TEST(ReclaimToPlacement, PriorityPreemptionDoesNotFreeANodePieceByPiece) {
+  ClusterState s = MakeCluster({.nodes = 4});
+  std::vector<QueueSpec> queues = {{.name = "a", .guaranteed_gpus = 16}, {.name = "b"}};
+  FillWithOneGpuJobs(s, 4, /*young=*/4, /*cheap_node=*/1);
+  JobSpec job = Job(1, 1, 8, 1);
+  job.priority = 10;
+  EXPECT_FALSE(PlanPreemption(s, job, queues, Sec(2000), {}).has_value());
+  // Four GPUs are within the cheapest victims' reach on one node: priority still preempts.
+  JobSpec four = Job(2, 1, 4, 1);
+  four.priority = 10;
+  std::optional<PreemptionPlan> plan = PlanPreemption(s, four, queues, Sec(2000), {});
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->victims.size(), 4u);
+}
+
 }  // namespace
 }  // namespace gpool::sched
