@@ -7,6 +7,7 @@
 // surface at the next synchronizing call. Calls gpool does not implement are weak stubs
 // (cudart_stubs.cc) that fail loudly. Thread safety: as CUDA's: any thread may call anything;
 // the current device and the last error are per thread.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -1342,6 +1343,11 @@ cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) {
 }
 cudaError_t cudaFree(void* p);
 cudaError_t cudaDeviceSynchronize(void) { return Ret(SyncDevice(t_device)); }
+
+// No profiler is attached to a pooled GPU's client: start and stop do nothing and succeed, as the
+// real runtime's do without one (matrixMul and asyncAPI of cuda-samples call them).
+cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
 // As CUDA documents it: the current device's work is waited for, then every allocation, stream
 // and event the process made on it is destroyed, its limits and flags return to their defaults,
 // and its module variables have their initial values again at next use. The server does it
@@ -1433,6 +1439,12 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   prop->managedMemory = 0;
   prop->sharedMemPerBlockOptin = p->shared_mem_per_block_optin;
   prop->maxBlocksPerMultiProcessor = p->max_blocks_per_mp;
+  // As cudaDevAttrCooperativeLaunch answers (the server's device attribute), so that the two
+  // agree as the real runtime's do.
+  if (cudaError_t e = cudaDeviceGetAttribute(&prop->cooperativeLaunch, cudaDevAttrCooperativeLaunch,
+                                             device); e != cudaSuccess) {
+    return e;
+  }
   return cudaSuccess;
 }
 
