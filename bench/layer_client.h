@@ -27,12 +27,14 @@ namespace gpool::remote::bench {
 
 class LayerClient {
  public:
-  // Starts `gpool run --transport TRANSPORT --devices ADDRESS/0 -- argv...`; null, with the
-  // reason in *why, when it cannot start or does not answer its first command `probe_cmd`.
+  // Starts `gpool run --transport TRANSPORT --devices ADDRESS/0 RUN_FLAGS... -- argv...`; null,
+  // with the reason in *why, when it cannot start or does not answer its first command
+  // `probe_cmd`. run_flags: e.g. {"--runtime", "gpool"} for gpool's runtime stand-in.
   static std::unique_ptr<LayerClient> Start(const std::string& gpool, const std::string& transport,
                                             const std::string& address,
                                             const std::vector<std::string>& argv,
-                                            const std::string& probe_cmd, std::string* why) {
+                                            const std::string& probe_cmd, std::string* why,
+                                            const std::vector<std::string>& run_flags = {}) {
     for (const std::string& f : {gpool, argv.at(0)}) {
       if (access(f.c_str(), X_OK) != 0) {
         *why = f + ": " + std::strerror(errno);
@@ -40,7 +42,9 @@ class LayerClient {
       }
     }
     std::vector<std::string> args = {gpool, "run", "--transport", transport, "--devices",
-                                     address + "/0", "--"};
+                                     address + "/0"};
+    args.insert(args.end(), run_flags.begin(), run_flags.end());
+    args.push_back("--");
     args.insert(args.end(), argv.begin(), argv.end());
     std::vector<char*> cargs;
     for (std::string& a : args) cargs.push_back(a.data());

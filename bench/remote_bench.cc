@@ -1051,9 +1051,10 @@ void StopClients() {
 
 std::shared_ptr<bench::LayerClient> StartClient(const DriverFlags& f, int t,
                                                 const std::vector<std::string>& argv,
-                                                const std::string& first) {
+                                                const std::string& first,
+                                                const std::vector<std::string>& run_flags = {}) {
   std::string why;
-  auto c = bench::LayerClient::Start(f.gpool, Name(t), GpuAddr(t), argv, first, &why);
+  auto c = bench::LayerClient::Start(f.gpool, Name(t), GpuAddr(t), argv, first, &why, run_flags);
   if (!c) Die("--clients: " + why);
   g.client_pids.push_back(c->pid());
   return std::shared_ptr<bench::LayerClient>(std::move(c));
@@ -1067,7 +1068,9 @@ Layers& LayersFor(const DriverFlags& f, int t, bool driver_only = false) {
   l.driver = StartClient(f, t, {f.clients + "/driver_client", f.clients + "/layer_kernels.fatbin"},
                          "sync 1");
   if (driver_only) return g_layers[t] = l;
-  l.runtime = StartClient(f, t, {f.clients + "/layer_runtime"}, "sync 1");
+  // layer_runtime is a `-cudart shared` build: `gpool run` would give it NVIDIA's runtime over the
+  // driver stand-in; --runtime gpool keeps it on gpool's runtime stand-in, the layer it measures.
+  l.runtime = StartClient(f, t, {f.clients + "/layer_runtime"}, "sync 1", {"--runtime", "gpool"});
   const std::string blas = f.clients + "/layer_static";
   if (access(blas.c_str(), X_OK) == 0) {
     l.blas = StartClient(f, t, {blas, std::to_string(f.sgemm)}, "sgemm 1");

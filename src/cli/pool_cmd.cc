@@ -198,9 +198,10 @@ int RunServer(const ServerFlags& f) {
   return 0;
 }
 
-// The directory holding the client stand-ins (libcudart.so.13, libcuda.so.1, libnvidia-ml.so.1):
-// $GPOOL_CLIENT_LIB_DIR, else
-// <dir of gpool>/../lib as the build and install trees lay it out.
+// The client lib dir: gpool's libcuda.so.1 (and libnvidia-ml.so.1) stand-ins beside NVIDIA's
+// libcudart.so.13, which the build copies from the toolkit; gpool's own runtime stand-in in its
+// gpool-runtime/ subfolder. $GPOOL_CLIENT_LIB_DIR, else <dir of gpool>/../lib as the build and
+// install trees lay it out.
 std::string ClientLibDir() {
   if (const char* d = std::getenv("GPOOL_CLIENT_LIB_DIR")) return d;
   std::error_code ec;
@@ -210,7 +211,7 @@ std::string ClientLibDir() {
 }
 
 int RunProgram(std::string devices, std::string lease, std::string transport, std::string nccl,
-               std::vector<std::string> argv) {
+               std::string runtime, std::vector<std::string> argv) {
   if (argv.empty()) {
     fmt::print(stderr, "gpool run: no program given (gpool run [flags] -- PROGRAM [ARGS...])\n");
     return 2;
@@ -226,11 +227,41 @@ int RunProgram(std::string devices, std::string lease, std::string transport, st
   if (lease.empty()) {
     if (const char* l = std::getenv("GPOOL_LEASE")) lease = l;
   }
-  std::string dir = ClientLibDir();
-  if (dir.empty() || !std::filesystem::exists(dir + "/libcudart.so.13")) {
-    fmt::print(stderr, "gpool run: the client runtime {}/libcudart.so.13 is missing (set "
-                       "GPOOL_CLIENT_LIB_DIR)\n", dir);
+  if (runtime.empty()) {
+    const char* r = std::getenv("GPOOL_RUNTIME");
+    runtime = r && *r ? r : "nvidia";
+  }
+  if (runtime != "nvidia" && runtime != "gpool") {
+    fmt::print(stderr, "gpool run: --runtime (or GPOOL_RUNTIME) is '{}': give nvidia or gpool\n",
+               runtime);
     return 2;
+  }
+  std::string dir = ClientLibDir();
+  if (dir.empty() || !std::filesystem::exists(dir + "/libcuda.so.1")) {
+    fmt::print(stderr, "gpool run: gpool's driver stand-in {}/libcuda.so.1 is missing: build the "
+                       "gpool_driver target (it needs the CUDA toolkit's headers), or set "
+                       "GPOOL_CLIENT_LIB_DIR to the folder that holds it\n", dir);
+    return 2;
+  }
+  // The program's CUDA runtime. nvidia (default): NVIDIA's libcudart.so.13, which the build copies
+  // from the toolkit into the client lib dir, over gpool's libcuda.so.1. gpool: gpool's own
+  // runtime stand-in (gpool-runtime/), transitional (docs/remoting.md).
+  std::string ld = dir;
+  if (runtime == "nvidia" && !std::filesystem::exists(dir + "/libcudart.so.13")) {
+    fmt::print(stderr, "gpool run: NVIDIA's CUDA runtime {}/libcudart.so.13 is missing: the build "
+                       "copies it from the CUDA toolkit (lib64/libcudart.so.13) and found none "
+                       "there; install the toolkit's runtime (cuda-cudart) and rebuild, or copy the "
+                       "toolkit's libcudart.so.13 into {}\n", dir, dir);
+    return 2;
+  }
+  if (runtime == "gpool") {
+    if (!std::filesystem::exists(dir + "/gpool-runtime/libcudart.so.13")) {
+      fmt::print(stderr, "gpool run: --runtime gpool: gpool's runtime stand-in "
+                         "{}/gpool-runtime/libcudart.so.13 is missing: build the gpool_cudart "
+                         "target\n", dir);
+      return 2;
+    }
+    ld = dir + "/gpool-runtime:" + dir;
   }
   if (nccl.empty()) {
     const char* n = std::getenv("GPOOL_NCCL");
@@ -240,7 +271,6 @@ int RunProgram(std::string devices, std::string lease, std::string transport, st
     fmt::print(stderr, "gpool run: --nccl (or GPOOL_NCCL) is '{}': give gpool or native\n", nccl);
     return 2;
   }
-  std::string ld = dir;
   // gpool's libnccl.so.2 (docs/remoting.md, "NVML and NCCL") sits in its own folder so that
   // `--nccl native` can leave it out and let NVIDIA's NCCL (further down the path) load.
   if (nccl == "gpool" && std::filesystem::exists(dir + "/nccl/libnccl.so.2")) ld += ":" + dir + "/nccl";
@@ -291,11 +321,11 @@ void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
   });
 
   struct RunFlags {
-    std::string devices, lease, transport = "tcp", nccl;
+    std::string devices, lease, transport = "tcp", nccl, runtime;
     std::vector<std::string> argv;
   };
   auto r = std::make_shared<RunFlags>();
-  auto* run = app.add_subcommand("run", "run a CUDA program (built with nvcc -cudart shared) on pooled GPUs");
+  auto* run = app.add_subcommand("run", "run a CUDA program on pooled GPUs");
   run->add_option("--devices", r->devices, "HOST:PORT/INDEX,... (default $GPOOL_DEVICES)");
   run->add_option("--lease", r->lease, "lease token(s), comma-separated (default $GPOOL_LEASE)");
   run->add_option("--transport", r->transport, "tcp or ucx")->check(CLI::IsMember({"tcp", "ucx"}));
@@ -303,9 +333,14 @@ void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "gpool (default; $GPOOL_NCCL): programs linked with -lnccl get gpool's libnccl.so.2, "
                   "which relays collectives through this process; native: NVIDIA's NCCL")
       ->check(CLI::IsMember({"gpool", "native"}));
+  run->add_option("--runtime", r->runtime,
+                  "nvidia (default; $GPOOL_RUNTIME): programs built with -cudart shared get NVIDIA's "
+                  "libcudart.so.13 over gpool's libcuda.so.1; gpool: gpool's own runtime stand-in "
+                  "(transitional)")
+      ->check(CLI::IsMember({"nvidia", "gpool"}));
   run->add_option("program", r->argv, "PROGRAM [ARGS...] after --");
   run->callback([r, exit_code] {
-    *exit_code = RunProgram(r->devices, r->lease, r->transport, r->nccl, r->argv);
+    *exit_code = RunProgram(r->devices, r->lease, r->transport, r->nccl, r->runtime, r->argv);
   });
 }
 

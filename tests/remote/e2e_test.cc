@@ -112,32 +112,32 @@ class Server {
   std::string address_;
 };
 
-// The interception layers a program can run through. kRuntime: gpool's libcudart.so.13 stand-in,
-// which `gpool run` puts first. kDriver: NVIDIA's own libcudart.so.13 from the toolkit over
-// gpool's libcuda.so.1 stand-in, as for a default-built program (NVIDIA's static runtime) or
-// NVIDIA's libraries.
+// The interception layers a program can run through. kDriver: NVIDIA's own libcudart.so.13 (the
+// toolkit's, which the build copies into gpool's client lib dir) over gpool's libcuda.so.1
+// stand-in, what `gpool run` gives a program by default, as for a default-built program (NVIDIA's
+// static runtime) or NVIDIA's libraries. kRuntime: gpool's own libcudart.so.13 stand-in, which
+// `gpool run --runtime gpool` puts first (transitional).
 constexpr const char* kRuntime = "runtime";
 constexpr const char* kDriver = "driver";
 
-// The command line of `gpool run` for `argv`. On the driver layer the program runs under `env`
-// with the toolkit's lib dir ahead of gpool's client lib dir, so the loader takes NVIDIA's
-// libcudart.so.13 and gpool's libcuda.so.1 (`gpool run` itself puts gpool's dir first). Under
-// ASan those children run without the leak check: NVIDIA's runtime is not instrumented and
-// LeakSanitizer's exit-time tracer has crashed in it (driver_e2e_test.cc, NoLeakCheckUnderAsan).
+// The command line of `gpool run` for `argv`: plain on the driver layer, with `--runtime gpool`
+// on the runtime layer. Under ASan the driver layer's children run without the leak check:
+// NVIDIA's runtime is not instrumented and LeakSanitizer's exit-time tracer has crashed in it
+// (driver_e2e_test.cc, NoLeakCheckUnderAsan).
 std::vector<std::string> RunArgv(const std::string& devices, const std::vector<std::string>& argv,
                                  const std::string& transport = "tcp",
                                  const std::vector<std::string>& extra_flags = {},
                                  const std::string& layer = kRuntime) {
   std::vector<std::string> cmd = {GPOOL_BIN, "run", "--devices", devices, "--transport", transport};
+  if (layer == kRuntime) cmd.insert(cmd.end(), {"--runtime", "gpool"});
   cmd.insert(cmd.end(), extra_flags.begin(), extra_flags.end());
   cmd.push_back("--");
-  if (layer == kDriver) {
-    cmd.insert(cmd.end(), {"env", "LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR});
 #if defined(__SANITIZE_ADDRESS__)
+  if (layer == kDriver) {
     const char* o = std::getenv("ASAN_OPTIONS");
-    cmd.push_back(std::string("ASAN_OPTIONS=") + (o ? o : "") + ":detect_leaks=0");
-#endif
+    cmd.insert(cmd.end(), {"env", std::string("ASAN_OPTIONS=") + (o ? o : "") + ":detect_leaks=0"});
   }
+#endif
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   return cmd;
 }
