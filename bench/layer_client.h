@@ -1,7 +1,7 @@
 // One CUDA program run through `gpool run` as a contender of remote_bench --interleaved
 // (--clients=DIR): bench/driver_client.cc (the driver API straight onto gpool's libcuda.so.1
-// stand-in) and bench/layer_client.cu (the runtime API, through gpool's runtime stand-in or
-// through NVIDIA's static runtime and cuBLAS over the driver stand-in). The program starts once
+// stand-in) and bench/layer_client.cu (the runtime API, through NVIDIA's shared runtime, or its
+// static runtime and cuBLAS, over the driver stand-in). The program starts once
 // and stays connected to its gpu-server; each step of the bench writes one command line to its
 // stdin and waits for its "gpool-bench ok" line, so that start-up, context creation and module
 // loading stay outside the timed steps. A step does hundreds of calls or megabytes of copies, so
@@ -27,14 +27,12 @@ namespace gpool::remote::bench {
 
 class LayerClient {
  public:
-  // Starts `gpool run --transport TRANSPORT --devices ADDRESS/0 RUN_FLAGS... -- argv...`; null,
-  // with the reason in *why, when it cannot start or does not answer its first command
-  // `probe_cmd`. run_flags: e.g. {"--runtime", "gpool"} for gpool's runtime stand-in.
+  // Starts `gpool run --transport TRANSPORT --devices ADDRESS/0 -- argv...`; null, with the
+  // reason in *why, when it cannot start or does not answer its first command `probe_cmd`.
   static std::unique_ptr<LayerClient> Start(const std::string& gpool, const std::string& transport,
                                             const std::string& address,
                                             const std::vector<std::string>& argv,
-                                            const std::string& probe_cmd, std::string* why,
-                                            const std::vector<std::string>& run_flags = {}) {
+                                            const std::string& probe_cmd, std::string* why) {
     for (const std::string& f : {gpool, argv.at(0)}) {
       if (access(f.c_str(), X_OK) != 0) {
         *why = f + ": " + std::strerror(errno);
@@ -42,9 +40,7 @@ class LayerClient {
       }
     }
     std::vector<std::string> args = {gpool, "run", "--transport", transport, "--devices",
-                                     address + "/0"};
-    args.insert(args.end(), run_flags.begin(), run_flags.end());
-    args.push_back("--");
+                                     address + "/0", "--"};
     args.insert(args.end(), argv.begin(), argv.end());
     std::vector<char*> cargs;
     for (std::string& a : args) cargs.push_back(a.data());

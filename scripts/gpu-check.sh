@@ -130,11 +130,6 @@ if [[ -n $bundle_out ]]; then
   for so in libcuda.so.1 libnvidia-ml.so.1; do
     [[ -f $lib/$so ]] && { cp "$lib/$so" "$bundle_out/lib/" || die "copy failed"; }
   done
-  # gpool's runtime stand-in (`gpool run --runtime gpool`, transitional), when built.
-  if [[ -f $lib/gpool-runtime/libcudart.so.13 ]]; then
-    mkdir -p "$bundle_out/lib/gpool-runtime" &&
-      cp "$lib/gpool-runtime/libcudart.so.13" "$bundle_out/lib/gpool-runtime/" || die "copy failed"
-  fi
   # The NCCL stand-in in its own folder, as `gpool run` looks for it (lib/nccl/).
   if [[ -f $lib/nccl/libnccl.so.2 ]]; then
     mkdir -p "$bundle_out/lib/nccl" && cp "$lib/nccl/libnccl.so.2" "$bundle_out/lib/nccl/" || die "copy failed"

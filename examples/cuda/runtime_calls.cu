@@ -7,7 +7,9 @@
 // agree on), the occupancy helpers, and the profiler's start and stop with no profiler attached
 // (success, as matrixMul and asyncAPI of cuda-samples expect).
 //   runtime_calls              every check; a GPU passes them too (scripts/gpu-check.sh compares)
-//   runtime_calls unsupported  gpool only: launch attributes it cannot honour fail loudly
+//   runtime_calls unsupported  a launch priority and a 2x1x1 cluster refused (gpool's former
+//                              runtime stand-in; the driver stand-in accepts a priority, so no
+//                              test runs it: docs/remoting.md, "Known limits")
 //   runtime_calls async-error [once|sticky]
 //                              gpool only (the emulated server and the emulated CUDA driver fail
 //                              alwaysFails): a callback gets the stream's asynchronous error, and

@@ -199,9 +199,8 @@ int RunServer(const ServerFlags& f) {
 }
 
 // The client lib dir: gpool's libcuda.so.1 (and libnvidia-ml.so.1) stand-ins beside NVIDIA's
-// libcudart.so.13, which the build copies from the toolkit; gpool's own runtime stand-in in its
-// gpool-runtime/ subfolder. $GPOOL_CLIENT_LIB_DIR, else <dir of gpool>/../lib as the build and
-// install trees lay it out.
+// libcudart.so.13, which the build copies from the toolkit. $GPOOL_CLIENT_LIB_DIR, else <dir of
+// gpool>/../lib as the build and install trees lay it out.
 std::string ClientLibDir() {
   if (const char* d = std::getenv("GPOOL_CLIENT_LIB_DIR")) return d;
   std::error_code ec;
@@ -211,7 +210,7 @@ std::string ClientLibDir() {
 }
 
 int RunProgram(std::string devices, std::string lease, std::string transport, std::string nccl,
-               std::string runtime, std::vector<std::string> argv) {
+               std::vector<std::string> argv) {
   if (argv.empty()) {
     fmt::print(stderr, "gpool run: no program given (gpool run [flags] -- PROGRAM [ARGS...])\n");
     return 2;
@@ -227,15 +226,6 @@ int RunProgram(std::string devices, std::string lease, std::string transport, st
   if (lease.empty()) {
     if (const char* l = std::getenv("GPOOL_LEASE")) lease = l;
   }
-  if (runtime.empty()) {
-    const char* r = std::getenv("GPOOL_RUNTIME");
-    runtime = r && *r ? r : "nvidia";
-  }
-  if (runtime != "nvidia" && runtime != "gpool") {
-    fmt::print(stderr, "gpool run: --runtime (or GPOOL_RUNTIME) is '{}': give nvidia or gpool\n",
-               runtime);
-    return 2;
-  }
   std::string dir = ClientLibDir();
   if (dir.empty() || !std::filesystem::exists(dir + "/libcuda.so.1")) {
     fmt::print(stderr, "gpool run: gpool's driver stand-in {}/libcuda.so.1 is missing: build the "
@@ -243,25 +233,16 @@ int RunProgram(std::string devices, std::string lease, std::string transport, st
                        "GPOOL_CLIENT_LIB_DIR to the folder that holds it\n", dir);
     return 2;
   }
-  // The program's CUDA runtime. nvidia (default): NVIDIA's libcudart.so.13, which the build copies
-  // from the toolkit into the client lib dir, over gpool's libcuda.so.1. gpool: gpool's own
-  // runtime stand-in (gpool-runtime/), transitional (docs/remoting.md).
+  // The program's CUDA runtime: NVIDIA's libcudart.so.13, which the build copies from the toolkit
+  // into the client lib dir, over gpool's libcuda.so.1 (docs/remoting.md). Programs with NVIDIA's
+  // static runtime inside do not load it, but a lib dir without it is a broken build or install.
   std::string ld = dir;
-  if (runtime == "nvidia" && !std::filesystem::exists(dir + "/libcudart.so.13")) {
+  if (!std::filesystem::exists(dir + "/libcudart.so.13")) {
     fmt::print(stderr, "gpool run: NVIDIA's CUDA runtime {}/libcudart.so.13 is missing: the build "
                        "copies it from the CUDA toolkit (lib64/libcudart.so.13) and found none "
                        "there; install the toolkit's runtime (cuda-cudart) and rebuild, or copy the "
                        "toolkit's libcudart.so.13 into {}\n", dir, dir);
     return 2;
-  }
-  if (runtime == "gpool") {
-    if (!std::filesystem::exists(dir + "/gpool-runtime/libcudart.so.13")) {
-      fmt::print(stderr, "gpool run: --runtime gpool: gpool's runtime stand-in "
-                         "{}/gpool-runtime/libcudart.so.13 is missing: build the gpool_cudart "
-                         "target\n", dir);
-      return 2;
-    }
-    ld = dir + "/gpool-runtime:" + dir;
   }
   if (nccl.empty()) {
     const char* n = std::getenv("GPOOL_NCCL");
@@ -321,7 +302,7 @@ void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
   });
 
   struct RunFlags {
-    std::string devices, lease, transport = "tcp", nccl, runtime;
+    std::string devices, lease, transport = "tcp", nccl;
     std::vector<std::string> argv;
   };
   auto r = std::make_shared<RunFlags>();
@@ -333,14 +314,9 @@ void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
                   "gpool (default; $GPOOL_NCCL): programs linked with -lnccl get gpool's libnccl.so.2, "
                   "which relays collectives through this process; native: NVIDIA's NCCL")
       ->check(CLI::IsMember({"gpool", "native"}));
-  run->add_option("--runtime", r->runtime,
-                  "nvidia (default; $GPOOL_RUNTIME): programs built with -cudart shared get NVIDIA's "
-                  "libcudart.so.13 over gpool's libcuda.so.1; gpool: gpool's own runtime stand-in "
-                  "(transitional)")
-      ->check(CLI::IsMember({"nvidia", "gpool"}));
   run->add_option("program", r->argv, "PROGRAM [ARGS...] after --");
   run->callback([r, exit_code] {
-    *exit_code = RunProgram(r->devices, r->lease, r->transport, r->nccl, r->runtime, r->argv);
+    *exit_code = RunProgram(r->devices, r->lease, r->transport, r->nccl, r->argv);
   });
 }
 

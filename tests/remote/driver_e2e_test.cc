@@ -219,7 +219,7 @@ TEST_P(DriverE2E, AsyncDeviceToHostCopyIntoPinnedMemoryReturnsAtOnce) {
 
 // The same program built with `-cudart shared` runs through plain `gpool run` on NVIDIA's
 // libcudart.so.13, which the build copied from the toolkit into gpool's client lib dir (the same
-// bytes), over the driver stand-in; gpool's own runtime stand-in is not loaded.
+// bytes), over the driver stand-in.
 TEST_P(DriverE2E, SharedBuildRunsOnNvidiasLibcudart) {
   auto [rc, out] = gpool::testing::Run({GPOOL_BIN, "run", "--devices", server_->address() + "/0",
                                         "--transport", GetParam().transport, "--",
@@ -237,19 +237,6 @@ TEST_P(DriverE2E, SharedBuildRunsOnNvidiasLibcudart) {
   auto [rc3, cmp] = gpool::testing::Run({"cmp", GPOOL_CLIENT_LIB_DIR "/libcudart.so.13",
                                          GPOOL_CUDA_LIB_DIR "/libcudart.so.13"});
   EXPECT_EQ(rc3, 0) << cmp;
-}
-
-// `gpool run --runtime gpool` (transitional) puts gpool's own runtime stand-in first instead.
-TEST(DriverLayerRun, RuntimeGpoolPutsTheRuntimeStandInFirst) {
-  auto [rc, libs] = gpool::testing::Run({GPOOL_BIN, "run", "--devices", "127.0.0.1:1/0",
-                                         "--runtime", "gpool", "--", "ldd", Built("vector_add")});
-  EXPECT_EQ(rc, 0) << libs;
-  EXPECT_TRUE(Has(libs, "libcudart.so.13 => " GPOOL_CLIENT_LIB_DIR "/gpool-runtime/libcudart.so.13"))
-      << libs;
-  auto [rc2, out] = gpool::testing::Run({GPOOL_BIN, "run", "--devices", "127.0.0.1:1/0",
-                                         "--", "env"}, {"GPOOL_RUNTIME=cudart"});
-  EXPECT_EQ(rc2, 2) << out;
-  EXPECT_TRUE(Has(out, "--runtime (or GPOOL_RUNTIME) is 'cudart': give nvidia or gpool")) << out;
 }
 
 // A client lib dir without NVIDIA's runtime (a build that found no toolkit runtime to copy):

@@ -20,7 +20,7 @@ extern "C" {
 
 // The server resets the device first (proto::DeviceReset: its allocations, streams, events,
 // limits, flags and loaded module copies, in this session); then the client forgets what lived
-// there, as the runtime stand-in's cudaDeviceReset does: the device's allocations, streams and
+// there (what CUDA's cudaDeviceReset destroys): the device's allocations, streams and
 // events (their handles are refused from now on), each module variable's address on the device
 // (the server loads the module again at its next use, with the variables' initial values), the
 // devices function attributes were sent for, and the primary context's per-context storage,
