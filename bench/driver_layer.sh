@@ -4,11 +4,12 @@
 # through gpool's interception layers (bench/layer_client.h) run as contenders beside the plain
 # socket / ucp ping-pong and the raw transport stream, alternating repetition by repetition:
 #   - cuCtxSynchronize through the libcuda.so.1 stand-in against the plain round trip (<= 1.3x),
-#     and cudaDeviceSynchronize through the runtime stand-in;
-#   - cuLaunchKernel launches per second (>= 0.5 M/s), beside runtime-layer launches and launches
-#     of NVIDIA's static runtime over the driver stand-in;
+#     and cudaDeviceSynchronize through NVIDIA's shared runtime (a `-cudart shared` build, the
+#     client lib dir's libcudart.so.13) over it;
+#   - cuLaunchKernel launches per second (>= 0.5 M/s), beside <<<>>> launches through NVIDIA's
+#     shared and static runtimes over the driver stand-in;
 #   - a loop of small cublasSgemm calls (cuBLAS over the driver stand-in, kernels no-ops on the
-#     emulated server): calls/s and us/call against the round trip and a runtime-layer launch;
+#     emulated server): calls/s and us/call against the round trip and a <<<>>> launch;
 #   - copies through the driver stand-in, 4 KiB .. 64 MiB both ways, against the raw stream
 #     (>= 0.95 of raw per cell).
 # The "driver layer" lines of the output carry the figures (docs/benchmarks.md, "Remoting").
@@ -27,7 +28,7 @@ plugin=$build/bench/libgpool_bench_noop_kernels.so
 for f in "$build/bench/remote_bench" "$gpool" "$plugin" "$clients/driver_client" \
          "$clients/layer_kernels.fatbin" "$clients/layer_runtime" "$build/lib/libcuda.so.1" \
          "$build/lib/libcudart.so.13"; do
-  [ -e "$f" ] || { echo "driver_layer: $f is not built (the clients need nvcc: cmake --build $build --target remote_bench gpool gpool_driver gpool_cudart gpool_bench_noop_kernels bench_layer_clients)" >&2; exit 1; }
+  [ -e "$f" ] || { echo "driver_layer: $f is not built (the clients need nvcc: cmake --build $build --target remote_bench gpool gpool_driver gpool_nvidia_cudart gpool_bench_noop_kernels bench_layer_clients)" >&2; exit 1; }
 done
 command -v python3 >/dev/null || { echo "driver_layer: python3 is missing (reads the launch log)" >&2; exit 1; }
 tmp=$(mktemp -d)

@@ -1,7 +1,7 @@
 // The runtime-API contenders of `remote_bench --interleaved --clients=DIR` (bench/layer_client.h),
 // one source built twice (bench/CMakeLists.txt):
-//   layer_runtime  nvcc -cudart shared: `gpool run` gives it gpool's runtime stand-in
-//                  (libcudart.so.13): the runtime interception layer;
+//   layer_runtime  nvcc -cudart shared: `gpool run` gives it NVIDIA's libcudart.so.13 from the
+//                  client lib dir, over gpool's driver stand-in (libcuda.so.1);
 //   layer_static   plain nvcc (NVIDIA's static runtime) with cuBLAS (-DGPOOL_BENCH_CUBLAS): NVIDIA's
 //                  runtime and cuBLAS over gpool's driver stand-in (libcuda.so.1).
 // Commands, one per line on stdin, each answered with "gpool-bench ok" on stdout once done:

@@ -1,7 +1,7 @@
 // One CUDA program run through `gpool run` as a contender of remote_bench --interleaved
 // (--clients=DIR): bench/driver_client.cc (the driver API straight onto gpool's libcuda.so.1
-// stand-in) and bench/layer_client.cu (the runtime API, through gpool's runtime stand-in or
-// through NVIDIA's static runtime and cuBLAS over the driver stand-in). The program starts once
+// stand-in) and bench/layer_client.cu (the runtime API, through NVIDIA's shared runtime, or its
+// static runtime and cuBLAS, over the driver stand-in). The program starts once
 // and stays connected to its gpu-server; each step of the bench writes one command line to its
 // stdin and waits for its "gpool-bench ok" line, so that start-up, context creation and module
 // loading stay outside the timed steps. A step does hundreds of calls or megabytes of copies, so

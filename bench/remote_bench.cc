@@ -32,9 +32,9 @@
 // run through `gpool run` (bench/layer_client.h; built in build/bench/clients) join the groups,
 // the gpu-servers load the no-op kernel plugin --kernels, and "driver layer" lines give issue
 // 27's figures: cuCtxSynchronize and cudaDeviceSynchronize against the round trip's peer,
-// cuLaunchKernel and runtime launches per second, a cublasSgemm loop (M x M, default 64) per
-// call against the round trip and a runtime-layer launch, and the copies' cells through the driver
-// stand-in. bench/driver_layer.sh runs it.
+// cuLaunchKernel and <<<>>> launches per second, a cublasSgemm loop (M x M, default 64) per
+// call against the round trip and a <<<>>> launch through NVIDIA's shared runtime, and the copies'
+// cells through the driver stand-in. bench/driver_layer.sh runs it.
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1032,7 +1032,8 @@ void PrintCells(const std::string& head, const char* met,
 // The programs of one transport, started on first use and kept connected for the whole run.
 struct Layers {
   std::shared_ptr<bench::LayerClient> driver;   // driver_client: the driver API, libcuda stand-in
-  std::shared_ptr<bench::LayerClient> runtime;  // layer_runtime: gpool's runtime stand-in
+  std::shared_ptr<bench::LayerClient> runtime;  // layer_runtime: NVIDIA's libcudart.so.13 (the
+                                                // client lib dir's) over the driver stand-in
   std::shared_ptr<bench::LayerClient> blas;     // layer_static: NVIDIA's runtime and cuBLAS over
                                                 // the driver stand-in (null: not built)
 };
@@ -1208,9 +1209,11 @@ int RunInterleaved(const DriverFlags& f) {
           return grp.c.size() - 1;
         };
         drv_sync = add(ClientCalls("cuCtxSynchronize, driver stand-in", l.driver, "sync"));
-        rt_sync = add(ClientCalls("cudaDeviceSynchronize, runtime stand-in", l.runtime, "sync"));
+        rt_sync = add(ClientCalls("cudaDeviceSynchronize, NVIDIA shared runtime over driver stand-in",
+                                  l.runtime, "sync"));
         drv_launch = add(ClientCalls("cuLaunchKernel, driver stand-in", l.driver, "launch"));
-        rt_launch = add(ClientCalls("<<<>>> launch, runtime stand-in", l.runtime, "launch"));
+        rt_launch = add(ClientCalls("<<<>>> launch, NVIDIA shared runtime over driver stand-in",
+                                    l.runtime, "launch"));
         if (l.blas) {
           st_launch = add(ClientCalls("<<<>>> launch, NVIDIA static runtime over driver stand-in",
                                       l.blas, "launch"));
@@ -1226,10 +1229,10 @@ int RunInterleaved(const DriverFlags& f) {
       if (!f.clients.empty()) {
         // The driver layer's targets (issue 27), each against the peer of this same run.
         std::printf("driver layer, %s: cuCtxSynchronize through the driver stand-in / %s = %.2fx "
-                    "(target <= 1.3x); cudaDeviceSynchronize through the runtime stand-in %.2fx\n",
+                    "(target <= 1.3x); cudaDeviceSynchronize through NVIDIA's shared runtime %.2fx\n",
                     Name(t), grp.c[0].name.c_str(), r[drv_sync], r[rt_sync]);
         std::printf("driver layer, %s: cuLaunchKernel %.2f M launches/s (target >= 0.5 M/s); "
-                    "runtime stand-in %.2f M/s",
+                    "<<<>>> through NVIDIA's shared runtime %.2f M/s",
                     Name(t), rate[drv_launch] / 1e6, rate[rt_launch] / 1e6);
         if (st_launch) {
           std::printf("; NVIDIA's static runtime over the driver stand-in %.2f M/s",
@@ -1239,7 +1242,7 @@ int RunInterleaved(const DriverFlags& f) {
         if (sgemm) {
           std::printf("driver layer, %s: cublasSgemm %dx%d through cuBLAS over the driver "
                       "stand-in: %.0f calls/s, %.2f us/call = %.2fx the raw round trip (%.2f us), "
-                      "%.2fx a runtime-layer launch (%.2f us)\n",
+                      "%.2fx a <<<>>> launch through NVIDIA's shared runtime (%.2f us)\n",
                       Name(t), f.sgemm, f.sgemm, rate[sgemm], 1e6 / rate[sgemm], r[sgemm],
                       1e6 / rate[0], rate[rt_launch] / rate[sgemm], 1e6 / rate[rt_launch]);
         }

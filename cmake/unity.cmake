@@ -15,10 +15,9 @@
 #   renamed yet).
 # - sched_test, sim_test: their tests share helper names (`Job`, `MakeCluster`, `Sec`, `Fill`,
 #   `Jobs`, `OneLeaf`, `Runtimes`, ...) across sources (not renamed yet).
-# - cudart_stubs.cc: by design a TU of its own (generated weak `extern "C" int f()` stubs that
-#   include no CUDA header; beside cudart_api.cc's real signatures they conflict). Permanent.
-#   driver_stubs.cc likewise, beside driver_api.cc's cuda.h signatures, and nccl_stubs.cc beside
-#   nccl_api.cc's nccl.h ones.
+# - driver_stubs.cc: by design a TU of its own (generated weak `extern "C" int f()` stubs that
+#   include no CUDA header; beside driver_api.cc's cuda.h signatures they conflict). Permanent.
+#   nccl_stubs.cc likewise, beside nccl_api.cc's nccl.h ones.
 # - share_arbiter.cc: its ShareArbiter::Shared holds a `Slot` from the anonymous namespace; in a
 #   unity TU the .cc counts as an included file, so GCC's -Wsubobject-linkage (on by default,
 #   an error under -Werror) fires. Moving `Slot` into ShareArbiter (or a named namespace) would
@@ -28,7 +27,6 @@
 #   also stop CI seeing the real case (a header's class holding a TU-local type), so no.
 set(GPOOL_UNITY_SKIP_SOURCES
     src/remote/transport/ucx_transport.cc
-    src/remote/client/cudart_stubs.cc
     src/remote/client/driver_stubs.cc
     src/remote/client/nccl_stubs.cc
     src/remote/server/share_arbiter.cc

@@ -4,7 +4,7 @@
 #   gpu-1 and gpu-2 have two emulated GPUs each and run their own GPU server (`--serve-gpus`).
 #   One job asks for 4 GPUs with `--gpu-source remote`: the scheduler puts its task on cpu-0 and
 #   its GPUs on both servers, and the unmodified CUDA sample multi_device (built with nvcc
-#   -cudart shared) runs there through gpool's client runtime. Prints the placement
+#   -cudart shared) runs there through NVIDIA's runtime over gpool's libcuda.so.1 stand-in. Prints the placement
 #   (`gpool jobs describe`) and the sample's output, then stops every process it started.
 #   Needs the CUDA samples (tests/remote, built when nvcc is found); without them it says so and
 #   exits 0.
@@ -16,7 +16,7 @@ GPOOL=$(cd "$(dirname "$GPOOL")" && pwd)/gpool
 build=$(dirname "$(dirname "$GPOOL")")
 sample=$build/tests/remote/cuda/multi_device
 kernels=$build/tests/remote/libgpool_example_kernels.so
-for f in "$sample" "$kernels" "$build/lib/libcudart.so.13"; do
+for f in "$sample" "$kernels" "$build/lib/libcudart.so.13" "$build/lib/libcuda.so.1"; do
   if [ ! -e "$f" ]; then
     echo "demo-pool: skipped: $f is not built (the CUDA samples need nvcc: set CUDA_HOME and rebuild)"
     exit 0

@@ -17,8 +17,10 @@
 # libcuda.so, which holds the driver's full export list: every versioned symbol it resolves must
 # be there, and cuInit must be what fails. CTest runs this mode (tests/remote/gpu_check_test.sh).
 #
-# --bundle OUT (on the build machine) copies bin/gpool, lib/libcudart.so.13, the built samples
-# and every non-system shared library they need into OUT, so that a GPU machine without gpool's
+# --bundle OUT (on the build machine) copies bin/gpool, the client lib dir (lib/: gpool's
+# libcuda.so.1 stand-in and NVIDIA's libcudart.so.13 that the build copied beside it, which
+# `gpool run` gives the samples), the built samples and every non-system shared library they need
+# into OUT, so that a GPU machine without gpool's
 # build dependencies can run `scripts/gpu-check.sh --build OUT`.
 #
 #   scripts/gpu-check.sh [--emulated] [--build DIR] [--timeout SECONDS] [--budget SECONDS]
@@ -45,7 +47,7 @@
 # ncclCommInitAll with each communicator's checks on NVIDIA's NCCL (`gpool run --nccl native`),
 # then an all-reduce natively over two devices when the machine has two (NCCL refuses two ranks
 # on one GPU) and through gpool's libnccl.so.2 stand-in (`gpool run`'s default), and
-# nccl_collectives.cu (every collective, checked on the host) through the stand-in. BUILD_DIR (default: build) holds bin/gpool and lib/libcudart.so.13, and
+# nccl_collectives.cu (every collective, checked on the host) through the stand-in. BUILD_DIR (default: build) holds bin/gpool and lib/ (libcuda.so.1, libcudart.so.13), and
 # optionally deps/ (a bundle's libraries) and tests/remote/ (the CMake-built samples and emulated
 # kernels). Environment: CUDA_HOME (default /usr/local/cuda), GPOOL_ARCH,
 # GPOOL_CHECK_PRELOAD (LD_PRELOAD for the sample programs run through gpool, e.g. the ASan
@@ -114,8 +116,8 @@ want() { [[ -z $only || ,$only, == *,$1,* ]]; }
 
 # ---- --bundle: carry a build to a GPU machine that lacks gpool's build dependencies ----
 if [[ -n $bundle_out ]]; then
-  [[ -x $gpool && -x $gpool_full && -f $lib/libcudart.so.13 ]] ||
-    die "$build lacks bin/gpool, libexec/gpool-full or lib/libcudart.so.13"
+  [[ -x $gpool && -x $gpool_full && -f $lib/libcudart.so.13 && -f $lib/libcuda.so.1 ]] ||
+    die "$build lacks bin/gpool, libexec/gpool-full, lib/libcudart.so.13 or lib/libcuda.so.1"
   # Replaces only an earlier bundle (marked), never some other folder given by mistake.
   if [[ -e $bundle_out && ! -f $bundle_out/.gpool-bundle && -n $(ls -A "$bundle_out" 2>/dev/null) ]]; then
     die "$bundle_out exists and is not a gpool bundle: give a new folder"
@@ -189,8 +191,9 @@ base_ld=${LD_LIBRARY_PATH:-}
 # gpool and its client runtime: the bundle's libraries first, if this is a bundle.
 gpool_ld=$base_ld
 [[ -d $deps ]] && gpool_ld=$deps${base_ld:+:$base_ld}
-[[ -x $gpool ]] || die "$gpool missing: build it (cmake --build build --target gpool gpool_cudart) or give --build"
-[[ -f $lib/libcudart.so.13 ]] || die "$lib/libcudart.so.13 missing: build target gpool_cudart"
+[[ -x $gpool ]] || die "$gpool missing: build it (cmake --build build --target gpool gpool_driver gpool_nvidia_cudart) or give --build"
+[[ -f $lib/libcuda.so.1 ]] || die "$lib/libcuda.so.1 missing: build target gpool_driver"
+[[ -f $lib/libcudart.so.13 ]] || die "$lib/libcudart.so.13 missing: build target gpool_nvidia_cudart (it copies NVIDIA's from the toolkit)"
 if ! LD_LIBRARY_PATH=$gpool_ld "$gpool" --help >"$work/gpool-help" 2>&1 && [[ -d $build/deps-cxx ]] &&
    grep -q 'GLIBCXX\|CXXABI' "$work/gpool-help"; then
   gpool_ld=$build/deps-cxx:$gpool_ld   # this system's libstdc++ is older than the build machine's
@@ -354,7 +357,7 @@ gpool_rt=$(resolved "$lib${gpool_ld:+:$gpool_ld}" "$samples_dir/vector_add")
 if ! ldd "$samples_dir/vector_add" >/dev/null 2>&1; then
   note "runtime: $samples_dir/vector_add is not a dynamic executable: which libcudart loads is not checked"
 elif [[ $(readlink -f "$gpool_rt") == $(readlink -f "$lib/libcudart.so.13") ]]; then
-  pass "runtime through gpool run: $gpool_rt (the gpool stand-in)"
+  pass "runtime through gpool run: $gpool_rt (NVIDIA's, copied by the build, over gpool's libcuda.so.1)"
 else
   fail "runtime-gpool: through gpool run a sample would load '$gpool_rt', not $lib/libcudart.so.13"
 fi

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Launch rate through the real client runtime (libcudart.so.13 stand-in): noop_launch 100000, 3 runs
-# each against an emulated gpu-server over TCP and over UCX (UCX_TLS=shm,self). Prints launches/s.
+# Launch rate through `gpool run` (NVIDIA's libcudart.so.13 over gpool's libcuda.so.1 stand-in):
+# noop_launch 100000, 3 runs each against an emulated gpu-server over TCP and over UCX
+# (UCX_TLS=shm,self). Prints launches/s.
 cd "$(dirname "$0")/.."  # repo root; needs a Release build in build/
 K=$(find build -name "libgpool_emulated_kernels*.so" -o -name "*kernels*.so" | head -1)
 for t in tcp ucx; do

@@ -3,9 +3,13 @@
 // device and found again by id), cudaChooseDevice, stream-ordered allocation (cudaMallocAsync,
 // cudaFreeAsync), host functions on streams (cudaLaunchHostFunc, cudaStreamAddCallback) and how
 // the stream's work is ordered around them, cooperative launches (cudaLaunchCooperativeKernel,
-// cudaLaunchKernelEx with the cooperative attribute) and the occupancy helpers.
+// cudaLaunchKernelEx with the cooperative attribute, which the device's properties and attribute
+// agree on), the occupancy helpers, and the profiler's start and stop with no profiler attached
+// (success, as matrixMul and asyncAPI of cuda-samples expect).
 //   runtime_calls              every check; a GPU passes them too (scripts/gpu-check.sh compares)
-//   runtime_calls unsupported  gpool only: launch attributes it cannot honour fail loudly
+//   runtime_calls unsupported  a launch priority and a 2x1x1 cluster refused (gpool's former
+//                              runtime stand-in; the driver stand-in accepts a priority, so no
+//                              test runs it: docs/remoting.md, "Known limits")
 //   runtime_calls async-error [once|sticky]
 //                              gpool only (the emulated server and the emulated CUDA driver fail
 //                              alwaysFails): a callback gets the stream's asynchronous error, and
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include <cooperative_groups.h>
+#include <cuda_profiler_api.h>
 
 #include "common.h"
 
@@ -264,6 +269,9 @@ static void CooperativeLaunches() {
   int coop = 0;
   CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0));
   EXPECT(coop == 1);
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  EXPECT(prop.cooperativeLaunch == coop);  // the properties agree with the attribute
   int n = 4096;
   size_t bytes = n * sizeof(int);
   int *data, *out;
@@ -404,6 +412,10 @@ int main(int argc, char** argv) {
   HostFunctions();
   CooperativeLaunches();
   Occupancy();
+  // No profiler attached: both succeed (the real runtime's answer), and nothing is left failed.
+  CHECK(cudaProfilerStart());
+  CHECK(cudaProfilerStop());
+  CHECK(cudaGetLastError());
   std::printf("PASS runtime_calls devices=%d\n", devices);
   return 0;
 }

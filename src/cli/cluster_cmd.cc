@@ -255,7 +255,8 @@ void RegisterCluster(CLI::App& app, const GlobalFlags&, int* exit_code) {
   ag->add_option("--resume-cmd", f->real.resume_cmd,
                  "run for other nodes the controller resumes; {node} = their name (power proxy)");
   ag->add_option("--client-lib-dir", f->real.client_lib_dir,
-                 "gpool's libcudart.so.13 dir for remote/fractional tasks (default <gpool>/../lib)");
+                 "gpool's client lib dir (libcuda.so.1 stand-in, NVIDIA's libcudart.so.13) for "
+                 "remote/fractional tasks (default <gpool>/../lib)");
   ag->add_option("--gpu-server", f->real.gpu_server,
                  "HOST:PORT of this node's gpool gpu-server, advertised for leases");
   ag->add_flag("--serve-gpus", f->real.serve_gpus,

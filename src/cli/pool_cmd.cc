@@ -198,9 +198,9 @@ int RunServer(const ServerFlags& f) {
   return 0;
 }
 
-// The directory holding the client stand-ins (libcudart.so.13, libcuda.so.1, libnvidia-ml.so.1):
-// $GPOOL_CLIENT_LIB_DIR, else
-// <dir of gpool>/../lib as the build and install trees lay it out.
+// The client lib dir: gpool's libcuda.so.1 (and libnvidia-ml.so.1) stand-ins beside NVIDIA's
+// libcudart.so.13, which the build copies from the toolkit. $GPOOL_CLIENT_LIB_DIR, else <dir of
+// gpool>/../lib as the build and install trees lay it out.
 std::string ClientLibDir() {
   if (const char* d = std::getenv("GPOOL_CLIENT_LIB_DIR")) return d;
   std::error_code ec;
@@ -227,9 +227,21 @@ int RunProgram(std::string devices, std::string lease, std::string transport, st
     if (const char* l = std::getenv("GPOOL_LEASE")) lease = l;
   }
   std::string dir = ClientLibDir();
-  if (dir.empty() || !std::filesystem::exists(dir + "/libcudart.so.13")) {
-    fmt::print(stderr, "gpool run: the client runtime {}/libcudart.so.13 is missing (set "
-                       "GPOOL_CLIENT_LIB_DIR)\n", dir);
+  if (dir.empty() || !std::filesystem::exists(dir + "/libcuda.so.1")) {
+    fmt::print(stderr, "gpool run: gpool's driver stand-in {}/libcuda.so.1 is missing: build the "
+                       "gpool_driver target (it needs the CUDA toolkit's headers), or set "
+                       "GPOOL_CLIENT_LIB_DIR to the folder that holds it\n", dir);
+    return 2;
+  }
+  // The program's CUDA runtime: NVIDIA's libcudart.so.13, which the build copies from the toolkit
+  // into the client lib dir, over gpool's libcuda.so.1 (docs/remoting.md). Programs with NVIDIA's
+  // static runtime inside do not load it, but a lib dir without it is a broken build or install.
+  std::string ld = dir;
+  if (!std::filesystem::exists(dir + "/libcudart.so.13")) {
+    fmt::print(stderr, "gpool run: NVIDIA's CUDA runtime {}/libcudart.so.13 is missing: the build "
+                       "copies it from the CUDA toolkit (lib64/libcudart.so.13) and found none "
+                       "there; install the toolkit's runtime (cuda-cudart) and rebuild, or copy the "
+                       "toolkit's libcudart.so.13 into {}\n", dir, dir);
     return 2;
   }
   if (nccl.empty()) {
@@ -240,7 +252,6 @@ int RunProgram(std::string devices, std::string lease, std::string transport, st
     fmt::print(stderr, "gpool run: --nccl (or GPOOL_NCCL) is '{}': give gpool or native\n", nccl);
     return 2;
   }
-  std::string ld = dir;
   // gpool's libnccl.so.2 (docs/remoting.md, "NVML and NCCL") sits in its own folder so that
   // `--nccl native` can leave it out and let NVIDIA's NCCL (further down the path) load.
   if (nccl == "gpool" && std::filesystem::exists(dir + "/nccl/libnccl.so.2")) ld += ":" + dir + "/nccl";
@@ -295,7 +306,7 @@ void RegisterPool(CLI::App& app, const GlobalFlags&, int* exit_code) {
     std::vector<std::string> argv;
   };
   auto r = std::make_shared<RunFlags>();
-  auto* run = app.add_subcommand("run", "run a CUDA program (built with nvcc -cudart shared) on pooled GPUs");
+  auto* run = app.add_subcommand("run", "run a CUDA program on pooled GPUs");
   run->add_option("--devices", r->devices, "HOST:PORT/INDEX,... (default $GPOOL_DEVICES)");
   run->add_option("--lease", r->lease, "lease token(s), comma-separated (default $GPOOL_LEASE)");
   run->add_option("--transport", r->transport, "tcp or ucx")->check(CLI::IsMember({"tcp", "ucx"}));

@@ -186,11 +186,6 @@ std::vector<std::string> NoLeakCheckUnderAsan() {
 // driver (cudaErrorSoftwareValidityNotEstablished) at the program's first call. It registers the
 // program's kernels as libraries (cuLibraryLoadData) and launches through cuLaunchKernel.
 TEST_P(DriverE2E, PlainNvccProgramRunsOnNvidiasStaticRuntime) {
-  if (GetParam().backend != "emulated") {
-    // The emulated CUDA driver under the cuda backend answers the device attributes gpool's
-    // server asks for and fails the others loudly; NVIDIA's runtime asks for about 110.
-    GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
-  }
   auto [rc0, deps] = gpool::testing::Run({"readelf", "-d", Built("vector_add_static")});
   ASSERT_EQ(rc0, 0) << deps;
   EXPECT_FALSE(Has(deps, "libcudart")) << deps;  // the runtime is inside the program
@@ -222,27 +217,41 @@ TEST_P(DriverE2E, AsyncDeviceToHostCopyIntoPinnedMemoryReturnsAtOnce) {
   EXPECT_FALSE(Has(out, "gpool:")) << out;
 }
 
-// The same program built with `-cudart shared`, run against NVIDIA's libcudart.so.13 from the
-// toolkit (first in the library path; gpool's runtime stand-in is not used), over the driver
-// stand-in.
+// The same program built with `-cudart shared` runs through plain `gpool run` on NVIDIA's
+// libcudart.so.13, which the build copied from the toolkit into gpool's client lib dir (the same
+// bytes), over the driver stand-in.
 TEST_P(DriverE2E, SharedBuildRunsOnNvidiasLibcudart) {
-  if (GetParam().backend != "emulated") {
-    // The emulated CUDA driver under the cuda backend answers the device attributes gpool's
-    // server asks for and fails the others loudly; NVIDIA's runtime asks for about 110.
-    GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
-  }
-  std::vector<std::string> env = {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR,
-                                   "GPOOL_DEVICES=" + server_->address() + "/0",
-                                   "GPOOL_TRANSPORT=" + GetParam().transport};
-  for (std::string& e : NoLeakCheckUnderAsan()) env.push_back(std::move(e));
-  auto [rc, out] = gpool::testing::Run({Built("vector_add")}, env);
+  auto [rc, out] = gpool::testing::Run({GPOOL_BIN, "run", "--devices", server_->address() + "/0",
+                                        "--transport", GetParam().transport, "--",
+                                        Built("vector_add")},
+                                       NoLeakCheckUnderAsan());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "PASS vector_add n=1048576")) << out;
   EXPECT_FALSE(Has(out, "gpool:")) << out;
-  auto [rc2, libs] = gpool::testing::Run(
-      {"env", "LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR ":" GPOOL_CLIENT_LIB_DIR, "ldd",
-       Built("vector_add")});
-  EXPECT_TRUE(Has(libs, GPOOL_CUDA_LIB_DIR "/libcudart.so.13")) << libs;
+  // What the program loads under `gpool run`: the client lib dir's libcudart.so.13 ...
+  auto [rc2, libs] = gpool::testing::Run({GPOOL_BIN, "run", "--devices", "127.0.0.1:1/0", "--",
+                                          "ldd", Built("vector_add")});
+  EXPECT_EQ(rc2, 0) << libs;
+  EXPECT_TRUE(Has(libs, "libcudart.so.13 => " GPOOL_CLIENT_LIB_DIR "/libcudart.so.13")) << libs;
+  // ... which is NVIDIA's, byte for byte.
+  auto [rc3, cmp] = gpool::testing::Run({"cmp", GPOOL_CLIENT_LIB_DIR "/libcudart.so.13",
+                                         GPOOL_CUDA_LIB_DIR "/libcudart.so.13"});
+  EXPECT_EQ(rc3, 0) << cmp;
+}
+
+// A client lib dir without NVIDIA's runtime (a build that found no toolkit runtime to copy):
+// `gpool run` refuses, saying which file is missing and where it comes from, before the program
+// runs (a loader error about libcudart.so.13 would not say).
+TEST(DriverLayerRun, MissingNvidiaRuntimeIsExplained) {
+  std::string dir = ::testing::TempDir() + "/gpool_nocudart_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink(GPOOL_CLIENT_LIB_DIR "/libcuda.so.1", dir + "/libcuda.so.1");
+  auto [rc, out] = gpool::testing::Run({GPOOL_BIN, "run", "--devices", "127.0.0.1:1/0", "--",
+                                        "true"}, {"GPOOL_CLIENT_LIB_DIR=" + dir});
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(Has(out, "NVIDIA's CUDA runtime " + dir + "/libcudart.so.13 is missing: the build "
+                       "copies it from the CUDA toolkit")) << out;
+  std::filesystem::remove_all(dir);
 }
 
 // A sample of an NVIDIA library (examples/cuda, built when the toolkit has the library) run

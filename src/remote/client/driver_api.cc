@@ -1,5 +1,5 @@
 // gpool's stand-in for libcuda.so.1: the CUDA driver API, remoted to GPU servers over the same
-// links and protocol as the runtime stand-in (cudart_api.cc): errors, devices, contexts,
+// links and protocol (link.h, pool.h): errors, devices, contexts,
 // allocations, cuGetProcAddress. See driver_state.h for the state, driver_modules.cc for modules
 // and launches, driver_streams.cc for streams and events, driver_copies.cc for copies and
 // memsets, docs/remoting.md ("The driver API") for coverage.
@@ -321,8 +321,8 @@ CUresult cuDriverGetVersion(int* v) {
 // bad, expired or missing lease) or cannot be reached fails cuInit, naming it, with
 // CUDA_ERROR_NOT_PERMITTED or CUDA_ERROR_DEVICE_UNAVAILABLE: NVIDIA's runtime returns cuInit's
 // error from the program's first call (a failure after cuInit, during its start-up, it reports as
-// cudaErrorInitializationError), so the program sees cudaErrorNotPermitted for a refused lease
-// as through the runtime stand-in. Later calls of cuInit return the same.
+// cudaErrorInitializationError), so the program sees cudaErrorNotPermitted for a refused lease.
+// Later calls of cuInit return the same.
 CUresult cuInit(unsigned int flags) {
   if (flags != 0) return Fail("cuInit", CUDA_ERROR_INVALID_VALUE, fmt::format("flags {} (want 0)", flags));
   Driver& d = D();
@@ -391,7 +391,7 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
 }
 // The PCI address the device shows the program, in the driver's form "dddd:bb:dd.0": bus and
 // device numbers are the GPU's own on its server, the domain gpool's for its server, unique per
-// device of the program (pool.h, PoolPciAddress; the runtime stand-in says the same). NCCL asks at
+// device of the program (pool.h, PoolPciAddress; the NVML stand-in says the same). NCCL asks at
 // communicator creation and refuses two ranks on one bus id.
 CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
   const char* call = "cuDeviceGetPCIBusId";
@@ -576,7 +576,7 @@ CUresult cuCtxGetApiVersion(CUcontext c, unsigned int* version) {
   return CUDA_SUCCESS;
 }
 CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
-  if (least) *least = 0;  // as the runtime stand-in and CUDA 13 GPUs report
+  if (least) *least = 0;  // as CUDA 13 GPUs report
   if (greatest) *greatest = -5;
   return CUDA_SUCCESS;
 }

@@ -127,8 +127,8 @@ CUresult MemsetD(const char* call, uint64_t dst, uint32_t value, size_t count, u
 }
 
 
-// The pitch cuMemAllocPitch gives: rows rounded up to 512 bytes, the runtime stand-in's choice
-// (cudaMallocPitch) and the texture alignment both backends report.
+// The pitch cuMemAllocPitch gives: rows rounded up to 512 bytes, the texture alignment both
+// backends report.
 constexpr size_t kPitchAlign = 512;
 
 // Where one side of a 2-D copy lies: device memory (an address) or host memory (a pointer).
@@ -167,7 +167,7 @@ CUresult SideOf(const char* call, CUmemorytype type, const void* host, CUdevicep
   return CUDA_SUCCESS;
 }
 
-// A 2-D copy, as the runtime stand-in does it (cudart_api.cc, Memcpy2D): host-to-device and
+// A 2-D copy: host-to-device and
 // device-to-device within a server posted (their errors at the next synchronizing call);
 // device-to-host a read, asynchronous for `async_call` into page-locked memory on a stream of the
 // source's device (the rows land by the next synchronizing call), else complete on return;
@@ -407,7 +407,7 @@ CUresult cuDeviceCanAccessPeer(int* can, CUdevice dev, CUdevice peer) {
 }
 
 // Peer access of the current context's device to `peer_ctx`'s device: forwarded to their server
-// (proto::PeerAccess, as the runtime stand-in's cudaDeviceEnablePeerAccess), which answers
+// (proto::PeerAccess), which answers
 // already-enabled / not-enabled. Across servers refused with CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
 // saying why.
 static CUresult PeerAccess(const char* call, CUcontext peer_ctx, unsigned int flags, bool enable) {

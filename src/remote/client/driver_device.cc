@@ -1,7 +1,9 @@
 // The driver stand-in's device-level calls beyond driver_api.cc's: the device reset
 // (cuDevicePrimaryCtxReset, which NVIDIA's runtime calls for cudaDeviceReset; see driver_state.h
-// for the records it clears) and the lookup of a device by its PCI bus id.
+// for the records it clears), the lookup of a device by its PCI bus id, and the profiler's
+// start and stop.
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include <cstdio>
 
@@ -18,7 +20,7 @@ extern "C" {
 
 // The server resets the device first (proto::DeviceReset: its allocations, streams, events,
 // limits, flags and loaded module copies, in this session); then the client forgets what lived
-// there, as the runtime stand-in's cudaDeviceReset does: the device's allocations, streams and
+// there (what CUDA's cudaDeviceReset destroys): the device's allocations, streams and
 // events (their handles are refused from now on), each module variable's address on the device
 // (the server loads the module again at its next use, with the variables' initial values), the
 // devices function attributes were sent for, and the primary context's per-context storage,
@@ -109,6 +111,19 @@ CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* id) {
   }
   return Fail(call, CUDA_ERROR_INVALID_DEVICE,
               fmt::format("no device of the program has PCI bus id {}", id));
+}
+
+// The profiler's start and stop (NVIDIA's runtime maps cudaProfilerStart/Stop to them; matrixMul
+// and asyncAPI of cuda-samples call them). No profiler is ever attached to a pooled GPU's client,
+// so they do nothing and succeed, as the real driver's do without one; like those, they want a
+// current context.
+CUresult cuProfilerStart(void) {
+  int dev = 0;
+  return CurrentDevice("cuProfilerStart", &dev);
+}
+CUresult cuProfilerStop(void) {
+  int dev = 0;
+  return CurrentDevice("cuProfilerStop", &dev);
 }
 
 // The CUDA 7.0 export (NVIDIA's runtime asks cuGetProcAddress for it): the same ABI.

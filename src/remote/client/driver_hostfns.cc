@@ -1,6 +1,6 @@
-// The driver stand-in's host functions on streams (cuLaunchHostFunc, cuStreamAddCallback), as
-// the runtime stand-in runs cudaLaunchHostFunc and cudaStreamAddCallback (cudart_api.cc,
-// HostCalls; docs/remoting.md "More runtime calls"):
+// The driver stand-in's host functions on streams (cuLaunchHostFunc, cuStreamAddCallback; NVIDIA's
+// runtime maps cudaLaunchHostFunc and cudaStreamAddCallback to them; docs/remoting.md "Runtime
+// calls through NVIDIA's runtime"):
 //
 // CUDA's rule: a host function runs once the stream's earlier work is done, and the stream's
 // later work waits for it. Here: the call posts an internal event, recorded on the stream after

@@ -208,7 +208,7 @@ CUresult cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUkernel ker
   return cuFuncGetAttribute(pi, attrib, reinterpret_cast<CUfunction>(kernel));
 }
 
-// Forwarded to the function's server, posted (as cudaFuncSetAttribute in the runtime stand-in):
+// Forwarded to the function's server, posted:
 // what the client can check against the device's properties it checks now; the server's refusal
 // surfaces at the next synchronizing call. The attribute numbers are the runtime's, which the
 // protocol carries (equal for the settable ones).
@@ -288,7 +288,7 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, CUfunc
                                       func)) {
     return r;
   }
-  // As the runtime stand-in's cudaOccupancyAvailableDynamicSMemPerBlock: the multiprocessor's
+  // As a GPU computes it, approximately: the multiprocessor's
   // shared memory split numBlocks ways, less the per-block reserve (1 KiB from compute
   // capability 8.0 on) and the kernel's static shared memory, capped by the kernel's maximum
   // dynamic shared memory; 0 when the blocks cannot reside together by threads or block count.

@@ -316,7 +316,7 @@ CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, cons
 // device memory of the library's device, said once per variable, since managed memory is not
 // remoted: host access to it cannot work (the address is the server's, not mapped in this
 // process: the program crashes there), and the library's kernels may launch on that device only
-// (LaunchKernel refuses the others, naming the variables), as through the runtime stand-in.
+// (LaunchKernel refuses the others, naming the variables).
 CUresult cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
   const char* call = "cuLibraryGetManaged";
   Module* m;
@@ -504,7 +504,7 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
                   .device = D().Index(dev), .stream = sid, .params = buf};
   if (cooperative) {
     // The server launches it with the driver's cooperative attribute (grid-wide sync works;
-    // a grid too large to be resident is refused there), as the runtime stand-in's.
+    // a grid too large to be resident is refused there).
     proto::LaunchCooperative c;
     static_cast<proto::Launch&>(c) = m;
     return Post(fn->module->link, c, call);

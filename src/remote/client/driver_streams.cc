@@ -1,7 +1,7 @@
 // The driver stand-in's streams and events (see driver_api.cc and driver_state.h). Stream and
 // event ids are chosen by the client, so creating one is posted; a sync or query is one round
-// trip (a stream sync right after the stream's reads is answered by their replies, as in the
-// runtime stand-in: ServerLink::SyncStream).
+// trip (a stream sync right after the stream's reads is answered by their replies:
+// ServerLink::SyncStream).
 #include <cuda.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// What gpool's two client stand-ins share, libcudart.so.13 (cudart_api.cc) and libcuda.so.1
-// (driver_api.cc): the program's GPUs as `gpool run` describes them in the environment, and
-// connecting to their servers. Each stand-in loaded in a process opens its own session per server.
+// What gpool's client stand-ins share (libcuda.so.1, driver_api.cc, and the NVML and NCCL ones
+// over it): the program's GPUs as `gpool run` describes them in the environment, and connecting
+// to their servers.
 // Thread safety: pure functions and a connect that touches no shared state.
 #pragma once
 
