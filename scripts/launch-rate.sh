@@ -3,7 +3,8 @@
 # noop_launch 100000, 3 runs each against an emulated gpu-server over TCP and over UCX
 # (UCX_TLS=shm,self). Prints launches/s.
 cd "$(dirname "$0")/.."  # repo root; needs a Release build in build/
-K=$(find build -name "libgpool_emulated_kernels*.so" -o -name "*kernels*.so" | head -1)
+K=build/tests/remote/libgpool_example_kernels.so  # the samples' CPU kernels (tests/remote/CMakeLists.txt)
+[ -f "$K" ] || { echo "launch-rate: $K is not built (make build)" >&2; exit 1; }
 for t in tcp ucx; do
   L=$(mktemp)
   UCX_TLS=shm,self build/bin/gpool --log-level info gpu-server --backend emulated --emulated-kernels $K --transport $t --insecure --listen 127.0.0.1:0 > $L 2>&1 &
