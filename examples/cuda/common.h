@@ -15,6 +15,18 @@
     }                                                                                 \
   } while (0)
 
+// A library's call (cuBLAS, cuDNN, NCCL, ...): `ok` its success status, `name_of` the function
+// that names any other status.
+#define CHECK_LIB(call, ok, name_of)                                                  \
+  do {                                                                                \
+    auto s_ = (call);                                                                 \
+    if (s_ != (ok)) {                                                                 \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,      \
+                   name_of(s_));                                                      \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
 #define EXPECT(cond)                                                                  \
   do {                                                                                \
     if (!(cond)) {                                                                    \

@@ -15,15 +15,7 @@
 
 #include "common.h"
 
-#define CHECK_BLAS(call)                                                          \
-  do {                                                                            \
-    cublasStatus_t s_ = (call);                                                   \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,   \
-                   cublasGetStatusName(s_));                                      \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#define CHECK_BLAS(call) CHECK_LIB(call, CUBLAS_STATUS_SUCCESS, cublasGetStatusName)
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 256;

@@ -15,15 +15,7 @@
 
 #include "common.h"
 
-#define CHECK_DNN(call)                                                           \
-  do {                                                                            \
-    cudnnStatus_t s_ = (call);                                                    \
-    if (s_ != CUDNN_STATUS_SUCCESS) {                                             \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,   \
-                   cudnnGetErrorString(s_));                                      \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#define CHECK_DNN(call) CHECK_LIB(call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 
 int main(int argc, char** argv) {
   int n = 2, c = 3, h = 32, w = 32, k = 8;

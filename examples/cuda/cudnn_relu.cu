@@ -10,15 +10,7 @@
 
 #include "common.h"
 
-#define CHECK_DNN(call)                                                           \
-  do {                                                                            \
-    cudnnStatus_t s_ = (call);                                                    \
-    if (s_ != CUDNN_STATUS_SUCCESS) {                                             \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,   \
-                   cudnnGetErrorString(s_));                                      \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#define CHECK_DNN(call) CHECK_LIB(call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 4096;

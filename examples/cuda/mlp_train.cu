@@ -25,24 +25,8 @@
 
 #include "common.h"
 
-#define CHECK_BLAS(call)                                                          \
-  do {                                                                            \
-    cublasStatus_t s_ = (call);                                                   \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,   \
-                   cublasGetStatusName(s_));                                      \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
-#define CHECK_NCCL(call)                                                          \
-  do {                                                                            \
-    ncclResult_t r_ = (call);                                                     \
-    if (r_ != ncclSuccess) {                                                      \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,   \
-                   ncclGetErrorString(r_));                                       \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#define CHECK_BLAS(call) CHECK_LIB(call, CUBLAS_STATUS_SUCCESS, cublasGetStatusName)
+#define CHECK_NCCL(call) CHECK_LIB(call, ncclSuccess, ncclGetErrorString)
 
 // Column-major throughout (cuBLAS's convention): a sample is a column. C = op(A) op(B), with
 // op(X) = X^T when its flag is set; one thread per element of C (m x n), a 16 x 16 block each.

@@ -30,15 +30,7 @@
 
 #include "common.h"
 
-#define CHECK_NCCL(call)                                                          \
-  do {                                                                            \
-    ncclResult_t r_ = (call);                                                     \
-    if (r_ != ncclSuccess) {                                                      \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,   \
-                   ncclGetErrorString(r_));                                       \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#define CHECK_NCCL(call) CHECK_LIB(call, ncclSuccess, ncclGetErrorString)
 
 namespace {
 

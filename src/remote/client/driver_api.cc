@@ -156,6 +156,21 @@ ServerLink* Driver::LinkLocked(int dev, CUresult* err, const char* call) {
   return l;
 }
 
+std::vector<ServerLink*> Driver::LinksLocked() const {
+  std::vector<ServerLink*> out;
+  for (const auto& [addr, l] : links) {
+    if (l) out.push_back(l.get());
+  }
+  return out;
+}
+
+void LandAsyncReads(const std::vector<ServerLink*>& links) {
+  for (ServerLink* l : links) {
+    std::lock_guard<std::mutex> lk(l->mu());
+    (void)l->WaitReads();
+  }
+}
+
 int Driver::DeviceOfLocked(uint64_t p) const {
   auto it = allocs.upper_bound(p);
   if (it == allocs.begin()) return -1;
@@ -747,15 +762,10 @@ CUresult cuMemFreeHost(void* p) {
                   "cuMemAllocHost/cuMemHostAlloc", p));
     }
     D().host_allocs.erase(it);
-    for (auto& [addr, l] : D().links) {
-      if (l) links.push_back(l.get());
-    }
+    links = D().LinksLocked();
   }
   // Like CUDA's, this synchronizes: no asynchronous copy (CopyD2H) may still be writing into it.
-  for (ServerLink* l : links) {
-    std::lock_guard<std::mutex> lk(l->mu());
-    (void)l->WaitReads();
-  }
+  LandAsyncReads(links);
   std::free(p);
   return CUDA_SUCCESS;
 }

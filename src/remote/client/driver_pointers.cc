@@ -295,15 +295,10 @@ CUresult cuMemHostUnregister(void* p) {
                   fmt::format("{} is not the start of memory cuMemHostRegister registered", p));
     }
     D().host_allocs.erase(it);
-    for (auto& [addr, l] : D().links) {
-      if (l) links.push_back(l.get());
-    }
+    links = D().LinksLocked();
   }
   // The program may free the memory next: no asynchronous copy may still be writing into it.
-  for (ServerLink* l : links) {
-    std::lock_guard<std::mutex> lk(l->mu());
-    (void)l->WaitReads();
-  }
+  LandAsyncReads(links);
   return CUDA_SUCCESS;
 }
 

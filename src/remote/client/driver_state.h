@@ -160,12 +160,18 @@ class Driver {
   }
   // The device holding device address `p`, or -1. Caller holds mu.
   int DeviceOfLocked(uint64_t p) const;
+  // Every connected link. Caller holds mu; the links outlive the process's calls.
+  std::vector<ServerLink*> LinksLocked() const;
 
  private:
   Driver() : env(ReadPoolEnv()) {}
 };
 
 inline Driver& D() { return Driver::Get(); }
+
+// Waits until every asynchronous read of `links` has landed (before host memory it may write
+// into is freed or unregistered). Caller holds no link's mutex.
+void LandAsyncReads(const std::vector<ServerLink*>& links);
 
 inline void Say(const std::string& s) { fmt::print(stderr, "gpool: {}\n", s); }
 // Says "gpool: CALL: WHY" and returns `e`: every error the stand-in raises names its call.
