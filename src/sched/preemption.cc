@@ -210,7 +210,9 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
   for (size_t m = 0; m < state.num_models(); ++m) any_model &= (job.gpu_models & (ModelMask{1} << m)) != 0;
   // The same filters as ever, cheapest first: the spec's own fields, then the bound-this-cycle
   // set, then the victim's nodes. A lambda: the node-targeted pass collects them again.
-  auto collect = [&](std::vector<Cand>* out) {
+  // reclaim_only: the node-targeted pass's candidates (priority and reclaim victims exclude
+  // each other: the same queue, or another).
+  auto collect = [&](std::vector<Cand>* out, bool reclaim_only) {
     out->reserve(state.running().size());
     for (const RunningJob& r : state.running()) {
       const size_t rq = r.spec.queue.value();
@@ -218,7 +220,7 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
       const bool by_priority = options.priority && rq == jq && r.spec.priority < job.priority;
       const bool by_reclaim =
           options.reclaim && in_quota && rq < nq && rq != jq && used[rq] > quota[rq];
-      if (!by_priority && !by_reclaim) continue;
+      if (!by_reclaim && (reclaim_only || !by_priority)) continue;
       if (!PastMinRuntime(r, now_ns)) continue;
       if (options.not_victims != nullptr && options.not_victims->count(r.spec.id)) continue;
       if (!(any_model && r.spec.task.gpus > 0) && !HoldsUsefulGpus(state, r, job)) continue;
@@ -227,7 +229,7 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
     }
   };
   std::vector<Cand> cands;
-  collect(&cands);
+  collect(&cands, /*reclaim_only=*/false);
   if (cands.empty()) return std::nullopt;
   // A total order (ids are unique among running jobs), so the victims don't depend on how the
   // candidates are ordered: usually a handful of the thousands are looked at, so they come off
@@ -267,6 +269,8 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
     placement = PlaceGang(trial, job, options.placement);
     if (placement) break;
   }
+  // The node-targeted pass below serves reclaim only: without it, no state copy is made.
+  if (!placement && !(options.reclaim && in_quota)) return std::nullopt;
   if (!placement) {
     // Node-targeted pass (preemption.h): undo the global pass on the trial, then free the
     // cheapest node (or nodes, for a gang) for the job. Undone by copying the state again, not
@@ -278,15 +282,13 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
     chosen.clear();
     used = used_before;
     cands.clear();
-    collect(&cands);
+    collect(&cands, /*reclaim_only=*/true);
     // Reclaim only: a queue owed its guarantee gets a node it can use. Priority preemption keeps
     // to the cheapest-first pass, which frees a node only when its cheapest victims happen to
     // lie there. Freeing a node piece by piece for every blocked higher-priority job preempted
     // 1,775 pods instead of 267 on openb's loaded replay over half its nodes and raised the
     // average JCT from 5,644 to 6,248 s (docs/simulator.md "Loaded replay"): each victim loses
     // its work and waits again, while the newcomer's priority says nothing of the cost.
-    cands.erase(std::remove_if(cands.begin(), cands.end(), [](const Cand& c) { return c.by_priority; }),
-                cands.end());
     if (cands.empty()) return std::nullopt;
     placement = TargetedPass(state, trial, job, cands, quota, used, options, now_ns, &chosen);
     if (!placement) return std::nullopt;
