@@ -313,6 +313,7 @@ void GpuServer::RunSession(std::unique_ptr<Connection> control, uint64_t session
       stats.share_waits, stats.peak_memory);
   GPOOL_LOG_INFO("gpu-server: session {} replies by op: {}", session, stats.RepliesByOp());
   GPOOL_LOG_INFO("gpu-server: session {} read replies sent bare: {}", session, stats.bare_replies);
+  GPOOL_LOG_INFO("gpu-server: session {} replies went out in {} sends", session, stats.sends);
   GPOOL_LOG_INFO("gpu-server: session {} modules: {} registered at the end, peak {}", session,
                  stats.modules, stats.peak_modules);
   // Exit without running destructors of state inherited from the parent.

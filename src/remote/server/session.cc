@@ -89,6 +89,14 @@ Status Session::ServeReads(std::span<const Frame> frames, size_t* served) {
   };
   *served = 1;
   GPOOL_RETURN_IF_ERROR(start(0));
+  // Small replies of the run are gathered (Emit) and leave kGatherBytes at a time, and at the
+  // run's end: the client reads each one at its next synchronizing call anyway, so holding the
+  // first few back while the next reads run delays no answer it waits for alone.
+  gathering_ = frames.size() > 1;
+  struct StopGathering {
+    bool& on;
+    ~StopGathering() { on = false; }
+  } stop{gathering_};
   for (size_t k = 0;; ++k) {
     // The next read starts first; one that does not decode is left to its own turn (it ends
     // the session after this reply, as it would have unpipelined).
@@ -110,6 +118,7 @@ Status Session::ServeReads(std::span<const Frame> frames, size_t* served) {
     }
     if (!res.ok()) d.data = {};
     Status s = SendReadReply(r, std::move(res), d);
+    if (s.ok() && (!next || gather_.size() >= kGatherBytes)) s = SendLocked({});
     if (!s.ok() || !next) {
       *served = k + 1;
       // A started read left behind (the send failed) is waited for: its slot is reused later.
@@ -184,7 +193,18 @@ Status Session::SendReadReply(const MemcpyD2H& q, Result r, Data& d) {
   ++stats_.bare_replies;
   stats_.bytes_out += d.data.size();
   wire::ByteSpan m = d.data;
-  return SendLocked(std::span<const wire::ByteSpan>(&m, 1));
+  return Emit(std::span<const wire::ByteSpan>(&m, 1));
+}
+
+Status Session::Emit(std::span<const wire::ByteSpan> parts) {
+  size_t total = 0;
+  for (const wire::ByteSpan& p : parts) total += p.size();
+  // Small: what the client's transport receives through its read-ahead anyway (a larger one is
+  // received into place, and copying it here would cost more than its send saves).
+  if (!gathering_ || total >= kTailMinBytes) return SendLocked(parts);
+  for (const wire::ByteSpan& p : parts) gather_.insert(gather_.end(), p.begin(), p.end());
+  gather_ends_.push_back(gather_.size());
+  return Status::Ok();
 }
 
 Status Session::SendReply(uint16_t op, Result r, auto& body, std::span<const std::byte> tail) {
@@ -200,13 +220,13 @@ Status Session::SendReply(uint16_t op, Result r, auto& body, std::span<const std
     out_.AddReply(op, head, body);
     wire::ByteSpan m = out_.Finish();
     stats_.bytes_out += m.size();
-    return SendLocked(std::span<const wire::ByteSpan>(&m, 1));
+    return Emit(std::span<const wire::ByteSpan>(&m, 1));
   }
   // The body's last field is a blob: its bytes go as a second gather part, uncopied.
   out_.AddReplyWithTail(op, head, body, tail);
   wire::ByteSpan parts[2] = {out_.Finish(), tail};
   stats_.bytes_out += parts[0].size() + tail.size();
-  return SendLocked(parts);
+  return Emit(parts);
 }
 
 // `fn` by reference: a closure passed by value was copied through a 16-byte register from two

@@ -45,6 +45,7 @@ struct SessionStats {
   uint64_t h2d_in_place = 0;  // host-to-device chunks received straight into their target
   uint64_t bare_replies = 0;  // read replies sent as their bytes alone (proto::kBareReplyMinBytes)
   uint64_t replies = 0;  // replies sent: the round trips the client waited for (at most)
+  uint64_t sends = 0;    // transport sends of replies (a run of small read replies goes in one)
   // Modules registered and not unregistered: now, and the most at any time. A client that loads
   // and unloads a kernel library repeatedly keeps the peak at what it has loaded at once.
   uint64_t modules = 0, peak_modules = 0;
@@ -101,7 +102,11 @@ class Session : private TailPlacer {
   void EndSession();
   void WatchDeadline();
   // Sends under send_mu_ (the watchdog may end the session meanwhile); Unavailable once ended.
+  // Replies gathered by Emit go first, in the same Connection::SendAll; empty `parts`: only them.
   Status SendLocked(std::span<const wire::ByteSpan> parts);
+  // Sends one reply, or while ServeReads gathers (gathering_) and the reply is small, appends it
+  // to gather_ to go out with the run's other replies.
+  Status Emit(std::span<const wire::ByteSpan> parts);
   // Runs one request; an error ends the session (Unavailable: the client is gone).
   Status Dispatch(const proto::Frame& f);
   // Serves the MemcpyD2H frames at the start of `frames` (at least the first), starting each
@@ -162,6 +167,15 @@ class Session : private TailPlacer {
   // per message).
   std::vector<proto::Frame> frames_, place_frames_;
   std::vector<std::byte> staging_;
+  // Replies to a run of small reads, gathered so that they leave together (one sendmsg over TCP
+  // for up to kGatherBytes of them instead of one each; ServeReads): the encoded replies back to
+  // back in gather_, where each ends in gather_ends_.
+  static constexpr size_t kGatherBytes = size_t{64} << 10;
+  bool gathering_ = false;
+  std::vector<std::byte> gather_;
+  std::vector<size_t> gather_ends_;
+  std::vector<wire::ByteSpan> gather_parts_;
+  std::vector<std::span<const wire::ByteSpan>> gather_msgs_;
 
   SessionDeadline deadline_;
   std::timed_mutex send_mu_;          // serializes sends with EndSession

@@ -34,7 +34,22 @@ Status Session::Run() {
 Status Session::SendLocked(std::span<const wire::ByteSpan> parts) {
   std::lock_guard<std::timed_mutex> lk(send_mu_);
   if (ended_.load(std::memory_order_relaxed)) return Status::Unavailable("session ended");
-  return conn_->Send(parts);
+  if (gather_ends_.empty() && parts.empty()) return Status::Ok();
+  ++stats_.sends;
+  if (gather_ends_.empty()) return conn_->Send(parts);
+  // The gathered replies precede this one: one SendAll, in order.
+  gather_parts_.clear();
+  gather_msgs_.clear();
+  size_t begin = 0;
+  for (size_t end : gather_ends_) {
+    gather_parts_.push_back(wire::ByteSpan(gather_.data() + begin, end - begin));
+    begin = end;
+  }
+  for (const wire::ByteSpan& m : gather_parts_) gather_msgs_.emplace_back(&m, 1);
+  if (!parts.empty()) gather_msgs_.push_back(parts);
+  gather_.clear();
+  gather_ends_.clear();
+  return conn_->SendAll(gather_msgs_);
 }
 
 void Session::EndSession() {

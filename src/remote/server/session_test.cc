@@ -247,6 +247,76 @@ TEST_F(SessionTest, OverTcpLargeReadsStayFramed) {
   EXPECT_EQ(session_->stats().bare_replies, 0u);
 }
 
+// A run of small reads in one message: their replies are gathered and leave a few at a time
+// (Session::Emit; one sendmsg over TCP for up to 64 KiB of them), in order, each with its own
+// bytes or error. A reply too large to gather (20 KiB) sends the ones gathered before it first,
+// and a posted op's error still reaches the next reply, gathered or not. Over both transports.
+class GatheredReadsTest : public SessionTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string TransportName() override { return GetParam(); }
+};
+
+TEST_P(GatheredReadsTest, ARunOfSmallReadsLeavesInFewSendsInOrder) {
+  const size_t kReads = 120, n = 4096, big = 20 << 10;
+  std::vector<std::byte> data = Pattern(kReads * n, 7);
+  uint64_t a = MallocHolding(data);
+  auto size_of = [&](size_t k) { return k == 60 ? big : n; };
+  auto src_of = [&](size_t k) {
+    if (k == 37) return a + data.size() - 100;  // runs past the allocation's end
+    return a + (k * 1031) % (data.size() - big);
+  };
+  BatchWriter w;
+  for (size_t k = 0; k < kReads; ++k) {
+    MemcpyD2H m{.src = src_of(k), .size = size_of(k)};
+    w.AddRequest(m);
+  }
+  ASSERT_TRUE(client_->Send(w.Finish()).ok());
+  for (size_t k = 0; k < kReads; ++k) {
+    ReplyHead h;
+    std::vector<std::byte> got;
+    ReadReply(size_of(k), &h, &got);
+    if (k == 37) {
+      EXPECT_EQ(h.error, kErrInvalidValue) << "read " << k << ": " << h.message;
+      EXPECT_TRUE(got.empty());
+      continue;
+    }
+    ASSERT_EQ(h.error, 0) << "read " << k << ": " << h.message;
+    ASSERT_EQ(got.size(), size_of(k)) << "read " << k;
+    const size_t off = src_of(k) - a;
+    ASSERT_TRUE(std::equal(got.begin(), got.end(), data.begin() + off))
+        << "read " << k << " came back with the wrong bytes";
+  }
+  // A failed posted write, then a run of reads: the first reply carries the write's error.
+  MemsetThenChunk(a + data.size() - 10, 10, 0, std::vector<std::byte>(n, std::byte{1}));
+  BatchWriter w2;
+  for (size_t k = 0; k < 3; ++k) {
+    MemcpyD2H m{.src = a + k * n, .size = n};
+    w2.AddRequest(m);
+  }
+  ASSERT_TRUE(client_->Send(w2.Finish()).ok());
+  for (size_t k = 0; k < 3; ++k) {
+    ReplyHead h;
+    std::vector<std::byte> got;
+    ReadReply(n, &h, &got);
+    EXPECT_EQ(h.error, 0) << h.message;
+    EXPECT_EQ(h.async_error != 0, k == 0) << "read " << k;
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin() + k * n)) << "read " << k;
+  }
+  client_->Close();
+  runner_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+  // Malloc, then the first run's 120 replies: 119 small ones, 64 KiB (15 replies) at a time,
+  // around the large one, which goes with the ones gathered before it; then the second run's 3
+  // in one. Each reply sent on its own would be 124 sends.
+  const SessionStats& st = session_->stats();
+  EXPECT_EQ(st.replies, 1 + kReads + 3);
+  EXPECT_GE(st.sends, 1u + 8u + 1u);
+  EXPECT_LE(st.sends, 1u + 12u + 1u) << "the small read replies were not gathered";
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, GatheredReadsTest, ::testing::Values("tcp", "ucx"),
+                         [](const auto& info) { return info.param; });
+
 // A posted LaunchCooperative (protocol v5) reaches the backend's cooperative launch: the emulated
 // backend launches it as any launch, so an unknown kernel fails as a launch would, reported with
 // the next reply under the op's name.

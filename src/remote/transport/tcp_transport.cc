@@ -6,8 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -96,12 +97,8 @@ class TcpConnection final : public Connection {
     }
     if (closed_.load()) return Closed();
     const bool striped = !data_.empty() && total >= options_.stripe_min_bytes;
-    const size_t tail_len =
-        parts.size() >= 2 && parts.back().size() >= kTailMinBytes ? parts.back().size() : 0;
     uint8_t header[16];
-    PutLe(header, total | (striped ? kStripedBit : 0) | (tail_len ? kTailBit : 0), 8);
-    PutLe(header + 8, tail_len, 8);
-    const size_t header_len = tail_len ? 16 : 8;
+    const size_t header_len = Header(parts, total, striped, header);
     size_t control_len = striped ? total / (data_.size() + 1) : total;
     if (!striped && parts.size() <= 3) {
       // The common small message: header and parts in one sendmsg, no allocation.
@@ -138,6 +135,43 @@ class TcpConnection final : public Connection {
       if (s.ok() && !r.ok()) s = r;
     }
     return Fail(s);
+  }
+
+  // Unstriped messages go out together: their headers and parts in one gather list, so a run of
+  // small messages (a server's replies to a run of small reads) costs one sendmsg, not one each.
+  // A striped one flushes what is gathered and goes by Send, its slices on the data streams.
+  Status SendAll(std::span<const std::span<const ByteSpan>> messages) override {
+    if (messages.size() == 1) return Send(messages[0]);
+    if (closed_.load()) return Closed();
+    std::vector<std::array<uint8_t, 16>> headers(messages.size());
+    std::vector<iovec> iov;
+    auto flush = [&]() -> Status {
+      if (iov.empty()) return Status::Ok();
+      Status s = net::WriteAll(control_.get(), iov, peer_);
+      iov.clear();
+      return Fail(s);
+    };
+    for (size_t i = 0; i < messages.size(); ++i) {
+      std::span<const ByteSpan> parts = messages[i];
+      size_t total = 0;
+      for (const ByteSpan& p : parts) total += p.size();
+      if (total > options_.max_message_bytes) {
+        GPOOL_RETURN_IF_ERROR(flush());
+        return Status::InvalidArgument(fmt::format("message of {} bytes to {} exceeds the {} byte limit",
+                                                   total, peer_, options_.max_message_bytes));
+      }
+      if (!data_.empty() && total >= options_.stripe_min_bytes) {
+        GPOOL_RETURN_IF_ERROR(flush());
+        GPOOL_RETURN_IF_ERROR(Send(parts));
+        continue;
+      }
+      const size_t header_len = Header(parts, total, /*striped=*/false, headers[i].data());
+      iov.push_back(iovec{headers[i].data(), header_len});
+      for (const ByteSpan& p : parts) {
+        if (!p.empty()) iov.push_back(iovec{const_cast<std::byte*>(p.data()), p.size()});
+      }
+    }
+    return flush();
   }
 
   Status Recv(std::vector<std::byte>* message) override {
@@ -180,6 +214,16 @@ class TcpConnection final : public Connection {
   }
 
  private:
+  // Writes the frame header of a message of `parts` (`total` bytes) into `header` (16 bytes of
+  // room) and returns its length: 8 bytes, or 16 when its last part is marked as its tail.
+  static size_t Header(std::span<const ByteSpan> parts, size_t total, bool striped, uint8_t* header) {
+    const size_t tail_len =
+        parts.size() >= 2 && parts.back().size() >= kTailMinBytes ? parts.back().size() : 0;
+    PutLe(header, total | (striped ? kStripedBit : 0) | (tail_len ? kTailBit : 0), 8);
+    PutLe(header + 8, tail_len, 8);
+    return tail_len ? 16 : 8;
+  }
+
   // Byte range of slice `i` of a striped message of `total` bytes.
   std::pair<size_t, size_t> Slice(size_t total, size_t i) const {
     size_t n = data_.size() + 1;

@@ -179,6 +179,41 @@ TEST_P(TransportTest, BurstAcrossReadAheadBoundariesArrivesIntact) {
   EXPECT_TRUE(sender.get().ok());
 }
 
+// SendAll of a run of small messages (TCP gathers them into one sendmsg) with a striped one and
+// tail-marked ones among them: each arrives whole, in order, with its own bytes.
+TEST_P(TransportTest, SendAllOfManySmallMessagesAndLargeOnesArrivesInOrder) {
+  ConnectPair(transport_.get(), transport_.get());
+  ASSERT_NE(client_, nullptr);
+  std::vector<std::pair<size_t, size_t>> shapes;  // {head bytes, tail bytes}
+  for (size_t i = 0; i < 300; ++i) {
+    if (i == 150) {
+      shapes.push_back({64, 5 << 20});  // striped over TCP's data streams
+    } else if (i % 50 == 7) {
+      shapes.push_back({40, 20 << 10});  // its tail marked (kTailMinBytes)
+    } else {
+      shapes.push_back({(i * 37) % 3000, i % 3 == 0 ? (i * 101) % 4096 : 0});
+    }
+  }
+  std::vector<std::vector<std::byte>> heads, tails;
+  std::vector<std::vector<ByteSpan>> parts;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    heads.push_back(Pattern(shapes[i].first, static_cast<uint32_t>(3 * i)));
+    tails.push_back(Pattern(shapes[i].second, static_cast<uint32_t>(3 * i + 1)));
+    parts.push_back({AsBytes(heads[i]), AsBytes(tails[i])});
+  }
+  std::vector<std::span<const ByteSpan>> messages(parts.begin(), parts.end());
+  auto sender = std::async(std::launch::async, [&] { return client_->SendAll(messages); });
+  std::vector<std::byte> got;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    ASSERT_TRUE(server_->Recv(&got).ok()) << "message " << i;
+    std::vector<std::byte> want = heads[i];
+    want.insert(want.end(), tails[i].begin(), tails[i].end());
+    ASSERT_EQ(got.size(), want.size()) << "message " << i;
+    ASSERT_TRUE(got == want) << "message " << i;
+  }
+  EXPECT_TRUE(sender.get().ok());
+}
+
 // SendAll: several messages, large ones left in flight together (UCX), arrive in order, each
 // with its own bytes, and the call returns only when their buffers may be reused.
 TEST_P(TransportTest, SendAllDeliversEveryMessageInOrder) {
