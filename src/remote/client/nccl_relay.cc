@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
@@ -70,25 +69,12 @@ ncclResult_t Read(const Op& o, const void* dev, void* host, size_t bytes) {
   return r == CUDA_SUCCESS ? ncclSuccess : CudaFailed(o, "reading", dev, bytes, r);
 }
 
-// Host memory from the driver stand-in's cuMemHostAlloc: a device-to-host copy into it on the
-// pointer's own stream returns once requested (the data lands by the stream's synchronize), so
-// the reads of ranks on different servers overlap instead of taking one round trip after another.
-class HostBuf {
- public:
-  explicit HostBuf(size_t n) {
-    if (cuMemHostAlloc(&p_, std::max<size_t>(n, 1), 0) != CUDA_SUCCESS) p_ = nullptr;
-  }
-  ~HostBuf() {
-    if (p_) cuMemFreeHost(p_);
-  }
-  HostBuf(const HostBuf&) = delete;
-  HostBuf& operator=(const HostBuf&) = delete;
-  std::byte* data() const { return static_cast<std::byte*>(p_); }
-  bool ok() const { return p_ != nullptr; }
-
- private:
-  void* p_ = nullptr;
-};
+// Slot `slot` of the clique's kept host buffers, at least `n` bytes.
+std::byte* Staging(const Op& o, size_t slot, size_t n) {
+  std::deque<HostStaging>& s = o.comm->clique->staging;
+  while (s.size() <= slot) s.emplace_back();
+  return s[slot].Get(n);
+}
 
 // Reads `bytes` of each rank's `src(op)` into `dst[r]`: every copy requested first, then each
 // rank's stream synchronized (which lands it).
@@ -132,12 +118,10 @@ ncclResult_t NoHostMemory(const Op& o, size_t bytes) {
 // Reads every rank's first `count` elements of its send buffer and reduces them into `out`.
 ncclResult_t ReadAndReduce(const std::vector<Op>& ops, size_t count, std::vector<std::byte>* out) {
   const size_t bytes = count * ElementSize(ops[0].dtype);
-  std::vector<std::unique_ptr<HostBuf>> in;
   std::vector<std::byte*> dst;
   for (size_t r = 0; r < ops.size(); ++r) {
-    in.push_back(std::make_unique<HostBuf>(bytes));
-    if (!in.back()->ok()) return NoHostMemory(ops[0], bytes);
-    dst.push_back(in.back()->data());
+    dst.push_back(Staging(ops[0], r, bytes));
+    if (!dst.back()) return NoHostMemory(ops[0], bytes);
   }
   GPOOL_NCCL_TRY(ReadAll(ops, [](const Op& o) { return o.send; }, dst, bytes));
   std::vector<const void*> ptrs(dst.begin(), dst.end());
@@ -159,23 +143,23 @@ ncclResult_t RunCollective(const std::vector<Op>& ops) {
       GPOOL_NCCL_TRY(ReadAndReduce(ops, o.count, &buf));
       return Write(ops[o.root], ops[o.root].recv, buf.data(), bytes);
     case Kind::kBroadcast: {
-      HostBuf h(bytes);
-      if (!h.ok()) return NoHostMemory(o, bytes);
+      std::byte* h = Staging(o, 0, bytes);
+      if (!h) return NoHostMemory(o, bytes);
       std::vector<std::byte*> dst(n, nullptr);
-      dst[o.root] = h.data();
+      dst[o.root] = h;
       GPOOL_NCCL_TRY(ReadAll(ops, [](const Op& x) { return x.send; }, dst, bytes));
       for (const Op& x : ops) {
-        if (&x != &ops[o.root] || x.recv != x.send) GPOOL_NCCL_TRY(Write(x, x.recv, h.data(), bytes));
+        if (&x != &ops[o.root] || x.recv != x.send) GPOOL_NCCL_TRY(Write(x, x.recv, h, bytes));
       }
       return ncclSuccess;
     }
     case Kind::kAllGather: {
-      HostBuf h(n * bytes);
-      if (!h.ok()) return NoHostMemory(o, n * bytes);
+      std::byte* h = Staging(o, 0, n * bytes);
+      if (!h) return NoHostMemory(o, n * bytes);
       std::vector<std::byte*> dst;
-      for (size_t r = 0; r < n; ++r) dst.push_back(h.data() + r * bytes);
+      for (size_t r = 0; r < n; ++r) dst.push_back(h + r * bytes);
       GPOOL_NCCL_TRY(ReadAll(ops, [](const Op& x) { return x.send; }, dst, bytes));
-      for (const Op& x : ops) GPOOL_NCCL_TRY(Write(x, x.recv, h.data(), n * bytes));
+      for (const Op& x : ops) GPOOL_NCCL_TRY(Write(x, x.recv, h, n * bytes));
       return ncclSuccess;
     }
     case Kind::kReduceScatter:
@@ -212,6 +196,24 @@ std::string Mismatch(const std::vector<Op>& ops) {
 }
 
 }  // namespace
+
+HostStaging::~HostStaging() {
+  if (p_) cuMemFreeHost(p_);
+}
+
+std::byte* HostStaging::Get(size_t n) {
+  if (p_ && cap_ >= n) return static_cast<std::byte*>(p_);
+  if (p_) cuMemFreeHost(p_);
+  p_ = nullptr;
+  cap_ = 0;
+  const size_t want = std::max<size_t>(n, 4096);
+  if (cuMemHostAlloc(&p_, want, 0) != CUDA_SUCCESS) {
+    p_ = nullptr;
+    return nullptr;
+  }
+  cap_ = want;
+  return static_cast<std::byte*>(p_);
+}
 
 ncclResult_t Progress(Clique& c) {
   ncclResult_t first = ncclSuccess;

@@ -8,6 +8,7 @@
 #include <nccl.h>
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -53,6 +54,24 @@ struct ncclComm {
 
 namespace gpool::remote::client::nccl {
 
+// Page-locked host memory (the driver stand-in's cuMemHostAlloc, so that reads into it return
+// once requested) that a clique's operations are relayed through, kept from one operation to the
+// next: allocated per operation it cost a cuMemHostAlloc and a cuMemFreeHost, which waits for
+// every link's reads, each time. Grows to the largest request; freed with the clique.
+class HostStaging {
+ public:
+  HostStaging() = default;
+  HostStaging(HostStaging&& o) noexcept : p_(std::exchange(o.p_, nullptr)), cap_(std::exchange(o.cap_, 0)) {}
+  HostStaging& operator=(HostStaging&&) = delete;
+  ~HostStaging();
+  // At least `n` bytes (contents not kept when it grows); nullptr when cuMemHostAlloc fails.
+  std::byte* Get(size_t n);
+
+ private:
+  void* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
 // The ranks of one communicator: made by ncclCommInitAll, or joined one by one by
 // ncclCommInitRank with the same unique id.
 struct Clique {
@@ -64,6 +83,7 @@ struct Clique {
   std::vector<uint64_t> posted;            // by rank: operations posted so far
   std::map<std::pair<int, int>, std::deque<Op>> sends, recvs;  // (from, to)
   std::set<std::thread::id> threads;       // threads that created ranks or posted operations
+  std::deque<HostStaging> staging;         // the relay's host buffers, by slot (nccl_relay.cc)
   bool Pending() const;
   // "ncclAllReduce (count 4, ncclFloat32, ncclSum; the 3rd call posted on rank 0)" for each
   // operation still waiting for a rank, with the ranks it waits for.
