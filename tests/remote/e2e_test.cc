@@ -564,6 +564,18 @@ TEST_P(E2E, Copies2DArePostedAndLand) {
               replies);
 }
 
+// 3-D copies (cuMemcpy3D/3DAsync/3DPeer: slices apart and contiguous, boxes with offsets, into
+// pinned memory), a batch of copies (cuMemcpyBatchAsync, refused on the legacy stream) and the
+// 16- and 32-bit memsets, 1-D and 2-D, with patterns the protocol's byte memset cannot set:
+// copies_3d checks every byte inside and around each box.
+TEST_P(E2E, Copies3DBatchesAndWideMemsetsLand) {
+  auto [rc, out] = RunShared({Sample("copies_3d")});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "PASS copies_3d")) << out;
+  EXPECT_TRUE(Has(out, "cuMemcpyBatchAsync_v2: the legacy default stream cannot take a batch"))
+      << out;
+}
+
 // Replies per op of the first session the server ended, from its log line "session N replies by
 // op: GetDeviceProps 1, Malloc 2, ..." (SessionStats::RepliesByOp).
 std::map<std::string, unsigned long> RepliesByOp(Subprocess& server) {

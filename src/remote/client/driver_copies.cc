@@ -1,6 +1,6 @@
 // The driver stand-in's copies and memsets: 1-D (cuMemcpy*, cuMemsetD8/D32), pitched
 // allocations, 2-D copies and memsets, peer copies and peer access (see driver_state.h for the
-// state). NVIDIA's runtime turns cudaMemcpy(Async), cudaMemset(Async), cudaMallocPitch,
+// state; 3-D and batched copies and 16-bit memsets are driver_copies3d.cc, on top of these). NVIDIA's runtime turns cudaMemcpy(Async), cudaMemset(Async), cudaMallocPitch,
 // cudaMemcpy2D(Async), cudaMemset2D(Async) and cudaMemcpyPeer(Async) into these calls. Arrays
 // (CU_MEMORYTYPE_ARRAY) are not remoted: a copy to or from one fails loudly.
 #include <cuda.h>
@@ -107,24 +107,39 @@ CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstrea
   return CUDA_SUCCESS;
 }
 
-
 namespace {
 
-// A memset of `count` elements of `width` bytes (1 or 4). A 32-bit pattern whose four bytes
-// differ is written as host-to-device data (the protocol's Memset sets bytes).
+// Whether every byte of a `width`-byte element `value` is the same; *byte: the low one.
+bool Bytewise(uint32_t value, unsigned width, uint8_t* byte) {
+  *byte = value & 0xff;
+  return width == 1 || (width == 2 && value == 0x0101u * *byte) || value == 0x01010101u * *byte;
+}
+
+// `count` elements of `width` bytes holding `value`, for a pattern the protocol cannot set.
+std::vector<std::byte> Pattern(uint32_t value, unsigned width, size_t count) {
+  std::vector<std::byte> out(count * width);
+  for (size_t i = 0; i < count; ++i) std::memcpy(out.data() + i * width, &value, width);
+  return out;
+}
+
+}  // namespace
+
+// A memset of `count` elements of `width` bytes (1, 2 or 4). A pattern whose bytes differ is
+// written as host-to-device data (the protocol's Memset sets bytes): its whole size crosses.
 CUresult MemsetD(const char* call, uint64_t dst, uint32_t value, size_t count, unsigned width,
                  CUstream s) {
-  const uint8_t byte = value & 0xff;
-  const bool bytewise = width == 1 || value == 0x01010101u * byte;
-  if (!bytewise) {
-    std::vector<uint32_t> pattern(count, value);
-    return CopyH2D(call, dst, pattern.data(), count * 4, s);
+  uint8_t byte;
+  if (!Bytewise(value, width, &byte)) {
+    std::vector<std::byte> pattern = Pattern(value, width, count);
+    return CopyH2D(call, dst, pattern.data(), pattern.size(), s);
   }
   Route r;
   if (CUresult e = RouteTo(call, dst, s, &r)) return e;
   proto::Memset m{.dst = dst, .value = byte, .size = count * width, .stream = r.stream};
   return Post(r.link, m, call);
 }
+
+namespace {
 
 
 // The pitch cuMemAllocPitch gives: rows rounded up to 512 bytes, the texture alignment both
@@ -166,6 +181,8 @@ CUresult SideOf(const char* call, CUmemorytype type, const void* host, CUdevicep
   out->pitch = pitch;
   return CUDA_SUCCESS;
 }
+
+}  // namespace
 
 // A 2-D copy: host-to-device and
 // device-to-device within a server posted (their errors at the next synchronizing call);
@@ -256,22 +273,59 @@ CUresult Copy2D(const char* call, const CUDA_MEMCPY2D* p, CUstream s, bool async
   return FromReply(h, r.link, call);
 }
 
-// A 2-D memset of bytes: one posted request (proto::Memset2D) however many rows.
-CUresult Memset2D8(const char* call, CUdeviceptr dst, size_t pitch, unsigned char value,
-                   size_t width, size_t height, CUstream s) {
-  if (width == 0 || height == 0) return CUDA_SUCCESS;
-  if (height > 1 && pitch < width) {
+// Unified addressing: the direction from where each pointer lies (a device allocation of the
+// program, else host memory). Host to host is a memcpy once the stream's earlier work is done
+// (CUDA orders it on the stream too). NCCL copies this way at communicator creation.
+CUresult CopyUnified(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s) {
+  if (CUresult r = Ready(call)) return r;
+  bool dst_dev, src_dev;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    dst_dev = D().DeviceOfLocked(dst) >= 0;
+    src_dev = D().DeviceOfLocked(src) >= 0;
+  }
+  if (dst_dev && src_dev) return CopyD2D(call, dst, src, n, s);
+  if (dst_dev) return CopyH2D(call, dst, reinterpret_cast<const void*>(src), n, s);
+  if (src_dev) return CopyD2H(call, reinterpret_cast<void*>(dst), src, n, s);
+  if (s) {
+    if (CUresult r = cuStreamSynchronize(s)) return r;
+  }
+  if (n > 0) std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
+
+// A 2-D memset of `height` rows of `width_elems` elements of `width` bytes: one posted request
+// (proto::Memset2D) however many rows when every byte of the pattern is the same, else the rows
+// written as a 2-D host-to-device copy of the pattern (its whole size crosses).
+CUresult Memset2D(const char* call, CUdeviceptr dst, size_t pitch, uint32_t value, unsigned width,
+                  size_t width_elems, size_t height, CUstream s) {
+  const size_t row = width_elems * width;
+  if (row == 0 || height == 0) return CUDA_SUCCESS;
+  if (height > 1 && pitch < row) {
     return Fail(call, CUDA_ERROR_INVALID_VALUE,
-                fmt::format("pitch {} below the row width {}", pitch, width));
+                fmt::format("pitch {} below the row width {} bytes", pitch, row));
+  }
+  uint8_t byte;
+  if (!Bytewise(value, width, &byte)) {
+    std::vector<std::byte> pattern = Pattern(value, width, width_elems * height);
+    CUDA_MEMCPY2D p{};
+    p.srcMemoryType = CU_MEMORYTYPE_HOST;
+    p.srcHost = pattern.data();
+    p.srcPitch = row;
+    p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    p.dstDevice = dst;
+    p.dstPitch = pitch;
+    p.WidthInBytes = row;
+    p.Height = height;
+    return Copy2D(call, &p, s, /*async_call=*/false);
   }
   Route r;
   if (CUresult e = RouteTo(call, dst, s, &r)) return e;
-  proto::Memset2D m{.dst = dst, .pitch = height > 1 ? pitch : width, .value = value,
-                    .width = width, .height = height, .stream = r.stream};
+  proto::Memset2D m{.dst = dst, .pitch = height > 1 ? pitch : row, .value = byte,
+                    .width = row, .height = height, .stream = r.stream};
   return Post(r.link, m, call);
 }
 
-}  // namespace
 }  // namespace gpool::remote::client::driver
 
 using namespace gpool::remote::client::driver;  // NOLINT: the C API below is this file's point
@@ -301,31 +355,11 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return CopyD2D("cuMemcpyDtoDAsync_v2", dst, src, n, s);
 }
-// Unified addressing: the direction from where each pointer lies (a device allocation of the
-// program, else host memory). Host to host is a memcpy once the stream's earlier work is done
-// (CUDA orders it on the stream too). NCCL copies this way at communicator creation.
-static CUresult MemcpyUnified(const char* call, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  if (CUresult r = Ready(call)) return r;
-  bool dst_dev, src_dev;
-  {
-    std::lock_guard<std::mutex> lk(D().mu);
-    dst_dev = D().DeviceOfLocked(dst) >= 0;
-    src_dev = D().DeviceOfLocked(src) >= 0;
-  }
-  if (dst_dev && src_dev) return CopyD2D(call, dst, src, n, s);
-  if (dst_dev) return CopyH2D(call, dst, reinterpret_cast<const void*>(src), n, s);
-  if (src_dev) return CopyD2H(call, reinterpret_cast<void*>(dst), src, n, s);
-  if (s) {
-    if (CUresult r = cuStreamSynchronize(s)) return r;
-  }
-  if (n > 0) std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
-  return CUDA_SUCCESS;
-}
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return MemcpyUnified("cuMemcpy", dst, src, n, nullptr);
+  return CopyUnified("cuMemcpy", dst, src, n, nullptr);
 }
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return MemcpyUnified("cuMemcpyAsync", dst, src, n, s);
+  return CopyUnified("cuMemcpyAsync", dst, src, n, s);
 }
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n) {
   return MemsetD("cuMemsetD8_v2", dst, uc, n, 1, nullptr);
@@ -371,11 +405,11 @@ CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D* p, CUstream s) {
 }
 CUresult cuMemsetD2D8(CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
                       size_t height) {
-  return Memset2D8("cuMemsetD2D8", dst, pitch, value, width, height, nullptr);
+  return Memset2D("cuMemsetD2D8", dst, pitch, value, 1, width, height, nullptr);
 }
 CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
                            size_t height, CUstream s) {
-  return Memset2D8("cuMemsetD2D8Async", dst, pitch, value, width, height, s);
+  return Memset2D("cuMemsetD2D8Async", dst, pitch, value, 1, width, height, s);
 }
 
 // Peer copies: each pointer's device is known from its allocation (unified addressing), so the

@@ -243,6 +243,16 @@ CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUst
 CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s,
                  bool async_call = false);
 CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s);
+// A copy between two addresses, each a device allocation of the program or host memory
+// (unified addressing: cuMemcpy, cuMemcpyAsync, batched copies).
+CUresult CopyUnified(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s);
+// A 2-D copy (driver_copies.cc; `async_call`: the Async forms), and the memsets of `count`
+// elements of `width` bytes (1, 2 or 4) and of `height` rows of `width_elems` such elements.
+CUresult Copy2D(const char* call, const CUDA_MEMCPY2D* p, CUstream s, bool async_call);
+CUresult MemsetD(const char* call, uint64_t dst, uint32_t value, size_t count, unsigned width,
+                 CUstream s);
+CUresult Memset2D(const char* call, CUdeviceptr dst, size_t pitch, uint32_t value, unsigned width,
+                  size_t width_elems, size_t height, CUstream s);
 
 // A context handle checked against the live set (CUDA_ERROR_INVALID_CONTEXT, said, if not live).
 CUresult FindCtx(const char* call, CUcontext c, Ctx** out);
