@@ -97,7 +97,8 @@ gpool_full=$build/libexec/gpool-full  # what bin/gpool execs for all but the cli
 lib=$build/lib
 deps=$build/deps
 samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths
-         noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls module_reload)
+         noop_launch share_loop per_thread_stream copies_2d copies_3d api_coverage runtime_calls
+         module_reload)
 # Programs that reach gpool through the driver stand-in (the `driver` section), as
 # tests/remote/CMakeLists.txt names them.
 driver_samples=(vector_add_static driver_api driver_kernels.fatbin cublas_sgemm cudnn_conv mlp_train
@@ -391,7 +392,7 @@ echo "== samples: native vs gpool (timeout ${step_timeout}s each)"
 runs=("same vector_add 1048576" "same struct_param" "same streams_events" "same memcpy_sizes $copy_max"
       "same symbols" "same multi_device 1" "gpool error_paths bad-pointer" "gpool error_paths unsupported" "same error_paths dynamic-shared"
       "gpool error_paths oom" "gpool error_paths launch-fail" "same noop_launch $launches"
-      "same per_thread_stream" "gpool error_paths config" "same copies_2d" "same api_coverage" "same runtime_calls"
+      "same per_thread_stream" "gpool error_paths config" "same copies_2d" "same copies_3d" "same api_coverage" "same runtime_calls"
       "gpool module_reload $samples_dir/$reload_lib 3")
 for r in "${runs[@]}"; do
   read -r expect name args <<<"$r"

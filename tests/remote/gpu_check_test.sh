@@ -29,6 +29,7 @@ for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
             "PASS error_paths dynamic-shared (gpool" \
             "PASS error_paths launch-fail (gpool" "PASS noop_launch 20000 (gpool" \
             "PASS per_thread_stream (gpool" "PASS error_paths config (gpool" "PASS copies_2d (gpool" \
+            "PASS copies_3d (gpool" \
             "PASS aggregate (two servers, one GPU each): PASS multi_device devices=2" \
             "PASS api_coverage (gpool" "PASS runtime_calls (gpool" "PASS module_reload /" \
             "latency: gpool" "bandwidth: gpool" "PASS shares: both sessions ran" \
@@ -41,7 +42,7 @@ done
 # The training loop (mlp_train --naive-gemm) through gpool on one emulated device, then on device
 # 0 of two servers with its gradients all-reduced by gpool's libnccl.so.2. Without cuBLAS or NCCL
 # in the toolkit the sample is not built and the step says SKIPPED (a note).
-passes=24
+passes=25
 notes=1
 if [[ -x $build/tests/remote/cuda/mlp_train ]]; then
   grep -q "^PASS train 1 device (gpool, emulated, naive GEMM): devices=1 gemm=naive .*PASS mlp_train steps=100 gemm=naive" \
@@ -87,7 +88,7 @@ fi
 #    PASS line at once, except `symbols`, which fails, and `struct_param`, which hangs.
 mkdir "$tmp/samples"
 for s in vector_add struct_param streams_events memcpy_sizes symbols multi_device error_paths \
-         noop_launch share_loop per_thread_stream copies_2d api_coverage runtime_calls \
+         noop_launch share_loop per_thread_stream copies_2d copies_3d api_coverage runtime_calls \
          module_reload libreload_kernels.so; do
   printf '#!/bin/sh\necho "PASS %s fake"\n' "$s" >"$tmp/samples/$s"
 done
@@ -104,7 +105,7 @@ grep -qF "gpool: symbols: wrong value at 7" "$tmp/bad.log" || fail "the failing 
 grep -qF "FAIL struct_param: gpool run timed out (step limit 8s" "$tmp/bad.log" || fail "the hanging sample is not reported as timed out"
 grep -qF "PASS multi_device 1 (gpool, emulated): PASS multi_device fake" "$tmp/bad.log" ||
   fail "the samples after a hang did not run"
-grep -qF "== summary: 16 passed, 2 failed, 1 notes" "$tmp/bad.log" || fail "wrong summary"
+grep -qF "== summary: 17 passed, 2 failed, 1 notes" "$tmp/bad.log" || fail "wrong summary"
 grep -qx "gpu-check: FAIL" <<<"$(tail -1 "$tmp/bad.log")" || fail "last line is not 'gpu-check: FAIL'"
 
 # 3. The run's --budget: once spent, the remaining steps get 1 s each; the run still ends with
