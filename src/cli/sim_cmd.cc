@@ -47,8 +47,8 @@ struct SimFlags {
   double host_gbps = 1600;
   double min_cycle_s = 0;
   double arrival_scale = 1;
-  // A loaded replay (docs/simulator.md): run times x duration_scale, then capped (0: no cap); and
-  // each baseline also run with the engine's idle power-off after this many seconds (0: not).
+  // A loaded replay (docs/simulator/loaded-replay.md): run times x duration_scale, capped (0: no
+  // cap); and each baseline also run with the engine's idle power-off after this many s (0: not).
   double duration_scale = 1;
   double duration_cap_s = 0;
   double baseline_power_off_s = 0;
@@ -494,7 +494,7 @@ Status RunFillMode(const SimFlags& f, const std::vector<std::string>& policies,
   return WriteFillJson(f, doc);
 }
 
-// The loaded replay's flags (docs/simulator.md, "Loaded replay"): --duration-scale and
+// The loaded replay's flags (docs/simulator/loaded-replay.md): --duration-scale and
 // --duration-cap-s change the workload's run times; --baseline-power-off-s adds, after the
 // policies named, a "<baseline>+poweroff" row per baseline (every policy but gpool and
 // gpool+remote, which manage power themselves) that runs with the engine's idle power-off.

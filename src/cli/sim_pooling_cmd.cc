@@ -1,4 +1,4 @@
-// `gpool sim --pooling`: see sim_pooling_cmd.h and docs/simulator.md "Pooling experiment".
+// `gpool sim --pooling`: see sim_pooling_cmd.h and docs/simulator.md "Pooling mode".
 #include "cli/sim_pooling_cmd.h"
 
 #include <cstdio>

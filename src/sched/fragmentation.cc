@@ -26,7 +26,7 @@ double ClassFragmentation(const NodeSpec& node, const int32_t* free_milli, const
   // (FGD's definition). Constant across placements of a task apart from what the task takes
   // itself, but it sets where a delta falls on FGD's score scale (placement.cc, FgdScore): with
   // 0 instead, gpool stranded 943 GPUs on the artifact's gpushare100 variant, 818 so (seed 42,
-  // ties in a seeded random order; docs/simulator.md).
+  // ties in a seeded random order; docs/simulator/fill.md).
   if (t.gpus == 0) return static_cast<double>(total_free);
   if (free_cpu < t.cpu_milli || free_memory < t.memory_bytes) return static_cast<double>(total_free);
   if (t.fractional()) {

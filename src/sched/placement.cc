@@ -15,8 +15,8 @@ namespace {
 // steps widen as |delta| grows, so small differences of an estimated workload tie and large ones
 // still count. Ties go to a fixed scrambled order of the nodes (TieOrder), the same for every
 // task: consistent ties pack pods onto the same nodes, as the artifact's kube-scheduler does by
-// node name. Measured in FGD's fill (docs/simulator.md; unallocated GPUs, mean of seeds 42-44):
-// deltas in 0.2-GPU steps with best-fit and model-demand ties (exact deltas for fractional
+// node name. Measured in FGD's fill (docs/simulator/fill.md; unallocated GPUs, mean of seeds
+// 42-44): deltas in 0.2-GPU steps with best-fit and model-demand ties (exact deltas for fractional
 // tasks) stranded 864 on gpushare100 and 832 on gpuspec33 (fgd 835 and 752); this scale with
 // TieOrder ties 825 and 718, and 283 on the default trace (10 seeds; 287 before, fgd 298).
 // Ties in node-id order did worse on both variants (834 and 685 against 830 and 669, seed 42).
@@ -699,8 +699,8 @@ std::optional<Placement> PlaceGangNow(const ClusterState& state, const JobSpec& 
   // target workload it goes on the node, in any leaf, where the workload's fragmentation grows
   // least (Placer::PlaceOneByFragmentation), as FGD places every pod. Placing it best fit inside
   // the fullest leaf instead stranded 1.6 times as many GPUs in FGD's fill experiment on the
-  // openb trace (docs/simulator.md, "FGD's fill experiment on openb"). The scan covers every leaf whose bound holds the task: when it
-  // finds no node, neither would the levels below.
+  // openb trace (docs/simulator/fill.md, "FGD's fill experiment on openb"). The scan covers
+  // every leaf whose bound holds the task: when it finds no node, neither would the levels below.
   if (n == 1 && options.workload != nullptr && !options.workload->empty() &&
       state.num_nodes() <= kFragScanMaxNodes) {
     std::vector<NodeId> nodes;

@@ -287,7 +287,7 @@ std::optional<PreemptionPlan> PlanPreemption(const ClusterState& state, const Jo
     // to the cheapest-first pass, which frees a node only when its cheapest victims happen to
     // lie there. Freeing a node piece by piece for every blocked higher-priority job preempted
     // 1,775 pods instead of 267 on openb's loaded replay over half its nodes and raised the
-    // average JCT from 5,644 to 6,248 s (docs/simulator.md "Loaded replay"): each victim loses
+    // average JCT from 5,644 to 6,248 s (docs/simulator/loaded-replay.md): each victim loses
     // its work and waits again, while the newcomer's priority says nothing of the cost.
     if (cands.empty()) return std::nullopt;
     placement = TargetedPass(state, trial, job, cands, quota, used, options, now_ns, &chosen);

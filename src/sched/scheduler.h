@@ -73,7 +73,7 @@ struct PowerConfig {
   // ...and at least as many as the jobs submitted in the last arrival_window_s asked for
   // (pending or running; PowerInput::recent_arrival_gpus): arrivals come in bursts and a
   // boot takes boot_latency_s, so capacity that follows demand one boot behind makes every
-  // job of a burst wait a boot (docs/simulator.md, "openb time replay"). The idle timeout's length: a node
+  // job of a burst wait a boot (docs/simulator/openb-replay.md). The idle timeout's length: a node
   // resumed for a burst stays on that long anyway. 0 = the fixed buffer only. The policy and
   // the controller's own PlanPower call (src/control/node_power.cc) both pass the arrivals.
   double arrival_window_s = 600;
@@ -90,7 +90,7 @@ struct PowerConfig {
   // 10,000-node one. The default, 1, lets the pending demand (never more: PlanPower resumes
   // only the GPUs it is short of) boot every suspended node in one wave, as Slurm's default
   // ResumeRate (300 nodes a minute, 900 within one 180-s boot) does on clusters of up to 900
-  // nodes. Measured on openb's burst over half its nodes (docs/simulator.md "Loaded replay"):
+  // nodes. Measured on openb's burst over half its nodes (docs/simulator/loaded-replay.md):
   // 0, 0.5, 0.75, 0.9 and 1 give average JCTs of 6271, 6051, 5817, 5670 and 5633 s, since every
   // wave held back costs the burst a boot. A site whose power or provisioning can't take that
   // sets a lower fraction, or 0 for the fixed limits only.
@@ -106,8 +106,8 @@ struct PowerConfig {
 struct PolicyConfig {
   double fairshare_half_life_s = 7 * 24 * 3600.0;
   // A job that waited this long goes first in its priority class, by age (no starvation). Not
-  // shorter: under overload a short age makes most of the queue "starved", which turns the order
-  // into plain FIFO and undoes fair share and least-work-first (docs/simulator.md measures it).
+  // shorter: under overload a short age makes most of the queue "starved": the order becomes
+  // plain FIFO, undoing fair share and least-work-first (docs/simulator/synthetic-gangs.md).
   double starvation_age_s = 8 * 3600.0;
   // Inside a queue's fair-share turn, least estimated work (GPUs x run time) first rather than
   // oldest first (OrderOptions::least_work_first); jobs without an estimate rank as
@@ -116,8 +116,8 @@ struct PolicyConfig {
   // How least_work_first ranks jobs without an estimate (key least_work_unknown=last|mean).
   // At the mean of the estimates pending: on the synthetic workload with half the jobs
   // estimated it cut average JCT on the loaded seeds and was about even on the light one
-  // (docs/simulator.md, "Jobs without a run-time estimate"); `last` let such jobs wait behind
-  // all estimated work until they starved.
+  // (docs/simulator/synthetic-gangs.md, "Jobs without a run-time estimate"); `last` let such
+  // jobs wait behind all estimated work until they starved.
   UnknownEstimate least_work_unknown = UnknownEstimate::kMean;
   bool backfill = true;            // EASY backfill behind the head reservation
   int max_reservations = 1;
@@ -140,9 +140,9 @@ struct PolicyConfig {
   // taking the head). The reservation stays with the tenant whose turn it is: an older job of
   // another tenant, e.g. a borrower's job just reclaimed, doesn't take it ahead of the jobs of
   // a tenant that fair share puts first (src/control/controller_limits_test.cc,
-  // PriorityDoesNotBuyGpusInsideAnotherTenantsGuarantee). Measured in docs/simulator.md
-  // "Loaded replay". Limit: an older job later in the order that is then skipped for a cap
-  // reached within the cycle still denies the newer ones of its queue for that cycle.
+  // PriorityDoesNotBuyGpusInsideAnotherTenantsGuarantee), measured in the loaded replay
+  // (docs/simulator/loaded-replay.md). Limit: an older job later in the order that is then skipped
+  // for a cap reached within the cycle still denies the newer ones of its queue for that cycle.
   bool reserve_oldest = true;
   // Run time assumed for running jobs without an estimate when computing a reservation (a time
   // limit); 0 = they never end, and a gang blocked by them gets no reservation.
@@ -153,7 +153,7 @@ struct PolicyConfig {
   int max_preemptions_per_cycle = 16;
   // Pending jobs with short estimates preempt running jobs with far more work left
   // (short_job_preemption.h); keys short_preempt.*. On: it is what closes the average-JCT gap
-  // to Tiresias under overload (docs/simulator.md).
+  // to Tiresias under overload (docs/simulator/synthetic-gangs.md).
   ShortJobPreemptionConfig short_preempt;
   PowerConfig power;
   // Remote attachment's cost model (remote_cost.h); keys remote.*.

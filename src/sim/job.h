@@ -69,11 +69,11 @@ struct Workload {
   // loads its cluster 0.3%; compressed arrivals recreate the contention it was published for.
   void ScaleArrivals(double factor);
   // Multiplies every run time (run_s, and an explicit estimate est_s) by `factor`, then caps
-  // them at `cap_s` (0 = no cap): the knobs of a loaded replay (docs/simulator.md, "Loaded
-  // replay"), with ScaleArrivals. A capped job is like one killed at a wall-time limit the
-  // scheduler knows: its estimate is capped too. min_runtime_s is left as given (a preemption
-  // guard, not a duration). Returns how many jobs the cap shortened; an error (nothing changed)
-  // when factor is not a finite number > 0 or cap_s is negative or not finite.
+  // them at `cap_s` (0 = no cap): the knobs of a loaded replay (docs/simulator/loaded-replay.md),
+  // with ScaleArrivals. A capped job is like one killed at a wall-time limit the scheduler knows:
+  // its estimate is capped too. min_runtime_s is left as given (a preemption guard, not a
+  // duration). Returns how many jobs the cap shortened; an error (nothing changed) when factor
+  // is not a finite number > 0 or cap_s is negative or not finite.
   StatusOr<int64_t> ScaleDurations(double factor, double cap_s);
 };
 

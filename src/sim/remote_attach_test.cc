@@ -318,7 +318,7 @@ TEST(RemoteAttachFill, OpenbDefaultTraceRecoversStrandedGpus) {
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   // One seed, load 1.0 (no pod arrives past 100%, where the failures, and the time, are): the
   // figures at 100% are measured as in the full experiment. gpool alone is not run here (docs/
-  // simulator.md has the comparison); the bounds fail if remote attachment did nothing.
+  // simulator/fill.md has the comparison); the bounds fail if remote attachment did nothing.
   auto remote = Gpool("gpool+remote");
   ASSERT_TRUE(remote.ok());
   StatusOr<FillResult> r = RunFill(*c, *w, **remote, {.seed = 42, .tune_ratio = 1.0});
