@@ -9,8 +9,6 @@
 #    hit fails `make test` in any tree.
 
 # Exceptions. Each names why; docs/ci.md lists them as the next step (rename, then drop).
-# - gpool_remote_transport: tcp_transport.cc and ucx_transport.cc both declare `Fd` and `kMagic`
-#   in gpool::remote::{anon} (not renamed yet).
 # - gpool_sim: workload_gen.cc and fill.cc both define class `Rng` in gpool::sim::{anon} (not
 #   renamed yet).
 # - sched_test, sim_test: their tests share helper names (`Job`, `MakeCluster`, `Sec`, `Fill`,
@@ -26,7 +24,6 @@
 #   namespace). Turning -Wsubobject-linkage off in unity trees would let these in, but it would
 #   also stop CI seeing the real case (a header's class holding a TU-local type), so no.
 set(GPOOL_UNITY_SKIP_SOURCES
-    src/remote/transport/ucx_transport.cc
     src/remote/client/driver_stubs.cc
     src/remote/client/nccl_stubs.cc
     src/remote/server/share_arbiter.cc

@@ -710,7 +710,7 @@ std::vector<Variant> AllVariants() {
 INSTANTIATE_TEST_SUITE_P(All, TransportTest, testing::ValuesIn(AllVariants()), Label);
 
 // UCX only: the transport a connection's messages travel on is the one UCX_TLS chose (it sets
-// the split threshold: SplitsTail in ucx_transport.cc).
+// the split threshold: SplitsTail in ucx_send.cc).
 class UcxEndpointTest : public TransportTest {};
 
 TEST_P(UcxEndpointTest, ReportsTheTransportItsMessagesTake) {
