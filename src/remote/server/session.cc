@@ -90,9 +90,10 @@ Status Session::ServeReads(std::span<const Frame> frames, size_t* served) {
   *served = 1;
   GPOOL_RETURN_IF_ERROR(start(0));
   // Small replies of the run are gathered (Emit) and leave kGatherBytes at a time, and at the
-  // run's end: the client reads each one at its next synchronizing call anyway, so holding the
-  // first few back while the next reads run delays no answer it waits for alone.
-  gathering_ = frames.size() > 1;
+  // run's end, where the transport sends them together for less (Connection::SendAllGathers:
+  // TCP): the client reads each one at its next synchronizing call anyway, so holding the first
+  // few back while the next reads run delays no answer it waits for alone.
+  gathering_ = frames.size() > 1 && conn_->SendAllGathers();
   struct StopGathering {
     bool& on;
     ~StopGathering() { on = false; }

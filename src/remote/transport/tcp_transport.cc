@@ -137,6 +137,8 @@ class TcpConnection final : public Connection {
     return Fail(s);
   }
 
+  bool SendAllGathers() const override { return true; }
+
   // Unstriped messages go out together: their headers and parts in one gather list, so a run of
   // small messages (a server's replies to a run of small reads) costs one sendmsg, not one each.
   // A striped one flushes what is gathered and goes by Send, its slices on the data streams.

@@ -84,6 +84,10 @@ class Connection {
   // this is true: over TCP they gained nothing and measured slower (docs/benchmarks.md,
   // "Remoting", bare replies).
   virtual bool HeadCostsARecv() const { return false; }
+  // Whether SendAll of several small messages costs less than a Send of each: TCP writes them
+  // with one sendmsg; UCX posts one send per message either way. The session gathers its replies
+  // to a run of small reads only where this is true.
+  virtual bool SendAllGathers() const { return false; }
   // Closes both directions; pending and later calls return Unavailable.
   virtual void Close() = 0;
   // The peer's address for error messages ("127.0.0.1:5000").
