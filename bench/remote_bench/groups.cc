@@ -3,6 +3,7 @@
 // socket or plain ucp ping-pong, gpool's Connection echo, a session's calls, with --clients the
 // interception layers), the async ops, an idle session's cost, then the copy cells against the
 // raw streams, and the summary lines. The method that runs a group is in method.cc.
+// Apart from the method: these say what is compared with what, not how it is measured.
 #include <signal.h>
 #include <sys/wait.h>
 

@@ -3,6 +3,7 @@
 // layer_static, built in build/bench/clients) run through `gpool run` against the bench's
 // gpu-servers, one set per transport, and the contenders whose steps are their commands.
 // bench/driver_layer.sh drives it.
+// Apart because it exists only with --clients (programs that need nvcc to build).
 #include <unistd.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 // of all the bench's processes, context switches, UCX waits, with --threads each thread's
 // wake-ups); RunGroup runs a group's contenders in alternating order and prints medians and the
 // per-repetition ratios to the group's peer. The groups themselves are in groups.cc.
+// Apart from the groups so that what a figure counts can be read, and changed, in one place.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>

@@ -2,6 +2,7 @@
 // head of bench/remote_bench.cc says what each BM_ measures): each registered right after its raw
 // peer on the same transport, so that the pair runs under the same load. The servers are spawned
 // by main before these run.
+// Apart from --interleaved: Google Benchmark's runner shares only the peers with it.
 #include <algorithm>
 #include <mutex>
 

@@ -2,6 +2,8 @@
 // gpu-server, the bare gpool transport echo with RawStreamer (its client: the raw streams the
 // copies are held to), and the plain TCP socket echo (the round trip's floor). Each runs in a
 // child process forked before any thread starts (Spawn). The plain ucp peers are in plain_ucp.cc.
+// Apart from the drivers: this is the far end of every figure, the same for both drivers;
+// RawStreamer sits here because it speaks the echo's protocol.
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>

@@ -3,6 +3,7 @@
 // share a core or migrate; the flag's parsing, the pinning itself (before anything starts), the
 // header line that reads each process's allowed CPUs back, and the check after each group that
 // no thread escaped.
+// One file because --pin reaches start-up (main), every spawn (Spawn) and every group.
 #include <sched.h>
 #include <unistd.h>
 

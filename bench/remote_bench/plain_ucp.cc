@@ -2,6 +2,7 @@
 // only ucp calls (bench/plain_ucx.h), the UCX floors gpool's UCX figures are held to. The tag
 // ping-pong echo is the round trip's peer; the bulk stream (server and the driver's client) is
 // the copies' second peer. Both are --interleaved only; the servers run in spawned processes.
+// Apart from peers.cc because nothing here may use gpool's transport: it is the floor.
 #include <unistd.h>
 
 #include <cstdint>
