@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# CTest for remote_bench --interleaved's --pin and --aa (bench/remote_bench.cc), the two flags the
-# issue-4 copy measurement relies on to tell real misses from this host's noise:
+# CTest for remote_bench --interleaved's --pin and --aa (bench/remote_bench.cc parses them;
+# bench/remote_bench/pinning.cc pins), the two flags the issue-4 copy measurement relies on to
+# tell real misses from this host's noise:
 #  1. bad --pin=A,B values are refused with exit 2 and a message naming the flag; a driver flag
 #     without --interleaved is refused too, and --help prints the usage; so are bad values of the
 #     interception layers' flags (--clients without --gpool/--kernels, --size, --sgemm);
