@@ -14,7 +14,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <sstream>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -27,9 +30,28 @@ namespace {
 
 // CPU seconds used so far by process `pid` and its descendants: the process's CPU-time clock
 // (clock_getcpuclockid: nanoseconds, like /proc/PID/task/TID/schedstat, unlike tick-sampled
-// utime), which also counts threads that have exited. Summing the live threads' schedstat, as
-// before, dropped the CPU of every thread that ended during a step: all the work of the old TCP
-// transport's per-message striping threads at the receiving end.
+// utime), which also counts threads that have exited (a sum over live threads' schedstat would
+// drop the CPU of every thread that ended during a step, such as short-lived helper threads), and
+// the children it has waited for (ReapedChildrenCpu).
+// CPU seconds of the children `pid` has waited for (/proc/PID/stat's cutime and cstime, in clock
+// ticks): a gpu-server's session worker that exits during a step leaves the live tree, and
+// without these its CPU left the total too, which then read negative for the step.
+double ReapedChildrenCpu(pid_t pid) {
+  std::ifstream f(fmt::format("/proc/{}/stat", pid));
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t at = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (at == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(at + 1));
+  std::string field;
+  double cutime = 0, cstime = 0;
+  // Fields after the name start at 3 (state); cutime and cstime are 16 and 17.
+  for (int i = 3; i <= 17 && rest >> field; ++i) {
+    if (i == 16) cutime = std::strtod(field.c_str(), nullptr);
+    if (i == 17) cstime = std::strtod(field.c_str(), nullptr);
+  }
+  return (cutime + cstime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 double TreeCpu(pid_t pid) {
   double cpu = 0;
   clockid_t clock;
@@ -42,7 +64,7 @@ double TreeCpu(pid_t pid) {
     std::ifstream kids(task.path() / "children");
     for (pid_t kid; kids >> kid;) cpu += TreeCpu(kid);
   }
-  return cpu;
+  return cpu + ReapedChildrenCpu(pid);
 }
 
 // Context switches so far (voluntary: the thread slept; involuntary: preempted) of every thread of
