@@ -821,23 +821,18 @@ CUresult cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTable
 // ---- the per-thread default stream variants (see the top of the file) and older exports whose
 // ABI is the current one's
 
-// GPOOL_SAME(C name, the export's name, what it calls, parameters, arguments)
-#define GPOOL_SAME(ret, name, exported, target, params, args) \
-  ret name params __asm__(exported);                          \
-  ret name params { return target args; }
 // Older names, same ABI (their differences are in semantics gpool does not model).
-GPOOL_SAME(CUresult, cuCtxDestroy_v1, "cuCtxDestroy", cuCtxDestroy, (CUcontext c), (c))
-GPOOL_SAME(CUresult, cuCtxPushCurrent_v1, "cuCtxPushCurrent", cuCtxPushCurrent, (CUcontext c), (c))
-GPOOL_SAME(CUresult, cuCtxPopCurrent_v1, "cuCtxPopCurrent", cuCtxPopCurrent, (CUcontext* c), (c))
-GPOOL_SAME(CUresult, cuStreamDestroy_v1, "cuStreamDestroy", cuStreamDestroy, (CUstream s), (s))
-GPOOL_SAME(CUresult, cuEventDestroy_v1, "cuEventDestroy", cuEventDestroy, (CUevent e), (e))
-GPOOL_SAME(CUresult, cuDevicePrimaryCtxRelease_v1, "cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease, (CUdevice d), (d))
-GPOOL_SAME(CUresult, cuDevicePrimaryCtxSetFlags_v1, "cuDevicePrimaryCtxSetFlags", cuDevicePrimaryCtxSetFlags,
-           (CUdevice d, unsigned int f), (d, f))
-GPOOL_SAME(CUresult, cuDeviceGetUuid_v1, "cuDeviceGetUuid", cuDeviceGetUuid, (CUuuid* u, CUdevice d), (u, d))
-GPOOL_SAME(CUresult, cuEventElapsedTime_v1, "cuEventElapsedTime", cuEventElapsedTime, (float* ms, CUevent a, CUevent b),
-           (ms, a, b))
-#undef GPOOL_SAME
+GPOOL_DRIVER_ALIAS(CUresult, cuCtxDestroy_v1, "cuCtxDestroy", cuCtxDestroy, (CUcontext c), (c))
+GPOOL_DRIVER_ALIAS(CUresult, cuCtxPushCurrent_v1, "cuCtxPushCurrent", cuCtxPushCurrent, (CUcontext c), (c))
+GPOOL_DRIVER_ALIAS(CUresult, cuCtxPopCurrent_v1, "cuCtxPopCurrent", cuCtxPopCurrent, (CUcontext* c), (c))
+GPOOL_DRIVER_ALIAS(CUresult, cuStreamDestroy_v1, "cuStreamDestroy", cuStreamDestroy, (CUstream s), (s))
+GPOOL_DRIVER_ALIAS(CUresult, cuEventDestroy_v1, "cuEventDestroy", cuEventDestroy, (CUevent e), (e))
+GPOOL_DRIVER_ALIAS(CUresult, cuDevicePrimaryCtxRelease_v1, "cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease, (CUdevice d), (d))
+GPOOL_DRIVER_ALIAS(CUresult, cuDevicePrimaryCtxSetFlags_v1, "cuDevicePrimaryCtxSetFlags", cuDevicePrimaryCtxSetFlags,
+                   (CUdevice d, unsigned int f), (d, f))
+GPOOL_DRIVER_ALIAS(CUresult, cuDeviceGetUuid_v1, "cuDeviceGetUuid", cuDeviceGetUuid, (CUuuid* u, CUdevice d), (u, d))
+GPOOL_DRIVER_ALIAS(CUresult, cuEventElapsedTime_v1, "cuEventElapsedTime", cuEventElapsedTime, (float* ms, CUevent a, CUevent b),
+                   (ms, a, b))
 
 }  // extern "C"
 #pragma GCC visibility pop

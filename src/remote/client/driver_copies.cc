@@ -478,45 +478,40 @@ CUresult cuCtxDisablePeerAccess(CUcontext peer) {
   return PeerAccess("cuCtxDisablePeerAccess", peer, 0, false);
 }
 
-// Per-thread default stream variants (every default stream is the device's stream 0 here).
-#define GPOOL_SAME(ret, name, exported, target, params, args) \
-  ret name params __asm__(exported);                          \
-  ret name params { return target args; }
-GPOOL_SAME(CUresult, cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD_v2_ptds", cuMemcpyHtoD, (CUdeviceptr d, const void* s, size_t n), (d, s, n))
-GPOOL_SAME(CUresult, cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH_v2_ptds", cuMemcpyDtoH, (void* d, CUdeviceptr s, size_t n), (d, s, n))
-GPOOL_SAME(CUresult, cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD_v2_ptds", cuMemcpyDtoD, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
-GPOOL_SAME(CUresult, cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync_v2_ptsz", cuMemcpyHtoDAsync,
-           (CUdeviceptr d, const void* s, size_t n, CUstream st), (d, s, n, st))
-GPOOL_SAME(CUresult, cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync_v2_ptsz", cuMemcpyDtoHAsync,
-           (void* d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
-GPOOL_SAME(CUresult, cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync_v2_ptsz", cuMemcpyDtoDAsync,
-           (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
-GPOOL_SAME(CUresult, cuMemcpy_ptds, "cuMemcpy_ptds", cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
-GPOOL_SAME(CUresult, cuMemcpyAsync_ptsz, "cuMemcpyAsync_ptsz", cuMemcpyAsync,
-           (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
-GPOOL_SAME(CUresult, cuMemsetD8_v2_ptds, "cuMemsetD8_v2_ptds", cuMemsetD8, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n))
-GPOOL_SAME(CUresult, cuMemsetD32_v2_ptds, "cuMemsetD32_v2_ptds", cuMemsetD32, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n))
-GPOOL_SAME(CUresult, cuMemsetD8Async_ptsz, "cuMemsetD8Async_ptsz", cuMemsetD8Async,
-           (CUdeviceptr d, unsigned char v, size_t n, CUstream st), (d, v, n, st))
-GPOOL_SAME(CUresult, cuMemsetD32Async_ptsz, "cuMemsetD32Async_ptsz", cuMemsetD32Async,
-           (CUdeviceptr d, unsigned int v, size_t n, CUstream st), (d, v, n, st))
-GPOOL_SAME(CUresult, cuMemcpy2D_v2_ptds, "cuMemcpy2D_v2_ptds", cuMemcpy2D,
-           (const CUDA_MEMCPY2D* p), (p))
-GPOOL_SAME(CUresult, cuMemcpy2DUnaligned_v2_ptds, "cuMemcpy2DUnaligned_v2_ptds",
-           cuMemcpy2DUnaligned, (const CUDA_MEMCPY2D* p), (p))
-GPOOL_SAME(CUresult, cuMemcpy2DAsync_v2_ptsz, "cuMemcpy2DAsync_v2_ptsz", cuMemcpy2DAsync,
-           (const CUDA_MEMCPY2D* p, CUstream s), (p, s))
-GPOOL_SAME(CUresult, cuMemsetD2D8_v2_ptds, "cuMemsetD2D8_v2_ptds", cuMemsetD2D8,
-           (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h), (d, p, v, w, h))
-GPOOL_SAME(CUresult, cuMemsetD2D8Async_ptsz, "cuMemsetD2D8Async_ptsz", cuMemsetD2D8Async,
-           (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s),
-           (d, p, v, w, h, s))
-GPOOL_SAME(CUresult, cuMemcpyPeer_ptds, "cuMemcpyPeer_ptds", cuMemcpyPeer,
-           (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n), (d, dc, s, sc, n))
-GPOOL_SAME(CUresult, cuMemcpyPeerAsync_ptsz, "cuMemcpyPeerAsync_ptsz", cuMemcpyPeerAsync,
-           (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st),
-           (d, dc, s, sc, n, st))
-#undef GPOOL_SAME
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD_v2_ptds", cuMemcpyHtoD, (CUdeviceptr d, const void* s, size_t n), (d, s, n))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH_v2_ptds", cuMemcpyDtoH, (void* d, CUdeviceptr s, size_t n), (d, s, n))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD_v2_ptds", cuMemcpyDtoD, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync_v2_ptsz", cuMemcpyHtoDAsync,
+                   (CUdeviceptr d, const void* s, size_t n, CUstream st), (d, s, n, st))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync_v2_ptsz", cuMemcpyDtoHAsync,
+                   (void* d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync_v2_ptsz", cuMemcpyDtoDAsync,
+                   (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpy_ptds, "cuMemcpy_ptds", cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyAsync_ptsz, "cuMemcpyAsync_ptsz", cuMemcpyAsync,
+                   (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD8_v2_ptds, "cuMemsetD8_v2_ptds", cuMemsetD8, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD32_v2_ptds, "cuMemsetD32_v2_ptds", cuMemsetD32, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD8Async_ptsz, "cuMemsetD8Async_ptsz", cuMemsetD8Async,
+                   (CUdeviceptr d, unsigned char v, size_t n, CUstream st), (d, v, n, st))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD32Async_ptsz, "cuMemsetD32Async_ptsz", cuMemsetD32Async,
+                   (CUdeviceptr d, unsigned int v, size_t n, CUstream st), (d, v, n, st))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpy2D_v2_ptds, "cuMemcpy2D_v2_ptds", cuMemcpy2D,
+                   (const CUDA_MEMCPY2D* p), (p))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpy2DUnaligned_v2_ptds, "cuMemcpy2DUnaligned_v2_ptds",
+                   cuMemcpy2DUnaligned, (const CUDA_MEMCPY2D* p), (p))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpy2DAsync_v2_ptsz, "cuMemcpy2DAsync_v2_ptsz", cuMemcpy2DAsync,
+                   (const CUDA_MEMCPY2D* p, CUstream s), (p, s))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD2D8_v2_ptds, "cuMemsetD2D8_v2_ptds", cuMemsetD2D8,
+                   (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h), (d, p, v, w, h))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD2D8Async_ptsz, "cuMemsetD2D8Async_ptsz", cuMemsetD2D8Async,
+                   (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s),
+                   (d, p, v, w, h, s))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyPeer_ptds, "cuMemcpyPeer_ptds", cuMemcpyPeer,
+                   (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n), (d, dc, s, sc, n))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyPeerAsync_ptsz, "cuMemcpyPeerAsync_ptsz", cuMemcpyPeerAsync,
+                   (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st),
+                   (d, dc, s, sc, n, st))
 
 }  // extern "C"
 #pragma GCC visibility pop

@@ -187,42 +187,37 @@ CUresult gpool_cuMemcpyBatchAsync_v12080(CUdeviceptr* dsts, CUdeviceptr* srcs, s
                    fail_idx, s);
 }
 
-// Per-thread default stream variants (every default stream is the device's stream 0 here).
-#define GPOOL_SAME(ret, name, exported, target, params, args) \
-  ret name params __asm__(exported);                          \
-  ret name params { return target args; }
-GPOOL_SAME(CUresult, cuMemcpy3D_v2_ptds, "cuMemcpy3D_v2_ptds", cuMemcpy3D,
-           (const CUDA_MEMCPY3D* p), (p))
-GPOOL_SAME(CUresult, cuMemcpy3DAsync_v2_ptsz, "cuMemcpy3DAsync_v2_ptsz", cuMemcpy3DAsync,
-           (const CUDA_MEMCPY3D* p, CUstream s), (p, s))
-GPOOL_SAME(CUresult, cuMemcpy3DPeer_ptds, "cuMemcpy3DPeer_ptds", cuMemcpy3DPeer,
-           (const CUDA_MEMCPY3D_PEER* p), (p))
-GPOOL_SAME(CUresult, cuMemcpy3DPeerAsync_ptsz, "cuMemcpy3DPeerAsync_ptsz", cuMemcpy3DPeerAsync,
-           (const CUDA_MEMCPY3D_PEER* p, CUstream s), (p, s))
-GPOOL_SAME(CUresult, cuMemcpyBatchAsync_v2_ptsz, "cuMemcpyBatchAsync_v2_ptsz", cuMemcpyBatchAsync,
-           (CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t c, CUmemcpyAttributes* a,
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpy3D_v2_ptds, "cuMemcpy3D_v2_ptds", cuMemcpy3D,
+                   (const CUDA_MEMCPY3D* p), (p))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpy3DAsync_v2_ptsz, "cuMemcpy3DAsync_v2_ptsz", cuMemcpy3DAsync,
+                   (const CUDA_MEMCPY3D* p, CUstream s), (p, s))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpy3DPeer_ptds, "cuMemcpy3DPeer_ptds", cuMemcpy3DPeer,
+                   (const CUDA_MEMCPY3D_PEER* p), (p))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpy3DPeerAsync_ptsz, "cuMemcpy3DPeerAsync_ptsz", cuMemcpy3DPeerAsync,
+                   (const CUDA_MEMCPY3D_PEER* p, CUstream s), (p, s))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyBatchAsync_v2_ptsz, "cuMemcpyBatchAsync_v2_ptsz", cuMemcpyBatchAsync,
+                   (CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t c, CUmemcpyAttributes* a,
             size_t* i, size_t na, CUstream st),
-           (d, s, n, c, a, i, na, st))
-GPOOL_SAME(CUresult, cuMemcpyBatchAsync_ptsz, "cuMemcpyBatchAsync_ptsz",
-           gpool_cuMemcpyBatchAsync_v12080,
-           (CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t c, CUmemcpyAttributes* a,
+                   (d, s, n, c, a, i, na, st))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemcpyBatchAsync_ptsz, "cuMemcpyBatchAsync_ptsz",
+                   gpool_cuMemcpyBatchAsync_v12080,
+                   (CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t c, CUmemcpyAttributes* a,
             size_t* i, size_t na, size_t* f, CUstream st),
-           (d, s, n, c, a, i, na, f, st))
-GPOOL_SAME(CUresult, cuMemsetD16_v2_ptds, "cuMemsetD16_v2_ptds", cuMemsetD16,
-           (CUdeviceptr d, unsigned short v, size_t n), (d, v, n))
-GPOOL_SAME(CUresult, cuMemsetD16Async_ptsz, "cuMemsetD16Async_ptsz", cuMemsetD16Async,
-           (CUdeviceptr d, unsigned short v, size_t n, CUstream s), (d, v, n, s))
-GPOOL_SAME(CUresult, cuMemsetD2D16_v2_ptds, "cuMemsetD2D16_v2_ptds", cuMemsetD2D16,
-           (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h), (d, p, v, w, h))
-GPOOL_SAME(CUresult, cuMemsetD2D16Async_ptsz, "cuMemsetD2D16Async_ptsz", cuMemsetD2D16Async,
-           (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s),
-           (d, p, v, w, h, s))
-GPOOL_SAME(CUresult, cuMemsetD2D32_v2_ptds, "cuMemsetD2D32_v2_ptds", cuMemsetD2D32,
-           (CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h), (d, p, v, w, h))
-GPOOL_SAME(CUresult, cuMemsetD2D32Async_ptsz, "cuMemsetD2D32Async_ptsz", cuMemsetD2D32Async,
-           (CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s),
-           (d, p, v, w, h, s))
-#undef GPOOL_SAME
+                   (d, s, n, c, a, i, na, f, st))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD16_v2_ptds, "cuMemsetD16_v2_ptds", cuMemsetD16,
+                   (CUdeviceptr d, unsigned short v, size_t n), (d, v, n))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD16Async_ptsz, "cuMemsetD16Async_ptsz", cuMemsetD16Async,
+                   (CUdeviceptr d, unsigned short v, size_t n, CUstream s), (d, v, n, s))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD2D16_v2_ptds, "cuMemsetD2D16_v2_ptds", cuMemsetD2D16,
+                   (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h), (d, p, v, w, h))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD2D16Async_ptsz, "cuMemsetD2D16Async_ptsz", cuMemsetD2D16Async,
+                   (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s),
+                   (d, p, v, w, h, s))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD2D32_v2_ptds, "cuMemsetD2D32_v2_ptds", cuMemsetD2D32,
+                   (CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h), (d, p, v, w, h))
+GPOOL_DRIVER_ALIAS(CUresult, cuMemsetD2D32Async_ptsz, "cuMemsetD2D32Async_ptsz", cuMemsetD2D32Async,
+                   (CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s),
+                   (d, p, v, w, h, s))
 
 }  // extern "C"
 #pragma GCC visibility pop

@@ -23,6 +23,13 @@
 
 #include <fmt/format.h>
 
+// Defines `name`, exported as `exported` (a per-thread default stream variant, _ptds/_ptsz, or an
+// older name of the same ABI), as a call of `target`: every default stream is the device's stream
+// 0 here, so the variants are the same call. For use inside the files' extern "C" blocks.
+#define GPOOL_DRIVER_ALIAS(ret, name, exported, target, params, args) \
+  ret name params __asm__(exported);                                  \
+  ret name params { return target args; }
+
 #include "remote/client/link.h"
 #include "remote/client/pool.h"
 #include "remote/fatbin/fatbin.h"
