@@ -100,7 +100,9 @@ inline constexpr auto kYieldSwitched = std::chrono::microseconds(4);
 // While a wait only polls (its first kSpinBeforeYield), it reads the clock on every this many
 // idle steps over shared memory (see Idle), on every one elsewhere.
 inline constexpr uint32_t kPollsPerClockReadShm = 8;
-inline thread_local bool t_cpu_shared = false;
+// Hidden: an inline thread-local lands in the dynamic symbol table of every shared library that
+// links this transport (gpool's libcuda.so.1 stand-in exports the real driver's names only).
+[[gnu::visibility("hidden")]] inline thread_local bool t_cpu_shared = false;
 // Longest sleep while a send of this connection is in flight: a sender waiting for room (a full
 // shared-memory FIFO, a full socket, the fragments of an active-message rendezvous) gets no event
 // when the receiver makes room, so it must look again soon.
