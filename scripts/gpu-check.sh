@@ -109,7 +109,7 @@ reload_lib=libreload_kernels.so
 sample_flags() {
   case $1 in
     per_thread_stream) echo "--default-stream per-thread" ;;
-    module_reload) echo "-ldl" ;;
+    module_reload|error_paths|api_coverage) echo "-ldl" ;;  # dlopen, dladdr (common.h)
   esac
 }
 die() { echo "gpu-check: $*" >&2; echo "gpu-check: FAIL"; exit 1; }

@@ -12,8 +12,10 @@
 //   is used by a kernel on device 0 only, then (with 2+ devices) a launch of that module's kernel
 //   on device 1 is tried and its outcome printed (a real GPU runs it; gpool refuses it, since the
 //   variable lives on one GPU of one server). Prints PASS api_coverage.
-// managed-host: reads the managed variable on the host, after "READ": a real GPU prints its value
-//   and PASS; gpool stops the program there, saying why (managed memory is not remoted).
+// managed-host: copies to and from the managed variable (cudaMemcpyToSymbol/FromSymbol), prints
+//   which libraries hold the SIGSEGV/SIGBUS handlers, then reads the variable on the
+//   host, after "READ": a real GPU prints its value and PASS; gpool stops the program there, with
+//   a FATAL line naming the variable, and the process dies of SIGSEGV.
 #include <cstring>
 #include <string>
 #include "common.h"
@@ -191,6 +193,14 @@ int main(int argc, char** argv) {
   if (mode == "managed-host") {
     CHECK(cudaSetDevice(0));
     CHECK(cudaDeviceSynchronize());
+    // Copies are the way to the variable from the host that works everywhere.
+    const int put = 41;
+    CHECK(cudaMemcpyToSymbol(gManaged, &put, sizeof put));
+    int back = 0;
+    CHECK(cudaMemcpyFromSymbol(&back, gManaged, sizeof back));
+    EXPECT(back == 41);
+    std::printf("managed: symbol copies see %d; fault handlers: %s\n", back,
+                FaultHandlers().c_str());
     std::printf("READ\n");
     std::fflush(stdout);
     int v = gManaged;  // host access: through __cudaInitModule

@@ -22,6 +22,9 @@
 //                synchronizing call); cudaFuncSetAttribute raises the maximum (read back with
 //                cudaFuncGetAttributes), refuses a value beyond the device's opt-in limit, and the
 //                same launch then runs and reverses 64 KiB through shared memory
+//   fault-handlers  allocates, launches a kernel and synchronizes, then prints which libraries
+//                hold the SIGSEGV/SIGBUS handlers ("fault handlers: SIGSEGV ..., SIGBUS ..."; gpool's
+//                driver stand-in installs one only for __managed__ variables)
 //   hold MiB     allocates MiB, prints READY, sleeps (a test kills it mid-run)
 //   server-dies  allocates, prints READY, waits for a line on stdin, then expects the lost
 //                server to be reported (the test kills the server in between)
@@ -186,6 +189,15 @@ static int RunMode(const std::string& mode, int argc, char** argv) {
     // Every later call says the same, not just the first (a refused session stays refused).
     EXPECT(cudaMalloc(&p, 16) == e);
     EXPECT(cudaDeviceSynchronize() == e);
+  } else if (mode == "fault-handlers") {
+    float* p;
+    CHECK(cudaMalloc(&p, 64 * sizeof(float)));
+    CHECK(cudaMemset(p, 0, 64 * sizeof(float)));
+    reverseShared<<<1, 32, 64 * sizeof(float)>>>(p, 64);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(p));
+    std::printf("fault handlers: %s\n", FaultHandlers().c_str());
   } else if (mode == "hold") {
     size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 64;
     void* p;

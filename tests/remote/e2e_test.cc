@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -369,18 +370,44 @@ TEST_P(E2E, ApiCoverage) {
 
 // Host access to a __managed__ variable cannot be right remotely (the GPU never sees a host
 // copy). NVIDIA's runtime fetched the variable's address at load (cuLibraryGetManaged) and host
-// code reads it directly: the address is the server's device memory, not mapped here, so the read
-// kills the program (a fault, not a wrong value). The driver stand-in cannot see the read; its
-// warning at load is what names the variable and says so (docs/remoting.md, "Known limits").
+// code reads it directly: the address is the server's device memory, which the driver stand-in
+// reserves in the program's address space (so the read faults, never returns a wrong value), and
+// its fault handler names the variable, then lets the program die of the signal
+// (docs/remoting.md, "Managed variables"). Copies to and from the symbol work first; the handler
+// is installed by then.
 TEST_P(E2E, ManagedVariableHostAccessStopsTheProgram) {
   auto [rc, out] = RunShared({Sample("api_coverage"), "managed-host"});
+  EXPECT_TRUE(Has(out, "managed: symbol copies see 41; fault handlers: SIGSEGV libcuda.so.1, "
+                       "SIGBUS libcuda.so.1")) << out;
   EXPECT_TRUE(Has(out, "READ")) << out;
   EXPECT_FALSE(Has(out, "host reads")) << out;
   EXPECT_FALSE(Has(out, "PASS")) << out;
-  EXPECT_NE(rc, 0) << out;
+  EXPECT_EQ(rc, 128 + SIGSEGV) << "not a death by SIGSEGV\n" << out;  // Subprocess::Wait
   EXPECT_TRUE(Has(out, "warning: __managed__ variable gManaged is registered as device memory "
                        "of one GPU (device 0): managed memory is not remoted, so host access to "
-                       "it crashes the program")) << out;
+                       "it stops the program")) << out;
+  EXPECT_FALSE(Has(out, "device range is also host memory")) << out;
+  // The FATAL line names the variable, its size (an int) and device, after the read began.
+  std::smatch m;
+  const std::regex fatal(
+      "gpool: FATAL: host access to __managed__ variable gManaged \\(device address (0x[0-9a-f]+), "
+      "4 bytes, on device 0\\): managed memory is not remoted; access it from kernels only, or "
+      "copy it with cudaMemcpyFromSymbol/ToSymbol\n");
+  ASSERT_TRUE(std::regex_search(out, m, fatal)) << out;
+  EXPECT_GT(static_cast<size_t>(m.position(0)), out.find("READ")) << out;
+  EXPECT_NE(m[1].str(), "0x0") << out;
+}
+
+// A program without __managed__ variables gets no fault handler from the driver stand-in
+// (libcuda.so.1): it installs one only when a variable is registered. (UCX's libucs, which the
+// stand-in links, installs its own when loaded, whatever the transport.)
+TEST_P(E2E, ProgramWithoutManagedVariablesInstallsNoFaultHandler) {
+  auto [rc, out] = RunShared({Sample("error_paths"), "fault-handlers"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "fault handlers: SIGSEGV ")) << out;
+  EXPECT_FALSE(Has(out, "SIGSEGV libcuda.so.1")) << out;
+  EXPECT_FALSE(Has(out, "SIGBUS libcuda.so.1")) << out;
+  EXPECT_TRUE(Has(out, "PASS error_paths fault-handlers")) << out;
 }
 
 // Device limits and flags, and host registration with its loud mapping flags (error_paths

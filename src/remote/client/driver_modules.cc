@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include "remote/client/driver_state.h"
+#include "remote/client/managed_guard.h"
 
 namespace gpool::remote::client::driver {
 
@@ -195,6 +196,13 @@ CUresult cuModuleUnload(CUmodule hmod) {
     std::lock_guard<std::mutex> lk(D().mu);
     D().modules.erase(m);
     for (auto& [name, f] : m->functions) D().functions.erase(f.get());
+    // Its __managed__ variables' addresses may be other allocations' from now on.
+    for (const std::string& name : m->managed) {
+      auto sym = m->globals[name].symbols.find(m->device);
+      if (sym != m->globals[name].symbols.end()) {
+        gpool::remote::client::managed::Unregister(sym->second.ptr, m->device);
+      }
+    }
   }
   // Posted: ordered after the work already queued, which may use the module. A module never
   // used was never sent.
@@ -314,18 +322,24 @@ CUresult cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, cons
 
 // A __managed__ variable (NVIDIA's runtime asks at library load for each one): its address as
 // device memory of the library's device, said once per variable, since managed memory is not
-// remoted: host access to it cannot work (the address is the server's, not mapped in this
-// process: the program crashes there), and the library's kernels may launch on that device only
-// (LaunchKernel refuses the others, naming the variables).
+// remoted: the library's kernels may launch on that device only (LaunchKernel refuses the others,
+// naming the variables), and host access cannot work. NVIDIA's runtime stores the address in the
+// variable's host shadow, so the program's host code reads the server's address, which this
+// process never sees: the guard (managed_guard.h) reserves the range here and turns the fault
+// into a FATAL line naming the variable.
 CUresult cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
   const char* call = "cuLibraryGetManaged";
   Module* m;
   if (CUresult r = FindModule(call, reinterpret_cast<CUmodule>(lib), &m)) return r;
   if (!name) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null name");
-  if (CUresult r = GetGlobal(call, reinterpret_cast<CUmodule>(lib), name, m->device, dptr,
-                             bytes)) {
+  CUdeviceptr ptr = 0;
+  size_t size = 0;
+  if (CUresult r = GetGlobal(call, reinterpret_cast<CUmodule>(lib), name, m->device, &ptr,
+                             &size)) {
     return r;
   }
+  if (dptr) *dptr = ptr;
+  if (bytes) *bytes = size;
   bool first;
   {
     std::lock_guard<std::mutex> lk(D().mu);
@@ -333,10 +347,22 @@ CUresult cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, co
     if (first) m->managed.push_back(name);
   }
   if (first) {
+    gpool::remote::client::managed::Registration g =
+        gpool::remote::client::managed::Register(name, ptr, size, m->device);
     Say(fmt::format("warning: __managed__ variable {} is registered as device memory of one GPU "
-                    "(device {}): managed memory is not remoted, so host access to it crashes the "
+                    "(device {}): managed memory is not remoted, so host access to it stops the "
                     "program and its library's kernels may run on that device only",
                     name, m->device));
+    // The address is also host memory here (a host access then reads or writes that memory
+    // instead of faulting, and nothing can stop it), or the kernel would not reserve it.
+    if (g.reserve == gpool::remote::client::managed::Reserve::kMappedHere) {
+      Say(fmt::format("warning: __managed__ variable {}'s device range is also host memory of this "
+                      "process ({}): host access to it is not stopped, and reads this process's "
+                      "memory there, not the variable", name, g.detail));
+    } else if (g.reserve == gpool::remote::client::managed::Reserve::kUnavailable) {
+      Say(fmt::format("warning: __managed__ variable {}'s device range cannot be reserved in this "
+                      "process ({}): host access to it may not be stopped", name, g.detail));
+    }
   }
   return CUDA_SUCCESS;
 }
