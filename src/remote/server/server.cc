@@ -72,6 +72,13 @@ Status GpuServer::Start() {
     uint64_t port = std::strtoull(a.substr(a.rfind(':') + 1).c_str(), nullptr, 10);
     o_.emulated.address_hint = (uint64_t{16} << 40) + (port % 1024) * (uint64_t{64} << 30);
   }
+  if (o_.emulated.va_hint == 0) {
+    // The same for the address space cuMemAddressReserve hands out: 32 GiB per port from 80 TiB
+    // (below the 128 TiB of a 4-level page table; the device memory ranges end below 80 TiB).
+    std::string a = listener_->address();
+    uint64_t port = std::strtoull(a.substr(a.rfind(':') + 1).c_str(), nullptr, 10);
+    o_.emulated.va_hint = (uint64_t{80} << 40) + (port % 1024) * o_.emulated.va_bytes;
+  }
   if (o_.emulated.uuid_seed == 0) {
     // Distinct emulated GPU UUIDs per server (FNV-1a of the bound address), stable across its
     // sessions.
