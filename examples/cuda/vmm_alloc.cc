@@ -8,6 +8,10 @@
 //   vmm_alloc MODULE_FILE             the walk (MODULE_FILE: driver_kernels as cubin or fatbin)
 //   vmm_alloc MODULE_FILE unmapped    also copies from reserved space with nothing mapped, which
 //                                     must fail (and the program go on)
+//   vmm_alloc MODULE_FILE unmapped kernel
+//                                     and then launches a kernel on it, which must fail with
+//                                     CUDA_ERROR_ILLEGAL_ADDRESS; the program ends there (on a GPU
+//                                     that error is sticky: the context is unusable after it)
 //   vmm_alloc MODULE_FILE limit N     the session's memory limit fits N chunks: chunk N+1 must be
 //                                     refused with CUDA_ERROR_OUT_OF_MEMORY, and fit once one is
 //                                     released
@@ -83,6 +87,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool unmapped = argc > 2 && std::strcmp(argv[2], "unmapped") == 0;
+  const bool unmapped_kernel = unmapped && argc > 3 && std::strcmp(argv[3], "kernel") == 0;
   const bool limit = argc > 3 && std::strcmp(argv[2], "limit") == 0;
   CU(cuInit(0));
   CUdevice dev;
@@ -105,8 +110,13 @@ int main(int argc, char** argv) {
   CUdeviceptr va = 0;
   CU(cuMemAddressReserve(&va, reserve, 0, 0, 0));
   EXPECT(va % gran == 0);
+  // The second chunk as PyTorch's expandable segments ask for theirs: exportable as a POSIX file
+  // descriptor (a request; nothing here exports it).
   CUmemGenericAllocationHandle h[2];
-  for (auto& x : h) CU(cuMemCreate(&x, gran, &prop, 0));
+  CU(cuMemCreate(&h[0], gran, &prop, 0));
+  CUmemAllocationProp posix = prop;
+  posix.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CU(cuMemCreate(&h[1], gran, &posix, 0));
   CU(cuMemMap(va, gran, 0, h[0], 0));
   CU(cuMemMap(va + gran, gran, 0, h[1], 0));
   GiveAccess(va, 2 * gran, dev);
@@ -119,6 +129,7 @@ int main(int argc, char** argv) {
   CUmemAllocationProp got;
   CU(cuMemGetAllocationPropertiesFromHandle(&got, h[1]));
   EXPECT(got.type == CU_MEM_ALLOCATION_TYPE_PINNED && got.location.id == dev);
+  EXPECT(got.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 
   // Both chunks as one buffer: copy in, scale by 2 in a kernel, copy out.
   int n = static_cast<int>(2 * gran / sizeof(float));
@@ -155,6 +166,17 @@ int main(int argc, char** argv) {
     const char* name = "?";
     cuGetErrorName(r, &name);
     std::printf("copy from unmapped reserved space refused: %s\n", name);
+    if (unmapped_kernel) {
+      CUdeviceptr hole = va + gran;
+      int m = 16;
+      void* hp[] = {&hole, &f, &m};
+      CU(cuLaunchKernel(scale, 1, 1, 1, 16, 1, 1, 0, nullptr, hp, nullptr));
+      r = cuCtxSynchronize();
+      cuGetErrorName(r, &name);
+      EXPECT(r == CUDA_ERROR_ILLEGAL_ADDRESS);
+      std::printf("kernel on unmapped reserved space refused: %s\n", name);
+      return 0;
+    }
   }
   CU(cuMemMap(va + 8 * gran, gran, 0, h[1], 0));
   GiveAccess(va + 8 * gran, gran, dev);

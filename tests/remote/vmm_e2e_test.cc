@@ -115,6 +115,19 @@ TEST_P(VmmE2E, AnExpandableAllocatorsWalk) {
   }
 }
 
+// A kernel whose pointer parameter points into reserved space with nothing mapped is refused as a
+// GPU's would fault (illegal address), and the server's worker lives on to say so. Emulated
+// backend only: the emulated CUDA driver under the cuda backend runs the CPU kernel, which faults.
+TEST_P(VmmE2E, AKernelOnUnmappedSpaceIsAnIllegalAddress) {
+  if (GetParam().backend != "emulated") GTEST_SKIP() << "the emulated backend checks parameters";
+  VmmServer server(GetParam(), 0);
+  auto [rc, out] = Run(server, {"unmapped", "kernel"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "kernel on unmapped reserved space refused: CUDA_ERROR_ILLEGAL_ADDRESS"))
+      << out;
+  EXPECT_TRUE(Has(out, "parameter 0 is 0x")) << out;
+}
+
 // Under a session limit of 5 MiB two 2 MiB chunks fit and a third is refused as cuMemAlloc would
 // be (out of memory, the limit named); releasing one makes room again.
 TEST_P(VmmE2E, ASessionLimitRefusesAChunkOverIt) {

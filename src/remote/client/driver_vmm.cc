@@ -15,9 +15,10 @@
 // cuMemRetainAllocationHandle, and nothing maps it any more (CUDA frees the memory then too).
 //
 // Refused, naming the field: allocation types other than pinned, locations other than a device,
-// shareable handle types (POSIX file descriptors, fabric: export and import are stubs, and the
-// device attributes say they are unsupported), GPUDirect RDMA and tile-pool usage flags,
-// read-only access and access from a device other than the memory's own (no peer access).
+// shareable handle types other than POSIX file descriptors (fabric, Win32; a POSIX request is
+// taken but cannot be exported: export and import are stubs, and the device attributes say
+// shareable handles are unsupported), GPUDirect RDMA and tile-pool usage flags, read-only access
+// and access from a device other than the memory's own (no peer access).
 #include <cuda.h>
 
 #include <map>
@@ -77,10 +78,16 @@ CUresult CheckProp(const char* call, const CUmemAllocationProp* prop) {
                 "CU_MEM_LOCATION_TYPE_DEVICE is supported (no host memory on a remote GPU)",
                 static_cast<int>(prop->location.type)));
   }
-  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+  // POSIX file descriptors are accepted as a request only: PyTorch's expandable segments always
+  // ask for them (and fail without falling back when refused), though they export only to share
+  // a tensor with another process. The memory is made without; the export itself
+  // (cuMemExportToShareableHandle) is a loud stub, and the device attribute says 0.
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+      prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
     return Fail(call, CUDA_ERROR_NOT_SUPPORTED, fmt::format("prop->requestedHandleTypes {}: "
-                "shareable handles are not supported (a pooled GPU's memory cannot be exported "
-                "to another process); use CU_MEM_HANDLE_TYPE_NONE",
+                "only CU_MEM_HANDLE_TYPE_NONE and (as a request that cannot be exported) "
+                "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR are supported: a pooled GPU's memory "
+                "cannot be shared with another process",
                 static_cast<int>(prop->requestedHandleTypes)));
   }
   if (prop->allocFlags.gpuDirectRDMACapable) {
