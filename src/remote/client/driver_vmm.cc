@@ -202,10 +202,32 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
                              .hint = addr};
   proto::Pointer p;
   if (CUresult r = Call(l, q, &p, call)) return r;
-  std::lock_guard<std::mutex> lk(D().mu);
-  V().reservations[p.ptr] = Reservation{.device = dev, .size = size};
-  *ptr = p.ptr;
-  return CUDA_SUCCESS;
+  // Servers hand out addresses in their own processes: one program's servers must not overlap
+  // (as for cuMemAlloc). A range that overlaps another reservation or allocation goes back.
+  bool clash = false;
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    auto overlaps = [&](const auto& m) {
+      auto next = m.lower_bound(p.ptr);
+      bool hit = next != m.end() && next->first < p.ptr + size;
+      if (next != m.begin()) {
+        auto prev = std::prev(next);
+        hit |= prev->first + std::max<uint64_t>(prev->second.size, 1) > p.ptr;
+      }
+      return hit;
+    };
+    clash = overlaps(V().reservations) || overlaps(D().allocs);
+    if (!clash) {
+      V().reservations[p.ptr] = Reservation{.device = dev, .size = size};
+      *ptr = p.ptr;
+      return CUDA_SUCCESS;
+    }
+  }
+  proto::MemAddressFree back{.ptr = p.ptr, .size = size};
+  (void)Call(l, back, call);
+  return Fail(call, CUDA_ERROR_OUT_OF_MEMORY, fmt::format("device {}'s server reserved 0x{:x} "
+              "(+{}), which overlaps memory or address space of another server: servers of one "
+              "program must use distinct address ranges", dev, p.ptr, size));
 }
 
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {

@@ -197,8 +197,8 @@ CUresult CheckStream(const char* call, CUstream h) {
 }
 // Virtual memory management (cuMemAddressReserve ... cuMemSetAccess): the emulated backend's own
 // code (remote/server/emulated_vmm.h: a PROT_NONE window, memfd handles, mmap'd mappings), so a
-// mapping is real host memory a CPU kernel and the copies see. Its window sits apart from
-// MapDevice's, per process likewise.
+// mapping is real host memory a CPU kernel and the copies see. Its 4 GiB window sits apart from
+// MapDevice's, per process likewise, in [112, 120) TiB (the emulated backend's are below).
 gpool::remote::server::EmulatedVmm& Vmm() {
   static auto* v = new gpool::remote::server::EmulatedVmm(
       (uint64_t{0x70} << 40) + static_cast<uint64_t>(getpid() % 2048) * (uint64_t{4} << 30),
