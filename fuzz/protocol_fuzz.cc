@@ -49,6 +49,14 @@ void DecodeAs(const Frame& f) {
     case Op::kMemset2D: Body<Memset2D>(f); break;
     case Op::kGetSymbol: Body<GetSymbol>(f); Body<Symbol>(f); break;
     case Op::kGetModuleInfo: Body<GetModuleInfo>(f); Body<ModuleInfo>(f); break;
+    case Op::kMemAddressReserve: Body<MemAddressReserve>(f); Body<Pointer>(f); break;
+    case Op::kMemAddressFree: Body<MemAddressFree>(f); break;
+    case Op::kMemCreate: Body<MemCreate>(f); Body<U64Value>(f); break;
+    case Op::kMemRelease: Body<MemRelease>(f); break;
+    case Op::kMemMap: Body<MemMap>(f); break;
+    case Op::kMemUnmap: Body<MemUnmap>(f); break;
+    case Op::kMemSetAccess: Body<MemSetAccess>(f); break;
+    case Op::kMemGranularity: Body<MemGranularity>(f); Body<U64Value>(f); break;
     default: Body<StreamWaitEvent>(f); Body<Memset>(f); Body<Symbol>(f); break;
   }
 }

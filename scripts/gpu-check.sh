@@ -33,7 +33,8 @@
 # a 540 s device call. --only takes a comma-separated subset of: samples, aggregate, driver, nccl,
 # train, perf, shares, stub, agent (default: all). `driver` runs programs that reach gpool through
 # its libcuda.so.1 stand-in instead: vector_add built the default way (NVIDIA's static runtime), a
-# driver-API program (driver_api.cc) and, on a real GPU, a 4096 x 4096 cuBLAS SGEMM
+# driver-API program (driver_api.cc), an expandable allocator's virtual memory management
+# (vmm_alloc.cc) and, on a real GPU, a 4096 x 4096 cuBLAS SGEMM
 # (cublas_sgemm.cu, 64 entries checked against the CPU) and a cuDNN convolution forward pass
 # (cudnn_conv.cu, every output checked against the CPU), each natively and through gpool, their
 # PASS lines compared. `train` runs a small training loop (mlp_train.cu: an MLP's forward and
@@ -102,7 +103,7 @@ samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_devic
 # Programs that reach gpool through the driver stand-in (the `driver` section), as
 # tests/remote/CMakeLists.txt names them.
 driver_samples=(vector_add_static driver_api driver_kernels.fatbin cublas_sgemm cudnn_conv mlp_train
-                nccl_allreduce)
+                nccl_allreduce vmm_alloc)
 # The kernel library module_reload dlopen()s, built beside the samples.
 reload_lib=libreload_kernels.so
 # nvcc flags beyond the common ones, per sample (as tests/remote/CMakeLists.txt builds them).
@@ -286,6 +287,7 @@ if want driver || want train; then
   ex=$here/examples/cuda
   dbuild vector_add_static "$ex/vector_add.cu" & dbuild_pids+=($!)
   dbuild driver_api -cudart none "$ex/driver_api.cc" -L"$cuda_home/lib64/stubs" -lcuda & dbuild_pids+=($!)
+  dbuild vmm_alloc -cudart none "$ex/vmm_alloc.cc" -L"$cuda_home/lib64/stubs" -lcuda & dbuild_pids+=($!)
   dbuild cublas_sgemm "$ex/cublas_sgemm.cu" -lcublas & dbuild_pids+=($!)
   dbuild cudnn_conv "$ex/cudnn_conv.cu" -lcudnn & dbuild_pids+=($!)
   dbuild mlp_train "$ex/mlp_train.cu" -lcublas -lnccl & dbuild_pids+=($!)
@@ -471,7 +473,10 @@ echo "== driver API: programs over gpool's libcuda.so.1 stand-in, native vs gpoo
 # Built in the background above (this GPU's arch), else the CMake-built ones (sm_90).
 dbuild_wait
 [[ -f $ddir/driver_kernels.fatbin ]] || dbuild_why driver_kernels.fatbin
-druns=("vector_add_static 1048576" "driver_api $ddir/driver_kernels.fatbin")
+# vmm_alloc: virtual memory management as an expandable allocator uses it (reserve, map two
+# chunks, a kernel over both, remap, alias), on the real driver's granularity.
+druns=("vector_add_static 1048576" "driver_api $ddir/driver_kernels.fatbin"
+       "vmm_alloc $ddir/driver_kernels.fatbin")
 # cuBLAS's and cuDNN's kernels have no CPU version for the emulated server to run: real GPU only
 # (remote_driver_e2e_test checks on CPU that both reach the server as launches of their kernels).
 # cublas_sgemm checks 64 sampled entries of C against a CPU reference; cudnn_conv every output.

@@ -264,9 +264,17 @@ int RunProgram(std::string devices, std::string lease, std::string transport, st
   // host's processes, so NCCL's peer-to-peer transport (peer access, CUDA IPC) and its shared
   // host memory transport (host memory registered and mapped into the GPU) cannot connect them;
   // left on, NCCL picks them for GPUs of one host and fails at communicator creation. Off, its
-  // network transport is left. Not overridden when the user set them.
+  // network transport is left. For the same reason NCCL's cuMem allocations stay off: the driver
+  // stand-in implements virtual memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_
+  // SUPPORTED is 1), so NCCL 2.28 would make its buffers with cuMemCreate/cuMemMap (four round
+  // trips each where cuMemAlloc takes one) to export them as POSIX file descriptors to other
+  // processes, which pooled memory cannot be; and it probes host-memory VMM, which the stand-in
+  // refuses (NCCL WARNs). Off, NCCL allocates with cuMemAlloc as it does without VMM. Not
+  // overridden when the user set them.
   setenv("NCCL_P2P_DISABLE", "1", 0);
   setenv("NCCL_SHM_DISABLE", "1", 0);
+  setenv("NCCL_CUMEM_ENABLE", "0", 0);
+  setenv("NCCL_CUMEM_HOST_ENABLE", "0", 0);
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);

@@ -35,6 +35,7 @@ for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
             "latency: gpool" "bandwidth: gpool" "PASS shares: both sessions ran" \
             "PASS driver vector_add_static (gpool, emulated): PASS vector_add n=1048576" \
             "PASS driver driver_api (gpool, emulated): PASS driver_api" \
+            "PASS driver vmm_alloc (gpool, emulated): PASS vmm_alloc" \
             "NOTE driver: cublas_sgemm 4096 and cudnn_conv skipped" \
             "gpu-check: PASS"; do
   grep -qF -- "$want" "$tmp/full.log" || fail "missing line: $want"

@@ -422,6 +422,7 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
   const char* call = "cuDeviceGetAttribute";
   if (!pi) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = CheckDevice(call, dev)) return r;
+  if (VmmAttribute(attrib, pi)) return CUDA_SUCCESS;
   if (attrib == CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID) {  // gpool's domain (cuDeviceGetPCIBusId)
     std::vector<std::pair<int, int>> own(D().device_count());
     for (int d = 0; d <= dev; ++d) {
@@ -691,6 +692,10 @@ CUresult cuMemFree(CUdeviceptr dptr) {
     if (it == D().allocs.end()) {
       return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("0x{:x} is not an allocation's "
                   "start", dptr));
+    }
+    if (it->second.mapped) {
+      return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("0x{:x} is mapped by cuMemMap, "
+                  "not allocated (cuMemUnmap it)", dptr));
     }
     dev = it->second.device;
   }

@@ -47,7 +47,8 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
   {
     std::lock_guard<std::mutex> lk(D().mu);
     Driver& d = D();
-    std::erase_if(d.allocs, [&](const auto& kv) { return kv.second.device == dev; });
+    // Mappings (cuMemMap) belong to no context and survive the reset, as on a GPU.
+    std::erase_if(d.allocs, [&](const auto& kv) { return kv.second.device == dev && !kv.second.mapped; });
     std::vector<const Stream*> streams;
     for (const Stream* s : d.streams) {
       if (s->device == dev) streams.push_back(s);

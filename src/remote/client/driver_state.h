@@ -117,6 +117,7 @@ struct Alloc {
   uint64_t size = 0;
   int device = 0;
   uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused in the process
+  bool mapped = false;  // a cuMemMap mapping (driver_vmm.cc): only cuMemUnmap ends it
 };
 struct HostAlloc {
   size_t size = 0;
@@ -230,6 +231,9 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
 // is not the library's: the same kernel of the library's copy there, loaded at the first such
 // launch, with the attributes set on `k` (driver_libraries.cc). Takes D().mu: call without it.
 CUresult LibraryKernelOn(const char* call, Function* k, int dev, ServerLink* link, Function** out);
+// The CU_DEVICE_ATTRIBUTE_* of virtual memory management, which the stand-in answers from what
+// it implements (driver_vmm.cc); false for any other attribute.
+bool VmmAttribute(int attrib, int* value);
 // cuGetExportTable (driver_export_tables.cc).
 CUresult GetExportTable(const void** table, const CUuuid* id);
 

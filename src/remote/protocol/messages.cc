@@ -56,6 +56,14 @@ constexpr OpInfo kOps[] = {
     {"SessionEnd", false},  // server -> client only; version 4
     {"LaunchCooperative", true},  // version 5
     {"GetModuleInfo", false},  // version 6
+    {"MemAddressReserve", false},  // version 9
+    {"MemAddressFree", false},
+    {"MemCreate", false},
+    {"MemRelease", false},
+    {"MemMap", false},
+    {"MemUnmap", false},
+    {"MemSetAccess", false},
+    {"MemGranularity", false},
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kMaxOp), "OpInfo table out of date");
 

@@ -1,4 +1,4 @@
-// gpool's remoting protocol (version 8; see kVersion): operations, message layouts, framing.
+// gpool's remoting protocol (version 9; see kVersion): operations, message layouts, framing.
 //
 // One transport message carries a batch: a header {magic u32 'GPR1', version u16, frames u16}
 // followed by frames {op u16, flags u16, length u32, payload}. Batching lets the client send a
@@ -43,8 +43,10 @@ inline constexpr uint32_t kMagic = 0x31525047;  // "GPR1" little-endian
 // copies) where it used to only synchronize it; a version 7 server would keep every module and
 // leave a reset device as it was. Every message carries the version and both sides demand their
 // own, so a client and a server of different versions fail at Hello with "protocol version N not
-// supported", never at the first op the other side does not know.
-inline constexpr uint16_t kVersion = 8;
+// supported", never at the first op the other side does not know. Version 9 added virtual memory
+// management (MemAddressReserve ... MemGranularity: cuMemAddressReserve, cuMemCreate, cuMemMap,
+// cuMemSetAccess and their inverses).
+inline constexpr uint16_t kVersion = 9;
 inline constexpr uint16_t kReply = 0x8000;
 inline constexpr size_t kMaxFramesPerMessage = 65535;
 // Large copies are cut into chunks of this size and pipelined.
@@ -109,6 +111,14 @@ enum class Op : uint16_t {
   kSessionEnd,  // version 4
   kLaunchCooperative,  // version 5
   kGetModuleInfo,  // version 6
+  kMemAddressReserve,  // version 9: virtual memory management, all replied
+  kMemAddressFree,
+  kMemCreate,
+  kMemRelease,
+  kMemMap,
+  kMemUnmap,
+  kMemSetAccess,
+  kMemGranularity,
   kMaxOp,  // one past the last; new ops go above this line
 };
 
@@ -518,6 +528,58 @@ struct ModuleInfo {
   std::vector<FunctionInfo> functions;  // in registration order
   std::vector<VarInfo> vars;
   template <class V> void Visit(V& v) { v(functions, "functions"); v(vars, "vars"); }
+};
+// Virtual memory management (protocol v9), the driver's cuMem* calls of the same names, each
+// replied so that its error reaches the call. Addresses are the server's; a reservation is
+// address space only, a handle (MemCreate's U64Value, the server's id) is physical memory on
+// `device`, which counts against the session's memory limit from MemCreate until it is released
+// and unmapped everywhere. `device` of MemAddressReserve only picks the context the server works
+// in (address space is per process on a GPU). MemSetAccess `flags` are CUmemAccess_flags (0 none,
+// 1 read, 3 read-write) for `device`. MemGranularity replies a U64Value in bytes (`recommended`:
+// CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, else MINIMUM).
+struct MemAddressReserve {
+  GPOOL_MSG(MemAddressReserve);
+  uint32_t device = 0;
+  uint64_t size = 0, alignment = 0, hint = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(size, "size"); v(alignment, "alignment"); v(hint, "hint"); }
+};
+struct MemAddressFree {
+  GPOOL_MSG(MemAddressFree);
+  uint64_t ptr = 0, size = 0;
+  template <class V> void Visit(V& v) { v(ptr, "ptr"); v(size, "size"); }
+};
+struct MemCreate {
+  GPOOL_MSG(MemCreate);
+  uint32_t device = 0;
+  uint64_t size = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(size, "size"); }
+};
+struct MemRelease {
+  GPOOL_MSG(MemRelease);
+  uint64_t handle = 0;
+  template <class V> void Visit(V& v) { v(handle, "handle"); }
+};
+struct MemMap {
+  GPOOL_MSG(MemMap);
+  uint64_t ptr = 0, size = 0, offset = 0, handle = 0;
+  template <class V> void Visit(V& v) { v(ptr, "ptr"); v(size, "size"); v(offset, "offset"); v(handle, "handle"); }
+};
+struct MemUnmap {
+  GPOOL_MSG(MemUnmap);
+  uint64_t ptr = 0, size = 0;
+  template <class V> void Visit(V& v) { v(ptr, "ptr"); v(size, "size"); }
+};
+struct MemSetAccess {
+  GPOOL_MSG(MemSetAccess);
+  uint64_t ptr = 0, size = 0;
+  uint32_t device = 0, flags = 0;
+  template <class V> void Visit(V& v) { v(ptr, "ptr"); v(size, "size"); v(device, "device"); v(flags, "flags"); }
+};
+struct MemGranularity {
+  GPOOL_MSG(MemGranularity);
+  uint32_t device = 0;
+  uint8_t recommended = 0;
+  template <class V> void Visit(V& v) { v(device, "device"); v(recommended, "recommended"); }
 };
 #undef GPOOL_MSG
 

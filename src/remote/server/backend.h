@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "remote/protocol/messages.h"
@@ -32,6 +33,7 @@ enum CudaErr : int32_t {
   kErrInvalidResourceHandle = 400,
   kErrNotFound = 500,
   kErrNotReady = 600,
+  kErrIllegalAddress = 700,
   kErrLaunchFailure = 719,
   kErrNotSupported = 801,
   kErrNotPermitted = 800,
@@ -207,6 +209,49 @@ class Backend {
                                                  static_cast<int32_t>(peer)));
   }
 
+  // Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess and
+  // their inverses), with the driver's rules: sizes, addresses and offsets in multiples of
+  // MemGranularity's minimum, a map only onto reserved, unmapped address space (offset 0, as the
+  // driver demands), an unmap or access change of whole mappings only, and no access until
+  // MemSetAccess gives it. Physical memory of a handle lives until it is released and unmapped
+  // everywhere: MemRelease and MemUnmap append to *gone the handles whose memory that call freed
+  // (the session's memory limit and the lease ledger count them free again). Copies, memsets and launches reach mapped memory with
+  // access as any allocation; a copy into an unmapped part of a reservation is refused. Defaults:
+  // refused, naming the call and the backend.
+  virtual Result MemGranularity(uint32_t dev, bool recommended, uint64_t* bytes) {
+    (void)recommended, (void)bytes;
+    return Err(kErrNotSupported, fmt_unsupported("cuMemGetAllocationGranularity", static_cast<int32_t>(dev)));
+  }
+  virtual Result MemAddressReserve(uint32_t dev, uint64_t size, uint64_t alignment, uint64_t hint,
+                                   uint64_t* ptr) {
+    (void)size, (void)alignment, (void)hint, (void)ptr;
+    return Err(kErrNotSupported, fmt_unsupported("cuMemAddressReserve", static_cast<int32_t>(dev)));
+  }
+  virtual Result MemAddressFree(uint64_t ptr, uint64_t size) {
+    (void)ptr, (void)size;
+    return Err(kErrNotSupported, fmt_unsupported("cuMemAddressFree", 0));
+  }
+  virtual Result MemCreate(uint32_t dev, uint64_t size, uint64_t* handle) {
+    (void)size, (void)handle;
+    return Err(kErrNotSupported, fmt_unsupported("cuMemCreate", static_cast<int32_t>(dev)));
+  }
+  virtual Result MemRelease(uint64_t handle, std::vector<uint64_t>* gone) {
+    (void)handle, (void)gone;
+    return Err(kErrNotSupported, fmt_unsupported("cuMemRelease", 0));
+  }
+  virtual Result MemMap(uint64_t ptr, uint64_t size, uint64_t offset, uint64_t handle) {
+    (void)ptr, (void)size, (void)offset, (void)handle;
+    return Err(kErrNotSupported, fmt_unsupported("cuMemMap", 0));
+  }
+  virtual Result MemUnmap(uint64_t ptr, uint64_t size, std::vector<uint64_t>* gone) {
+    (void)ptr, (void)size, (void)gone;
+    return Err(kErrNotSupported, fmt_unsupported("cuMemUnmap", 0));
+  }
+  virtual Result MemSetAccess(uint64_t ptr, uint64_t size, uint32_t dev, uint32_t flags) {
+    (void)ptr, (void)size, (void)flags;
+    return Err(kErrNotSupported, fmt_unsupported("cuMemSetAccess", static_cast<int32_t>(dev)));
+  }
+
  private:
   std::string fmt_unsupported(const char* call, int32_t arg) const {
     return std::string(call) + "(" + std::to_string(arg) + ") is not supported by the " +
@@ -225,6 +270,11 @@ struct EmulatedOptions {
   // Preferred start of the device address range, so that two servers aggregated by one client
   // hand out distinct pointers. 0 lets the kernel choose.
   uint64_t address_hint = 0;
+  // Where and how much address space cuMemAddressReserve hands out (one PROT_NONE window mapped
+  // at start, MAP_NORESERVE: it costs no memory). The hint is per port too, for the same reason;
+  // 0 lets the kernel choose.
+  uint64_t va_hint = 0;
+  uint64_t va_bytes = uint64_t{32} << 30;
   // Mixed into the devices' UUIDs (bytes 8..15), so that two servers' emulated GPUs differ as
   // real GPUs do (NVML and the driver stand-in find a device by UUID); the server sets it from
   // its bound address, so it is stable across its sessions. 0: the UUID is the device index only.

@@ -80,4 +80,18 @@
   /* The _v2 export is recent (CUDA 12.8 drivers); older ones have only the first. */               \
   X(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime", float*, CUevent,         \
     CUevent)                                                                                    \
-  X(cuEventDestroy, "cuEventDestroy_v2", nullptr, CUevent)
+  X(cuEventDestroy, "cuEventDestroy_v2", nullptr, CUevent)                                      \
+  /* Virtual memory management (protocol v9). */                                                \
+  X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", nullptr, size_t*,           \
+    const CUmemAllocationProp*, CUmemAllocationGranularity_flags)                               \
+  X(cuMemAddressReserve, "cuMemAddressReserve", nullptr, CUdeviceptr*, size_t, size_t,          \
+    CUdeviceptr, unsigned long long)                                                            \
+  X(cuMemAddressFree, "cuMemAddressFree", nullptr, CUdeviceptr, size_t)                         \
+  X(cuMemCreate, "cuMemCreate", nullptr, CUmemGenericAllocationHandle*, size_t,                 \
+    const CUmemAllocationProp*, unsigned long long)                                             \
+  X(cuMemRelease, "cuMemRelease", nullptr, CUmemGenericAllocationHandle)                        \
+  X(cuMemMap, "cuMemMap", nullptr, CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,   \
+    unsigned long long)                                                                         \
+  X(cuMemUnmap, "cuMemUnmap", nullptr, CUdeviceptr, size_t)                                     \
+  X(cuMemSetAccess, "cuMemSetAccess", nullptr, CUdeviceptr, size_t, const CUmemAccessDesc*,     \
+    size_t)

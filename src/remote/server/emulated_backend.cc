@@ -22,6 +22,7 @@
 
 #include "remote/fatbin/fatbin.h"
 #include "remote/server/backend.h"
+#include "remote/server/emulated_vmm.h"
 #include "remote/server/kernel_plugin.h"
 
 namespace gpool::remote::server {
@@ -125,7 +126,7 @@ struct EmuVar {
 class EmulatedBackend final : public Backend {
  public:
   EmulatedBackend(EmulatedOptions o, void* arena, std::unique_ptr<KernelPlugin> plugin)
-      : o_(std::move(o)), plugin_(std::move(plugin)) {
+      : o_(std::move(o)), vmm_(o_.va_hint, o_.va_bytes), plugin_(std::move(plugin)) {
     arena_ = static_cast<std::byte*>(arena);
     for (int d = 0; d < o_.devices; ++d) {
       uint64_t base = reinterpret_cast<uint64_t>(arena_) + uint64_t(d) * o_.memory_bytes;
@@ -217,13 +218,15 @@ class EmulatedBackend final : public Backend {
   Result MemGetInfo(uint32_t dev, uint64_t* free, uint64_t* total) override {
     if (Result r = CheckDev(dev); !r.ok()) return r;
     *total = alloc_[dev].size();
-    *free = *total - alloc_[dev].in_use();
+    *free = *total - std::min(*total, alloc_[dev].in_use() + vmm_.bytes_on(dev));
     return {};
   }
 
   Result Malloc(uint32_t dev, uint64_t size, uint64_t* ptr) override {
     if (Result r = CheckDev(dev); !r.ok()) return r;
-    *ptr = alloc_[dev].Alloc(size);
+    // Memory handles (cuMemCreate) share the device's memory with allocations.
+    const bool room = alloc_[dev].in_use() + vmm_.bytes_on(dev) + size <= alloc_[dev].size();
+    *ptr = room ? alloc_[dev].Alloc(size) : 0;
     if (*ptr == 0) {
       return Err(kErrMemoryAllocation,
                  fmt::format("emulated device {} is out of memory ({} bytes asked, {} of {} in use)",
@@ -251,6 +254,8 @@ class EmulatedBackend final : public Backend {
 
   Result CheckRange(uint64_t p, uint64_t n, const char* what) {
     if (n == 0) return {};
+    // Reserved address space holds no allocations: what is mapped there, with access, counts.
+    if (vmm_.Reserved(p)) return vmm_.Check(p, n, what);
     // Variables' copies are allocations of their devices too (RegisterVar).
     for (auto& a : alloc_) {
       if (a.Contains(p, n)) return {};
@@ -561,6 +566,7 @@ class EmulatedBackend final : public Backend {
                              f->name, l.shmem, f->max_dynamic_shared));
     }
     if (Result r = Layout(f, &info); !r.ok()) return r;
+    if (Result r = CheckReservedParams(*f, *info, l.params); !r.ok()) return r;
     SymbolScope scope{this, f->module, dev};  // lives until RunKernel returns: kernels run now
     Status s = RunKernel({.fn = f->fn, .name = f->name, .layout = info,
                           .grid = {l.grid[0], l.grid[1], l.grid[2]},
@@ -572,6 +578,65 @@ class EmulatedBackend final : public Backend {
     return Err(s.code() == StatusCode::kInvalidArgument ? kErrInvalidValue : kErrLaunchFailure,
                s.message());
   }
+  // A pointer parameter into reserved address space where nothing accessible is mapped would
+  // fault the CPU kernel (and with it the session's worker); a GPU reports an illegal address.
+  // Only the parameters themselves are checked: a kernel that reaches past a mapping from a good
+  // pointer still faults.
+  Result CheckReservedParams(const EmuFunction& f, const fatbin::KernelInfo& info,
+                             std::span<const std::byte> params) {
+    for (size_t i = 0; i < info.params.size(); ++i) {
+      const auto& slot = info.params[i];
+      if (slot.size != 8 || slot.offset + 8 > params.size()) continue;
+      uint64_t v;
+      std::memcpy(&v, params.data() + slot.offset, 8);
+      if (!vmm_.Reserved(v)) continue;
+      if (Result r = vmm_.Check(v, 1, "launch"); !r.ok()) {
+        return Err(kErrIllegalAddress, fmt::format("kernel {}: parameter {} is 0x{:x}, which a "
+                                                   "GPU could not reach: {}", f.name, i, v,
+                                                   r.message));
+      }
+    }
+    return {};
+  }
+
+  // Virtual memory management (emulated_vmm.h); the device's memory is shared with allocations.
+  Result MemGranularity(uint32_t dev, bool, uint64_t* bytes) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    *bytes = EmulatedVmm::kGranularity;  // NVIDIA GPUs' minimum and recommended alike
+    return {};
+  }
+  Result MemAddressReserve(uint32_t dev, uint64_t size, uint64_t alignment, uint64_t hint,
+                           uint64_t* ptr) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    return vmm_.Reserve(size, alignment, hint, ptr);
+  }
+  Result MemAddressFree(uint64_t ptr, uint64_t size) override {
+    return vmm_.FreeReservation(ptr, size);
+  }
+  Result MemCreate(uint32_t dev, uint64_t size, uint64_t* handle) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    if (alloc_[dev].in_use() + vmm_.bytes_on(dev) + size > alloc_[dev].size()) {
+      return Err(kErrMemoryAllocation,
+                 fmt::format("cuMemCreate: emulated device {} is out of memory ({} bytes asked, "
+                             "{} of {} in use)", dev, size,
+                             alloc_[dev].in_use() + vmm_.bytes_on(dev), alloc_[dev].size()));
+    }
+    return vmm_.Create(dev, size, handle);
+  }
+  Result MemRelease(uint64_t handle, std::vector<uint64_t>* gone) override {
+    return vmm_.Release(handle, gone);
+  }
+  Result MemMap(uint64_t ptr, uint64_t size, uint64_t offset, uint64_t handle) override {
+    return vmm_.Map(ptr, size, offset, handle);
+  }
+  Result MemUnmap(uint64_t ptr, uint64_t size, std::vector<uint64_t>* gone) override {
+    return vmm_.Unmap(ptr, size, gone);
+  }
+  Result MemSetAccess(uint64_t ptr, uint64_t size, uint32_t dev, uint32_t flags) override {
+    if (Result r = CheckDev(dev); !r.ok()) return r;
+    return vmm_.SetAccess(ptr, size, dev, flags);
+  }
+
   // One line per launch, written with a single O_APPEND write so that the workers of concurrent
   // sessions do not interleave lines: "launch module=M device=D kernel=NAME grid=X,Y,Z
   // block=X,Y,Z shmem=N params=HEX" (D: the server's device index). The kernel name is escaped (%XX for anything but [A-Za-z0-9_$.]), the
@@ -788,6 +853,7 @@ class EmulatedBackend final : public Backend {
     std::chrono::steady_clock::time_point at;
   };
   EmulatedOptions o_;
+  EmulatedVmm vmm_;  // reservations, handles and mappings (emulated_vmm.h)
   std::unique_ptr<KernelPlugin> plugin_;  // null: no kernels (launches fail, naming the kernel)
   std::byte* arena_;
   std::vector<RangeAllocator> alloc_;

@@ -174,6 +174,10 @@ Result LeaseGuardBackend::DeviceReset(uint32_t dev) {
   if (r.ok()) {
     std::erase_if(allocations_, [&](const auto& kv) { return kv.second.first == dev; });
     ledger_->GiveAll(entry_, dev);
+    // Memory handles belong to no context and survive the reset: still the lease's.
+    for (const auto& [h, ds] : handles_) {
+      if (ds.first == dev) (void)ledger_->Take(entry_, dev, ds.second);
+    }
   }
   return r;
 }
@@ -208,6 +212,63 @@ Result LeaseGuardBackend::PeerAccess(uint32_t dev, uint32_t peer, bool enable) {
 Result LeaseGuardBackend::FuncSetAttribute(uint64_t func, uint32_t dev, int32_t attr, int32_t value) {
   if (Result r = Check(dev, "cudaFuncSetAttribute"); !r.ok()) return r;
   return inner_->FuncSetAttribute(func, dev, attr, value);
+}
+
+Result LeaseGuardBackend::MemGranularity(uint32_t dev, bool recommended, uint64_t* bytes) {
+  if (Result r = Check(dev, "cuMemGetAllocationGranularity"); !r.ok()) return r;
+  return inner_->MemGranularity(dev, recommended, bytes);
+}
+
+Result LeaseGuardBackend::MemAddressReserve(uint32_t dev, uint64_t size, uint64_t alignment,
+                                            uint64_t hint, uint64_t* ptr) {
+  if (Result r = Check(dev, "cuMemAddressReserve"); !r.ok()) return r;
+  return inner_->MemAddressReserve(dev, size, alignment, hint, ptr);
+}
+
+Result LeaseGuardBackend::MemCreate(uint32_t dev, uint64_t size, uint64_t* handle) {
+  if (Result r = Check(dev, "cuMemCreate"); !r.ok()) return r;
+  auto g = grants_.find(dev);
+  if (g == grants_.end()) return inner_->MemCreate(dev, size, handle);  // every_device_: not ours
+  if (Status taken = ledger_->Take(entry_, dev, size); !taken.ok()) {
+    return Err(kErrMemoryAllocation,
+               fmt::format("cuMemCreate({} bytes) on GPU {} refused: {}", size, g->second.gpu,
+                           taken.message()));
+  }
+  Result r = inner_->MemCreate(dev, size, handle);
+  if (r.ok()) {
+    handles_[*handle] = {dev, size};
+  } else {
+    ledger_->Give(entry_, dev, size);
+  }
+  return r;
+}
+
+void LeaseGuardBackend::GiveHandles(const std::vector<uint64_t>& gone) {
+  for (uint64_t h : gone) {
+    auto it = handles_.find(h);
+    if (it == handles_.end()) continue;
+    ledger_->Give(entry_, it->second.first, it->second.second);
+    handles_.erase(it);
+  }
+}
+
+Result LeaseGuardBackend::MemRelease(uint64_t handle, std::vector<uint64_t>* gone) {
+  size_t before = gone->size();
+  Result r = inner_->MemRelease(handle, gone);
+  GiveHandles({gone->begin() + static_cast<ptrdiff_t>(before), gone->end()});
+  return r;
+}
+
+Result LeaseGuardBackend::MemUnmap(uint64_t ptr, uint64_t size, std::vector<uint64_t>* gone) {
+  size_t before = gone->size();
+  Result r = inner_->MemUnmap(ptr, size, gone);
+  GiveHandles({gone->begin() + static_cast<ptrdiff_t>(before), gone->end()});
+  return r;
+}
+
+Result LeaseGuardBackend::MemSetAccess(uint64_t ptr, uint64_t size, uint32_t dev, uint32_t flags) {
+  if (Result r = Check(dev, "cuMemSetAccess"); !r.ok()) return r;
+  return inner_->MemSetAccess(ptr, size, dev, flags);
 }
 
 }  // namespace gpool::remote::server

@@ -143,6 +143,22 @@ class LeaseGuardBackend final : public Backend {
   Result GetDeviceFlags(uint32_t dev, uint32_t* flags) override;
   Result PeerAccess(uint32_t dev, uint32_t peer, bool enable) override;
   Result FuncSetAttribute(uint64_t func, uint32_t dev, int32_t attr, int32_t value) override;
+  // Virtual memory management: a handle's memory is taken from the lease as cudaMalloc's is, at
+  // MemCreate, and given back when the backend says it is gone; mapping and address space are
+  // the session's own (by address or handle) and pass.
+  Result MemGranularity(uint32_t dev, bool recommended, uint64_t* bytes) override;
+  Result MemAddressReserve(uint32_t dev, uint64_t size, uint64_t alignment, uint64_t hint,
+                           uint64_t* ptr) override;
+  Result MemAddressFree(uint64_t ptr, uint64_t size) override {
+    return inner_->MemAddressFree(ptr, size);
+  }
+  Result MemCreate(uint32_t dev, uint64_t size, uint64_t* handle) override;
+  Result MemRelease(uint64_t handle, std::vector<uint64_t>* gone) override;
+  Result MemMap(uint64_t ptr, uint64_t size, uint64_t offset, uint64_t handle) override {
+    return inner_->MemMap(ptr, size, offset, handle);
+  }
+  Result MemUnmap(uint64_t ptr, uint64_t size, std::vector<uint64_t>* gone) override;
+  Result MemSetAccess(uint64_t ptr, uint64_t size, uint32_t dev, uint32_t flags) override;
 
  private:
   // Ok when `dev` is granted; else cudaErrorNotPermitted naming it and the granted GPUs.
@@ -154,6 +170,9 @@ class LeaseGuardBackend final : public Backend {
   int entry_;
   bool every_device_;
   std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> allocations_;  // ptr -> dev, size
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> handles_;  // handle -> dev, size
+  // Gives back to the ledger the memory of handles the backend freed.
+  void GiveHandles(const std::vector<uint64_t>& gone);
 };
 
 // One grant per device (of several for one device, the last: as the guard keeps them).

@@ -72,6 +72,16 @@ Status GpuServer::Start() {
     uint64_t port = std::strtoull(a.substr(a.rfind(':') + 1).c_str(), nullptr, 10);
     o_.emulated.address_hint = (uint64_t{16} << 40) + (port % 1024) * (uint64_t{64} << 30);
   }
+  if (o_.emulated.va_hint == 0) {
+    // The same for the address space cuMemAddressReserve hands out: a window per port in
+    // [96 TiB, 112 TiB), apart from the device memory ranges above ([16, 80) TiB) and from the
+    // emulated CUDA driver's device memory ([80, 96) TiB) and reservations ([112, 120) TiB), so
+    // that a client aggregating servers of both backends sees no clash either. A window larger
+    // than 32 GiB may overlap the next port's; the client refuses an overlap it is handed.
+    std::string a = listener_->address();
+    uint64_t port = std::strtoull(a.substr(a.rfind(':') + 1).c_str(), nullptr, 10);
+    o_.emulated.va_hint = (uint64_t{96} << 40) + (port % 512) * (uint64_t{32} << 30);
+  }
   if (o_.emulated.uuid_seed == 0) {
     // Distinct emulated GPU UUIDs per server (FNV-1a of the bound address), stable across its
     // sessions.

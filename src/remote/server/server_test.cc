@@ -191,5 +191,41 @@ TEST(LeaseGuardBackend, DeviceResetGivesTheLeasesMemoryBack) {
   EXPECT_TRUE(guard.Malloc(0, 1 << 20, &p).ok());
 }
 
+// Memory handles (cuMemCreate) count against the lease as cudaMalloc's memory does, from creation
+// until the backend says they are gone (released and unmapped), and survive a device reset (they
+// belong to no context); another device is refused like any call.
+TEST(LeaseGuardBackend, MemoryHandlesCountAgainstTheLeaseUntilGone) {
+  auto emulated = MakeEmulatedBackend({.devices = 2, .memory_bytes = uint64_t{64} << 20,
+                                       .va_bytes = uint64_t{1} << 30});
+  ASSERT_TRUE(emulated.ok()) << emulated.status().ToString();
+  LeaseGuard leased(emulated->get(), {{.device = 0, .memory_bytes = 5 << 20, .gpu = "h:7000/0"}});
+  ASSERT_NE(leased.guard, nullptr);
+  LeaseGuardBackend& guard = *leased.guard;
+  constexpr uint64_t kChunk = 2 << 20;
+  uint64_t h1 = 0, h2 = 0, h3 = 0, va = 0;
+  EXPECT_EQ(guard.MemCreate(1, kChunk, &h1).code, kErrNotPermitted);
+  ASSERT_TRUE(guard.MemCreate(0, kChunk, &h1).ok());
+  ASSERT_TRUE(guard.MemCreate(0, kChunk, &h2).ok());
+  Result over = guard.MemCreate(0, kChunk, &h3);
+  EXPECT_EQ(over.code, kErrMemoryAllocation);
+  EXPECT_NE(over.message.find("cuMemCreate(2097152 bytes) on GPU h:7000/0 refused"),
+            std::string::npos) << over.message;
+  EXPECT_EQ(guard.Malloc(0, 2 << 20, &h3).code, kErrMemoryAllocation) << "cudaMalloc shares it";
+  ASSERT_TRUE(guard.MemAddressReserve(0, 64 << 20, 0, 0, &va).ok());
+  ASSERT_TRUE(guard.MemMap(va, kChunk, 0, h1).ok());
+  std::vector<uint64_t> gone;
+  ASSERT_TRUE(guard.MemRelease(h1, &gone).ok());
+  EXPECT_TRUE(gone.empty());
+  EXPECT_EQ(guard.MemCreate(0, kChunk, &h3).code, kErrMemoryAllocation) << "still mapped";
+  ASSERT_TRUE(guard.MemUnmap(va, kChunk, &gone).ok());
+  EXPECT_EQ(gone, std::vector<uint64_t>{h1});
+  ASSERT_TRUE(guard.MemCreate(0, kChunk, &h3).ok()) << "the unmapped handle's memory is back";
+  // A reset gives back cudaMalloc's memory, not the handles'.
+  ASSERT_TRUE(guard.DeviceReset(0).ok());
+  uint64_t p = 0;
+  EXPECT_EQ(guard.Malloc(0, 2 << 20, &p).code, kErrMemoryAllocation);
+  EXPECT_TRUE(guard.Malloc(0, 1 << 20, &p).ok());
+}
+
 }  // namespace
 }  // namespace gpool::remote::server

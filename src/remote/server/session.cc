@@ -285,6 +285,15 @@ void Session::ForgetDevice(uint32_t device) {
   std::erase_if(stream_devices_, [&](const auto& kv) { return kv.second == device; });
 }
 
+void Session::ForgetHandles(const std::vector<uint64_t>& gone) {
+  for (uint64_t h : gone) {
+    auto it = vmm_sizes_.find(h);
+    if (it == vmm_sizes_.end()) continue;
+    memory_in_use_ -= std::min(memory_in_use_, it->second);
+    vmm_sizes_.erase(it);
+  }
+}
+
 Status Session::Handle(const Frame& f) {
   if (f.op & kReply) return Status::InvalidArgument("client sent a reply frame");
   Empty none;
@@ -552,6 +561,65 @@ Status Session::Handle(const Frame& f) {
     case Op::kFuncSetAttribute:
       return Async<FuncSetAttribute>(f, [&](FuncSetAttribute& q) {
         return backend_->FuncSetAttribute(q.func, q.device, q.attr, q.value);
+      });
+    case Op::kMemGranularity:
+      return Sync<MemGranularity>(f, [&](MemGranularity& q) {
+        U64Value v;
+        Result r = backend_->MemGranularity(q.device, q.recommended != 0, &v.value);
+        return SendReply(f.op, r, v);
+      });
+    case Op::kMemAddressReserve:
+      return Sync<MemAddressReserve>(f, [&](MemAddressReserve& q) {
+        Pointer p;
+        Result r = backend_->MemAddressReserve(q.device, q.size, q.alignment, q.hint, &p.ptr);
+        return SendReply(f.op, r, p);
+      });
+    case Op::kMemAddressFree:
+      return Sync<MemAddressFree>(f, [&](MemAddressFree& q) {
+        return SendReply(f.op, backend_->MemAddressFree(q.ptr, q.size), none);
+      });
+    case Op::kMemCreate:
+      // Physical memory: counted against the limit as cudaMalloc's is, from creation until the
+      // backend says it is gone (released and unmapped everywhere).
+      return Sync<MemCreate>(f, [&](MemCreate& q) {
+        U64Value h;
+        Result r;
+        if (limits_.memory_bytes && memory_in_use_ + q.size > limits_.memory_bytes) {
+          r = Err(kErrMemoryAllocation,
+                  fmt::format("cuMemCreate({} bytes) refused: the session's memory limit is {} "
+                              "bytes and {} are in use",
+                              q.size, limits_.memory_bytes, memory_in_use_));
+        } else {
+          r = backend_->MemCreate(q.device, q.size, &h.value);
+          if (r.ok()) {
+            vmm_sizes_[h.value] = q.size;
+            memory_in_use_ += q.size;
+            stats_.peak_memory = std::max(stats_.peak_memory, memory_in_use_);
+          }
+        }
+        return SendReply(f.op, r, h);
+      });
+    case Op::kMemRelease:
+      return Sync<MemRelease>(f, [&](MemRelease& q) {
+        std::vector<uint64_t> gone;
+        Result r = backend_->MemRelease(q.handle, &gone);
+        ForgetHandles(gone);
+        return SendReply(f.op, r, none);
+      });
+    case Op::kMemMap:
+      return Sync<MemMap>(f, [&](MemMap& q) {
+        return SendReply(f.op, backend_->MemMap(q.ptr, q.size, q.offset, q.handle), none);
+      });
+    case Op::kMemUnmap:
+      return Sync<MemUnmap>(f, [&](MemUnmap& q) {
+        std::vector<uint64_t> gone;
+        Result r = backend_->MemUnmap(q.ptr, q.size, &gone);
+        ForgetHandles(gone);
+        return SendReply(f.op, r, none);
+      });
+    case Op::kMemSetAccess:
+      return Sync<MemSetAccess>(f, [&](MemSetAccess& q) {
+        return SendReply(f.op, backend_->MemSetAccess(q.ptr, q.size, q.device, q.flags), none);
       });
     case Op::kHello:
     case Op::kAttach:

@@ -140,6 +140,10 @@ class Session : private TailPlacer {
     uint32_t device = 0;
   };
   std::unordered_map<uint64_t, Allocation> allocations_;  // by pointer
+  // Memory handles (MemCreate) by id: their size counts in memory_in_use_ until the backend says
+  // their memory is gone (MemRelease, MemUnmap); ForgetHandles then takes it off.
+  std::unordered_map<uint64_t, uint64_t> vmm_sizes_;
+  void ForgetHandles(const std::vector<uint64_t>& gone);
   // DeviceReset: the device's allocations and streams are gone from the backend; forget them.
   void ForgetDevice(uint32_t device);
   std::unordered_map<uint64_t, uint32_t> stream_devices_;  // stream id -> device

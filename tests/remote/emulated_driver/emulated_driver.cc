@@ -60,6 +60,7 @@
 #include <fmt/format.h>
 
 #include "remote/fatbin/fatbin.h"
+#include "remote/server/emulated_vmm.h"
 #include "remote/server/kernel_plugin.h"
 
 namespace {
@@ -194,9 +195,28 @@ CUresult CheckStream(const char* call, CUstream h) {
   }
   return Fail(CUDA_ERROR_INVALID_HANDLE, call, "unknown stream {}", static_cast<void*>(h));
 }
-// [p, p+n) must lie inside one allocation or module variable.
+// Virtual memory management (cuMemAddressReserve ... cuMemSetAccess): the emulated backend's own
+// code (remote/server/emulated_vmm.h: a PROT_NONE window, memfd handles, mmap'd mappings), so a
+// mapping is real host memory a CPU kernel and the copies see. Its 4 GiB window sits apart from
+// MapDevice's, per process likewise, in [112, 120) TiB (the emulated backend's are below).
+gpool::remote::server::EmulatedVmm& Vmm() {
+  static auto* v = new gpool::remote::server::EmulatedVmm(
+      (uint64_t{0x70} << 40) + static_cast<uint64_t>(getpid() % 2048) * (uint64_t{4} << 30),
+      uint64_t{4} << 30);
+  return *v;
+}
+// An EmulatedVmm result as the driver's: its codes are cudaError_t numbers, which equal the
+// CUresults it uses (invalid value, out of memory, not supported, unknown).
+CUresult VmmResult(const char* call, const gpool::remote::server::Result& r) {
+  if (r.ok()) return CUDA_SUCCESS;
+  return Fail(static_cast<CUresult>(r.code), call, "{}", r.message);
+}
+
+// [p, p+n) must lie inside one allocation or module variable, or in mapped reserved space with
+// access.
 CUresult CheckRange(const char* call, uint64_t p, uint64_t n) {
   if (n == 0) return CUDA_SUCCESS;
+  if (Vmm().Reserved(p)) return VmmResult(call, Vmm().Check(p, n, call));
   auto& blocks = S().blocks;
   auto it = blocks.upper_bound(p);
   if (it != blocks.begin()) {
@@ -271,13 +291,16 @@ void* MapDevice(uint64_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+// Device memory in use: allocations and memory handles (cuMemCreate, until released and unmapped).
+uint64_t InUse(int dev) { return S().used[dev] + Vmm().bytes_on(static_cast<uint32_t>(dev)); }
+
 CUresult Allocate(const char* call, uint64_t size, bool variable, uint64_t* out) {
   State& s = S();
   int dev = current->dev;
   uint64_t rounded = (std::max<uint64_t>(size, 1) + kAlign - 1) / kAlign * kAlign;
-  if (rounded > s.memory - s.used[dev]) {
+  if (rounded > s.memory - InUse(dev)) {
     return Fail(CUDA_ERROR_OUT_OF_MEMORY, call, "{} bytes asked, {} of {} in use on device {}",
-                size, s.used[dev], s.memory, dev);
+                size, InUse(dev), s.memory, dev);
   }
   void* p = MapDevice(rounded);  // zeroed, as fresh anonymous pages are
   if (!p) return Fail(CUDA_ERROR_OUT_OF_MEMORY, call, "mapping {} bytes of device memory failed", rounded);
@@ -659,7 +682,7 @@ CUresult CUDAAPI cuMemGetInfo(size_t* free, size_t* total) {
   Lock lock(S().mu);
   if (CUresult r = Ready("cuMemGetInfo"); r) return r;
   *total = S().memory;
-  *free = S().memory - S().used[current->dev];
+  *free = S().memory - InUse(current->dev);
   return CUDA_SUCCESS;
 }
 
@@ -1085,6 +1108,107 @@ CUresult CUDAAPI cuEventDestroy(CUevent e) {
   if (LiveEvent(e) && LiveEvent(e)->pending) Drain();  // its queued record refers to it
   if (S().events.erase(reinterpret_cast<Event*>(e))) return CUDA_SUCCESS;
   return Fail(CUDA_ERROR_INVALID_HANDLE, "cuEventDestroy", "unknown event");
+}
+
+// ---- virtual memory management (see Vmm above). Physical memory counts against the device's
+// memory as allocations do (InUse); calls that change mappings run the queue first (they are
+// synchronous in CUDA).
+
+static CUresult CheckVmmProp(const char* call, const CUmemAllocationProp* prop) {
+  if (!prop) return Fail(CUDA_ERROR_INVALID_VALUE, call, "null prop");
+  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return NotImplemented(call, "an allocation that is not pinned device memory");
+  }
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+    return NotImplemented(call, "a shareable handle type");
+  }
+  return CheckDevice(call, prop->location.id);
+}
+
+CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                               CUmemAllocationGranularity_flags) {
+  Lock lock(S().mu);
+  if (CUresult r = CheckVmmProp("cuMemGetAllocationGranularity", prop); r) return r;
+  *granularity = gpool::remote::server::EmulatedVmm::kGranularity;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                     CUdeviceptr addr, unsigned long long flags) {
+  Lock lock(S().mu);
+  const char* call = "cuMemAddressReserve";
+  if (CUresult r = Ready(call); r) return r;
+  if (flags != 0) return Fail(CUDA_ERROR_INVALID_VALUE, call, "flags {}", flags);
+  uint64_t p = 0;
+  if (CUresult r = VmmResult(call, Vmm().Reserve(size, alignment, addr, &p)); r) return r;
+  *ptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  Lock lock(S().mu);
+  return VmmResult("cuMemAddressFree", Vmm().FreeReservation(ptr, size));
+}
+
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                             const CUmemAllocationProp* prop, unsigned long long flags) {
+  Lock lock(S().mu);
+  const char* call = "cuMemCreate";
+  if (CUresult r = Ready(call); r) return r;
+  if (CUresult r = CheckVmmProp(call, prop); r) return r;
+  if (flags != 0) return Fail(CUDA_ERROR_INVALID_VALUE, call, "flags {}", flags);
+  State& s = S();
+  const int dev = prop->location.id;
+  if (size > s.memory - InUse(dev)) {
+    return Fail(CUDA_ERROR_OUT_OF_MEMORY, call, "{} bytes asked, {} of {} in use on device {}",
+                size, InUse(dev), s.memory, dev);
+  }
+  uint64_t h = 0;
+  if (CUresult r = VmmResult(call, Vmm().Create(static_cast<uint32_t>(dev), size, &h)); r) return r;
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  Lock lock(S().mu);
+  Drain();
+  std::vector<uint64_t> gone;  // (InUse reads what is left)
+  return VmmResult("cuMemRelease", Vmm().Release(handle, &gone));
+}
+
+CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  Lock lock(S().mu);
+  if (flags != 0) return Fail(CUDA_ERROR_INVALID_VALUE, "cuMemMap", "flags {}", flags);
+  return VmmResult("cuMemMap", Vmm().Map(ptr, size, offset, handle));
+}
+
+CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  Lock lock(S().mu);
+  Drain();  // queued work may still use it
+  std::vector<uint64_t> gone;
+  return VmmResult("cuMemUnmap", Vmm().Unmap(ptr, size, &gone));
+}
+
+CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                                size_t count) {
+  Lock lock(S().mu);
+  const char* call = "cuMemSetAccess";
+  if (!desc || count == 0) return Fail(CUDA_ERROR_INVALID_VALUE, call, "no descriptors");
+  Drain();
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+      return NotImplemented(call, "access for a location that is not a device");
+    }
+    if (CUresult r = CheckDevice(call, desc[i].location.id); r) return r;
+    if (CUresult r = VmmResult(call, Vmm().SetAccess(ptr, size,
+                                                     static_cast<uint32_t>(desc[i].location.id),
+                                                     static_cast<uint32_t>(desc[i].flags)));
+        r) {
+      return r;
+    }
+  }
+  return CUDA_SUCCESS;
 }
 
 }  // extern "C"
