@@ -43,7 +43,7 @@ done
 # The training loop (mlp_train --naive-gemm) through gpool on one emulated device, then on device
 # 0 of two servers with its gradients all-reduced by gpool's libnccl.so.2. Without cuBLAS or NCCL
 # in the toolkit the sample is not built and the step says SKIPPED (a note).
-passes=25
+passes=26
 notes=1
 if [[ -x $build/tests/remote/cuda/mlp_train ]]; then
   grep -q "^PASS train 1 device (gpool, emulated, naive GEMM): devices=1 gemm=naive .*PASS mlp_train steps=100 gemm=naive" \
