@@ -292,11 +292,17 @@ int main(int argc, char** argv) {
     CUdeviceptr managed = 0;
     CUresult direct = cuMemAllocManaged(&managed, 64, CU_MEM_ATTACH_GLOBAL);
     std::printf("cuMemAllocManaged returned %d\n", static_cast<int>(direct));
-    CU(cuGetProcAddress("cuGraphCreate", &fn, 13000, 0, &found));
+    CU(cuGetProcAddress("cuGraphAddChildGraphNode", &fn, 13000, 0, &found));
     EXPECT(fn != nullptr && found == CU_GET_PROC_ADDRESS_SUCCESS);
     CUgraph graph;
-    CUresult fetched = reinterpret_cast<CUresult (*)(CUgraph*, unsigned)>(fn)(&graph, 0);
-    std::printf("cuGraphCreate through cuGetProcAddress returned %d\n", static_cast<int>(fetched));
+    CU(cuGraphCreate(&graph, 0));
+    CUgraphNode node;
+    CUresult fetched = reinterpret_cast<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*,
+                                                      size_t, CUgraph)>(fn)(&node, graph, nullptr,
+                                                                            0, graph);
+    std::printf("cuGraphAddChildGraphNode through cuGetProcAddress returned %d\n",
+                static_cast<int>(fetched));
+    CU(cuGraphDestroy(graph));
     EXPECT(direct == CUDA_ERROR_NOT_SUPPORTED && fetched == CUDA_ERROR_NOT_SUPPORTED);
   }
 

@@ -162,8 +162,8 @@ TEST_P(DriverE2E, AnUnimplementedCallFailsNamingItself) {
   EXPECT_TRUE(Has(out, "gpool: cuMemAllocManaged is not supported by gpool's libcuda.so.1 "
                        "stand-in (returning CUDA_ERROR_NOT_SUPPORTED)")) << out;
   EXPECT_TRUE(Has(out, "cuMemAllocManaged returned 801")) << out;
-  EXPECT_TRUE(Has(out, "gpool: cuGraphCreate is not supported")) << out;
-  EXPECT_TRUE(Has(out, "cuGraphCreate through cuGetProcAddress returned 801")) << out;
+  EXPECT_TRUE(Has(out, "gpool: cuGraphAddChildGraphNode is not supported")) << out;
+  EXPECT_TRUE(Has(out, "cuGraphAddChildGraphNode through cuGetProcAddress returned 801")) << out;
 }
 
 // NVIDIA's runtime runs in programs that are not built with ASan; in the sanitizer tree gpool's

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "remote/client/driver_state.h"
+#include "remote/client/driver_graphs.h"
 
 namespace gpool::remote::client::driver {
 
@@ -45,7 +45,23 @@ bool IsPageLocked(const void* p, size_t n) {
 }
 
 // Host-to-device bytes to `dst` (its device's server; the current device's if unknown).
+// On a capturing stream each of these is a memcpy node instead (graph::Op; the host side read or
+// written when the graph is launched, as CUDA does).
+CUresult CaptureCopy(const char* call, CUstream s, graph::CopyDir dir, uint64_t dst, uint64_t src,
+                     size_t n) {
+  graph::Op op;
+  op.kind = graph::Kind::kMemcpy;
+  op.dir = dir;
+  op.dst = dst;
+  op.src = src;
+  op.n = n;
+  return CaptureOp(call, s, std::move(op));
+}
+
 CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUstream s) {
+  if (Capturing(s)) {
+    return CaptureCopy(call, s, graph::CopyDir::kH2D, dst, reinterpret_cast<uint64_t>(src), n);
+  }
   Route r;
   if (CUresult e = RouteTo(call, dst, s, &r)) return e;
   std::lock_guard<std::mutex> lk(r.link->mu());
@@ -64,6 +80,9 @@ CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUst
 // would not make its sync wait for this link's reads.
 CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s,
                  bool async_call) {
+  if (Capturing(s)) {
+    return CaptureCopy(call, s, graph::CopyDir::kD2H, reinterpret_cast<uint64_t>(dst), src, n);
+  }
   Route r;
   if (CUresult e = RouteTo(call, src, s, &r)) return e;
   const bool async = async_call && r.on_stream && IsPageLocked(dst, n);
@@ -77,6 +96,7 @@ CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s
 }
 
 CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s) {
+  if (Capturing(s)) return CaptureCopy(call, s, graph::CopyDir::kD2D, dst, src, n);
   int sdev;
   uint64_t sid;
   if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
@@ -114,6 +134,15 @@ namespace {
 // differ is written as host-to-device data (the protocol's Memset sets bytes).
 CUresult MemsetD(const char* call, uint64_t dst, uint32_t value, size_t count, unsigned width,
                  CUstream s) {
+  if (Capturing(s)) {
+    graph::Op op;
+    op.kind = graph::Kind::kMemset;
+    op.dst = dst;
+    op.value = value;
+    op.elem = width;
+    op.width = count;
+    return CaptureOp(call, s, std::move(op));
+  }
   const uint8_t byte = value & 0xff;
   const bool bytewise = width == 1 || value == 0x01010101u * byte;
   if (!bytewise) {
@@ -174,6 +203,7 @@ CUresult SideOf(const char* call, CUmemorytype type, const void* host, CUdevicep
 // between servers each row relayed through this process.
 CUresult Copy2D(const char* call, const CUDA_MEMCPY2D* p, CUstream s, bool async_call) {
   if (!p) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null CUDA_MEMCPY2D");
+  if (Capturing(s)) return CaptureRefuse(call, s, "a 2-D copy");
   const size_t width = p->WidthInBytes, height = p->Height;
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   Side src, dst;
@@ -259,6 +289,7 @@ CUresult Copy2D(const char* call, const CUDA_MEMCPY2D* p, CUstream s, bool async
 // A 2-D memset of bytes: one posted request (proto::Memset2D) however many rows.
 CUresult Memset2D8(const char* call, CUdeviceptr dst, size_t pitch, unsigned char value,
                    size_t width, size_t height, CUstream s) {
+  if (Capturing(s)) return CaptureRefuse(call, s, "a 2-D memset");
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   if (height > 1 && pitch < width) {
     return Fail(call, CUDA_ERROR_INVALID_VALUE,
@@ -284,12 +315,15 @@ extern "C" {
 // ---- 1-D copies and memsets
 
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpyHtoD_v2")) return r;  // synchronous
   return CopyH2D("cuMemcpyHtoD_v2", dst, src, n, nullptr);
 }
 CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpyDtoH_v2")) return r;  // synchronous
   return CopyD2H("cuMemcpyDtoH_v2", dst, src, n, nullptr);
 }
 CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpyDtoD_v2")) return r;  // synchronous
   return CopyD2D("cuMemcpyDtoD_v2", dst, src, n, nullptr);
 }
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
@@ -312,6 +346,9 @@ static CUresult MemcpyUnified(const char* call, CUdeviceptr dst, CUdeviceptr src
     dst_dev = D().DeviceOfLocked(dst) >= 0;
     src_dev = D().DeviceOfLocked(src) >= 0;
   }
+  if (!dst_dev && !src_dev && Capturing(s)) {
+    return CaptureCopy(call, s, graph::CopyDir::kH2H, dst, src, n);
+  }
   if (dst_dev && src_dev) return CopyD2D(call, dst, src, n, s);
   if (dst_dev) return CopyH2D(call, dst, reinterpret_cast<const void*>(src), n, s);
   if (src_dev) return CopyD2H(call, reinterpret_cast<void*>(dst), src, n, s);
@@ -322,15 +359,18 @@ static CUresult MemcpyUnified(const char* call, CUdeviceptr dst, CUdeviceptr src
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpy")) return r;  // synchronous
   return MemcpyUnified("cuMemcpy", dst, src, n, nullptr);
 }
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return MemcpyUnified("cuMemcpyAsync", dst, src, n, s);
 }
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemsetD8_v2")) return r;  // synchronous
   return MemsetD("cuMemsetD8_v2", dst, uc, n, 1, nullptr);
 }
 CUresult cuMemsetD32(CUdeviceptr dst, unsigned int ui, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemsetD32_v2")) return r;  // synchronous
   return MemsetD("cuMemsetD32_v2", dst, ui, n, 4, nullptr);
 }
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s) {
