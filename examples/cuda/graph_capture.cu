@@ -7,7 +7,8 @@
 //    with new host input before each launch (a captured copy from host memory reads it at
 //    launch time), each result checked against the CPU.
 // 2. A graph built node by node (empty, memset, kernel and 1-D memcpy nodes, an added
-//    dependency), its nodes and roots counted, cloned, and the clone launched 3 times.
+//    dependency), its nodes and roots counted, cloned, and the clone launched 3 times, then once
+//    more with new kernel parameters (cudaGraphExecKernelNodeSetParams).
 // 3. A synchronous copy during a global-mode capture fails and invalidates the capture
 //    (cudaErrorStreamCaptureUnsupported; the end of the capture says invalidated).
 // Kernels: vectorAdd and scale (CPU versions in emulated_kernels.cc). Prints "PASS graph_capture".
@@ -184,7 +185,31 @@ void HandBuiltGraph() {
       }
     }
   }
-  std::printf("graph_capture: 3 launches of the hand-built graph match the CPU\n");
+  // New kernel parameters for the executable graph (named by the clone's node): x *= 2 now.
+  size_t cn = 0;
+  CHECK(cudaGraphGetNodes(clone, nullptr, &cn));
+  cudaGraphNode_t cnodes[8];
+  EXPECT(cn <= 8);
+  CHECK(cudaGraphGetNodes(clone, cnodes, &cn));
+  cudaGraphNode_t ckern = nullptr;
+  for (size_t i = 0; i < cn; ++i) {
+    CHECK(cudaGraphNodeGetType(cnodes[i], &type));
+    if (type == cudaGraphNodeTypeKernel) ckern = cnodes[i];
+  }
+  EXPECT(ckern != nullptr);
+  f = 2.0f;
+  CHECK(cudaGraphExecKernelNodeSetParams(exec, ckern, &kp));
+  CHECK(cudaGraphLaunch(exec, s));
+  CHECK(cudaStreamSynchronize(s));
+  for (int i = 0; i < kN; ++i) {
+    float want = (static_cast<float>(i % 31) + 1.0f) * 0.125f * 2.0f;
+    if (!Near(h[i], want)) {
+      std::fprintf(stderr, "launch with new parameters: y[%d] = %g, want %g\n", i, h[i], want);
+      std::exit(1);
+    }
+  }
+  std::printf("graph_capture: 3 launches of the hand-built graph and 1 with new kernel "
+              "parameters match the CPU\n");
   CHECK(cudaGraphExecDestroy(exec));
   CHECK(cudaGraphDestroy(clone));
   CHECK(cudaStreamDestroy(s));

@@ -12,7 +12,8 @@
 // EventRecord,EventWait}Node, cuGraphAddDependencies(_v2), cuGraphGetNodes/GetRootNodes/
 // GetEdges(_v2), cuGraphNodeGetType, cuGraphKernelNodeGetParams_v2,
 // cuGraphInstantiateWithFlags/WithParams, cuGraphUpload, cuGraphLaunch, cuGraphExecDestroy,
-// cuGraphExecKernelNodeSetParams_v2. The rest of the family stays a loud stub (driver_stubs.cc).
+// cuGraphExecKernelNodeSetParams_v2, cuGraphExecUpdate_v2. The rest of the family stays a loud
+// stub (driver_stubs.cc).
 // Memcpy nodes are 1-D (Height and Depth 1, no arrays); memset nodes 1 or 4 bytes wide.
 #include <cuda.h>
 
@@ -507,6 +508,29 @@ CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node,
                 "graph was instantiated from");
   }
   it->second->op = std::move(op);
+  return CUDA_SUCCESS;
+}
+
+// A graph of the exec's shape gives it its node parameters (graph_model.h, UpdateExec).
+CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo* info) {
+  const char* call = "cuGraphExecUpdate_v2";
+  auto* exec = reinterpret_cast<graph::Exec*>(e);
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  if (!Graphs().execs.count(exec)) {
+    return Fail(call, CUDA_ERROR_INVALID_HANDLE, "not a live executable graph");
+  }
+  if (CUresult r = GraphLive(call, g)) return r;
+  graph::UpdateFail fail;
+  const graph::Node* why;
+  graph::Result r = graph::UpdateExec(exec, *AsGraph(g), &fail, &why);
+  if (info) {
+    *info = CUgraphExecUpdateResultInfo{};
+    info->result = fail == graph::UpdateFail::kNone       ? CU_GRAPH_EXEC_UPDATE_SUCCESS
+                   : fail == graph::UpdateFail::kNodeType ? CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED
+                                                          : CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    info->errorNode = reinterpret_cast<CUgraphNode>(const_cast<graph::Node*>(why));
+  }
+  if (!r.ok()) return Fail(call, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, r.why);
   return CUDA_SUCCESS;
 }
 

@@ -127,6 +127,49 @@ Result Instantiate(const Graph& g, std::unique_ptr<Exec>* out) {
   return {};
 }
 
+Result UpdateExec(Exec* e, const Graph& g, UpdateFail* fail, const Node** why_node) {
+  *fail = UpdateFail::kNone;
+  *why_node = nullptr;
+  const auto& to = e->graph->nodes();
+  const auto& from = g.nodes();
+  if (to.size() != from.size()) {
+    *fail = UpdateFail::kTopology;
+    return {Err::kInvalidValue, fmt::format("the graph has {} nodes, the executable graph {}",
+                                            from.size(), to.size())};
+  }
+  std::map<const Node*, size_t> at;  // g's node -> its index
+  for (size_t i = 0; i < from.size(); ++i) at[from[i].get()] = i;
+  std::map<const Node*, size_t> exec_at;
+  for (size_t i = 0; i < to.size(); ++i) exec_at[to[i].get()] = i;
+  for (size_t i = 0; i < from.size(); ++i) {
+    const Node& a = *from[i];
+    const Node& b = *to[i];
+    if (a.op.kind != b.op.kind) {
+      *fail = UpdateFail::kNodeType;
+      *why_node = &a;
+      return {Err::kInvalidValue, fmt::format("node {} is a {} node, the executable graph's a {} "
+                                              "node", i + 1, KindName(a.op.kind),
+                                              KindName(b.op.kind))};
+    }
+    bool same = a.deps.size() == b.deps.size();
+    for (size_t d = 0; same && d < a.deps.size(); ++d) {
+      same = at.at(a.deps[d]) == exec_at.at(b.deps[d]);
+    }
+    if (!same) {
+      *fail = UpdateFail::kTopology;
+      *why_node = &a;
+      return {Err::kInvalidValue, fmt::format("node {} has other dependencies than the executable "
+                                              "graph's", i + 1)};
+    }
+  }
+  e->from_original.clear();
+  for (size_t i = 0; i < from.size(); ++i) {
+    to[i]->op = from[i]->op;
+    e->from_original[from[i].get()] = to[i].get();
+  }
+  return {};
+}
+
 // ---- capture
 
 CaptureTable::~CaptureTable() {

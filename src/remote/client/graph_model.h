@@ -110,6 +110,13 @@ struct Exec {
   std::map<const Node*, Node*> from_original;  // the source graph's node -> this copy's
 };
 Result Instantiate(const Graph& g, std::unique_ptr<Exec>* out);
+// cuGraphExecUpdate: `g` must have the exec's shape (the same nodes in the same order, each of
+// the same kind with the same dependencies; a kernel node may change its parameters and launch
+// shape, others their parameters). Then the exec takes g's operations and g's nodes name the
+// exec's from now on; else kTopology (*why_node the first node that differs, or null when the
+// node counts differ) or kNodeType, and the exec is unchanged.
+enum class UpdateFail { kNone, kTopology, kNodeType };
+Result UpdateExec(Exec* e, const Graph& g, UpdateFail* fail, const Node** why_node);
 
 // cuStreamBeginCapture's modes (CU_STREAM_CAPTURE_MODE_* have these values).
 enum class Mode { kGlobal = 0, kThreadLocal = 1, kRelaxed = 2 };

@@ -86,6 +86,46 @@ TEST(GraphModel, InstantiationFreezesACopy) {
   EXPECT_EQ(e->order[0]->op.params, std::vector<std::byte>{std::byte{7}});
 }
 
+// cuGraphExecUpdate: a graph of the same shape (as a re-capture of the same code gives) updates
+// the exec's operations; another shape or node kind leaves it as it was.
+TEST(GraphModel, ExecUpdateTakesOperationsOfTheSameShape) {
+  Graph g;
+  Node *a, *b;
+  ASSERT_TRUE(g.Add(Kernel(1), {}, &a).ok());
+  ASSERT_TRUE(g.Add(Kernel(2), {a}, &b).ok());
+  std::unique_ptr<Exec> e;
+  ASSERT_TRUE(Instantiate(g, &e).ok());
+  Graph same;
+  Node *a2, *b2;
+  ASSERT_TRUE(same.Add(Kernel(5), {}, &a2).ok());
+  ASSERT_TRUE(same.Add(Kernel(6), {a2}, &b2).ok());
+  UpdateFail fail;
+  const Node* why;
+  ASSERT_TRUE(UpdateExec(e.get(), same, &fail, &why).ok());
+  EXPECT_EQ(fail, UpdateFail::kNone);
+  EXPECT_EQ(e->order[0]->op.grid[0], 5u);
+  EXPECT_EQ(e->order[1]->op.grid[0], 6u);
+  EXPECT_EQ(e->from_original.at(b2), e->order[1]);
+
+  Graph other_edges;
+  Node *x, *y;
+  ASSERT_TRUE(other_edges.Add(Kernel(7), {}, &x).ok());
+  ASSERT_TRUE(other_edges.Add(Kernel(8), {}, &y).ok());  // no edge x -> y
+  EXPECT_FALSE(UpdateExec(e.get(), other_edges, &fail, &why).ok());
+  EXPECT_EQ(fail, UpdateFail::kTopology);
+  EXPECT_EQ(why, y);
+  Graph other_kind;
+  Node* m;
+  Op memset;
+  memset.kind = Kind::kMemset;
+  ASSERT_TRUE(other_kind.Add(memset, {}, &m).ok());
+  ASSERT_TRUE(other_kind.Add(Kernel(9), {m}, nullptr).ok());
+  EXPECT_FALSE(UpdateExec(e.get(), other_kind, &fail, &why).ok());
+  EXPECT_EQ(fail, UpdateFail::kNodeType);
+  EXPECT_EQ(why, m);
+  EXPECT_EQ(e->order[0]->op.grid[0], 5u);  // unchanged by the refused updates
+}
+
 TEST(GraphModel, CloneKeepsShapeWithNewNodes) {
   Graph g;
   Node *a, *b;
