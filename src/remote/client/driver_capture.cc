@@ -147,7 +147,10 @@ void CaptureForgetStream(CUstream s) {
   GraphState& g = Graphs();
   if (!g.capturing.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lk(g.mu);
+  graph::Capture* c = g.captures.Of(s);
+  graph::Graph* owned = c && c->owns_graph && c->origin == s ? c->graph : nullptr;
   g.captures.ForgetStream(s);
+  if (owned) g.graphs.erase(owned);  // the origin's capture went with the stream, and its graph
   g.capturing.store(g.captures.any(), std::memory_order_release);
 }
 
@@ -176,6 +179,9 @@ CUresult BeginStreamCapture(const char* call, CUstream s, CUstreamCaptureMode mo
     return Fail(call, CUDA_ERROR_INVALID_HANDLE, "the graph is not a live graph");
   }
   graph::Result r = g.captures.Begin(s, static_cast<graph::Mode>(mode), ThreadToken(), into);
+  // A new capture graph is a live graph from the start: the program may add nodes to it
+  // (cuStreamGetCaptureInfo's graph, then cuStreamUpdateCaptureDependencies) or read it.
+  if (r.ok() && !into) g.graphs.insert(g.captures.Of(s)->graph);
   if (r.ok() && ndeps > 0) {
     if (!deps) {
       r = {graph::Err::kInvalidValue, "null dependencies with a non-zero count"};
@@ -184,7 +190,10 @@ CUresult BeginStreamCapture(const char* call, CUstream s, CUstreamCaptureMode mo
       for (size_t i = 0; i < ndeps; ++i) d.push_back(reinterpret_cast<graph::Node*>(deps[i]));
       r = g.captures.SetDeps(s, d, /*add=*/false);
     }
-    if (!r.ok()) g.captures.ForgetStream(s);
+    if (!r.ok()) {
+      if (!into) g.graphs.erase(g.captures.Of(s)->graph);
+      g.captures.ForgetStream(s);
+    }
   }
   g.capturing.store(g.captures.any(), std::memory_order_release);
   return FromGraphResult(call, r);
@@ -229,9 +238,10 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph* out) {
   {
     std::lock_guard<std::mutex> lk(g.mu);
     graph::Capture* c = g.captures.Of(s);
-    const bool owns = c && c->owns_graph;
+    graph::Graph* owned = c && c->owns_graph ? c->graph : nullptr;
     r = g.captures.End(s, ThreadToken(), &made);
-    if (r.ok() && owns) g.graphs.insert(made);
+    // A failed end that ended the capture freed its graph: no longer a live handle.
+    if (!r.ok() && owned && !g.captures.Of(s)) g.graphs.erase(owned);
     g.capturing.store(g.captures.any(), std::memory_order_release);
   }
   if (r.ok()) *out = reinterpret_cast<CUgraph>(made);

@@ -260,6 +260,10 @@ CUresult cuGraphCreate(CUgraph* out, unsigned int flags) {
 CUresult cuGraphDestroy(CUgraph g) {
   std::lock_guard<std::mutex> lk(Graphs().mu);
   if (CUresult r = GraphLive("cuGraphDestroy", g)) return r;
+  if (Graphs().captures.Uses(AsGraph(g))) {
+    return Fail("cuGraphDestroy", CUDA_ERROR_ILLEGAL_STATE, "a stream capture is adding nodes to "
+                "the graph (end the capture first)");
+  }
   Graphs().graphs.erase(AsGraph(g));
   delete AsGraph(g);
   return CUDA_SUCCESS;

@@ -362,6 +362,13 @@ void CaptureTable::ForgetStream(const void* stream) {
   streams_.erase(it);
 }
 
+bool CaptureTable::Uses(const Graph* g) const {
+  for (const Capture* c : captures_) {
+    if (c->graph == g) return true;
+  }
+  return false;
+}
+
 void CaptureTable::Invalidate(const void* stream, const std::string& why) {
   Capture* c = Of(stream);
   if (c && !c->invalid) {

@@ -170,6 +170,8 @@ class CaptureTable {
   // exchange mode is `thread_mode`: kUnsupported (and the captures that forbid it invalidated)
   // when a capture forbids it, per cuThreadExchangeStreamCaptureMode's rules.
   Result Unsafe(uint64_t thread, Mode thread_mode, const std::string& call);
+  // Whether a capture going on adds nodes to `g` (it must not be destroyed meanwhile).
+  bool Uses(const Graph* g) const;
   // Invalidates `stream`'s capture (an operation it cannot take), saying why.
   void Invalidate(const void* stream, const std::string& why);
 

@@ -320,8 +320,11 @@ TEST(CaptureModel, CaptureIntoAGraphAfterItsNodes) {
   Node* f;
   ASSERT_TRUE(foreign.Add(Kernel(9), {}, &f).ok());
   EXPECT_EQ(t.SetDeps(kS1, {f}, true).err, Err::kInvalidValue);
+  EXPECT_TRUE(t.Uses(&g));
+  EXPECT_FALSE(t.Uses(&foreign));
   Graph* out = nullptr;
   ASSERT_TRUE(t.End(kS1, 1, &out).ok());
+  EXPECT_FALSE(t.Uses(&g));
   EXPECT_EQ(out, &g);  // the program's graph, not a new one (and not freed by the table)
   EXPECT_EQ(g.nodes().size(), 3u);
 }
