@@ -146,6 +146,9 @@ TEST_P(DriverE2E, CubinFatbinAndPtxModules) {
     EXPECT_EQ(rc, 0) << form << "\n" << out;
     EXPECT_TRUE(Has(out, "PASS driver_api")) << form << "\n" << out;
     EXPECT_FALSE(Has(out, "not supported")) << form << "\n" << out;
+    // Capture and a graph through the entry points older runtimes fetch (driver_graphs_compat.cc).
+    EXPECT_TRUE(Has(out, "driver_api: a graph through the CUDA 10.0-12.0 entry points ran"))
+        << form << "\n" << out;
   }
   // PTX: the client reads no variables from PTX, so the program skips its variable part.
   auto [rc, out] = RunDriver({Built("driver_kernels.ptx"), "noglobals"});
