@@ -7,7 +7,8 @@
 //    with new host input before each launch (a captured copy from host memory reads it at
 //    launch time), each result checked against the CPU.
 // 2. A graph built node by node (empty, memset, kernel and 1-D memcpy nodes, an added
-//    dependency), its nodes and roots counted, cloned, and the clone launched 3 times, then once
+//    dependency), its nodes, roots and one node's dependencies and dependents counted, cloned
+//    (the kernel node found in the clone), and the clone launched 3 times, then once
 //    more with new kernel parameters (cudaGraphExecKernelNodeSetParams).
 // 3. A synchronous copy during a global-mode capture fails and invalidates the capture
 //    (cudaErrorStreamCaptureUnsupported; the end of the capture says invalidated).
@@ -166,9 +167,17 @@ void HandBuiltGraph() {
   cudaGraphNodeType type;
   CHECK(cudaGraphNodeGetType(kern, &type));
   EXPECT(type == cudaGraphNodeTypeKernel);
+  size_t deps = 0, dependents = 0;
+  CHECK(cudaGraphNodeGetDependencies(copy, nullptr, nullptr, &deps));
+  CHECK(cudaGraphNodeGetDependentNodes(start, nullptr, nullptr, &dependents));
+  EXPECT(deps == 2 && dependents == 2);
 
   cudaGraph_t clone;
   CHECK(cudaGraphClone(&clone, g));
+  cudaGraphNode_t ckern = nullptr;
+  CHECK(cudaGraphNodeFindInClone(&ckern, kern, clone));
+  CHECK(cudaGraphNodeGetType(ckern, &type));
+  EXPECT(type == cudaGraphNodeTypeKernel);
   CHECK(cudaGraphDestroy(g));  // the clone stands alone
   cudaGraphExec_t exec;
   CHECK(cudaGraphInstantiate(&exec, clone, 0));
@@ -186,17 +195,6 @@ void HandBuiltGraph() {
     }
   }
   // New kernel parameters for the executable graph (named by the clone's node): x *= 2 now.
-  size_t cn = 0;
-  CHECK(cudaGraphGetNodes(clone, nullptr, &cn));
-  cudaGraphNode_t cnodes[8];
-  EXPECT(cn <= 8);
-  CHECK(cudaGraphGetNodes(clone, cnodes, &cn));
-  cudaGraphNode_t ckern = nullptr;
-  for (size_t i = 0; i < cn; ++i) {
-    CHECK(cudaGraphNodeGetType(cnodes[i], &type));
-    if (type == cudaGraphNodeTypeKernel) ckern = cnodes[i];
-  }
-  EXPECT(ckern != nullptr);
   f = 2.0f;
   CHECK(cudaGraphExecKernelNodeSetParams(exec, ckern, &kp));
   CHECK(cudaGraphLaunch(exec, s));

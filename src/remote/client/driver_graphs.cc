@@ -12,8 +12,10 @@
 // EventRecord,EventWait}Node, cuGraphAddDependencies(_v2), cuGraphGetNodes/GetRootNodes/
 // GetEdges(_v2), cuGraphNodeGetType, cuGraphKernelNodeGetParams_v2,
 // cuGraphInstantiateWithFlags/WithParams, cuGraphUpload, cuGraphLaunch, cuGraphExecDestroy,
-// cuGraphExecKernelNodeSetParams_v2, cuGraphExecUpdate_v2. The rest of the family stays a loud
-// stub (driver_stubs.cc).
+// cuGraphExecKernelNodeSetParams_v2, cuGraphExecUpdate_v2, cuGraphNodeGetDependencies/
+// GetDependentNodes/RemoveDependencies(_v2), cuGraphDestroyNode, cuGraphNodeFindInClone, and the
+// host, event and memset nodes' get/set calls (memset: get only). The rest of the family stays a
+// loud stub (driver_stubs.cc).
 // Memcpy nodes are 1-D (Height and Depth 1, no arrays); memset nodes 1 or 4 bytes wide.
 #include <cuda.h>
 
@@ -535,6 +537,157 @@ CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo
     info->errorNode = reinterpret_cast<CUgraphNode>(const_cast<graph::Node*>(why));
   }
   if (!r.ok()) return Fail(call, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, r.why);
+  return CUDA_SUCCESS;
+}
+
+// ---- node queries and edits
+
+CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode* deps, CUgraphEdgeData* edges,
+                                    size_t* n) {
+  const char* call = "cuGraphNodeGetDependencies_v2";
+  if (!n) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null count");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  if (!node || !GraphOfNode(node)) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, "not a node of a live graph");
+  }
+  const size_t room = *n;
+  ListOut(AsNode(node)->deps, deps, n);
+  if (deps && edges) {
+    for (size_t i = 0; i < room; ++i) edges[i] = CUgraphEdgeData{};
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode* out, CUgraphEdgeData* edges,
+                                      size_t* n) {
+  const char* call = "cuGraphNodeGetDependentNodes_v2";
+  if (!n) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null count");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  graph::Graph* g = node ? GraphOfNode(node) : nullptr;
+  if (!g) return Fail(call, CUDA_ERROR_INVALID_VALUE, "not a node of a live graph");
+  const size_t room = *n;
+  ListOut(g->Dependents(AsNode(node)), out, n);
+  if (out && edges) {
+    for (size_t i = 0; i < room; ++i) edges[i] = CUgraphEdgeData{};
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphRemoveDependencies(CUgraph g, const CUgraphNode* from, const CUgraphNode* to,
+                                   const CUgraphEdgeData*, size_t n) {
+  const char* call = "cuGraphRemoveDependencies_v2";
+  if (n > 0 && (!from || !to)) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null node arrays");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  if (CUresult r = GraphLive(call, g)) return r;
+  for (size_t i = 0; i < n; ++i) {
+    if (graph::Result r = AsGraph(g)->RemoveEdge(AsNode(from[i]), AsNode(to[i])); !r.ok()) {
+      r.why = fmt::format("edge {}: {}", i, r.why);
+      return FromGraphResult(call, r);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroyNode(CUgraphNode node) {
+  const char* call = "cuGraphDestroyNode";
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  graph::Graph* g = node ? GraphOfNode(node) : nullptr;
+  if (!g) return Fail(call, CUDA_ERROR_INVALID_VALUE, "not a node of a live graph");
+  if (Graphs().captures.Uses(g)) {
+    return Fail(call, CUDA_ERROR_ILLEGAL_STATE, "a stream capture is adding nodes to the graph");
+  }
+  return FromGraphResult(call, g->Remove(AsNode(node)));
+}
+
+CUresult cuGraphNodeFindInClone(CUgraphNode* out, CUgraphNode original, CUgraph clone) {
+  const char* call = "cuGraphNodeFindInClone";
+  if (!out) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null node pointer");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  if (CUresult r = GraphLive(call, clone)) return r;
+  graph::Node* n = AsGraph(clone)->InClone(AsNode(original));
+  if (!n) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, "the node is not one of the graph the clone was "
+                "made from");
+  }
+  *out = reinterpret_cast<CUgraphNode>(n);
+  return CUDA_SUCCESS;
+}
+
+namespace {
+// The op of a node of kind `kind` in a live graph (for the per-kind get/set calls), else null,
+// said. Caller holds Graphs().mu.
+graph::Op* NodeOp(const char* call, CUgraphNode node, graph::Kind kind) {
+  if (!node || !GraphOfNode(node) || AsNode(node)->op.kind != kind) {
+    Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("not a {} node of a live graph",
+         graph::KindName(kind)));
+    return nullptr;
+  }
+  return &AsNode(node)->op;
+}
+}  // namespace
+
+CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS* p) {
+  if (!p) return Fail("cuGraphHostNodeGetParams", CUDA_ERROR_INVALID_VALUE, "null params");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  graph::Op* op = NodeOp("cuGraphHostNodeGetParams", node, graph::Kind::kHost);
+  if (!op) return CUDA_ERROR_INVALID_VALUE;
+  p->fn = op->fn;
+  p->userData = op->data;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphHostNodeSetParams(CUgraphNode node, const CUDA_HOST_NODE_PARAMS* p) {
+  if (!p || !p->fn) return Fail("cuGraphHostNodeSetParams", CUDA_ERROR_INVALID_VALUE, "null function");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  graph::Op* op = NodeOp("cuGraphHostNodeSetParams", node, graph::Kind::kHost);
+  if (!op) return CUDA_ERROR_INVALID_VALUE;
+  op->fn = p->fn;
+  op->data = p->userData;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode node, CUevent* e) {
+  if (!e) return Fail("cuGraphEventRecordNodeGetEvent", CUDA_ERROR_INVALID_VALUE, "null event");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  graph::Op* op = NodeOp("cuGraphEventRecordNodeGetEvent", node, graph::Kind::kEventRecord);
+  if (!op) return CUDA_ERROR_INVALID_VALUE;
+  *e = static_cast<CUevent>(op->event);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode node, CUevent e) {
+  if (!e) return Fail("cuGraphEventRecordNodeSetEvent", CUDA_ERROR_INVALID_VALUE, "null event");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  graph::Op* op = NodeOp("cuGraphEventRecordNodeSetEvent", node, graph::Kind::kEventRecord);
+  if (!op) return CUDA_ERROR_INVALID_VALUE;
+  op->event = e;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode node, CUevent* e) {
+  if (!e) return Fail("cuGraphEventWaitNodeGetEvent", CUDA_ERROR_INVALID_VALUE, "null event");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  graph::Op* op = NodeOp("cuGraphEventWaitNodeGetEvent", node, graph::Kind::kEventWait);
+  if (!op) return CUDA_ERROR_INVALID_VALUE;
+  *e = static_cast<CUevent>(op->event);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode node, CUevent e) {
+  if (!e) return Fail("cuGraphEventWaitNodeSetEvent", CUDA_ERROR_INVALID_VALUE, "null event");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  graph::Op* op = NodeOp("cuGraphEventWaitNodeSetEvent", node, graph::Kind::kEventWait);
+  if (!op) return CUDA_ERROR_INVALID_VALUE;
+  op->event = e;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS* p) {
+  if (!p) return Fail("cuGraphMemsetNodeGetParams", CUDA_ERROR_INVALID_VALUE, "null params");
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  graph::Op* op = NodeOp("cuGraphMemsetNodeGetParams", node, graph::Kind::kMemset);
+  if (!op) return CUDA_ERROR_INVALID_VALUE;
+  *p = CUDA_MEMSET_NODE_PARAMS{};
+  p->dst = op->dst;
+  p->pitch = op->pitch;
+  p->value = op->value;
+  p->elementSize = op->elem;
+  p->width = op->width;
+  p->height = op->height;
   return CUDA_SUCCESS;
 }
 

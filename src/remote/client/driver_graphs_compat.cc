@@ -22,6 +22,9 @@
 #undef cuGraphGetEdges
 #undef cuGraphAddDependencies
 #undef cuGraphExecUpdate
+#undef cuGraphNodeGetDependencies
+#undef cuGraphNodeGetDependentNodes
+#undef cuGraphRemoveDependencies
 
 using gpool::remote::client::driver::Fail;
 
@@ -69,6 +72,21 @@ CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode* from, const CUgrap
                                 size_t n);
 CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode* err_node,
                            CUgraphExecUpdateResult* result);
+CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode* deps, size_t* n);
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode* out, size_t* n);
+CUresult cuGraphRemoveDependencies(CUgraph g, const CUgraphNode* from, const CUgraphNode* to,
+                                   size_t n);
+
+CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode* deps, size_t* n) {
+  return cuGraphNodeGetDependencies_v2(node, deps, nullptr, n);
+}
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode* out, size_t* n) {
+  return cuGraphNodeGetDependentNodes_v2(node, out, nullptr, n);
+}
+CUresult cuGraphRemoveDependencies(CUgraph g, const CUgraphNode* from, const CUgraphNode* to,
+                                   size_t n) {
+  return cuGraphRemoveDependencies_v2(g, from, to, nullptr, n);
+}
 
 // CUDA 10.0's capture had no mode argument: global, as the default mode is.
 CUresult cuStreamBeginCapture(CUstream s) {
@@ -162,3 +180,6 @@ CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode* err_node,
 #define cuGraphGetEdges cuGraphGetEdges_v2
 #define cuGraphAddDependencies cuGraphAddDependencies_v2
 #define cuGraphExecUpdate cuGraphExecUpdate_v2
+#define cuGraphNodeGetDependencies cuGraphNodeGetDependencies_v2
+#define cuGraphNodeGetDependentNodes cuGraphNodeGetDependentNodes_v2
+#define cuGraphRemoveDependencies cuGraphRemoveDependencies_v2

@@ -52,6 +52,47 @@ Result Graph::AddEdge(Node* from, Node* to) {
   return {};
 }
 
+Result Graph::RemoveEdge(Node* from, Node* to) {
+  if (!from || !to || !Contains(from) || !Contains(to)) {
+    return {Err::kInvalidValue, "an edge's end is not a node of this graph"};
+  }
+  auto it = std::find(to->deps.begin(), to->deps.end(), from);
+  if (it == to->deps.end()) return {Err::kInvalidValue, "there is no such edge"};
+  to->deps.erase(it);
+  return {};
+}
+
+Result Graph::Remove(Node* n) {
+  if (!n || !Contains(n)) return {Err::kInvalidValue, "not a node of this graph"};
+  for (auto& other : nodes_) std::erase(other->deps, n);
+  for (auto it = cloned_from_.begin(); it != cloned_from_.end();) {
+    it = it->second == n ? cloned_from_.erase(it) : std::next(it);
+  }
+  nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(index_.at(n)));
+  Reindex();
+  return {};
+}
+
+void Graph::Reindex() {
+  index_.clear();
+  for (size_t i = 0; i < nodes_.size(); ++i) index_[nodes_[i].get()] = i;
+}
+
+std::vector<Node*> Graph::Dependents(const Node* n) const {
+  std::vector<Node*> out;
+  for (const auto& other : nodes_) {
+    if (std::find(other->deps.begin(), other->deps.end(), n) != other->deps.end()) {
+      out.push_back(other.get());
+    }
+  }
+  return out;
+}
+
+Node* Graph::InClone(const Node* original) const {
+  auto it = cloned_from_.find(original);
+  return it == cloned_from_.end() ? nullptr : it->second;
+}
+
 std::vector<Node*> Graph::Roots() const {
   std::vector<Node*> out;
   for (const auto& n : nodes_) {
@@ -83,6 +124,7 @@ std::unique_ptr<Graph> Graph::Clone(std::map<const Node*, Node*>* map) const {
     Node* c = m[n.get()];
     for (Node* d : n->deps) c->deps.push_back(m[d]);
   }
+  for (const auto& n : nodes_) g->cloned_from_[n.get()] = m[n.get()];
   return g;
 }
 

@@ -92,15 +92,27 @@ class Graph {
   std::vector<Node*> Roots() const;
   // Every edge (from, to), in node order.
   std::vector<std::pair<Node*, Node*>> Edges() const;
-  // A deep copy; `map` (if given) gets original node -> copy.
+  // to no longer waits for from; kInvalidValue if it did not.
+  Result RemoveEdge(Node* from, Node* to);
+  // Removes `n` and every edge to or from it.
+  Result Remove(Node* n);
+  // The nodes that wait for `n`, in node order.
+  std::vector<Node*> Dependents(const Node* n) const;
+  // A deep copy; `map` (if given) gets original node -> copy. The copy remembers the map
+  // (InClone: cuGraphNodeFindInClone).
   std::unique_ptr<Graph> Clone(std::map<const Node*, Node*>* map = nullptr) const;
+  // This graph's copy of `original`, a node of the graph it was cloned from, or null.
+  Node* InClone(const Node* original) const;
   // The nodes in an order where each comes after its dependencies (insertion order among the
   // ready ones), or kCycle naming a node on the cycle.
   Result TopoOrder(std::vector<Node*>* out) const;
 
  private:
+  void Reindex();
+
   std::vector<std::unique_ptr<Node>> nodes_;
   std::map<const Node*, size_t> index_;
+  std::map<const Node*, Node*> cloned_from_;  // the source graph's node -> this graph's copy
 };
 
 // An instantiated graph: a frozen copy and its launch order.

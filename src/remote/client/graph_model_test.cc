@@ -137,6 +137,28 @@ TEST(GraphModel, CloneKeepsShapeWithNewNodes) {
   EXPECT_TRUE(c->Contains(m[a]));
   EXPECT_FALSE(c->Contains(a));
   EXPECT_EQ(m[b]->deps, std::vector<Node*>{m[a]});
+  EXPECT_EQ(c->InClone(a), m[a]);
+  EXPECT_EQ(c->InClone(b), m[b]);
+  EXPECT_EQ(g.InClone(a), nullptr);  // the source is not a clone
+}
+
+TEST(GraphModel, RemovingEdgesAndNodes) {
+  Graph g;
+  Node *a, *b, *c;
+  ASSERT_TRUE(g.Add(Kernel(1), {}, &a).ok());
+  ASSERT_TRUE(g.Add(Kernel(2), {a}, &b).ok());
+  ASSERT_TRUE(g.Add(Kernel(3), {a, b}, &c).ok());
+  EXPECT_EQ(g.Dependents(a), (std::vector<Node*>{b, c}));
+  ASSERT_TRUE(g.RemoveEdge(a, c).ok());
+  EXPECT_EQ(g.RemoveEdge(a, c).err, Err::kInvalidValue);  // gone already
+  EXPECT_EQ(c->deps, std::vector<Node*>{b});
+  ASSERT_TRUE(g.Remove(b).ok());
+  EXPECT_FALSE(g.Contains(b));
+  EXPECT_TRUE(c->deps.empty());
+  EXPECT_EQ(g.Roots(), (std::vector<Node*>{a, c}));
+  std::vector<Node*> order;
+  ASSERT_TRUE(g.TopoOrder(&order).ok());
+  EXPECT_EQ(order.size(), 2u);
 }
 
 const void* const kS1 = reinterpret_cast<const void*>(0x100);
