@@ -2,7 +2,8 @@
 // default way (static runtime), so NVIDIA's runtime turns each call into the driver's stream
 // capture and graph calls.
 // 1. Stream capture across two streams (fork and join through events): a host-to-device copy,
-//    kernels on both streams, a memset, a device-to-device copy and a device-to-host copy. While
+//    kernels on both streams, a memset, a device-to-device copy, a device-to-host copy and a host
+//    function that reads what that copy brought (it runs after it at each launch). While
 //    the stream captures nothing runs. The graph is instantiated once and launched 10 times,
 //    with new host input before each launch (a captured copy from host memory reads it at
 //    launch time), each result checked against the CPU.
@@ -34,6 +35,19 @@ const int kThreads = 256;
 const int kBlocks = (kN + kThreads - 1) / kThreads;
 
 bool Near(float a, float b) { return std::fabs(a - b) <= 1e-4f * (1.0f + std::fabs(b)); }
+
+// The captured host function: runs at each launch after the copy back before it, so it sees that
+// launch's first result.
+struct HostSeen {
+  const float* out;
+  int calls = 0;
+  float first = 0;
+};
+void CUDART_CB SeeResult(void* p) {
+  auto* s = static_cast<HostSeen*>(p);
+  ++s->calls;
+  s->first = s->out[0];
+}
 
 void CapturedGraph() {
   const size_t bytes = kN * sizeof(float);
@@ -77,6 +91,8 @@ void CapturedGraph() {
   CHECK(cudaMemcpyAsync(d_t, d_c, bytes, cudaMemcpyDeviceToDevice, s1));
   CHECK(cudaMemsetAsync(d_c, 0, bytes, s1));
   CHECK(cudaMemcpyAsync(h_out, d_t, bytes, cudaMemcpyDeviceToHost, s1));
+  HostSeen seen{h_out};
+  CHECK(cudaLaunchHostFunc(s1, SeeResult, &seen));
   unsigned long long id = 0;
   CHECK(cudaStreamGetCaptureInfo(s1, &st, &id));
   EXPECT(st == cudaStreamCaptureStatusActive && id != 0);
@@ -87,11 +103,11 @@ void CapturedGraph() {
   CHECK(cudaStreamIsCapturing(s2, &st));
   EXPECT(st == cudaStreamCaptureStatusNone);
   CHECK(cudaDeviceSynchronize());
-  EXPECT(h_out[0] == -7.0f && h_out[kN - 1] == -7.0f);  // captured, not run
+  EXPECT(h_out[0] == -7.0f && h_out[kN - 1] == -7.0f && seen.calls == 0);  // captured, not run
   size_t nodes = 0;
   CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
   std::printf("graph_capture: captured %zu nodes\n", nodes);
-  EXPECT(nodes == 8);  // 2 copies in, 3 kernels, a device copy, a memset, a copy out
+  EXPECT(nodes == 9);  // 2 copies in, 3 kernels, a device copy, a memset, a copy out, a host call
 
   cudaGraphExec_t exec;
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -102,6 +118,8 @@ void CapturedGraph() {
     }
     CHECK(cudaGraphLaunch(exec, s1));
     CHECK(cudaStreamSynchronize(s1));
+    EXPECT(seen.calls == iter + 1);
+    EXPECT(Near(seen.first, 3.0f * h_a[0] + 2.0f * h_b[0]));
     for (int i = 0; i < kN; ++i) {
       float want = 3.0f * h_a[i] + 2.0f * h_b[i];
       if (!Near(h_out[i], want)) {

@@ -136,7 +136,7 @@ TEST_P(GraphE2E, CapturedAndHandBuiltGraphsReplayAndMatchTheCpu) {
   GraphServer server(GetParam());
   auto [rc, out] = RunSample(server);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_TRUE(Has(out, "graph_capture: captured 8 nodes")) << out;
+  EXPECT_TRUE(Has(out, "graph_capture: captured 9 nodes")) << out;
   EXPECT_TRUE(Has(out, "10 launches of the captured graph match the CPU")) << out;
   EXPECT_TRUE(Has(out, "3 launches of the hand-built graph and 1 with new kernel parameters "
                        "match the CPU")) << out;
