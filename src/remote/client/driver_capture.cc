@@ -137,6 +137,20 @@ CUresult CaptureStreamWait(const char* call, CUstream s, CUevent e, bool externa
   return FromGraphResult(call, r);
 }
 
+CUresult CaptureHostEventUse(const char* call, CUevent e) {
+  GraphState& g = Graphs();
+  if (!g.capturing.load(std::memory_order_acquire)) return CUDA_SUCCESS;
+  bool captured;
+  {
+    std::lock_guard<std::mutex> lk(g.mu);
+    captured = g.captures.HostUsesCapturedEvent(e, call);
+  }
+  if (!captured) return CUDA_SUCCESS;
+  return Fail(call, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "the event was recorded in a stream "
+              "capture going on (it stands for graph work, not yet run); the capture is "
+              "invalidated");
+}
+
 void CaptureForgetEvent(CUevent e) {
   GraphState& g = Graphs();
   std::lock_guard<std::mutex> lk(g.mu);

@@ -49,6 +49,9 @@ CUresult CaptureUnsafe(const char* call);
 CUresult CaptureEventRecord(const char* call, CUevent e, CUstream s, bool external, bool* handled);
 CUresult CaptureStreamWait(const char* call, CUstream s, CUevent e, bool external, bool* handled);
 void CaptureForgetEvent(CUevent e);
+// cuEventSynchronize/cuEventQuery of an event recorded in a capture going on: the capture is
+// invalidated and the call fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, said.
+CUresult CaptureHostEventUse(const char* call, CUevent e);
 void CaptureForgetStream(CUstream s);
 
 // Packs a launch's parameters as a launch would (kernelParams at the kernel's layout, or

@@ -205,6 +205,7 @@ CUresult cuEventSynchronize(CUevent e) {
   const char* call = "cuEventSynchronize";
   const Event* ev;
   if (CUresult r = FindEvent(call, e, &ev)) return r;
+  if (CUresult r = CaptureHostEventUse(call, e)) return r;
   CUresult err;
   ServerLink* l = D().Link(ev->device, &err, call);
   if (!l) return err;
@@ -216,6 +217,7 @@ CUresult cuEventQuery(CUevent e) {
   const char* call = "cuEventQuery";
   const Event* ev;
   if (CUresult r = FindEvent(call, e, &ev)) return r;
+  if (CUresult r = CaptureHostEventUse(call, e)) return r;
   CUresult err;
   ServerLink* l = D().Link(ev->device, &err, call);
   if (!l) return err;

@@ -296,6 +296,16 @@ bool CaptureTable::EventCaptured(const void* event) const {
   return it != events_.end() && captures_.count(it->second.cap);
 }
 
+bool CaptureTable::HostUsesCapturedEvent(const void* event, const std::string& call) {
+  if (!EventCaptured(event)) return false;
+  Capture* c = events_.at(event).cap;
+  if (!c->invalid) {
+    c->invalid = true;
+    c->invalid_why = fmt::format("{} was called on an event recorded in it", call);
+  }
+  return true;
+}
+
 Result CaptureTable::WaitEvent(const void* stream, const void* event, bool* captured) {
   auto sit = streams_.find(stream);
   const bool ev_captured = EventCaptured(event);

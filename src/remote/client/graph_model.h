@@ -168,6 +168,9 @@ class CaptureTable {
   void ForgetEvent(const void* event) { events_.erase(event); }
   // Whether the event was last recorded in a capture that is still going on.
   bool EventCaptured(const void* event) const;
+  // The event, recorded in a capture going on, is waited for or queried from the host (which a
+  // capture cannot take): that capture is invalidated. False when the event is not captured.
+  bool HostUsesCapturedEvent(const void* event, const std::string& call);
   // `stream` waits for `event`: if the event was recorded in a capture, the stream joins it (or,
   // already in it, adds the event's nodes to its dependencies). A capturing stream waiting for
   // an event of another capture or from outside capture: kIsolation (the capture invalidated).

@@ -264,6 +264,20 @@ TEST(CaptureModel, WaitingOnAnOutsideEventIsolatesAndInvalidates) {
   EXPECT_EQ(g, nullptr);
 }
 
+// cuEventSynchronize/cuEventQuery of an event recorded in a capture: the capture cannot take it.
+TEST(CaptureModel, HostWaitOnACapturedEventInvalidates) {
+  CaptureTable t;
+  EXPECT_FALSE(t.HostUsesCapturedEvent(kE1, "cuEventSynchronize"));  // not captured: a plain wait
+  ASSERT_TRUE(t.Begin(kS1, Mode::kGlobal, 1).ok());
+  t.RecordEvent(kE1, kS1);
+  EXPECT_TRUE(t.HostUsesCapturedEvent(kE1, "cuEventSynchronize"));
+  Graph* g = nullptr;
+  Result r = t.End(kS1, 1, &g);
+  EXPECT_EQ(r.err, Err::kInvalidated);
+  EXPECT_NE(r.why.find("cuEventSynchronize"), std::string::npos) << r.why;
+  EXPECT_FALSE(t.HostUsesCapturedEvent(kE1, "cuEventSynchronize"));  // the capture is over
+}
+
 TEST(CaptureModel, TwoCapturesDoNotMerge) {
   CaptureTable t;
   ASSERT_TRUE(t.Begin(kS1, Mode::kGlobal, 1).ok());
