@@ -11,6 +11,9 @@
 // stream captures is not detected as CUDA's implicit synchronization.
 #include <cuda.h>
 
+#include <algorithm>
+#include <memory>
+
 #include "remote/client/driver_graphs.h"
 
 namespace gpool::remote::client::driver {
@@ -297,7 +300,12 @@ CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus* status, cuuin
   int dev;
   uint64_t id;
   if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/false)) return r;
-  thread_local std::vector<CUgraphEdgeData> t_edges;
+  // Default (all-zero) edge data for the dependencies: one zeroed block, grown when a stream has
+  // more dependencies than it holds; the old blocks are kept (pointers given out stay valid, and
+  // nothing here is destroyed at exit, when libraries still make calls).
+  static std::vector<std::unique_ptr<CUgraphEdgeData[]>>* zero_blocks =
+      new std::vector<std::unique_ptr<CUgraphEdgeData[]>>();
+  static size_t zero_size = 0;
   GraphState& g = Graphs();
   std::lock_guard<std::mutex> lk(g.mu);
   const graph::Capture* c = DefaultStream(s) ? nullptr : g.captures.Of(s);
@@ -309,8 +317,12 @@ CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus* status, cuuin
     *deps = d && !d->empty() ? reinterpret_cast<const CUgraphNode*>(d->data()) : nullptr;
   }
   if (edges) {
-    t_edges.assign(d ? d->size() : 0, CUgraphEdgeData{});
-    *edges = t_edges.empty() ? nullptr : t_edges.data();
+    const size_t need = d ? d->size() : 0;
+    if (need > zero_size) {
+      zero_size = std::max<size_t>(need, 64);
+      zero_blocks->push_back(std::make_unique<CUgraphEdgeData[]>(zero_size));  // zeroed
+    }
+    *edges = need == 0 ? nullptr : zero_blocks->back().get();
   }
   if (ndeps) *ndeps = d ? d->size() : 0;
   return CUDA_SUCCESS;
