@@ -402,8 +402,12 @@ CUresult cuMemAllocPitch(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t 
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpy2D(const CUDA_MEMCPY2D* p) { return Copy2D("cuMemcpy2D", p, nullptr, false); }
+CUresult cuMemcpy2D(const CUDA_MEMCPY2D* p) {
+  if (CUresult r = CaptureUnsafe("cuMemcpy2D_v2")) return r;  // synchronous
+  return Copy2D("cuMemcpy2D", p, nullptr, false);
+}
 CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D* p) {
+  if (CUresult r = CaptureUnsafe("cuMemcpy2DUnaligned_v2")) return r;  // synchronous
   return Copy2D("cuMemcpy2DUnaligned", p, nullptr, false);
 }
 CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D* p, CUstream s) {
@@ -411,6 +415,7 @@ CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D* p, CUstream s) {
 }
 CUresult cuMemsetD2D8(CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
                       size_t height) {
+  if (CUresult r = CaptureUnsafe("cuMemsetD2D8_v2")) return r;  // synchronous
   return Memset2D8("cuMemsetD2D8", dst, pitch, value, width, height, nullptr);
 }
 CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
@@ -421,6 +426,7 @@ CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char value, s
 // Peer copies: each pointer's device is known from its allocation (unified addressing), so the
 // contexts only check; between servers the bytes are relayed through this process (CopyD2D).
 CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpyPeer")) return r;  // synchronous
   if (n == 0) return CUDA_SUCCESS;
   return CopyD2D("cuMemcpyPeer", dst, src, n, nullptr);
 }
