@@ -7,7 +7,8 @@
 //    the stream captures nothing runs. The graph is instantiated once and launched 10 times,
 //    with new host input before each launch (a captured copy from host memory reads it at
 //    launch time), each result checked against the CPU.
-// 2. A graph built node by node (empty, memset, kernel and 1-D memcpy nodes, an added
+// 2. A graph built node by node (empty, memset, kernel and 1-D memcpy nodes, a memset node
+//    through the generic cudaGraphAddNode, an added
 //    dependency), its nodes, roots and one node's dependencies and dependents counted, cloned
 //    (the kernel node found in the clone), and the clone launched 3 times, then once
 //    more with new kernel parameters (cudaGraphExecKernelNodeSetParams).
@@ -178,10 +179,23 @@ void HandBuiltGraph() {
   cudaGraphNode_t both[] = {set, kern};
   CHECK(cudaGraphAddMemcpyNode1D(&copy, g, both, 2, d_y, d_x, bytes, cudaMemcpyDeviceToDevice));
   CHECK(cudaGraphAddMemcpyNode1D(&out, g, &copy, 1, h, d_y, bytes, cudaMemcpyDeviceToHost));
+  // A memset node through the generic cudaGraphAddNode: z[0..15] = 7 after the copy out.
+  int* d_z;
+  CHECK(cudaMalloc(&d_z, 16 * sizeof(int)));
+  CHECK(cudaMemset(d_z, 0, 16 * sizeof(int)));
+  cudaGraphNodeParams np = {};
+  np.type = cudaGraphNodeTypeMemset;
+  np.memset.dst = d_z;
+  np.memset.value = 7;
+  np.memset.elementSize = 4;
+  np.memset.width = 16;
+  np.memset.height = 1;
+  cudaGraphNode_t zset;
+  CHECK(cudaGraphAddNode(&zset, g, &out, nullptr, 1, &np));
   size_t count = 0, roots = 0;
   CHECK(cudaGraphGetNodes(g, nullptr, &count));
   CHECK(cudaGraphGetRootNodes(g, nullptr, &roots));
-  EXPECT(count == 5 && roots == 1);
+  EXPECT(count == 6 && roots == 1);
   cudaGraphNodeType type;
   CHECK(cudaGraphNodeGetType(kern, &type));
   EXPECT(type == cudaGraphNodeTypeKernel);
@@ -224,6 +238,10 @@ void HandBuiltGraph() {
       std::exit(1);
     }
   }
+  int z[16];
+  CHECK(cudaMemcpy(z, d_z, sizeof z, cudaMemcpyDeviceToHost));
+  for (int v : z) EXPECT(v == 7);
+  CHECK(cudaFree(d_z));
   std::printf("graph_capture: 3 launches of the hand-built graph and 1 with new kernel "
               "parameters match the CPU\n");
   CHECK(cudaGraphExecDestroy(exec));

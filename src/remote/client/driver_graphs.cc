@@ -9,7 +9,7 @@
 // other on the launch stream: more ordering than CUDA's, never less.
 //
 // Implemented: cuGraphCreate/Destroy/Clone, cuGraphAdd{Kernel(_v2),Memcpy,Memset,Empty,Host,
-// EventRecord,EventWait}Node, cuGraphAddDependencies(_v2), cuGraphGetNodes/GetRootNodes/
+// EventRecord,EventWait}Node, cuGraphAddNode_v2 (those kinds), cuGraphAddDependencies(_v2), cuGraphGetNodes/GetRootNodes/
 // GetEdges(_v2), cuGraphNodeGetType, cuGraphKernelNodeGetParams_v2,
 // cuGraphInstantiateWithFlags/WithParams, cuGraphUpload, cuGraphLaunch, cuGraphExecDestroy,
 // cuGraphExecKernelNodeSetParams_v2, cuGraphExecUpdate_v2, cuGraphNodeGetDependencies/
@@ -538,6 +538,63 @@ CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo
   }
   if (!r.ok()) return Fail(call, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, r.why);
   return CUDA_SUCCESS;
+}
+
+// The generic form (CUDA 12.2+): the node kinds above by their CUgraphNodeParams. Edge data
+// must be default, as for cuGraphAddDependencies.
+CUresult cuGraphAddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                        const CUgraphEdgeData* edges, size_t n, CUgraphNodeParams* p) {
+  const char* call = "cuGraphAddNode_v2";
+  if (!p) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null CUgraphNodeParams");
+  if (edges) {
+    for (size_t i = 0; i < n; ++i) {
+      if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || edges[i].from_port != 0 ||
+          edges[i].to_port != 0) {
+        return Fail(call, CUDA_ERROR_NOT_SUPPORTED, fmt::format("edge {}: only default edges "
+                    "are remoted", i));
+      }
+    }
+  }
+  graph::Op op;
+  switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      const CUDA_KERNEL_NODE_PARAMS_v3& k = p->kernel;
+      CUDA_KERNEL_NODE_PARAMS v2{k.func, k.gridDimX, k.gridDimY, k.gridDimZ, k.blockDimX,
+                                 k.blockDimY, k.blockDimZ, k.sharedMemBytes, k.kernelParams,
+                                 k.extra, k.kern, k.ctx};
+      if (CUresult r = KernelNodeOp(call, &v2, &op)) return r;
+      break;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      if (CUresult r = MemcpyNodeOp(call, &p->memcpy.copyParams, &op)) return r;
+      break;
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      const CUDA_MEMSET_NODE_PARAMS_v2& m = p->memset;
+      CUDA_MEMSET_NODE_PARAMS v1{m.dst, m.pitch, m.value, m.elementSize, m.width, m.height};
+      if (CUresult r = MemsetNodeOp(call, &v1, &op)) return r;
+      break;
+    }
+    case CU_GRAPH_NODE_TYPE_HOST:
+      if (!p->host.fn) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null host function");
+      op.kind = graph::Kind::kHost;
+      op.fn = p->host.fn;
+      op.data = p->host.userData;
+      break;
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      break;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+      const bool record = p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+      op.kind = record ? graph::Kind::kEventRecord : graph::Kind::kEventWait;
+      op.event = record ? p->eventRecord.event : p->eventWait.event;
+      if (!op.event) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null event");
+      break;
+    }
+    default:
+      return Fail(call, CUDA_ERROR_NOT_SUPPORTED, fmt::format("node type {}: gpool's graphs take "
+                  "kernel, memcpy, memset, host, empty and event nodes", static_cast<int>(p->type)));
+  }
+  return AddGraphNode(call, out, g, deps, n, std::move(op));
 }
 
 // ---- node queries and edits

@@ -25,6 +25,7 @@
 #undef cuGraphNodeGetDependencies
 #undef cuGraphNodeGetDependentNodes
 #undef cuGraphRemoveDependencies
+#undef cuGraphAddNode
 
 using gpool::remote::client::driver::Fail;
 
@@ -77,6 +78,12 @@ CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode* out, size_t
 CUresult cuGraphRemoveDependencies(CUgraph g, const CUgraphNode* from, const CUgraphNode* to,
                                    size_t n);
 
+CUresult cuGraphAddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                        CUgraphNodeParams* p);
+CUresult cuGraphAddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                        CUgraphNodeParams* p) {
+  return cuGraphAddNode_v2(out, g, deps, nullptr, n, p);
+}
 CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode* deps, size_t* n) {
   return cuGraphNodeGetDependencies_v2(node, deps, nullptr, n);
 }
@@ -183,3 +190,4 @@ CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode* err_node,
 #define cuGraphNodeGetDependencies cuGraphNodeGetDependencies_v2
 #define cuGraphNodeGetDependentNodes cuGraphNodeGetDependentNodes_v2
 #define cuGraphRemoveDependencies cuGraphRemoveDependencies_v2
+#define cuGraphAddNode cuGraphAddNode_v2
