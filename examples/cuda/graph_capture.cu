@@ -11,7 +11,8 @@
 //    through the generic cudaGraphAddNode, an added
 //    dependency), its nodes, roots and one node's dependencies and dependents counted, cloned
 //    (the kernel node found in the clone), and the clone launched 3 times, then once
-//    more with new kernel parameters (cudaGraphExecKernelNodeSetParams).
+//    more with new kernel and memset parameters (cudaGraphKernelNodeSetParams before, and
+//    cudaGraphExecKernelNodeSetParams / cudaGraphExecNodeSetParams after instantiation).
 // 3. A synchronous copy during a global-mode capture fails and invalidates the capture
 //    (cudaErrorStreamCaptureUnsupported; the end of the capture says invalidated).
 // Kernels: vectorAdd and scale (CPU versions in emulated_kernels.cc). Prints "PASS graph_capture".
@@ -165,7 +166,7 @@ void HandBuiltGraph() {
   mp.width = kN;
   mp.height = 1;
   CHECK(cudaGraphAddMemsetNode(&set, g, &start, 1, &mp));
-  float f = 0.5f;
+  float f = 0.25f;  // replaced by 0.5 below (cudaGraphKernelNodeSetParams)
   int n = kN;
   void* args[] = {&d_x, &f, &n};
   cudaKernelNodeParams kp = {};
@@ -174,6 +175,8 @@ void HandBuiltGraph() {
   kp.blockDim = dim3(kThreads);
   kp.kernelParams = args;
   CHECK(cudaGraphAddKernelNode(&kern, g, nullptr, 0, &kp));
+  f = 0.5f;
+  CHECK(cudaGraphKernelNodeSetParams(kern, &kp));
   f = 100.0f;  // the node keeps the value it was given
   CHECK(cudaGraphAddDependencies(g, &start, &kern, nullptr, 1));
   cudaGraphNode_t both[] = {set, kern};
@@ -206,8 +209,9 @@ void HandBuiltGraph() {
 
   cudaGraph_t clone;
   CHECK(cudaGraphClone(&clone, g));
-  cudaGraphNode_t ckern = nullptr;
+  cudaGraphNode_t ckern = nullptr, czset = nullptr;
   CHECK(cudaGraphNodeFindInClone(&ckern, kern, clone));
+  CHECK(cudaGraphNodeFindInClone(&czset, zset, clone));
   CHECK(cudaGraphNodeGetType(ckern, &type));
   EXPECT(type == cudaGraphNodeTypeKernel);
   CHECK(cudaGraphDestroy(g));  // the clone stands alone
@@ -226,9 +230,15 @@ void HandBuiltGraph() {
       }
     }
   }
-  // New kernel parameters for the executable graph (named by the clone's node): x *= 2 now.
+  int z[16];
+  CHECK(cudaMemcpy(z, d_z, sizeof z, cudaMemcpyDeviceToHost));
+  for (int v : z) EXPECT(v == 7);
+  // New kernel and memset parameters for the executable graph (named by the clone's nodes):
+  // x *= 2 now, and z is set to 9.
   f = 2.0f;
   CHECK(cudaGraphExecKernelNodeSetParams(exec, ckern, &kp));
+  np.memset.value = 9;
+  CHECK(cudaGraphExecNodeSetParams(exec, czset, &np));
   CHECK(cudaGraphLaunch(exec, s));
   CHECK(cudaStreamSynchronize(s));
   for (int i = 0; i < kN; ++i) {
@@ -238,9 +248,8 @@ void HandBuiltGraph() {
       std::exit(1);
     }
   }
-  int z[16];
   CHECK(cudaMemcpy(z, d_z, sizeof z, cudaMemcpyDeviceToHost));
-  for (int v : z) EXPECT(v == 7);
+  for (int v : z) EXPECT(v == 9);
   CHECK(cudaFree(d_z));
   std::printf("graph_capture: 3 launches of the hand-built graph and 1 with new kernel "
               "parameters match the CPU\n");

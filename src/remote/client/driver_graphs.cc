@@ -14,8 +14,9 @@
 // cuGraphInstantiateWithFlags/WithParams, cuGraphUpload, cuGraphLaunch, cuGraphExecDestroy,
 // cuGraphExecKernelNodeSetParams_v2, cuGraphExecUpdate_v2, cuGraphNodeGetDependencies/
 // GetDependentNodes/RemoveDependencies(_v2), cuGraphDestroyNode, cuGraphNodeFindInClone, and the
-// host, event and memset nodes' get/set calls (memset: get only). The rest of the family stays a
-// loud stub (driver_stubs.cc).
+// host, event and memset nodes' get/set calls, cuGraphNodeSetParams, cuGraphKernelNode/
+// MemcpyNode/MemsetNodeSetParams, and cuGraphExecNodeSetParams with the per-kind
+// cuGraphExec*SetParams/SetEvent calls. The rest of the family stays a loud stub (driver_stubs.cc).
 // Memcpy nodes are 1-D (Height and Depth 1, no arrays); memset nodes 1 or 4 bytes wide.
 #include <cuda.h>
 
@@ -228,6 +229,87 @@ CUresult InstantiateGraph(const char* call, CUgraphExec* out, CUgraph g, unsigne
   graph::Exec* raw = e.release();
   Graphs().execs.insert(raw);
   *out = reinterpret_cast<CUgraphExec>(raw);
+  return CUDA_SUCCESS;
+}
+
+// A node's operation from the generic CUgraphNodeParams (cuGraphAddNode, cuGraphNodeSetParams,
+// cuGraphExecNodeSetParams): the node kinds gpool's graphs take, others refused naming the type.
+CUresult OpFromParams(const char* call, const CUgraphNodeParams* p, graph::Op* op) {
+  if (!p) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null CUgraphNodeParams");
+  switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      const CUDA_KERNEL_NODE_PARAMS_v3& k = p->kernel;
+      CUDA_KERNEL_NODE_PARAMS v2{k.func, k.gridDimX, k.gridDimY, k.gridDimZ, k.blockDimX,
+                                 k.blockDimY, k.blockDimZ, k.sharedMemBytes, k.kernelParams,
+                                 k.extra, k.kern, k.ctx};
+      if (CUresult r = KernelNodeOp(call, &v2, op)) return r;
+      break;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      if (CUresult r = MemcpyNodeOp(call, &p->memcpy.copyParams, op)) return r;
+      break;
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      const CUDA_MEMSET_NODE_PARAMS_v2& m = p->memset;
+      CUDA_MEMSET_NODE_PARAMS v1{m.dst, m.pitch, m.value, m.elementSize, m.width, m.height};
+      if (CUresult r = MemsetNodeOp(call, &v1, op)) return r;
+      break;
+    }
+    case CU_GRAPH_NODE_TYPE_HOST:
+      if (!p->host.fn) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null host function");
+      op->kind = graph::Kind::kHost;
+      op->fn = p->host.fn;
+      op->data = p->host.userData;
+      break;
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      break;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+      const bool record = p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+      op->kind = record ? graph::Kind::kEventRecord : graph::Kind::kEventWait;
+      op->event = record ? p->eventRecord.event : p->eventWait.event;
+      if (!op->event) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null event");
+      break;
+    }
+    default:
+      return Fail(call, CUDA_ERROR_NOT_SUPPORTED, fmt::format("node type {}: gpool's graphs take "
+                  "kernel, memcpy, memset, host, empty and event nodes", static_cast<int>(p->type)));
+  }
+  return CUDA_SUCCESS;
+}
+
+// New parameters for a node of a live graph: `op` must be of the node's kind.
+CUresult SetGraphNodeOp(const char* call, CUgraphNode node, graph::Op op) {
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  if (!node || !GraphOfNode(node)) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, "not a node of a live graph");
+  }
+  graph::Op& cur = AsNode(node)->op;
+  if (cur.kind != op.kind) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("the node is a {} node, the "
+                "parameters a {} node's", graph::KindName(cur.kind), graph::KindName(op.kind)));
+  }
+  cur = std::move(op);
+  return CUDA_SUCCESS;
+}
+// New parameters for the executable graph's copy of `node` (a node of the graph it was
+// instantiated from): `op` must be of the node's kind. Not to be raced with a launch of it.
+CUresult SetExecNodeOp(const char* call, CUgraphExec e, CUgraphNode node, graph::Op op) {
+  auto* exec = reinterpret_cast<graph::Exec*>(e);
+  std::lock_guard<std::mutex> lk(Graphs().mu);
+  if (!Graphs().execs.count(exec)) {
+    return Fail(call, CUDA_ERROR_INVALID_HANDLE, "not a live executable graph");
+  }
+  auto it = exec->from_original.find(AsNode(node));
+  if (it == exec->from_original.end()) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, "not a node of the graph the executable graph "
+                "was instantiated from");
+  }
+  if (it->second->op.kind != op.kind) {
+    return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("the node is a {} node, the "
+                "parameters a {} node's", graph::KindName(it->second->op.kind),
+                graph::KindName(op.kind)));
+  }
+  it->second->op = std::move(op);
   return CUDA_SUCCESS;
 }
 
@@ -503,18 +585,7 @@ CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node,
   const char* call = "cuGraphExecKernelNodeSetParams_v2";
   graph::Op op;
   if (CUresult r = KernelNodeOp(call, p, &op)) return r;
-  auto* exec = reinterpret_cast<graph::Exec*>(e);
-  std::lock_guard<std::mutex> lk(Graphs().mu);
-  if (!Graphs().execs.count(exec)) {
-    return Fail(call, CUDA_ERROR_INVALID_HANDLE, "not a live executable graph");
-  }
-  auto it = exec->from_original.find(AsNode(node));
-  if (it == exec->from_original.end() || it->second->op.kind != graph::Kind::kKernel) {
-    return Fail(call, CUDA_ERROR_INVALID_VALUE, "not a kernel node of the graph the executable "
-                "graph was instantiated from");
-  }
-  it->second->op = std::move(op);
-  return CUDA_SUCCESS;
+  return SetExecNodeOp(call, e, node, std::move(op));
 }
 
 // A graph of the exec's shape gives it its node parameters (graph_model.h, UpdateExec).
@@ -556,45 +627,75 @@ CUresult cuGraphAddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
     }
   }
   graph::Op op;
-  switch (p->type) {
-    case CU_GRAPH_NODE_TYPE_KERNEL: {
-      const CUDA_KERNEL_NODE_PARAMS_v3& k = p->kernel;
-      CUDA_KERNEL_NODE_PARAMS v2{k.func, k.gridDimX, k.gridDimY, k.gridDimZ, k.blockDimX,
-                                 k.blockDimY, k.blockDimZ, k.sharedMemBytes, k.kernelParams,
-                                 k.extra, k.kern, k.ctx};
-      if (CUresult r = KernelNodeOp(call, &v2, &op)) return r;
-      break;
-    }
-    case CU_GRAPH_NODE_TYPE_MEMCPY:
-      if (CUresult r = MemcpyNodeOp(call, &p->memcpy.copyParams, &op)) return r;
-      break;
-    case CU_GRAPH_NODE_TYPE_MEMSET: {
-      const CUDA_MEMSET_NODE_PARAMS_v2& m = p->memset;
-      CUDA_MEMSET_NODE_PARAMS v1{m.dst, m.pitch, m.value, m.elementSize, m.width, m.height};
-      if (CUresult r = MemsetNodeOp(call, &v1, &op)) return r;
-      break;
-    }
-    case CU_GRAPH_NODE_TYPE_HOST:
-      if (!p->host.fn) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null host function");
-      op.kind = graph::Kind::kHost;
-      op.fn = p->host.fn;
-      op.data = p->host.userData;
-      break;
-    case CU_GRAPH_NODE_TYPE_EMPTY:
-      break;
-    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
-      const bool record = p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
-      op.kind = record ? graph::Kind::kEventRecord : graph::Kind::kEventWait;
-      op.event = record ? p->eventRecord.event : p->eventWait.event;
-      if (!op.event) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null event");
-      break;
-    }
-    default:
-      return Fail(call, CUDA_ERROR_NOT_SUPPORTED, fmt::format("node type {}: gpool's graphs take "
-                  "kernel, memcpy, memset, host, empty and event nodes", static_cast<int>(p->type)));
-  }
+  if (CUresult r = OpFromParams(call, p, &op)) return r;
   return AddGraphNode(call, out, g, deps, n, std::move(op));
+}
+
+// ---- new parameters for a node of a graph, or of an executable graph
+
+CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams* p) {
+  graph::Op op;
+  if (CUresult r = OpFromParams("cuGraphNodeSetParams", p, &op)) return r;
+  return SetGraphNodeOp("cuGraphNodeSetParams", node, std::move(op));
+}
+CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node, CUgraphNodeParams* p) {
+  graph::Op op;
+  if (CUresult r = OpFromParams("cuGraphExecNodeSetParams", p, &op)) return r;
+  return SetExecNodeOp("cuGraphExecNodeSetParams", e, node, std::move(op));
+}
+CUresult cuGraphKernelNodeSetParams(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
+  const char* call = "cuGraphKernelNodeSetParams_v2";
+  graph::Op op;
+  if (CUresult r = KernelNodeOp(call, p, &op)) return r;
+  return SetGraphNodeOp(call, node, std::move(op));
+}
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode node, const CUDA_MEMCPY3D* p) {
+  graph::Op op;
+  if (CUresult r = MemcpyNodeOp("cuGraphMemcpyNodeSetParams", p, &op)) return r;
+  return SetGraphNodeOp("cuGraphMemcpyNodeSetParams", node, std::move(op));
+}
+CUresult cuGraphMemsetNodeSetParams(CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS* p) {
+  graph::Op op;
+  if (CUresult r = MemsetNodeOp("cuGraphMemsetNodeSetParams", p, &op)) return r;
+  return SetGraphNodeOp("cuGraphMemsetNodeSetParams", node, std::move(op));
+}
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D* p,
+                                        CUcontext) {
+  graph::Op op;
+  if (CUresult r = MemcpyNodeOp("cuGraphExecMemcpyNodeSetParams", p, &op)) return r;
+  return SetExecNodeOp("cuGraphExecMemcpyNodeSetParams", e, node, std::move(op));
+}
+CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                        const CUDA_MEMSET_NODE_PARAMS* p, CUcontext) {
+  graph::Op op;
+  if (CUresult r = MemsetNodeOp("cuGraphExecMemsetNodeSetParams", p, &op)) return r;
+  return SetExecNodeOp("cuGraphExecMemsetNodeSetParams", e, node, std::move(op));
+}
+CUresult cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                      const CUDA_HOST_NODE_PARAMS* p) {
+  const char* call = "cuGraphExecHostNodeSetParams";
+  if (!p || !p->fn) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null host function");
+  graph::Op op;
+  op.kind = graph::Kind::kHost;
+  op.fn = p->fn;
+  op.data = p->userData;
+  return SetExecNodeOp(call, e, node, std::move(op));
+}
+CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec e, CUgraphNode node, CUevent ev) {
+  const char* call = "cuGraphExecEventRecordNodeSetEvent";
+  if (!ev) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null event");
+  graph::Op op;
+  op.kind = graph::Kind::kEventRecord;
+  op.event = ev;
+  return SetExecNodeOp(call, e, node, std::move(op));
+}
+CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec e, CUgraphNode node, CUevent ev) {
+  const char* call = "cuGraphExecEventWaitNodeSetEvent";
+  if (!ev) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null event");
+  graph::Op op;
+  op.kind = graph::Kind::kEventWait;
+  op.event = ev;
+  return SetExecNodeOp(call, e, node, std::move(op));
 }
 
 // ---- node queries and edits

@@ -26,6 +26,7 @@
 #undef cuGraphNodeGetDependentNodes
 #undef cuGraphRemoveDependencies
 #undef cuGraphAddNode
+#undef cuGraphKernelNodeSetParams
 
 using gpool::remote::client::driver::Fail;
 
@@ -149,6 +150,12 @@ CUresult cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v1
                                   q.kernelParams, q.extra};
   return CUDA_SUCCESS;
 }
+CUresult cuGraphKernelNodeSetParams(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1* p);
+CUresult cuGraphKernelNodeSetParams(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1* p) {
+  if (!p) return Fail("cuGraphKernelNodeSetParams", CUDA_ERROR_INVALID_VALUE, "null params");
+  CUDA_KERNEL_NODE_PARAMS q = FromV1(*p);
+  return cuGraphKernelNodeSetParams_v2(node, &q);
+}
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node,
                                         const CUDA_KERNEL_NODE_PARAMS_v1* p) {
   if (!p) return Fail("cuGraphExecKernelNodeSetParams", CUDA_ERROR_INVALID_VALUE, "null params");
@@ -191,3 +198,4 @@ CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode* err_node,
 #define cuGraphNodeGetDependentNodes cuGraphNodeGetDependentNodes_v2
 #define cuGraphRemoveDependencies cuGraphRemoveDependencies_v2
 #define cuGraphAddNode cuGraphAddNode_v2
+#define cuGraphKernelNodeSetParams cuGraphKernelNodeSetParams_v2
