@@ -103,7 +103,7 @@ samples=(vector_add struct_param streams_events memcpy_sizes symbols multi_devic
 # Programs that reach gpool through the driver stand-in (the `driver` section), as
 # tests/remote/CMakeLists.txt names them.
 driver_samples=(vector_add_static driver_api driver_kernels.fatbin cublas_sgemm cudnn_conv mlp_train
-                nccl_allreduce vmm_alloc)
+                nccl_allreduce vmm_alloc graph_capture)
 # The kernel library module_reload dlopen()s, built beside the samples.
 reload_lib=libreload_kernels.so
 # nvcc flags beyond the common ones, per sample (as tests/remote/CMakeLists.txt builds them).
@@ -286,6 +286,7 @@ dbuild_pids=()
 if want driver || want train; then
   ex=$here/examples/cuda
   dbuild vector_add_static "$ex/vector_add.cu" & dbuild_pids+=($!)
+  dbuild graph_capture "$ex/graph_capture.cu" & dbuild_pids+=($!)
   dbuild driver_api -cudart none "$ex/driver_api.cc" -L"$cuda_home/lib64/stubs" -lcuda & dbuild_pids+=($!)
   dbuild vmm_alloc -cudart none "$ex/vmm_alloc.cc" -L"$cuda_home/lib64/stubs" -lcuda & dbuild_pids+=($!)
   dbuild cublas_sgemm "$ex/cublas_sgemm.cu" -lcublas & dbuild_pids+=($!)
@@ -427,7 +428,7 @@ for r in "${runs[@]}"; do
   if [[ $expect == gpool ]]; then
     # bad-pointer: a copy past the end of a 16-byte allocation. CUDA itself does not check
     # sub-allocation bounds (native exit is informational); gpool refuses it on both backends.
-    # unsupported: managed memory and graphs work natively; gpool refuses them loudly.
+    # unsupported: managed memory and child graph nodes work natively; gpool refuses them loudly.
     # module_reload: a kernel library dlopen()ed and closed three times, then cudaDeviceReset;
     # it also checks that handles from before the reset are refused, which a real runtime need
     # not do cleanly (native exit is informational).
@@ -473,10 +474,13 @@ echo "== driver API: programs over gpool's libcuda.so.1 stand-in, native vs gpoo
 # Built in the background above (this GPU's arch), else the CMake-built ones (sm_90).
 dbuild_wait
 [[ -f $ddir/driver_kernels.fatbin ]] || dbuild_why driver_kernels.fatbin
+# graph_capture: stream capture across two streams, a hand-built graph, 13 graph launches checked
+# against the CPU, and a capture invalidated by a synchronous copy (the stand-in replays graphs
+# from the client; its output must equal the native run's).
 # vmm_alloc: virtual memory management as an expandable allocator uses it (reserve, map two
 # chunks, a kernel over both, remap, alias), on the real driver's granularity.
 druns=("vector_add_static 1048576" "driver_api $ddir/driver_kernels.fatbin"
-       "vmm_alloc $ddir/driver_kernels.fatbin")
+       "vmm_alloc $ddir/driver_kernels.fatbin" "graph_capture")
 # cuBLAS's and cuDNN's kernels have no CPU version for the emulated server to run: real GPU only
 # (remote_driver_e2e_test checks on CPU that both reach the server as launches of their kernels).
 # cublas_sgemm checks 64 sampled entries of C against a CPU reference; cudnn_conv every output.

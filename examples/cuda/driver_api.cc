@@ -202,6 +202,62 @@ int main(int argc, char** argv) {
   EXPECT(ms >= 0);
   for (int i = 0; i < n; ++i) EXPECT(c[i] == float(i) * 0.5f);
 
+  // Stream capture and a graph through the older entry points a CUDA 10.0-12.0 runtime fetches
+  // by version (cuStreamBeginCapture without a mode, cuStreamGetCaptureInfo with the id only,
+  // cuGraphAddDependencies and cuGraphGetEdges without edge data, cuGraphInstantiate with an
+  // error log): the capture holds the scale launch, a memset node (2.0f) is put before it, and
+  // two launches leave 1.0f everywhere.
+  {
+    CUdriverProcAddressQueryResult q;
+    void *begin, *info, *add_deps, *get_edges, *instantiate;
+    CU(cuGetProcAddress("cuStreamBeginCapture", &begin, 10000, 0, &q));
+    CU(cuGetProcAddress("cuStreamGetCaptureInfo", &info, 10010, 0, &q));
+    CU(cuGetProcAddress("cuGraphAddDependencies", &add_deps, 12000, 0, &q));
+    CU(cuGetProcAddress("cuGraphGetEdges", &get_edges, 12000, 0, &q));
+    CU(cuGetProcAddress("cuGraphInstantiate", &instantiate, 10000, 0, &q));
+    CU(reinterpret_cast<CUresult (*)(CUstream)>(begin)(s));
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    CU(reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureStatus*, cuuint64_t*)>(info)(
+        s, &st, &id));
+    EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0);
+    CU(cuLaunchKernel(scale, (n + 127) / 128, 1, 1, 128, 1, 1, 0, s, nullptr, extra));
+    CUgraph g;
+    CU(cuStreamEndCapture(s, &g));
+    CUgraphNode kern;
+    size_t count = 1;
+    CU(cuGraphGetNodes(g, &kern, &count));
+    EXPECT(count == 1);
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+    CUDA_MEMSET_NODE_PARAMS mp{};
+    mp.dst = dc;
+    mp.value = 0x40000000u;  // 2.0f
+    mp.elementSize = 4;
+    mp.width = n;
+    mp.height = 1;
+    CUgraphNode set;
+    CU(cuGraphAddMemsetNode(&set, g, nullptr, 0, &mp, ctx));
+    CU(reinterpret_cast<CUresult (*)(CUgraph, const CUgraphNode*, const CUgraphNode*, size_t)>(
+        add_deps)(g, &set, &kern, 1));
+    size_t edges = 0;
+    CU(reinterpret_cast<CUresult (*)(CUgraph, CUgraphNode*, CUgraphNode*, size_t*)>(get_edges)(
+        g, nullptr, nullptr, &edges));
+    EXPECT(edges == 1);
+    CUgraphExec exec;
+    CUgraphNode bad;
+    char log[128];
+    CU(reinterpret_cast<CUresult (*)(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t)>(
+        instantiate)(&exec, g, &bad, log, sizeof log));
+    for (int launch = 0; launch < 2; ++launch) CU(cuGraphLaunch(exec, s));
+    CU(cuStreamSynchronize(s));
+    CU(cuMemcpyDtoH(c.data(), dc, n * sizeof(float)));
+    for (int i = 0; i < n; ++i) EXPECT(c[i] == 1.0f);
+    CU(cuGraphExecDestroy(exec));
+    CU(cuGraphDestroy(g));
+    std::printf("driver_api: a graph through the CUDA 10.0-12.0 entry points ran\n");
+  }
+
   // Device-to-device copy and memsets (a byte, and a 32-bit pattern of distinct bytes).
   CU(cuMemcpyDtoD(db, da, n * sizeof(float)));
   CU(cuMemcpyDtoH(c.data(), db, n * sizeof(float)));
@@ -292,11 +348,17 @@ int main(int argc, char** argv) {
     CUdeviceptr managed = 0;
     CUresult direct = cuMemAllocManaged(&managed, 64, CU_MEM_ATTACH_GLOBAL);
     std::printf("cuMemAllocManaged returned %d\n", static_cast<int>(direct));
-    CU(cuGetProcAddress("cuGraphCreate", &fn, 13000, 0, &found));
+    CU(cuGetProcAddress("cuGraphAddChildGraphNode", &fn, 13000, 0, &found));
     EXPECT(fn != nullptr && found == CU_GET_PROC_ADDRESS_SUCCESS);
     CUgraph graph;
-    CUresult fetched = reinterpret_cast<CUresult (*)(CUgraph*, unsigned)>(fn)(&graph, 0);
-    std::printf("cuGraphCreate through cuGetProcAddress returned %d\n", static_cast<int>(fetched));
+    CU(cuGraphCreate(&graph, 0));
+    CUgraphNode node;
+    CUresult fetched = reinterpret_cast<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*,
+                                                      size_t, CUgraph)>(fn)(&node, graph, nullptr,
+                                                                            0, graph);
+    std::printf("cuGraphAddChildGraphNode through cuGetProcAddress returned %d\n",
+                static_cast<int>(fetched));
+    CU(cuGraphDestroy(graph));
     EXPECT(direct == CUDA_ERROR_NOT_SUPPORTED && fetched == CUDA_ERROR_NOT_SUPPORTED);
   }
 

@@ -94,8 +94,12 @@ static int RunMode(const std::string& mode, int argc, char** argv) {
   } else if (mode == "unsupported") {
     void* p = nullptr;
     EXPECT(cudaMallocManaged(&p, 16) == cudaErrorNotSupported);
-    cudaGraph_t g;
-    EXPECT(cudaGraphCreate(&g, 0) == cudaErrorNotSupported);
+    // Graphs are remoted, child graph nodes are not.
+    cudaGraph_t g, child;
+    CHECK(cudaGraphCreate(&g, 0));
+    CHECK(cudaGraphCreate(&child, 0));
+    cudaGraphNode_t node;
+    EXPECT(cudaGraphAddChildGraphNode(&node, g, nullptr, 0, child) == cudaErrorNotSupported);
     EXPECT(cudaGetLastError() == cudaErrorNotSupported);
   } else if (mode == "dynamic-shared") {
     const int n = 16384;  // 64 KiB of floats: over the 48 KiB a kernel gets without opting in

@@ -545,7 +545,7 @@ TEST_P(E2E, ErrorPaths) {
     EXPECT_TRUE(Has(out, "PASS error_paths " + mode)) << mode << "\n" << out;
   }
   EXPECT_TRUE(Has(out, "session's memory limit is 1073741824 bytes")) << out;
-  EXPECT_TRUE(Has(out, NotSupported("cuGraphCreate"))) << out;
+  EXPECT_TRUE(Has(out, NotSupported("cuGraphAddChildGraphNode"))) << out;
   EXPECT_TRUE(Has(out, NotSupported("cuMemAllocManaged"))) << out;
   // A launch over the kernel's dynamic shared memory maximum is refused naming the kernel.
   if (cuda()) {

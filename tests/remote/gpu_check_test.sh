@@ -36,6 +36,7 @@ for want in "PASS runtime through gpool run: $build/lib/libcudart.so.13" \
             "PASS driver vector_add_static (gpool, emulated): PASS vector_add n=1048576" \
             "PASS driver driver_api (gpool, emulated): PASS driver_api" \
             "PASS driver vmm_alloc (gpool, emulated): PASS vmm_alloc" \
+            "PASS driver graph_capture (gpool, emulated): PASS graph_capture" \
             "NOTE driver: cublas_sgemm 4096 and cudnn_conv skipped" \
             "gpu-check: PASS"; do
   grep -qF -- "$want" "$tmp/full.log" || fail "missing line: $want"
@@ -43,7 +44,7 @@ done
 # The training loop (mlp_train --naive-gemm) through gpool on one emulated device, then on device
 # 0 of two servers with its gradients all-reduced by gpool's libnccl.so.2. Without cuBLAS or NCCL
 # in the toolkit the sample is not built and the step says SKIPPED (a note).
-passes=26
+passes=27
 notes=1
 if [[ -x $build/tests/remote/cuda/mlp_train ]]; then
   grep -q "^PASS train 1 device (gpool, emulated, naive GEMM): devices=1 gemm=naive .*PASS mlp_train steps=100 gemm=naive" \

@@ -19,7 +19,7 @@
 
 #include "remote/client/driver_exports.h"
 #include "remote/client/driver_procs.h"
-#include "remote/client/driver_state.h"
+#include "remote/client/driver_graphs.h"
 
 namespace gpool::remote::client {
 namespace driver {
@@ -598,6 +598,7 @@ CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
 }
 CUresult cuCtxSynchronize(void) {
   const char* call = "cuCtxSynchronize";
+  if (CUresult r = CaptureUnsafe(call)) return r;
   int dev;
   if (CUresult r = CurrentDevice(call, &dev)) return r;
   HostFnGate(dev, 0);  // the device's host functions first
@@ -683,6 +684,7 @@ CUresult cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
 }
 CUresult cuMemFree(CUdeviceptr dptr) {
   const char* call = "cuMemFree_v2";
+  if (CUresult r = CaptureUnsafe(call)) return r;
   if (CUresult r = Ready(call)) return r;
   if (dptr == 0) return CUDA_SUCCESS;
   int dev;

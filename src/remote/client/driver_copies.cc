@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "remote/client/driver_state.h"
+#include "remote/client/driver_graphs.h"
 
 namespace gpool::remote::client::driver {
 
@@ -45,7 +45,23 @@ bool IsPageLocked(const void* p, size_t n) {
 }
 
 // Host-to-device bytes to `dst` (its device's server; the current device's if unknown).
+// On a capturing stream each of these is a memcpy node instead (graph::Op; the host side read or
+// written when the graph is launched, as CUDA does).
+CUresult CaptureCopy(const char* call, CUstream s, graph::CopyDir dir, uint64_t dst, uint64_t src,
+                     size_t n) {
+  graph::Op op;
+  op.kind = graph::Kind::kMemcpy;
+  op.dir = dir;
+  op.dst = dst;
+  op.src = src;
+  op.n = n;
+  return CaptureOp(call, s, std::move(op));
+}
+
 CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUstream s) {
+  if (Capturing(s)) {
+    return CaptureCopy(call, s, graph::CopyDir::kH2D, dst, reinterpret_cast<uint64_t>(src), n);
+  }
   Route r;
   if (CUresult e = RouteTo(call, dst, s, &r)) return e;
   std::lock_guard<std::mutex> lk(r.link->mu());
@@ -64,6 +80,9 @@ CUresult CopyH2D(const char* call, uint64_t dst, const void* src, size_t n, CUst
 // would not make its sync wait for this link's reads.
 CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s,
                  bool async_call) {
+  if (Capturing(s)) {
+    return CaptureCopy(call, s, graph::CopyDir::kD2H, reinterpret_cast<uint64_t>(dst), src, n);
+  }
   Route r;
   if (CUresult e = RouteTo(call, src, s, &r)) return e;
   const bool async = async_call && r.on_stream && IsPageLocked(dst, n);
@@ -77,6 +96,7 @@ CUresult CopyD2H(const char* call, void* dst, uint64_t src, size_t n, CUstream s
 }
 
 CUresult CopyD2D(const char* call, uint64_t dst, uint64_t src, size_t n, CUstream s) {
+  if (Capturing(s)) return CaptureCopy(call, s, graph::CopyDir::kD2D, dst, src, n);
   int sdev;
   uint64_t sid;
   if (CUresult r = ResolveStream(s, call, &sdev, &sid)) return r;
@@ -128,6 +148,15 @@ std::vector<std::byte> Pattern(uint32_t value, unsigned width, size_t count) {
 // written as host-to-device data (the protocol's Memset sets bytes): its whole size crosses.
 CUresult MemsetD(const char* call, uint64_t dst, uint32_t value, size_t count, unsigned width,
                  CUstream s) {
+  if (Capturing(s)) {
+    graph::Op op;
+    op.kind = graph::Kind::kMemset;
+    op.dst = dst;
+    op.value = value;
+    op.elem = width;
+    op.width = count;
+    return CaptureOp(call, s, std::move(op));
+  }
   uint8_t byte;
   if (!Bytewise(value, width, &byte)) {
     std::vector<std::byte> pattern = Pattern(value, width, count);
@@ -191,6 +220,7 @@ CUresult SideOf(const char* call, CUmemorytype type, const void* host, CUdevicep
 // between servers each row relayed through this process.
 CUresult Copy2D(const char* call, const CUDA_MEMCPY2D* p, CUstream s, bool async_call) {
   if (!p) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null CUDA_MEMCPY2D");
+  if (Capturing(s)) return CaptureRefuse(call, s, "a 2-D copy");
   const size_t width = p->WidthInBytes, height = p->Height;
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   Side src, dst;
@@ -284,6 +314,9 @@ CUresult CopyUnified(const char* call, uint64_t dst, uint64_t src, size_t n, CUs
     dst_dev = D().DeviceOfLocked(dst) >= 0;
     src_dev = D().DeviceOfLocked(src) >= 0;
   }
+  if (!dst_dev && !src_dev && Capturing(s)) {
+    return CaptureCopy(call, s, graph::CopyDir::kH2H, dst, src, n);
+  }
   if (dst_dev && src_dev) return CopyD2D(call, dst, src, n, s);
   if (dst_dev) return CopyH2D(call, dst, reinterpret_cast<const void*>(src), n, s);
   if (src_dev) return CopyD2H(call, reinterpret_cast<void*>(dst), src, n, s);
@@ -299,6 +332,7 @@ CUresult CopyUnified(const char* call, uint64_t dst, uint64_t src, size_t n, CUs
 // written as a 2-D host-to-device copy of the pattern (its whole size crosses).
 CUresult Memset2D(const char* call, CUdeviceptr dst, size_t pitch, uint32_t value, unsigned width,
                   size_t width_elems, size_t height, CUstream s) {
+  if (Capturing(s)) return CaptureRefuse(call, s, "a 2-D memset");
   const size_t row = width_elems * width;
   if (row == 0 || height == 0) return CUDA_SUCCESS;
   if (height > 1 && pitch < row) {
@@ -338,12 +372,15 @@ extern "C" {
 // ---- 1-D copies and memsets
 
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpyHtoD_v2")) return r;  // synchronous
   return CopyH2D("cuMemcpyHtoD_v2", dst, src, n, nullptr);
 }
 CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpyDtoH_v2")) return r;  // synchronous
   return CopyD2H("cuMemcpyDtoH_v2", dst, src, n, nullptr);
 }
 CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpyDtoD_v2")) return r;  // synchronous
   return CopyD2D("cuMemcpyDtoD_v2", dst, src, n, nullptr);
 }
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
@@ -356,15 +393,18 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream 
   return CopyD2D("cuMemcpyDtoDAsync_v2", dst, src, n, s);
 }
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpy")) return r;  // synchronous
   return CopyUnified("cuMemcpy", dst, src, n, nullptr);
 }
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return CopyUnified("cuMemcpyAsync", dst, src, n, s);
 }
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemsetD8_v2")) return r;  // synchronous
   return MemsetD("cuMemsetD8_v2", dst, uc, n, 1, nullptr);
 }
 CUresult cuMemsetD32(CUdeviceptr dst, unsigned int ui, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemsetD32_v2")) return r;  // synchronous
   return MemsetD("cuMemsetD32_v2", dst, ui, n, 4, nullptr);
 }
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s) {
@@ -396,8 +436,12 @@ CUresult cuMemAllocPitch(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t 
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpy2D(const CUDA_MEMCPY2D* p) { return Copy2D("cuMemcpy2D", p, nullptr, false); }
+CUresult cuMemcpy2D(const CUDA_MEMCPY2D* p) {
+  if (CUresult r = CaptureUnsafe("cuMemcpy2D_v2")) return r;  // synchronous
+  return Copy2D("cuMemcpy2D", p, nullptr, false);
+}
 CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D* p) {
+  if (CUresult r = CaptureUnsafe("cuMemcpy2DUnaligned_v2")) return r;  // synchronous
   return Copy2D("cuMemcpy2DUnaligned", p, nullptr, false);
 }
 CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D* p, CUstream s) {
@@ -405,6 +449,7 @@ CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D* p, CUstream s) {
 }
 CUresult cuMemsetD2D8(CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
                       size_t height) {
+  if (CUresult r = CaptureUnsafe("cuMemsetD2D8_v2")) return r;  // synchronous
   return Memset2D("cuMemsetD2D8", dst, pitch, value, 1, width, height, nullptr);
 }
 CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
@@ -415,6 +460,7 @@ CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char value, s
 // Peer copies: each pointer's device is known from its allocation (unified addressing), so the
 // contexts only check; between servers the bytes are relayed through this process (CopyD2D).
 CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemcpyPeer")) return r;  // synchronous
   if (n == 0) return CUDA_SUCCESS;
   return CopyD2D("cuMemcpyPeer", dst, src, n, nullptr);
 }

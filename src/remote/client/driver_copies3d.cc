@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "remote/client/driver_state.h"
+#include "remote/client/driver_graphs.h"
 
 namespace gpool::remote::client::driver {
 namespace {
@@ -135,11 +135,15 @@ using namespace gpool::remote::client::driver;  // NOLINT: the C API below is th
 #pragma GCC visibility push(default)
 extern "C" {
 
-CUresult cuMemcpy3D(const CUDA_MEMCPY3D* p) { return Copy3DOf("cuMemcpy3D_v2", p, nullptr, false); }
+CUresult cuMemcpy3D(const CUDA_MEMCPY3D* p) {
+  if (CUresult r = CaptureUnsafe("cuMemcpy3D_v2")) return r;  // synchronous
+  return Copy3DOf("cuMemcpy3D_v2", p, nullptr, false);
+}
 CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D* p, CUstream s) {
   return Copy3DOf("cuMemcpy3DAsync_v2", p, s, true);
 }
 CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* p) {
+  if (CUresult r = CaptureUnsafe("cuMemcpy3DPeer")) return r;  // synchronous
   return Copy3DPeerOf("cuMemcpy3DPeer", p, nullptr, false);
 }
 CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* p, CUstream s) {
@@ -152,6 +156,7 @@ CUresult cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
                    nullptr, s);
 }
 CUresult cuMemsetD16(CUdeviceptr dst, unsigned short us, size_t n) {
+  if (CUresult r = CaptureUnsafe("cuMemsetD16_v2")) return r;  // synchronous
   return MemsetD("cuMemsetD16_v2", dst, us, n, 2, nullptr);
 }
 CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short us, size_t n, CUstream s) {
@@ -159,6 +164,7 @@ CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short us, size_t n, CUstream
 }
 CUresult cuMemsetD2D16(CUdeviceptr dst, size_t pitch, unsigned short us, size_t width,
                        size_t height) {
+  if (CUresult r = CaptureUnsafe("cuMemsetD2D16_v2")) return r;  // synchronous
   return Memset2D("cuMemsetD2D16_v2", dst, pitch, us, 2, width, height, nullptr);
 }
 CUresult cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short us, size_t width,
@@ -167,6 +173,7 @@ CUresult cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short us, si
 }
 CUresult cuMemsetD2D32(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t width,
                        size_t height) {
+  if (CUresult r = CaptureUnsafe("cuMemsetD2D32_v2")) return r;  // synchronous
   return Memset2D("cuMemsetD2D32_v2", dst, pitch, ui, 4, width, height, nullptr);
 }
 CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t width,

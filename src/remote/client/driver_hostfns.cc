@@ -29,7 +29,7 @@
 #include <deque>
 #include <thread>
 
-#include "remote/client/driver_state.h"
+#include "remote/client/driver_graphs.h"
 
 namespace gpool::remote::client::driver {
 namespace {
@@ -214,6 +214,13 @@ extern "C" {
 
 CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
   if (!fn) return Fail("cuLaunchHostFunc", CUDA_ERROR_INVALID_VALUE, "null function");
+  if (Capturing(s)) {  // a host node, run by each launch of the graph
+    graph::Op op;
+    op.kind = graph::Kind::kHost;
+    op.fn = fn;
+    op.data = data;
+    return CaptureOp("cuLaunchHostFunc", s, std::move(op));
+  }
   return EnqueueHostCall("cuLaunchHostFunc", s, fn, nullptr, data);
 }
 // The callback gets the stream's status: CUDA_SUCCESS, or the asynchronous error of its earlier
@@ -224,6 +231,7 @@ CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void* data, unsign
     return Fail("cuStreamAddCallback", CUDA_ERROR_INVALID_VALUE,
                 fmt::format("flags {:#x} (must be 0)", flags));
   }
+  if (Capturing(s)) return CaptureRefuse("cuStreamAddCallback", s, "a stream callback");
   return EnqueueHostCall("cuStreamAddCallback", s, nullptr, cb, data);
 }
 

@@ -22,7 +22,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "remote/client/driver_state.h"
+#include "remote/client/driver_graphs.h"
 #include "remote/client/managed_guard.h"
 
 namespace gpool::remote::client::driver {
@@ -473,6 +473,22 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
     return Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("kernel {}: grid {}x{}x{}, block "
                 "{}x{}x{}: no dimension may be 0", fn->name, gx, gy, gz, bx, by, bz));
   }
+  if (Capturing(s)) {
+    // Captured: a kernel node with the parameters packed now (CUDA copies them at capture too).
+    graph::Op op;
+    op.kind = graph::Kind::kKernel;
+    op.func = f;
+    op.grid[0] = gx;
+    op.grid[1] = gy;
+    op.grid[2] = gz;
+    op.block[0] = bx;
+    op.block[1] = by;
+    op.block[2] = bz;
+    op.shmem = shmem;
+    op.cooperative = cooperative;
+    if (CUresult r = PackParams(call, fn, params, extra, &op.params)) return r;
+    return CaptureOp(call, s, std::move(op));
+  }
   // The launch runs on the stream's device (a default stream's: the current context's). The
   // module's server holds it for all its devices, so any device of that server will do; its
   // attributes set so far go there first (once per device). Another server has no copy.
@@ -536,6 +552,21 @@ CUresult LaunchKernel(const char* call, CUfunction f, unsigned int gx, unsigned 
     return Post(fn->module->link, c, call);
   }
   return Post(fn->module->link, m, call);
+}
+
+CUresult PackKernelParams(const char* call, CUfunction f, void** params, void** extra,
+                          std::vector<std::byte>* out) {
+  if (CUresult r = Ready(call)) return r;
+  auto* fn = reinterpret_cast<Function*>(f);
+  {
+    std::lock_guard<std::mutex> lk(D().mu);
+    if (!D().functions.count(fn)) {
+      return Fail(call, CUDA_ERROR_INVALID_HANDLE, fmt::format("function {} is not a live "
+                  "function (cuModuleGetFunction, cuLibraryGetKernel)",
+                  static_cast<const void*>(f)));
+    }
+  }
+  return PackParams(call, fn, params, extra, out);
 }
 
 }  // namespace gpool::remote::client::driver

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "remote/client/driver_state.h"
+#include "remote/client/driver_graphs.h"
 
 namespace gpool::remote::client::driver {
 namespace {
@@ -14,6 +14,8 @@ namespace {
 // A stream sync waits for the stream's host functions first (gated); a query does not wait and
 // says not ready while one of them is queued (driver_hostfns.cc).
 CUresult StreamCall(const char* call, CUstream s, bool query) {
+  if (Capturing(s)) return CaptureRefuse(call, s, query ? "a query of a capturing stream"
+                                                        : "a sync of a capturing stream");
   int dev;
   uint64_t id;
   if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/!query)) return r;
@@ -82,6 +84,7 @@ CUresult cuStreamDestroy(CUstream s) {
   const char* call = "cuStreamDestroy_v2";
   if (CUresult r = Ready(call)) return r;
   auto* rec = reinterpret_cast<const Stream*>(s);
+  CaptureForgetStream(s);
   {
     std::lock_guard<std::mutex> lk(D().mu);
     if (!D().streams.erase(rec)) {
@@ -124,10 +127,16 @@ CUresult cuStreamGetPriority(CUstream s, int* priority) {
   *priority = id == 0 ? 0 : reinterpret_cast<const Stream*>(s)->priority;
   return CUDA_SUCCESS;
 }
-CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int) {
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
   const char* call = "cuStreamWaitEvent";
   const Event* ev;
   if (CUresult r = FindEvent(call, e, &ev)) return r;
+  // In a capture: a join (or, CU_EVENT_WAIT_EXTERNAL, an event-wait node), nothing sent.
+  bool captured;
+  if (CUresult r = CaptureStreamWait(call, s, e, (flags & CU_EVENT_WAIT_EXTERNAL) != 0,
+                                     &captured); r || captured) {
+    return r;
+  }
   int dev;
   uint64_t id;
   if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
@@ -161,10 +170,14 @@ CUresult cuEventCreate(CUevent* ph, unsigned int flags) {
   *ph = reinterpret_cast<CUevent>(rec);
   return Post(l, m, call);
 }
-CUresult cuEventRecord(CUevent e, CUstream s) {
-  const char* call = "cuEventRecord";
+namespace {
+CUresult RecordEvent(const char* call, CUevent e, CUstream s, bool external) {
   const Event* ev;
   if (CUresult r = FindEvent(call, e, &ev)) return r;
+  // On a capturing stream: the event keeps the stream's place in the capture (a fork point), or
+  // (CU_EVENT_RECORD_EXTERNAL) becomes an event-record node; nothing is sent.
+  bool captured;
+  if (CUresult r = CaptureEventRecord(call, e, s, external, &captured); r || captured) return r;
   int dev;
   uint64_t id;
   if (CUresult r = ResolveStream(s, call, &dev, &id)) return r;
@@ -178,19 +191,21 @@ CUresult cuEventRecord(CUevent e, CUstream s) {
   proto::EventRecord m{.event = ev->id, .stream = id, .device = D().Index(dev)};
   return Post(l, m, call);
 }
-// Flags 0 is cuEventRecord; CU_EVENT_RECORD_EXTERNAL (graph capture's external events) fails
-// loudly: stream capture is not remoted.
+}  // namespace
+CUresult cuEventRecord(CUevent e, CUstream s) { return RecordEvent("cuEventRecord", e, s, false); }
+// CU_EVENT_RECORD_EXTERNAL matters in a capture only (an event-record node there).
 CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags) {
-  if (flags != CU_EVENT_RECORD_DEFAULT) {
-    return Fail("cuEventRecordWithFlags", CUDA_ERROR_NOT_SUPPORTED,
-                fmt::format("flags {:#x}: only CU_EVENT_RECORD_DEFAULT is remoted", flags));
+  if ((flags & ~unsigned{CU_EVENT_RECORD_EXTERNAL}) != 0) {
+    return Fail("cuEventRecordWithFlags", CUDA_ERROR_INVALID_VALUE,
+                fmt::format("flags {:#x}", flags));
   }
-  return cuEventRecord(e, s);
+  return RecordEvent("cuEventRecordWithFlags", e, s, flags != 0);
 }
 CUresult cuEventSynchronize(CUevent e) {
   const char* call = "cuEventSynchronize";
   const Event* ev;
   if (CUresult r = FindEvent(call, e, &ev)) return r;
+  if (CUresult r = CaptureHostEventUse(call, e)) return r;
   CUresult err;
   ServerLink* l = D().Link(ev->device, &err, call);
   if (!l) return err;
@@ -202,6 +217,7 @@ CUresult cuEventQuery(CUevent e) {
   const char* call = "cuEventQuery";
   const Event* ev;
   if (CUresult r = FindEvent(call, e, &ev)) return r;
+  if (CUresult r = CaptureHostEventUse(call, e)) return r;
   CUresult err;
   ServerLink* l = D().Link(ev->device, &err, call);
   if (!l) return err;
@@ -235,59 +251,13 @@ CUresult cuEventDestroy(CUevent e) {
     std::lock_guard<std::mutex> lk(D().mu);
     D().events.erase(ev);
   }
+  CaptureForgetEvent(e);
   CUresult err;
   ServerLink* l = D().Link(ev->device, &err, call);
   proto::EventDestroy m;
   m.event = ev->id;
   delete ev;
   return l ? Post(l, m, call) : err;
-}
-
-// ---- stream capture: the stand-in captures nothing (cuStreamBeginCapture is a loud stub), so
-// every stream answers "not capturing"; libraries ask before they enqueue (NCCL at
-// communicator creation).
-
-// The thread's capture mode matters only while a stream captures; it is kept and exchanged as
-// CUDA does, so a library that sets it and restores it sees its own value back.
-CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
-  static thread_local CUstreamCaptureMode t_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-  if (!mode) return Fail("cuThreadExchangeStreamCaptureMode", CUDA_ERROR_INVALID_VALUE, "null mode");
-  std::swap(*mode, t_mode);
-  return CUDA_SUCCESS;
-}
-CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
-  const char* call = "cuStreamIsCapturing";
-  if (!status) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null status");
-  int dev;
-  uint64_t id;
-  if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/false)) return r;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return CUDA_SUCCESS;
-}
-
-// Not capturing, so no capture id, graph or dependencies (NCCL asks before each enqueue).
-CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id_out,
-                                CUgraph* graph, const CUgraphNode** deps,
-                                const CUgraphEdgeData** edges, size_t* ndeps) {
-  const char* call = "cuStreamGetCaptureInfo_v3";
-  if (!status) return Fail(call, CUDA_ERROR_INVALID_VALUE, "null status");
-  int dev;
-  uint64_t id;
-  if (CUresult r = ResolveStream(s, call, &dev, &id, /*gate=*/false)) return r;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (id_out) *id_out = 0;
-  if (graph) *graph = nullptr;
-  if (deps) *deps = nullptr;
-  if (edges) *edges = nullptr;
-  if (ndeps) *ndeps = 0;
-  return CUDA_SUCCESS;
-}
-// The CUDA 12.0-12.2 form: the same without edge data.
-CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id_out,
-                                   CUgraph* graph, const CUgraphNode** deps, size_t* ndeps);
-CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id_out,
-                                   CUgraph* graph, const CUgraphNode** deps, size_t* ndeps) {
-  return cuStreamGetCaptureInfo(s, status, id_out, graph, deps, nullptr, ndeps);
 }
 
 // Per-thread default stream variants (every default stream is the device's stream 0 here).
@@ -304,14 +274,6 @@ GPOOL_SAME(CUresult, cuStreamWaitEvent_ptsz, cuStreamWaitEvent,
 GPOOL_SAME(CUresult, cuEventRecord_ptsz, cuEventRecord, (CUevent e, CUstream s), (e, s))
 GPOOL_SAME(CUresult, cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags,
            (CUevent e, CUstream s, unsigned int f), (e, s, f))
-GPOOL_SAME(CUresult, cuStreamIsCapturing_ptsz, cuStreamIsCapturing,
-           (CUstream s, CUstreamCaptureStatus* st), (s, st))
-GPOOL_SAME(CUresult, cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo,
-           (CUstream s, CUstreamCaptureStatus* st, cuuint64_t* i, CUgraph* g, const CUgraphNode** d,
-            const CUgraphEdgeData** e, size_t* n), (s, st, i, g, d, e, n))
-GPOOL_SAME(CUresult, cuStreamGetCaptureInfo_v2_ptsz, cuStreamGetCaptureInfo_v2,
-           (CUstream s, CUstreamCaptureStatus* st, cuuint64_t* i, CUgraph* g, const CUgraphNode** d,
-            size_t* n), (s, st, i, g, d, n))
 #undef GPOOL_SAME
 
 }  // extern "C"
