@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What gpool's libnccl.so.2 stand-in costs per collective (docs/remoting.md, "NVML and NCCL"):
+# What gpool's libnccl.so.2 stand-in costs per collective (docs/remoting/nccl.md):
 # a float AllReduce of S bytes per rank over two ranks, device 0 of two emulated gpu-servers over
 # TCP, relayed through the client (each rank's S bytes read, summed on the CPU, S bytes written
 # back to each: 4*S bytes cross the network), against raw TCP moving the same bytes in the same

@@ -1,5 +1,5 @@
 # Counts the driver entry points a program calls through gpool's libcuda.so.1 stand-in (the
-# per-library table in docs/remoting.md was made with it). A gdb script: a breakpoint on every
+# per-library table in docs/remoting/driver-api.md was made with it). A gdb script: a breakpoint on every
 # function the stand-in exports records its name and goes on; calls the stand-in makes to itself
 # are not counted (tail calls between its own functions are). Prints "name count" in first-call
 # order to $TRACE_OUT (default: stderr).

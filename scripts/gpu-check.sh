@@ -519,7 +519,7 @@ if want nccl; then
 echo "== NCCL: init on NVIDIA's NCCL, collectives through gpool's libnccl.so.2, over two pooled GPUs"
 # Device 0 of two servers (on a one-GPU machine both are the same GPU). NVIDIA's NCCL (`--nccl
 # native`) sees two GPUs with distinct bus ids through gpool's NVML stand-in and connects them
-# over its socket transport; its collectives cannot run on pooled GPUs (docs/remoting.md, "NVML
+# over its socket transport; its collectives cannot run on pooled GPUs (docs/remoting/nccl.md, "NVML
 # and NCCL"), so they run through gpool's stand-in (`gpool run`'s default), which relays each
 # collective through the client. Natively, over two devices when the machine has two.
 ndir=$work/nccl
@@ -654,7 +654,7 @@ else
       train_judge "train natively (2 devices)" $? "$work/train-n2.out" && nref=$work/train-n2.out nlabel="native 2 GPUs"
     fi
     # Device 0 of two servers: on a one-GPU machine both replicas run on the same GPU; the
-    # gradients are all-reduced by gpool's libnccl.so.2 (docs/remoting.md, "NVML and NCCL").
+    # gradients are all-reduced by gpool's libnccl.so.2 (docs/remoting/nccl.md).
     start_server train2 --insecure --session-mem-limit 8GiB
     train_remote "$work/train-g2.out" "$server_addr/0,$addr/0" "$(limit)" "${targs[@]}"
     train_judge "train 2 pooled GPUs (gpool, two servers)" $? "$work/train-g2.out" "$nref" &&

@@ -42,7 +42,7 @@
 // Where the handlers of SIGSEGV and SIGBUS are now, by the file that holds each ("none" for the
 // default or ignored disposition): "SIGSEGV libcuda.so.1, SIGBUS libcuda.so.1". gpool's driver
 // stand-in (libcuda.so.1) installs one only for a program with __managed__ variables
-// (docs/remoting.md, "Managed variables"); UCX's libucs installs its own when it is loaded.
+// (docs/remoting/driver-api.md, "Managed variables"); UCX's libucs installs its own when it is loaded.
 inline std::string FaultHandlers() {
   std::string out;
   for (int sig : {SIGSEGV, SIGBUS}) {

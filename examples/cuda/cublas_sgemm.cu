@@ -6,7 +6,7 @@
 // scripts/gpu-check.sh runs, and in TF32 were cuBLAS to use it); on the
 // emulated backend cuBLAS's kernels have no CPU implementation, so the launch reaches the server
 // and the synchronize reports the kernel's error (driver_e2e_test.cc). It also prints how long
-// cublasCreate took (informational; it loads cuBLAS's kernel libraries, docs/remoting.md).
+// cublasCreate took (informational; it loads cuBLAS's kernel libraries, docs/remoting/driver-api.md).
 #include <cublas_v2.h>
 
 #include <chrono>

@@ -9,7 +9,7 @@
 //   driver_api MODULE_FILE stub       also calls an entry point gpool does not implement, directly
 //                                     and through cuGetProcAddress, and prints what it returned
 //   driver_api MODULE_FILE noglobals  skips the module variable (a PTX module: gpool's client
-//                                     reads no variables from PTX, see docs/remoting.md)
+//                                     reads no variables from PTX, see docs/remoting/driver-api.md)
 #include <cuda.h>
 
 #include <cstdio>

@@ -252,7 +252,7 @@ int RunProgram(std::string devices, std::string lease, std::string transport, st
     fmt::print(stderr, "gpool run: --nccl (or GPOOL_NCCL) is '{}': give gpool or native\n", nccl);
     return 2;
   }
-  // gpool's libnccl.so.2 (docs/remoting.md, "NVML and NCCL") sits in its own folder so that
+  // gpool's libnccl.so.2 (docs/remoting/nccl.md) sits in its own folder so that
   // `--nccl native` can leave it out and let NVIDIA's NCCL (further down the path) load.
   if (nccl == "gpool" && std::filesystem::exists(dir + "/nccl/libnccl.so.2")) ld += ":" + dir + "/nccl";
   if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) ld += std::string(":") + old;
@@ -260,7 +260,7 @@ int RunProgram(std::string devices, std::string lease, std::string transport, st
   setenv("GPOOL_DEVICES", devices.c_str(), 1);
   setenv("GPOOL_TRANSPORT", transport.c_str(), 1);
   if (!lease.empty()) setenv("GPOOL_LEASE", lease.c_str(), 1);
-  // NCCL (docs/remoting.md, "NCCL"): pooled GPUs share no memory with each other or with this
+  // NCCL (docs/remoting/nccl.md): pooled GPUs share no memory with each other or with this
   // host's processes, so NCCL's peer-to-peer transport (peer access, CUDA IPC) and its shared
   // host memory transport (host memory registered and mapped into the GPU) cannot connect them;
   // left on, NCCL picks them for GPUs of one host and fails at communicator creation. Off, its

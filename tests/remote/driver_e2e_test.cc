@@ -403,7 +403,7 @@ TEST_P(DriverE2E, AModuleNeverLookedUpNeverReachesTheServer) {
 // CU_MODULE_LAZY_LOADING, and the runtime inside cuBLAS then loads a kernel library only when one
 // of its kernels is needed. Answered CU_MODULE_EAGER_LOADING, that runtime loads every one of its
 // 2976 kernel images as a library at start-up (2980 cuLibraryLoadData calls, counted at the
-// stand-in's entry points; docs/remoting.md), which is what made cublasCreate take seconds.
+// stand-in's entry points; docs/remoting/driver-api.md), which is what made cublasCreate take seconds.
 TEST_P(DriverE2E, CublasLoadsItsKernelLibrariesLazily) {
   if (GetParam().backend != "emulated") GTEST_SKIP() << "NVIDIA's runtime runs on the emulated backend here";
   if (!std::filesystem::exists(Built("cublas_sgemm"))) {
@@ -474,7 +474,7 @@ TEST_P(DriverE2E, CurandGeneratorReachesTheServerWithItsSeed) {
 
 // cuFFT (libcufft.so.12): a 1-D C2C plan, a stream, then one forward transform. Planning loads
 // each cuFFT kernel as a module of one function (cuModuleLoadData) and takes the function from the
-// private module table (docs/remoting.md, "Export tables"), asks the work area's buffer id
+// private module table (docs/remoting/driver-api.md, "Export tables"), asks the work area's buffer id
 // (cuPointerGetAttribute) and probes modules for an optional variable. The transform reaches the
 // emulated server as a launch of a cuFFT kernel with the input and output buffers in its
 // parameters; it has no CPU implementation, so the synchronize reports that, naming it.
@@ -549,7 +549,7 @@ TEST_P(DriverE2E, NvmlAnswersAsTheDriverStandInDoes) {
 // NVIDIA's NCCL (libnccl.so.2, `gpool run --nccl native`), one process over two emulated devices
 // of two servers (the suite's server's GPU 0 and another server's): the toolkit's folder is in the
 // library path for NCCL itself, and `gpool run` puts its stand-ins first (libcuda.so.1, libnvidia-ml.so.1) and
-// turns NCCL's peer-to-peer and shared-memory transports off (docs/remoting.md, "NCCL").
+// turns NCCL's peer-to-peer and shared-memory transports off (docs/remoting/nccl.md).
 std::pair<int, std::string> RunNccl(const std::string& devices, const std::string& transport,
                                     const std::vector<std::string>& args) {
   std::vector<std::string> env = {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR, "NCCL_DEBUG=WARN",
@@ -611,7 +611,7 @@ TEST_P(DriverE2E, NcclAllReduceReachesBothServersAndFailsAtItsKernel) {
 }
 
 // gpool's libnccl.so.2 stand-in (`gpool run`'s default, lib/nccl/): nccl_collectives.cu runs
-// NCCL's collectives and checks every result on the host (docs/remoting.md, "NVML and NCCL").
+// NCCL's collectives and checks every result on the host (docs/remoting/nccl.md).
 std::pair<int, std::string> RunCollectives(const std::string& devices, const std::string& transport,
                                            const std::vector<std::string>& args) {
   std::vector<std::string> env = {"LD_LIBRARY_PATH=" GPOOL_CUDA_LIB_DIR};

@@ -373,7 +373,7 @@ TEST_P(E2E, ApiCoverage) {
 // code reads it directly: the address is the server's device memory, which the driver stand-in
 // reserves in the program's address space (so the read faults, never returns a wrong value), and
 // its fault handler names the variable, then lets the program die of the signal
-// (docs/remoting.md, "Managed variables"). Copies to and from the symbol work first; the handler
+// (docs/remoting/driver-api.md, "Managed variables"). Copies to and from the symbol work first; the handler
 // is installed by then.
 TEST_P(E2E, ManagedVariableHostAccessStopsTheProgram) {
   auto [rc, out] = RunShared({Sample("api_coverage"), "managed-host"});

@@ -2,7 +2,7 @@
 // graph_capture.cu, built the default way (NVIDIA's static runtime inside), runs through `gpool
 // run` against a gpu-server over TCP and UCX, on the emulated backend and on the cuda backend over
 // the emulated CUDA driver; its kernels run from the example CPU plugin. The stand-in captures on
-// the client and replays the graph's nodes at each launch (docs/remoting.md, "Stream capture and
+// the client and replays the graph's nodes at each launch (docs/remoting/driver-api.md, "Stream capture and
 // graphs"), so on the emulated backend the server's launch log counts exactly the launches the
 // graph launches stand for, and none for the captures themselves.
 #include <filesystem>

@@ -2,7 +2,7 @@
 // links and protocol (link.h, pool.h): errors, devices, contexts,
 // allocations, cuGetProcAddress. See driver_state.h for the state, driver_modules.cc for modules
 // and launches, driver_streams.cc for streams and events, driver_copies.cc for copies and
-// memsets, docs/remoting.md ("The driver API") for coverage.
+// memsets, docs/remoting/driver-api.md ("The driver API") for coverage.
 //
 // Signatures come from the CUDA 13 cuda.h, whose macros give each definition its exported
 // versioned name (cuMemAlloc here defines cuMemAlloc_v2). The per-thread default stream variants
@@ -820,7 +820,7 @@ CUresult cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion, cu
 
 // NVIDIA's runtime (libcudart.so.13 and libcudart_static.a) asks for private tables by UUID
 // before its first call. None is provided yet: each table asked for is named once on stderr, so
-// a run shows which a program's runtime needs (docs/remoting.md, "Export tables").
+// a run shows which a program's runtime needs (docs/remoting/driver-api.md, "Export tables").
 CUresult cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTableId) {
   return GetExportTable(ppExportTable, pExportTableId);
 }

@@ -1,6 +1,6 @@
 // The driver stand-in's private export tables (cuGetExportTable): what NVIDIA's runtime
 // (libcudart.so.13, libcudart_static.a, and the copy inside cuBLAS and the other libraries) asks
-// the driver for besides the public API. docs/remoting.md ("Export tables") says, table by table
+// the driver for besides the public API. docs/remoting/driver-api.md ("Export tables") says, table by table
 // and slot by slot, what each entry does here and why.
 //
 // A table is an array of pointers whose slot 0 is, for most tables, the table's size in bytes.

@@ -1,7 +1,7 @@
 // Stream capture and CUDA graphs in the driver stand-in (driver_capture.cc, driver_graphs.cc;
 // the rules in graph_model.h). Client-side: capture records a stream's work as graph nodes
 // instead of sending it; a launch replays an instantiated graph's nodes on the launch stream as
-// the calls they were (docs/remoting.md, "Stream capture and graphs"). Include after <cuda.h>.
+// the calls they were (docs/remoting/driver-api.md, "Stream capture and graphs"). Include after <cuda.h>.
 #pragma once
 
 #include <atomic>

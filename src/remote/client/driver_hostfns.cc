@@ -1,5 +1,5 @@
 // The driver stand-in's host functions on streams (cuLaunchHostFunc, cuStreamAddCallback; NVIDIA's
-// runtime maps cudaLaunchHostFunc and cudaStreamAddCallback to them; docs/remoting.md "Runtime
+// runtime maps cudaLaunchHostFunc and cudaStreamAddCallback to them; docs/remoting/driver-api.md "Runtime
 // calls through NVIDIA's runtime"):
 //
 // CUDA's rule: a host function runs once the stream's earlier work is done, and the stream's

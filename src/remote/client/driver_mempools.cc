@@ -9,7 +9,7 @@
 // overlapped with the stream's work), and cuMemFreeAsync synchronizes the stream, then frees, so
 // the memory is never freed under earlier work that may use it, but the call blocks where CUDA's
 // returns at once, and the memory goes back to the server, not to the pool. This is the same rule
-// as the runtime stand-in's cudaMallocAsync/cudaFreeAsync (docs/remoting.md). So the release
+// as the runtime stand-in's cudaMallocAsync/cudaFreeAsync (docs/remoting/driver-api.md). So the release
 // threshold and reuse policies are kept and read back but change nothing, cuMemPoolTrimTo has
 // nothing to trim, and the pool's reserved memory equals its used memory.
 //

@@ -1,6 +1,6 @@
 // Host access to a __managed__ variable, stopped with a message that names it.
 //
-// Managed memory is not remoted (docs/remoting.md, "Managed variables"): the driver stand-in
+// Managed memory is not remoted (docs/remoting/driver-api.md, "Managed variables"): the driver stand-in
 // answers cuLibraryGetManaged with the variable's device address on the server, and NVIDIA's
 // runtime stores that address in the host shadow through which the program's host code reads and
 // writes the variable. The stand-in never sees such an access; the access faults. This guard makes

@@ -14,7 +14,7 @@
 //   AllGather      N*S up, N*N*S down        (S = one rank's part)
 //   ReduceScatter  N*S up, S down            (S = one rank's whole input; each gets S/N)
 //   Send/Recv      S up,   S down
-// plus one round trip per rank for the reads. Docs: docs/remoting.md, "NVML and NCCL".
+// plus one round trip per rank for the reads. Docs: docs/remoting/nccl.md.
 //
 // Limits: the reads wait for each stream, so the call that completes an operation (the last
 // rank's, or ncclGroupEnd) blocks until the inputs are ready, where NCCL returns at once; and

@@ -11,7 +11,7 @@
 // NOT_SUPPORTED (not in an NVLink fabric), P2P between two different devices NOT_SUPPORTED
 // (devices of different servers share no memory, and the driver stand-in implements no peer
 // access between devices of one server either), confidential computing off. Each choice is in
-// docs/remoting.md ("NVML"). NVML's device index is the CUDA device ordinal of the pool
+// docs/remoting/nccl.md ("NVML"). NVML's device index is the CUDA device ordinal of the pool
 // (GPOOL_DEVICES' order). Entry points gpool does not implement are loud stubs (nvml_stubs.cc)
 // returning NVML_ERROR_FUNCTION_NOT_FOUND, "this NVML does not implement the function".
 //
