@@ -773,82 +773,66 @@ CUresult cuGraphNodeFindInClone(CUgraphNode* out, CUgraphNode original, CUgraph 
   return CUDA_SUCCESS;
 }
 
-namespace {
-// The op of a node of kind `kind` in a live graph (for the per-kind get/set calls), else null,
-// said. Caller holds Graphs().mu.
-graph::Op* NodeOp(const char* call, CUgraphNode node, graph::Kind kind) {
+extern "C++" namespace {
+// The per-kind get/set calls: `f` reads or writes the op of `node`, a node of kind `kind` in a
+// live graph, under Graphs().mu; any other node is refused, said naming `call`.
+template <class F>
+CUresult OnNodeOp(const char* call, CUgraphNode node, graph::Kind kind, F&& f) {
+  std::lock_guard<std::mutex> lk(Graphs().mu);
   if (!node || !GraphOfNode(node) || AsNode(node)->op.kind != kind) {
-    Fail(call, CUDA_ERROR_INVALID_VALUE, fmt::format("not a {} node of a live graph",
-         graph::KindName(kind)));
-    return nullptr;
+    return Fail(call, CUDA_ERROR_INVALID_VALUE,
+                fmt::format("not a {} node of a live graph", graph::KindName(kind)));
   }
-  return &AsNode(node)->op;
+  f(AsNode(node)->op);
+  return CUDA_SUCCESS;
 }
 }  // namespace
 
 CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS* p) {
   if (!p) return Fail("cuGraphHostNodeGetParams", CUDA_ERROR_INVALID_VALUE, "null params");
-  std::lock_guard<std::mutex> lk(Graphs().mu);
-  graph::Op* op = NodeOp("cuGraphHostNodeGetParams", node, graph::Kind::kHost);
-  if (!op) return CUDA_ERROR_INVALID_VALUE;
-  p->fn = op->fn;
-  p->userData = op->data;
-  return CUDA_SUCCESS;
+  return OnNodeOp("cuGraphHostNodeGetParams", node, graph::Kind::kHost, [&](graph::Op& op) {
+    p->fn = op.fn;
+    p->userData = op.data;
+  });
 }
 CUresult cuGraphHostNodeSetParams(CUgraphNode node, const CUDA_HOST_NODE_PARAMS* p) {
   if (!p || !p->fn) return Fail("cuGraphHostNodeSetParams", CUDA_ERROR_INVALID_VALUE, "null function");
-  std::lock_guard<std::mutex> lk(Graphs().mu);
-  graph::Op* op = NodeOp("cuGraphHostNodeSetParams", node, graph::Kind::kHost);
-  if (!op) return CUDA_ERROR_INVALID_VALUE;
-  op->fn = p->fn;
-  op->data = p->userData;
-  return CUDA_SUCCESS;
+  return OnNodeOp("cuGraphHostNodeSetParams", node, graph::Kind::kHost, [&](graph::Op& op) {
+    op.fn = p->fn;
+    op.data = p->userData;
+  });
 }
 CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode node, CUevent* e) {
   if (!e) return Fail("cuGraphEventRecordNodeGetEvent", CUDA_ERROR_INVALID_VALUE, "null event");
-  std::lock_guard<std::mutex> lk(Graphs().mu);
-  graph::Op* op = NodeOp("cuGraphEventRecordNodeGetEvent", node, graph::Kind::kEventRecord);
-  if (!op) return CUDA_ERROR_INVALID_VALUE;
-  *e = static_cast<CUevent>(op->event);
-  return CUDA_SUCCESS;
+  return OnNodeOp("cuGraphEventRecordNodeGetEvent", node, graph::Kind::kEventRecord,
+                  [&](graph::Op& op) { *e = static_cast<CUevent>(op.event); });
 }
 CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode node, CUevent e) {
   if (!e) return Fail("cuGraphEventRecordNodeSetEvent", CUDA_ERROR_INVALID_VALUE, "null event");
-  std::lock_guard<std::mutex> lk(Graphs().mu);
-  graph::Op* op = NodeOp("cuGraphEventRecordNodeSetEvent", node, graph::Kind::kEventRecord);
-  if (!op) return CUDA_ERROR_INVALID_VALUE;
-  op->event = e;
-  return CUDA_SUCCESS;
+  return OnNodeOp("cuGraphEventRecordNodeSetEvent", node, graph::Kind::kEventRecord,
+                  [&](graph::Op& op) { op.event = e; });
 }
 CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode node, CUevent* e) {
   if (!e) return Fail("cuGraphEventWaitNodeGetEvent", CUDA_ERROR_INVALID_VALUE, "null event");
-  std::lock_guard<std::mutex> lk(Graphs().mu);
-  graph::Op* op = NodeOp("cuGraphEventWaitNodeGetEvent", node, graph::Kind::kEventWait);
-  if (!op) return CUDA_ERROR_INVALID_VALUE;
-  *e = static_cast<CUevent>(op->event);
-  return CUDA_SUCCESS;
+  return OnNodeOp("cuGraphEventWaitNodeGetEvent", node, graph::Kind::kEventWait,
+                  [&](graph::Op& op) { *e = static_cast<CUevent>(op.event); });
 }
 CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode node, CUevent e) {
   if (!e) return Fail("cuGraphEventWaitNodeSetEvent", CUDA_ERROR_INVALID_VALUE, "null event");
-  std::lock_guard<std::mutex> lk(Graphs().mu);
-  graph::Op* op = NodeOp("cuGraphEventWaitNodeSetEvent", node, graph::Kind::kEventWait);
-  if (!op) return CUDA_ERROR_INVALID_VALUE;
-  op->event = e;
-  return CUDA_SUCCESS;
+  return OnNodeOp("cuGraphEventWaitNodeSetEvent", node, graph::Kind::kEventWait,
+                  [&](graph::Op& op) { op.event = e; });
 }
 CUresult cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS* p) {
   if (!p) return Fail("cuGraphMemsetNodeGetParams", CUDA_ERROR_INVALID_VALUE, "null params");
-  std::lock_guard<std::mutex> lk(Graphs().mu);
-  graph::Op* op = NodeOp("cuGraphMemsetNodeGetParams", node, graph::Kind::kMemset);
-  if (!op) return CUDA_ERROR_INVALID_VALUE;
-  *p = CUDA_MEMSET_NODE_PARAMS{};
-  p->dst = op->dst;
-  p->pitch = op->pitch;
-  p->value = op->value;
-  p->elementSize = op->elem;
-  p->width = op->width;
-  p->height = op->height;
-  return CUDA_SUCCESS;
+  return OnNodeOp("cuGraphMemsetNodeGetParams", node, graph::Kind::kMemset, [&](graph::Op& op) {
+    *p = CUDA_MEMSET_NODE_PARAMS{};
+    p->dst = op.dst;
+    p->pitch = op.pitch;
+    p->value = op.value;
+    p->elementSize = op.elem;
+    p->width = op.width;
+    p->height = op.height;
+  });
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s);
