@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "gpu_server_child.h"
 #include "subprocess.h"
 
 namespace gpool::remote {
@@ -30,71 +31,13 @@ bool Has(const std::string& out, const std::string& what) {
   return out.find(what) != std::string::npos;
 }
 
-struct Pair {
-  std::string transport, backend;
-};
-std::string PairName(const ::testing::TestParamInfo<Pair>& info) {
-  return info.param.transport + "_" + info.param.backend;
-}
-std::vector<Pair> Pairs() {
-  std::vector<Pair> v;
-  std::vector<std::string> backends = {"emulated"};
-#ifdef GPOOL_EMULATED_DRIVER
-  backends.push_back("cuda");
-#endif
-  for (const auto& b : backends) {
-    for (const char* t : {"tcp", "ucx"}) v.push_back({t, b});
-  }
-  return v;
-}
+using Pair = testing::ServerPair;
 
-// A gpu-server child on a free port, `devices` devices (emulated backend; the cuda backend's
-// emulated driver has one) (see e2e_test.cc for the backends).
-class Server {
+// A gpu-server child whose emulated backend logs every launch, for the tests to read.
+class Server : public testing::ServerChild {
  public:
-  explicit Server(const Pair& p, int devices = 1, bool info_log = false) {
-    std::vector<std::string> argv = {GPOOL_BIN, "--log-level", info_log ? "info" : "warn",
-                                     "gpu-server", "--backend", p.backend,
-                                     "--transport", p.transport, "--insecure", "--listen",
-                                     "127.0.0.1:0"};
-    std::vector<std::string> env;
-    if (p.backend == "emulated") {
-      // Every launch the server gets, for the tests to read (removed with the server).
-      launch_log_ = (std::filesystem::temp_directory_path() /
-                     fmt::format("gpool_driver_e2e_{}_{}_{}.launches", getpid(), p.transport,
-                                 devices)).string();
-      std::filesystem::remove(launch_log_);
-      argv.insert(argv.end(), {"--emulated-kernels", GPOOL_KERNELS_PLUGIN,
-                               "--emulated-launch-log", launch_log_, "--emulated-devices",
-                               std::to_string(devices)});
-    } else {
-#ifdef GPOOL_EMULATED_DRIVER
-      env = {"GPOOL_LIBCUDA=" GPOOL_EMULATED_DRIVER,
-             "GPOOL_EMULATED_DRIVER_KERNELS=" GPOOL_KERNELS_PLUGIN};
-#endif
-    }
-    proc_ = std::make_unique<Subprocess>(argv, env);
-    if (!proc_->WaitFor(" (backend", 20000)) {
-      ADD_FAILURE() << "gpu-server did not start:\n" << proc_->output();
-      return;
-    }
-    const std::string& out = proc_->output();
-    const std::string mark = "listening on ";
-    size_t at = out.find(mark) + mark.size();
-    address_ = out.substr(at, out.find(' ', at) - at);
-  }
-  ~Server() {
-    proc_.reset();
-    if (!launch_log_.empty()) std::filesystem::remove(launch_log_);
-  }
-  const std::string& address() const { return address_; }
-  const std::string& launch_log() const { return launch_log_; }
-  Subprocess& proc() { return *proc_; }
-
- private:
-  std::unique_ptr<Subprocess> proc_;
-  std::string address_;
-  std::string launch_log_;
+  explicit Server(const Pair& p, int devices = 1, bool info_log = false)
+      : ServerChild(p, {.devices = devices, .info_log = info_log, .launch_log = true}) {}
 };
 
 class DriverE2E : public ::testing::TestWithParam<Pair> {
@@ -712,7 +655,8 @@ TEST_P(DriverE2E, NcclUnsupportedCallsAndCrossProcessInitAreLoud) {
   EXPECT_TRUE(Has(out3, "PASS nccl_collectives xproc")) << out3;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, DriverE2E, ::testing::ValuesIn(Pairs()), PairName);
+INSTANTIATE_TEST_SUITE_P(Transports, DriverE2E, ::testing::ValuesIn(testing::ServerPairs()),
+                         testing::ServerPairName);
 
 // The stand-in defines every function the real driver exports (the toolkit's link stub lists
 // them), so no program or library finds a name missing, and exports nothing else.

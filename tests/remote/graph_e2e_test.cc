@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "gpu_server_child.h"
 #include "subprocess.h"
 
 namespace gpool::remote::graph_e2e {
@@ -29,66 +30,12 @@ bool Has(const std::string& out, const std::string& what) {
   return out.find(what) != std::string::npos;
 }
 
-struct Pair {
-  std::string transport, backend;
-};
-std::string PairName(const ::testing::TestParamInfo<Pair>& info) {
-  return info.param.transport + "_" + info.param.backend;
-}
-std::vector<Pair> Pairs() {
-  std::vector<Pair> v;
-  std::vector<std::string> backends = {"emulated"};
-#ifdef GPOOL_EMULATED_DRIVER
-  backends.push_back("cuda");
-#endif
-  for (const auto& b : backends) {
-    for (const char* t : {"tcp", "ucx"}) v.push_back({t, b});
-  }
-  return v;
-}
+using Pair = testing::ServerPair;
 
-// A gpu-server child on a free port (emulated backend: with a launch log the test reads).
-class GraphServer {
+// A gpu-server child whose emulated backend logs every launch, for the tests to read.
+class GraphServer : public testing::ServerChild {
  public:
-  explicit GraphServer(const Pair& p) {
-    std::vector<std::string> argv = {GPOOL_BIN, "--log-level", "warn", "gpu-server", "--backend",
-                                     p.backend, "--transport", p.transport, "--insecure",
-                                     "--listen", "127.0.0.1:0"};
-    std::vector<std::string> env;
-    if (p.backend == "emulated") {
-      launch_log_ = (std::filesystem::temp_directory_path() /
-                     fmt::format("gpool_graph_e2e_{}_{}.launches", getpid(), p.transport))
-                        .string();
-      std::filesystem::remove(launch_log_);
-      argv.insert(argv.end(), {"--emulated-kernels", GPOOL_KERNELS_PLUGIN,
-                               "--emulated-launch-log", launch_log_});
-    } else {
-#ifdef GPOOL_EMULATED_DRIVER
-      env = {"GPOOL_LIBCUDA=" GPOOL_EMULATED_DRIVER,
-             "GPOOL_EMULATED_DRIVER_KERNELS=" GPOOL_KERNELS_PLUGIN};
-#endif
-    }
-    proc_ = std::make_unique<Subprocess>(argv, env);
-    if (!proc_->WaitFor(" (backend", 20000)) {
-      ADD_FAILURE() << "gpu-server did not start:\n" << proc_->output();
-      return;
-    }
-    const std::string& out = proc_->output();
-    const std::string mark = "listening on ";
-    size_t at = out.find(mark) + mark.size();
-    address_ = out.substr(at, out.find(' ', at) - at);
-  }
-  ~GraphServer() {
-    proc_.reset();
-    if (!launch_log_.empty()) std::filesystem::remove(launch_log_);
-  }
-  const std::string& address() const { return address_; }
-  const std::string& launch_log() const { return launch_log_; }
-
- private:
-  std::unique_ptr<Subprocess> proc_;
-  std::string address_;
-  std::string launch_log_;
+  explicit GraphServer(const Pair& p) : ServerChild(p, {.launch_log = true}) {}
 };
 
 // Launches of `kernel` (its mangled name) in the emulated server's launch log.
@@ -164,7 +111,8 @@ TEST_P(GraphE2E, SynchronousCallDuringGlobalCaptureInvalidatesIt) {
   EXPECT_TRUE(Has(out, "gpool: cuStreamEndCapture: the capture was invalidated")) << out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, GraphE2E, ::testing::ValuesIn(Pairs()), PairName);
+INSTANTIATE_TEST_SUITE_P(Transports, GraphE2E, ::testing::ValuesIn(testing::ServerPairs()),
+                         testing::ServerPairName);
 
 }  // namespace
 }  // namespace gpool::remote::graph_e2e

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "gpu_server_child.h"
 #include "subprocess.h"
 
 namespace gpool::remote {
@@ -25,56 +26,12 @@ bool Has(const std::string& out, const std::string& what) {
   return out.find(what) != std::string::npos;
 }
 
-struct VmmPair {
-  std::string transport, backend;
-};
-std::string VmmPairName(const ::testing::TestParamInfo<VmmPair>& info) {
-  return info.param.transport + "_" + info.param.backend;
-}
-std::vector<VmmPair> VmmPairs() {
-  std::vector<VmmPair> v;
-  std::vector<std::string> backends = {"emulated"};
-#ifdef GPOOL_EMULATED_DRIVER
-  backends.push_back("cuda");
-#endif
-  for (const auto& b : backends) {
-    for (const char* t : {"tcp", "ucx"}) v.push_back({t, b});
-  }
-  return v;
-}
+using VmmPair = testing::ServerPair;
 
-// A gpu-server child on a free port; `mem_limit`: its --session-mem-limit (0: none).
-class VmmServer {
+// A gpu-server child; `mem_limit`: its --session-mem-limit (0: none).
+class VmmServer : public testing::ServerChild {
  public:
-  VmmServer(const VmmPair& p, uint64_t mem_limit) {
-    std::vector<std::string> argv = {GPOOL_BIN, "--log-level", "warn", "gpu-server", "--backend",
-                                     p.backend, "--transport", p.transport, "--insecure",
-                                     "--listen", "127.0.0.1:0"};
-    if (mem_limit != 0) argv.insert(argv.end(), {"--session-mem-limit", std::to_string(mem_limit)});
-    std::vector<std::string> env;
-    if (p.backend == "emulated") {
-      argv.insert(argv.end(), {"--emulated-kernels", GPOOL_KERNELS_PLUGIN});
-    } else {
-#ifdef GPOOL_EMULATED_DRIVER
-      env = {"GPOOL_LIBCUDA=" GPOOL_EMULATED_DRIVER,
-             "GPOOL_EMULATED_DRIVER_KERNELS=" GPOOL_KERNELS_PLUGIN};
-#endif
-    }
-    proc_ = std::make_unique<Subprocess>(argv, env);
-    if (!proc_->WaitFor(" (backend", 20000)) {
-      ADD_FAILURE() << "gpu-server did not start:\n" << proc_->output();
-      return;
-    }
-    const std::string& out = proc_->output();
-    const std::string mark = "listening on ";
-    size_t at = out.find(mark) + mark.size();
-    address_ = out.substr(at, out.find(' ', at) - at);
-  }
-  const std::string& address() const { return address_; }
-
- private:
-  std::unique_ptr<Subprocess> proc_;
-  std::string address_;
+  VmmServer(const VmmPair& p, uint64_t mem_limit) : ServerChild(p, {.mem_limit = mem_limit}) {}
 };
 
 class VmmE2E : public ::testing::TestWithParam<VmmPair> {
@@ -139,7 +96,8 @@ TEST_P(VmmE2E, ASessionLimitRefusesAChunkOverIt) {
   EXPECT_TRUE(Has(out, "PASS vmm_alloc limit")) << out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, VmmE2E, ::testing::ValuesIn(VmmPairs()), VmmPairName);
+INSTANTIATE_TEST_SUITE_P(Transports, VmmE2E, ::testing::ValuesIn(testing::ServerPairs()),
+                         testing::ServerPairName);
 
 }  // namespace
 }  // namespace gpool::remote
