@@ -23,7 +23,7 @@ import re
 import sys
 import tempfile
 
-TEXT_EXT = ('.md', '.cc', '.h', '.py', '.sh', '.cmake', '.txt', '.yaml', '.yml', '.csv', '.proto',
+TEXT_EXT = ('.md', '.cc', '.cu', '.h', '.py', '.sh', '.cmake', '.txt', '.yaml', '.yml', '.csv', '.proto',
             '.js', '.ts', '.html', '.css', '.json')
 TEXT_NAMES = ('CMakeLists.txt', 'Makefile', 'run')
 SKIP_DIRS = ('.git', 'node_modules', 'out', '.whl')
