@@ -35,8 +35,9 @@ GPOOL_CU_FUNCS(GPOOL_CU_CHECK)
 static_assert(CUDA_VERSION >= 12040, "the cuda backend needs cuda.h from CUDA 12.4 or newer "
                                      "(cuFuncGetParamInfo)");
 
-// CUresult values the backend hands back as cudaError_t without translation (cuda_backend.cc
-// translates only the few whose runtime meaning differs, e.g. a missing kernel or symbol).
+// CUresult values the backend hands back as cudaError_t without translation (cuda_backend.cc's
+// CudaBackend::R and cuda_backend_modules.cc translate only the few whose runtime meaning
+// differs, e.g. a missing kernel or symbol).
 #define GPOOL_SAME(cu, rt) \
   static_assert(static_cast<int>(cu) == static_cast<int>(rt), #cu " != " #rt);
 GPOOL_SAME(CUDA_SUCCESS, cudaSuccess)
