@@ -2,7 +2,7 @@
 // it cannot show, and which file holds what): the process-wide state every entry point locks, the
 // objects handed out as handles, and the checks, work queue and device memory helpers that the
 // entry-point files share. Nothing declared here is exported: exports.map keeps only the cu*
-// entry points global (`nm -D` of the built library lists them alone).
+// entry points global.
 #pragma once
 
 #include <cuda.h>
