@@ -9,6 +9,8 @@
 #include <string>
 #include <cuda_runtime.h>
 
+#include "expect.h"
+
 #define CHECK(call)                                                                   \
   do {                                                                                \
     cudaError_t e_ = (call);                                                          \
@@ -31,13 +33,6 @@
     }                                                                                 \
   } while (0)
 
-#define EXPECT(cond)                                                                  \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);        \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 // Where the handlers of SIGSEGV and SIGBUS are now, by the file that holds each ("none" for the
 // default or ignored disposition): "SIGSEGV libcuda.so.1, SIGBUS libcuda.so.1". gpool's driver

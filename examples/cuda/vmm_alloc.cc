@@ -24,24 +24,8 @@
 #include <iterator>
 #include <vector>
 
-#define CU(call)                                                                        \
-  do {                                                                                  \
-    CUresult r_ = (call);                                                               \
-    if (r_ != CUDA_SUCCESS) {                                                           \
-      const char* n_ = "?";                                                             \
-      cuGetErrorName(r_, &n_);                                                          \
-      std::fprintf(stderr, "%s:%d: %s failed: %s (%d)\n", __FILE__, __LINE__, #call, n_, \
-                   static_cast<int>(r_));                                               \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
-#define EXPECT(cond)                                                          \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-      std::exit(1);                                                           \
-    }                                                                         \
-  } while (0)
+#include "driver_check.h"
+
 
 namespace {
 

@@ -2,8 +2,8 @@
 // graph_e2e_test, vmm_e2e_test): one (transport, backend) pair on a free port of 127.0.0.1. The
 // emulated backend loads the CPU kernel plugin (GPOOL_KERNELS_PLUGIN) and may log every launch
 // for the test to read; the cuda backend runs over the emulated CUDA driver
-// (GPOOL_EMULATED_DRIVER, when the build has it). Needs GPOOL_BIN and GPOOL_KERNELS_PLUGIN
-// defined by the test's target. Thread safety: one thread per ServerChild.
+// (GPOOL_EMULATED_DRIVER, when the build has it). Needs GPOOL_BIN, GPOOL_KERNELS_PLUGIN and
+// GPOOL_SAMPLES_DIR defined by the test's target. Thread safety: one thread per ServerChild.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,6 +21,14 @@
 #include "subprocess.h"
 
 namespace gpool::testing {
+
+// A sample program built into GPOOL_SAMPLES_DIR (examples/cuda, by tests/remote/CMakeLists.txt).
+inline std::string SampleBin(const std::string& name) {
+  return std::string(GPOOL_SAMPLES_DIR) + "/" + name;
+}
+inline bool Has(const std::string& out, const std::string& what) {
+  return out.find(what) != std::string::npos;
+}
 
 struct ServerPair {
   std::string transport, backend;

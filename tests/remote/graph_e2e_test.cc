@@ -25,10 +25,8 @@ namespace {
 
 using testing::Subprocess;
 
-std::string Built(const std::string& name) { return std::string(GPOOL_SAMPLES_DIR) + "/" + name; }
-bool Has(const std::string& out, const std::string& what) {
-  return out.find(what) != std::string::npos;
-}
+constexpr auto& Built = testing::SampleBin;
+using testing::Has;
 
 using Pair = testing::ServerPair;
 

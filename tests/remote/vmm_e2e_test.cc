@@ -21,10 +21,8 @@ namespace {
 
 using testing::Subprocess;
 
-std::string Sample(const std::string& name) { return std::string(GPOOL_SAMPLES_DIR) + "/" + name; }
-bool Has(const std::string& out, const std::string& what) {
-  return out.find(what) != std::string::npos;
-}
+constexpr auto& Sample = testing::SampleBin;
+using testing::Has;
 
 using VmmPair = testing::ServerPair;
 
