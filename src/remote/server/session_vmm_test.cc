@@ -14,6 +14,7 @@
 
 #include "remote/server/emulated_vmm.h"
 #include "remote/server/session.h"
+#include "remote/server/session_test_fixture.h"
 
 namespace gpool::remote::server {
 namespace {
@@ -23,46 +24,21 @@ using namespace proto;  // NOLINT: message structs
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kChunk = 2 * kMiB;
 
-class VmmSessionTest : public ::testing::Test {
+class VmmSessionTest : public test::SessionTest {
  protected:
-  void SetUp() override {
-    auto t = MakeTransport("tcp", {});
-    ASSERT_TRUE(t.ok());
-    transport_ = std::move(*t);
-    auto l = transport_->Listen("127.0.0.1:0");
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
-    listener_ = std::move(*l);
-    auto accepted = std::async(std::launch::async, [&] { return listener_->Accept(); });
-    auto c = transport_->Connect(listener_->address());
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    client_ = std::move(*c);
-    auto s = accepted.get();
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    auto b = MakeEmulatedBackend({.memory_bytes = 64 * kMiB, .va_bytes = uint64_t{4} << 30});
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
-    backend_ = std::move(*b);
-    // A 5 MiB limit: two 2 MiB chunks fit, a third does not.
-    session_ = std::make_unique<Session>(1, std::move(*s), backend_.get(),
-                                         SessionLimits{.memory_bytes = 5 * kMiB});
-    runner_ = std::thread([this] { run_status_ = session_->Run(); });
+  EmulatedOptions Options() override {
+    return {.memory_bytes = 64 * kMiB, .va_bytes = uint64_t{4} << 30};
   }
-  void TearDown() override {
-    if (client_) client_->Close();
-    if (runner_.joinable()) runner_.join();
-  }
+  // A 5 MiB limit: two 2 MiB chunks fit, a third does not.
+  SessionLimits Limits() override { return {.memory_bytes = 5 * kMiB}; }
   // One synchronous request and its reply.
   template <class Msg, class Body>
   void Ask(Msg q, ReplyHead* h, Body* body) {
     BatchWriter w;
     w.AddRequest(q);
     ASSERT_TRUE(client_->Send(w.Finish()).ok());
-    ASSERT_TRUE(client_->Recv(&in_).ok());
-    auto frames = ParseMessage(in_);
-    ASSERT_TRUE(frames.ok()) << frames.status().ToString();
-    ASSERT_EQ(frames->size(), 1u);
-    ASSERT_EQ((*frames)[0].op, static_cast<uint16_t>(Msg::kOp) | kReply);
     *h = ReplyHead{};
-    ASSERT_TRUE(DecodeReply((*frames)[0], h, body).ok());
+    Reply(static_cast<uint16_t>(Msg::kOp), h, body);
   }
   template <class Msg>
   ReplyHead Ask(Msg q) {
@@ -78,18 +54,7 @@ class VmmSessionTest : public ::testing::Test {
   }
   // Posts a host-to-device copy, then a Ping whose head carries the copy's error, if any.
   ReplyHead Write(uint64_t dst, const std::vector<std::byte>& data) {
-    BatchWriter w;
-    MemcpyH2D c{.dst = dst, .data = data};
-    w.AddRequest(c);
-    Ping p;
-    w.AddRequest(p);
-    EXPECT_TRUE(client_->Send(w.Finish()).ok());
-    EXPECT_TRUE(client_->Recv(&in_).ok());
-    auto frames = ParseMessage(in_);
-    ReplyHead h;
-    Empty none;
-    EXPECT_TRUE(frames.ok() && DecodeReply((*frames)[0], &h, &none).ok());
-    return h;
+    return PostThenPing(MemcpyH2D{.dst = dst, .data = data});
   }
   std::vector<std::byte> Read(uint64_t src, uint64_t n, ReplyHead* h) {
     Data d;
@@ -104,15 +69,6 @@ class VmmSessionTest : public ::testing::Test {
     EXPECT_EQ(h.error, 0) << h.message;
     return m.free;
   }
-
-  std::unique_ptr<Transport> transport_;
-  std::unique_ptr<Listener> listener_;
-  std::unique_ptr<Connection> client_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Session> session_;
-  std::thread runner_;
-  Status run_status_;
-  std::vector<std::byte> in_;
 };
 
 std::vector<std::byte> Bytes(size_t n, uint8_t seed) {
