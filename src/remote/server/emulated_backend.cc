@@ -23,6 +23,7 @@
 #include "remote/fatbin/fatbin.h"
 #include "remote/server/backend.h"
 #include "remote/server/emulated_vmm.h"
+#include "remote/server/free_ranges.h"
 #include "remote/server/kernel_plugin.h"
 
 namespace gpool::remote::server {
@@ -36,20 +37,17 @@ constexpr uint64_t kAlign = 256;
 // First-fit allocator over one device's address range. Free ranges are coalesced.
 class RangeAllocator {
  public:
-  RangeAllocator(uint64_t base, uint64_t size) : base_(base), size_(size) { free_[base] = size; }
+  RangeAllocator(uint64_t base, uint64_t size) : base_(base), size_(size) { free_.Add(base, size); }
   uint64_t Alloc(uint64_t asked) {
     uint64_t size = (std::max<uint64_t>(asked, 1) + kAlign - 1) / kAlign * kAlign;
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->second < size) continue;
-      uint64_t at = it->first, left = it->second - size;
-      free_.erase(it);
-      if (left) free_[at + size] = left;
-      used_[at] = size;
-      asked_[at] = asked;
-      in_use_ += size;
-      return at;
-    }
-    return 0;
+    // Sizes are multiples of kAlign from an aligned base: every free range starts aligned.
+    uint64_t at = free_.FindFirst(size, 1);
+    if (at == 0) return 0;
+    free_.Take(at, size);
+    used_[at] = size;
+    asked_[at] = asked;
+    in_use_ += size;
+    return at;
   }
   // Returns the freed size, 0 if `p` is not the start of an allocation.
   uint64_t Free(uint64_t p) {
@@ -59,21 +57,7 @@ class RangeAllocator {
     used_.erase(it);
     asked_.erase(p);
     in_use_ -= size;
-    auto next = free_.lower_bound(p);
-    uint64_t start = p, len = size;
-    if (next != free_.end() && next->first == p + size) {
-      len += next->second;
-      next = free_.erase(next);
-    }
-    if (next != free_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == p) {
-        start = prev->first;
-        len += prev->second;
-        free_.erase(prev);
-      }
-    }
-    free_[start] = len;
+    free_.Give(p, size);
     return size;
   }
   // True when [p, p+n) lies inside one allocation (its asked size, not the rounded one).
@@ -96,7 +80,8 @@ class RangeAllocator {
 
  private:
   uint64_t base_, size_, in_use_ = 0;
-  std::map<uint64_t, uint64_t> free_, used_, asked_;
+  FreeRanges free_;
+  std::map<uint64_t, uint64_t> used_, asked_;
 };
 
 struct EmuModule {

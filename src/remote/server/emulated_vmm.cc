@@ -43,7 +43,7 @@ Result EmulatedVmm::EnsureWindow() {
   base_ = reinterpret_cast<uint64_t>(at);
   // Reservations start granule-aligned; the kernel's choice need not be.
   uint64_t first = AlignUp(base_, kGranularity);
-  if (first < base_ + window_bytes_) free_[first] = base_ + window_bytes_ - first;
+  if (first < base_ + window_bytes_) free_.Add(first, base_ + window_bytes_ - first);
   return {};
 }
 
@@ -58,27 +58,15 @@ Result EmulatedVmm::Reserve(uint64_t size, uint64_t alignment, uint64_t hint, ui
   }
   if (Result r = EnsureWindow(); !r.ok()) return r;
   const uint64_t align = std::max(alignment, kGranularity);
-  auto carve = [&](std::map<uint64_t, uint64_t>::iterator it, uint64_t at) {
-    uint64_t start = it->first, len = it->second;
-    free_.erase(it);
-    if (at > start) free_[start] = at - start;
-    if (at + size < start + len) free_[at + size] = start + len - (at + size);
+  auto carve = [&](uint64_t at) {
+    free_.Take(at, size);
     reserved_[at] = size;
     *ptr = at;
     return Result{};
   };
   // The hint is honoured when that space is free (the driver treats it as a hint too).
-  if (hint != 0 && hint % align == 0) {
-    auto it = free_.upper_bound(hint);
-    if (it != free_.begin()) {
-      --it;
-      if (hint >= it->first && hint + size <= it->first + it->second) return carve(it, hint);
-    }
-  }
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    uint64_t at = AlignUp(it->first, align);
-    if (at + size <= it->first + it->second) return carve(it, at);
-  }
+  if (hint != 0 && hint % align == 0 && free_.Holds(hint, size)) return carve(hint);
+  if (uint64_t at = free_.FindFirst(size, align); at != 0) return carve(at);
   return VmmErr(kErrMemoryAllocation,
              fmt::format("cuMemAddressReserve: no {} bytes of address space left (aligned to {}) "
                          "in the emulated server's {}-byte window", size, align, window_bytes_));
@@ -95,21 +83,7 @@ Result EmulatedVmm::FreeReservation(uint64_t ptr, uint64_t size) {
                                              "mapped (cuMemUnmap it first)", ptr, size, m->first));
   }
   reserved_.erase(it);
-  uint64_t start = ptr, len = size;
-  auto next = free_.lower_bound(ptr);
-  if (next != free_.end() && next->first == ptr + size) {
-    len += next->second;
-    next = free_.erase(next);
-  }
-  if (next != free_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == ptr) {
-      start = prev->first;
-      len += prev->second;
-      free_.erase(prev);
-    }
-  }
-  free_[start] = len;
+  free_.Give(ptr, size);
   return {};
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "remote/server/backend.h"
+#include "remote/server/free_ranges.h"
 
 namespace gpool::remote::server {
 
@@ -78,7 +79,7 @@ class EmulatedVmm {
 
   uint64_t hint_, window_bytes_;
   uint64_t base_ = 0;  // the window, once mapped
-  std::map<uint64_t, uint64_t> free_;      // the window's unreserved ranges: start -> size
+  FreeRanges free_;                        // the window's unreserved ranges
   std::map<uint64_t, uint64_t> reserved_;  // start -> size
   std::map<uint64_t, Phys> phys_;          // by handle
   std::map<uint64_t, Mapping> maps_;       // by start address
